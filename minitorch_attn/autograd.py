@@ -1,0 +1,345 @@
+"""Reverse-mode automatic differentiation: ``Function``, its context, and the engine.
+
+An operation is a subclass of :class:`Function` with two static methods on raw arrays::
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = ctx.xp.exp(x)
+            ctx.save_for_backward(y)      # what backward will need
+            return y
+
+        @staticmethod
+        def backward(ctx, grad_output):   # dL/dy -> dL/dx
+            (y,) = ctx.saved_tensors
+            return grad_output * y        # d exp(x)/dx = exp(x)
+
+    y = Exp.apply(x)                      # x, y are Tensors
+
+``apply`` unwraps the tensors, calls ``forward``, wraps the result and, if any input
+requires a gradient, records a *node* of the graph: the function, its context and its
+inputs. ``Tensor.backward`` then runs :func:`run_backward`, which
+
+1. finds every node the output depends on and counts, for each node, how many edges
+   lead into it from later nodes (an iterative walk: no recursion limit);
+2. visits the nodes from the output back to the leaves, each one only after all of its
+   consumers, so every gradient arriving at a node has been summed before its backward
+   runs (``b = a + a`` gives ``a`` the sum of two gradients);
+3. undoes broadcasting in one place, :func:`sum_to_shape`: a backward may return a
+   gradient of the broadcast shape and the engine sums it back to the input's shape and
+   casts it to the input's dtype;
+4. accumulates the result into ``leaf.grad`` (summed across backward calls, as in
+   PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
+   arrays unless ``retain_graph=True``.
+
+Source: the Function/ctx design of torch.autograd.Function and minitorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+from .backend import backend_of
+
+_grad_enabled = True
+
+
+def is_grad_enabled():
+    """True unless inside :class:`no_grad`."""
+    return _grad_enabled
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Context manager (and decorator) in which operations record no graph.
+
+    Use it for evaluation, sampling and optimizer updates::
+
+        with no_grad():
+            logits = model(x)
+    """
+
+    def __enter__(self):
+        global _grad_enabled
+        self._previous = _grad_enabled
+        _grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self._previous
+        return False
+
+
+class Context:
+    """What one call of a Function keeps for its backward.
+
+    Attributes:
+        xp: the array namespace of the inputs (NumPy, CuPy or array-api-strict).
+        backend: the :class:`~minitorch_attn.backend.Backend` (for erf, index_add, random).
+        needs_input_grad: a bool per positional argument of ``forward``.
+        saved_tensors: the arrays given to :meth:`save_for_backward` (raises after release).
+    Any other attribute (a shape, a dim, a flag) may be set freely in ``forward``.
+    """
+
+    def __init__(self, backend, needs_input_grad):
+        self.backend = backend
+        self.xp = backend.xp
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+        self._released = False
+        self._non_differentiable = ()
+
+    def save_for_backward(self, *arrays):
+        """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or to read saved arrays "
+                "after they were freed). Pass retain_graph=True to the first backward() call "
+                "if you need to backward through the graph twice."
+            )
+        return self._saved
+
+    def mark_non_differentiable(self, *arrays):
+        """Declare outputs of ``forward`` (by identity) that carry no gradient, e.g. indices."""
+        self._non_differentiable = arrays
+
+    def release(self):
+        """Drop the saved arrays and any other array attributes kept for backward."""
+        self._saved = ()
+        self._released = True
+        for key, value in list(vars(self).items()):
+            if hasattr(value, "__array_namespace__") or type(value).__module__.split(".")[0] in ("numpy", "cupy"):
+                delattr(self, key)
+
+
+class Node:
+    """One recorded call of a Function: the graph edge from its outputs back to its inputs."""
+
+    __slots__ = ("function", "ctx", "inputs", "output_meta")
+
+    def __init__(self, function, ctx, inputs, output_meta):
+        self.function = function    # the Function subclass
+        self.ctx = ctx              # its Context
+        self.inputs = inputs        # positional arguments (Tensors or plain values)
+        self.output_meta = output_meta  # (shape, dtype) of each output, to make zero gradients
+
+    def __repr__(self):
+        return f"<{self.function.__name__}Backward>"
+
+
+class Function:
+    """Base class of every differentiable operation (as ``torch.autograd.Function``).
+
+    Subclasses define ``forward(ctx, *args, **options)`` returning an array (or a tuple of
+    arrays) and ``backward(ctx, *grad_outputs)`` returning one gradient per positional
+    argument of ``forward`` (``None`` for arguments without one). Both work on raw arrays
+    of the backend in ``ctx.xp``. A gradient may have the broadcast shape of the output:
+    the engine sums it back to the input's shape.
+
+    Call an operation with ``MyOp.apply(*args, **options)``; Tensors may be mixed with
+    Python numbers and other plain values, and keyword options are passed to ``forward``
+    unchanged.
+
+    Raises:
+        ValueError: if the tensor arguments live on different devices.
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **options):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **options):
+        from .tensor import Tensor
+
+        backend = None
+        raw = []
+        for arg in args:
+            if isinstance(arg, Tensor):
+                arg_backend = backend_of(arg.data)
+                if backend is None:
+                    backend = arg_backend
+                elif arg_backend is not backend:
+                    raise ValueError(
+                        f"{cls.__name__}: expected all tensors on the same device, but found "
+                        f"tensors on '{backend.name}' and on '{arg_backend.name}'; move them "
+                        f"with .to(device) first"
+                    )
+                raw.append(arg.data)
+            else:
+                raw.append(arg)
+        if backend is None:
+            raise TypeError(f"{cls.__name__}.apply needs at least one Tensor argument")
+
+        needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        record = _grad_enabled and any(needs_input_grad)
+        ctx = Context(backend, needs_input_grad)
+        result = cls.forward(ctx, *raw, **options)
+
+        outputs = result if isinstance(result, tuple) else (result,)
+        node = None
+        if record:
+            node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs))
+        wrapped = []
+        for index, array in enumerate(outputs):
+            differentiable = record and not any(array is nd for nd in ctx._non_differentiable)
+            tensor = Tensor(array, requires_grad=differentiable)
+            if differentiable:
+                tensor.grad_fn = node
+                tensor._output_nr = index
+            wrapped.append(tensor)
+        return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
+
+
+def sum_to_shape(xp, grad, shape):
+    """Undo broadcasting: sum ``grad`` over the axes that broadcasting added or stretched.
+
+    Forward ``y = broadcast(x)`` copies ``x`` along those axes, so ``dL/dx`` is the sum
+    of ``dL/dy`` over them. This is the only place in the engine that does it.
+    """
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = xp.sum(grad, axis=tuple(range(extra)))
+    stretched = tuple(i for i, (g, s) in enumerate(zip(grad.shape, shape)) if s == 1 and g != 1)
+    if stretched:
+        grad = xp.sum(grad, axis=stretched, keepdims=True)
+    return grad
+
+
+def _gradient_for(node, tensor, grad):
+    """Bring a gradient returned by ``node``'s backward to ``tensor``'s shape and dtype."""
+    xp = node.ctx.xp
+    if not hasattr(grad, "shape"):
+        raise TypeError(f"{node.function.__name__}.backward returned {type(grad).__name__}, expected an array")
+    grad = sum_to_shape(xp, grad, tensor.shape)
+    if tuple(grad.shape) != tuple(tensor.shape):
+        raise RuntimeError(
+            f"{node.function.__name__}.backward returned a gradient of shape {tuple(grad.shape)} "
+            f"for an input of shape {tuple(tensor.shape)}"
+        )
+    if grad.dtype != tensor.data.dtype:
+        grad = xp.astype(grad, tensor.data.dtype)
+    return grad
+
+
+def backward(tensors, grad_tensors=None, retain_graph=False):
+    """Backpropagate from several outputs at once (as ``torch.autograd.backward``).
+
+    Args:
+        tensors: a Tensor or a sequence of Tensors.
+        grad_tensors: matching upstream gradients (Tensors or arrays); None for a
+            single-element output means 1.
+    """
+    from .tensor import Tensor
+
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    if len(grad_tensors) != len(tensors):
+        raise ValueError(f"backward: {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    seeds = [(t, t._seed_gradient(g)) for t, g in zip(tensors, grad_tensors)]
+    run_backward(seeds, retain_graph=retain_graph)
+
+
+def run_backward(seeds, retain_graph=False):
+    """Backpropagate from ``seeds``, a list of (output Tensor, gradient array shaped like it).
+
+    See the module docstring for the order of work. Called by :meth:`Tensor.backward`.
+    """
+    from .tensor import Tensor
+
+    # 0. seeds that are leaves receive their gradient directly
+    grads = {}
+    for root, grad in seeds:
+        if root.grad_fn is None:
+            _accumulate(root, grad, backend_of(root.data).xp)
+        else:
+            slot = grads.setdefault(root.grad_fn, {})
+            n = root._output_nr
+            slot[n] = grad if n not in slot else slot[n] + grad
+    if not grads:
+        return
+
+    # 1. count, for each node, the edges arriving from nodes that depend on it
+    pending = dict.fromkeys(grads, 0)
+    stack = list(grads)
+    while stack:
+        node = stack.pop()
+        for parent in _parents(node):
+            if parent not in pending:
+                pending[parent] = 0
+                stack.append(parent)
+            pending[parent] += 1
+
+    # 2. walk from the outputs back, a node only once all its consumers have run
+    ready = [node for node in grads if pending[node] == 0]
+    while ready:
+        node = ready.pop()
+        ctx = node.ctx
+        if ctx._released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time: its saved arrays were "
+                "freed by the first backward(). Pass retain_graph=True to the first call "
+                "if you need to backward through it twice."
+            )
+        received = grads.pop(node)
+        grad_outputs = [
+            received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
+            for i, (shape, dtype) in enumerate(node.output_meta)
+        ]
+        input_grads = node.function.backward(ctx, *grad_outputs)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        if len(input_grads) != len(node.inputs):
+            raise RuntimeError(
+                f"{node.function.__name__}.backward returned {len(input_grads)} gradients, "
+                f"expected {len(node.inputs)} (one per argument of forward, None where there is none)"
+            )
+        for tensor, g in zip(node.inputs, input_grads):
+            if not (isinstance(tensor, Tensor) and tensor.requires_grad) or g is None:
+                continue
+            g = _gradient_for(node, tensor, g)
+            if tensor.grad_fn is None:
+                _accumulate(tensor, g, ctx.xp)
+            else:
+                slot = grads.setdefault(tensor.grad_fn, {})
+                n = tensor._output_nr
+                slot[n] = g if n not in slot else slot[n] + g  # never in place: g may be shared
+        for parent in _parents(node):
+            pending[parent] -= 1
+            if pending[parent] == 0:
+                ready.append(parent)
+        if not retain_graph:
+            ctx.release()
+
+
+def _parents(node):
+    from .tensor import Tensor
+
+    return [t.grad_fn for t in node.inputs if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is not None]
+
+
+def _accumulate(leaf, grad, xp):
+    """``leaf.grad += grad``, out of place; the first gradient is copied so that no two
+    leaves (nor the caller's seed array) ever share one buffer."""
+    from .tensor import Tensor
+
+    if grad.dtype != leaf.data.dtype:
+        grad = xp.astype(grad, leaf.data.dtype)
+    if leaf.grad is None:
+        leaf.grad = Tensor(xp.asarray(grad, copy=True))
+    else:
+        leaf.grad = Tensor(leaf.grad.data + grad)

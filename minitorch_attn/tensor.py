@@ -1,0 +1,517 @@
+"""``Tensor``: one backend array plus what autograd needs, and the factory functions.
+
+A Tensor wraps an array of its device's namespace (``tensor.data``). Arithmetic on
+Tensors calls the differentiable operations of :mod:`minitorch_attn.ops`; comparisons
+give bool Tensors that carry no gradient. Dtypes are named by strings
+(``"float32"``, ``"float64"``, ``"int64"``, ``"int32"``, ``"bool"``), also exported as
+``minitorch_attn.float32`` and so on; float32 is the default, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from . import autograd
+from .backend import backend_of, get_backend
+
+float32 = "float32"
+float64 = "float64"
+int32 = "int32"
+int64 = "int64"
+bool_ = "bool"
+DTYPES = (float32, float64, int32, int64, bool_)
+FLOAT_DTYPES = (float32, float64)
+
+
+def dtype_name(dtype):
+    """Normalize a dtype given as a string, a NumPy/CuPy dtype or type, or an
+    array-api-strict dtype to one of :data:`DTYPES`. Raises TypeError otherwise."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif hasattr(dtype, "name") and isinstance(dtype.name, str):  # numpy.dtype('float32')
+        name = dtype.name
+    elif isinstance(dtype, type) and hasattr(dtype, "__name__"):  # numpy.float32
+        name = dtype.__name__
+    else:  # array_api_strict.float32 prints as "array_api_strict.float32"
+        name = str(dtype).split(".")[-1]
+    name = {"bool_": "bool"}.get(name, name)
+    if name not in DTYPES:
+        raise TypeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    return name
+
+
+def _shape_args(shape):
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` as PyTorch does."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise TypeError(f"a shape must be non-negative ints, got {shape!r}")
+    return tuple(shape)
+
+
+class Tensor:
+    """An n-dimensional array with an optional gradient.
+
+    Attributes:
+        data: the backend array (NumPy, CuPy or array-api-strict).
+        requires_grad: whether operations on it are recorded for :meth:`backward`.
+        grad: a Tensor of the same shape and dtype, filled by backward (leaves only).
+        grad_fn: the graph node that produced it (None for leaves).
+
+    Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends rather
+    than with this constructor, which only wraps an existing backend array.
+
+    Raises:
+        TypeError: if ``data`` is not an array of a supported backend, or if
+            ``requires_grad`` is asked of an integer or bool tensor.
+    """
+
+    __array_priority__ = 1000  # numpy_array * tensor -> Tensor.__rmul__
+    __hash__ = object.__hash__  # comparisons return tensors, identity stays the hash
+
+    def __init__(self, data, requires_grad=False):
+        backend_of(data)  # raises TypeError for anything that is not a backend array
+        self.data = data
+        self.grad = None
+        self.grad_fn = None
+        self._output_nr = 0
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ---- description ------------------------------------------------------------------
+    @property
+    def shape(self):
+        return tuple(self.data.shape)
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def dtype(self):
+        return dtype_name(self.data.dtype)
+
+    @property
+    def device(self):
+        return backend_of(self.data).name
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def dim(self):
+        return self.ndim
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        body = repr(self.numpy()).replace("array(", "tensor(", 1)
+        body = body[: body.rfind(")")].split(", dtype=")[0]
+        extras = [f"device='{self.device}'", f"dtype={self.dtype}"]
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn={self.grad_fn!r}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"{body}, {', '.join(extras)})"
+
+    # ---- autograd ---------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"only floating-point tensors can require gradients, not {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def backward(self, grad=None, retain_graph=False):
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+        Args:
+            grad: the upstream gradient, shaped like ``self``; may be omitted only when
+                ``self`` has a single element (then it is 1).
+            retain_graph: keep saved arrays so that backward can run through the graph again.
+
+        Raises:
+            RuntimeError: if ``self`` does not require grad, or its graph was already freed.
+            ValueError: if ``grad`` is missing for a tensor with more than one element, or
+                its shape does not match.
+        """
+        autograd.run_backward([(self, self._seed_gradient(grad))], retain_graph=retain_graph)
+
+    def _seed_gradient(self, grad):
+        """Check an upstream gradient for ``backward`` and return it as an array."""
+        if not self.requires_grad:
+            raise RuntimeError("backward() on a tensor that does not require grad and has no grad_fn")
+        xp = backend_of(self.data).xp
+        if grad is None:
+            if self.numel() != 1:
+                raise ValueError(
+                    f"backward() without a grad argument needs a single-element tensor (a loss), "
+                    f"but this one has shape {self.shape}; pass grad= of that shape"
+                )
+            return xp.ones_like(self.data)
+        if isinstance(grad, Tensor):
+            if grad.device != self.device:
+                raise ValueError(f"backward(): grad is on '{grad.device}' but the tensor is on '{self.device}'")
+            grad_array = grad.data
+        else:
+            grad_array = get_backend(self.device).asarray(grad)
+        if tuple(grad_array.shape) != self.shape:
+            raise ValueError(f"backward(): grad has shape {tuple(grad_array.shape)}, expected {self.shape}")
+        if grad_array.dtype != self.data.dtype:
+            grad_array = xp.astype(grad_array, self.data.dtype)
+        return grad_array
+
+    def detach(self):
+        """The same data, cut from the graph (no copy)."""
+        return Tensor(self.data)
+
+    def zero_grad(self):
+        self.grad = None
+
+    # ---- moving and converting --------------------------------------------------------
+    def numpy(self):
+        """A NumPy array with this tensor's values (a copy off the device when needed)."""
+        return backend_of(self.data).to_numpy(self.data)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        """The value of a single-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a single-element tensor, got shape {self.shape}")
+        value = self.numpy().reshape(())
+        return value.item()
+
+    def to(self, device=None, dtype=None):
+        """Copy to another device (``"cpu"``, ``"cuda"``, ``"strict"``) and/or dtype.
+
+        Moving between devices goes through host memory and is not differentiable;
+        a dtype change on the same device is (see :class:`ops.Cast`)."""
+        if isinstance(device, str) and device.split(":")[0] not in ("cpu", "cuda", "strict"):
+            device, dtype = None, device  # .to("float64")
+        out = self
+        if device is not None and get_backend(device) is not backend_of(self.data):
+            array = get_backend(device).asarray(self.numpy())
+            out = Tensor(array, requires_grad=self.requires_grad and dtype is None)
+        if dtype is not None and dtype_name(dtype) != out.dtype:
+            from .ops import Cast
+
+            out = Cast.apply(out, dtype=dtype_name(dtype))
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
+
+    def float(self):
+        return self.to(dtype=float32)
+
+    def double(self):
+        return self.to(dtype=float64)
+
+    def long(self):
+        return self.to(dtype=int64)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    # ---- operators (the differentiable ones live in ops.py) ----------------------------
+    def __add__(self, other):
+        return ops.Add.apply(self, other)
+
+    def __radd__(self, other):
+        return ops.Add.apply(other, self)
+
+    def __sub__(self, other):
+        return ops.Sub.apply(self, other)
+
+    def __rsub__(self, other):
+        return ops.Sub.apply(other, self)
+
+    def __mul__(self, other):
+        return ops.Mul.apply(self, other)
+
+    def __rmul__(self, other):
+        return ops.Mul.apply(other, self)
+
+    def __truediv__(self, other):
+        return ops.Div.apply(self, other)
+
+    def __rtruediv__(self, other):
+        return ops.Div.apply(other, self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pow__(self, exponent):
+        return ops.pow(self, exponent)
+
+    def __matmul__(self, other):
+        return ops.MatMul.apply(self, other)
+
+    def __rmatmul__(self, other):
+        return ops.MatMul.apply(other, self)
+
+    def __getitem__(self, key):
+        return ops.getitem(self, key)
+
+    def _compare(self, other, op):
+        other = other.data if isinstance(other, Tensor) else other
+        return Tensor(op(self.data, other))
+
+    def __eq__(self, other):
+        return self._compare(other, lambda a, b: a == b)
+
+    def __ne__(self, other):
+        return self._compare(other, lambda a, b: a != b)
+
+    def __lt__(self, other):
+        return self._compare(other, lambda a, b: a < b)
+
+    def __le__(self, other):
+        return self._compare(other, lambda a, b: a <= b)
+
+    def __gt__(self, other):
+        return self._compare(other, lambda a, b: a > b)
+
+    def __ge__(self, other):
+        return self._compare(other, lambda a, b: a >= b)
+
+    def __invert__(self):
+        if self.dtype != bool_:
+            raise TypeError("~ is defined for bool tensors only")
+        return Tensor(~self.data)
+
+    def __and__(self, other):
+        return self._compare(other, lambda a, b: a & b)
+
+    def __or__(self, other):
+        return self._compare(other, lambda a, b: a | b)
+
+    # ---- methods that mirror torch.Tensor ---------------------------------------------
+    def exp(self):
+        return ops.Exp.apply(self)
+
+    def log(self):
+        return ops.Log.apply(self)
+
+    def sqrt(self):
+        return ops.Sqrt.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(self)
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def clamp(self, min=None, max=None):
+        return ops.Clamp.apply(self, min=min, max=max)
+
+    def sum(self, dim=None, keepdim=False):
+        return ops.Sum.apply(self, dim=dim, keepdim=keepdim)
+
+    def mean(self, dim=None, keepdim=False):
+        return ops.Mean.apply(self, dim=dim, keepdim=keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        """Largest values along ``dim`` (like ``torch.amax``: values only, no indices)."""
+        return ops.Max.apply(self, dim=dim, keepdim=keepdim)
+
+    amax = max
+
+    def var(self, dim=None, keepdim=False, correction=1):
+        return ops.Var.apply(self, dim=dim, keepdim=keepdim, correction=correction)
+
+    def argmax(self, dim=None, keepdim=False):
+        xp = backend_of(self.data).xp
+        return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
+
+    def reshape(self, *shape):
+        return ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return ops.flatten(self, start_dim, end_dim)
+
+    def transpose(self, dim0, dim1):
+        return ops.Transpose.apply(self, dim0=dim0, dim1=dim1)
+
+    @property
+    def T(self):
+        return ops.Permute.apply(self, dims=tuple(reversed(range(self.ndim))))
+
+    def permute(self, *dims):
+        return ops.Permute.apply(self, dims=_shape_args_allow_minus_one(dims))
+
+    def unsqueeze(self, dim):
+        return ops.unsqueeze(self, dim)
+
+    def squeeze(self, dim=None):
+        return ops.squeeze(self, dim)
+
+    def expand(self, *sizes):
+        return ops.expand(self, _shape_args_allow_minus_one(sizes))
+
+    def masked_fill(self, mask, value):
+        return ops.masked_fill(self, mask, value)
+
+    def split(self, split_size, dim=0):
+        return ops.split(self, split_size, dim)
+
+    def chunk(self, chunks, dim=0):
+        return ops.chunk(self, chunks, dim)
+
+    def contiguous(self):
+        return self
+
+
+def _shape_args_allow_minus_one(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if not isinstance(s, int) or isinstance(s, bool):
+            raise TypeError(f"expected ints, got {shape!r}")
+    return tuple(shape)
+
+
+# ---- factories ------------------------------------------------------------------------------
+def _make(array, requires_grad):
+    return Tensor(array, requires_grad=requires_grad)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of ``data``.
+
+    Args:
+        data: a Python number or nested list, a NumPy (or CuPy / array-api-strict) array,
+            or a Tensor.
+        dtype: defaults to the data's own dtype for arrays and Tensors; Python floats
+            become float32, ints int64, bools bool.
+        device: ``"cpu"``, ``"cuda"`` or ``"strict"``; defaults to the data's device for
+            Tensors and device arrays, else to the default device.
+    Raises:
+        TypeError: for data of an unsupported kind or dtype.
+    """
+    import numpy
+
+    if isinstance(data, Tensor):
+        source_device = data.device
+        data = data.data
+    else:
+        source_device = None
+    try:
+        source_device = source_device or backend_of(data).name
+        is_array = True
+    except TypeError:
+        is_array = False
+    if device is None:
+        device = source_device if source_device is not None else None
+    backend = get_backend(device)
+
+    if is_array:
+        if backend_of(data) is backend:
+            array = backend.xp.asarray(data, copy=True)
+        else:
+            array = backend.asarray(backend_of(data).to_numpy(data))
+    else:
+        host = numpy.asarray(data)
+        if host.dtype == numpy.float64 and not isinstance(data, numpy.ndarray):
+            host = host.astype(numpy.float32)  # Python floats become the default float32
+        if host.dtype.kind not in "fiub":
+            raise TypeError(f"cannot make a tensor from data of dtype {host.dtype}")
+        if host.dtype.kind == "u":
+            host = host.astype(numpy.int64)
+        array = backend.asarray(host)
+    if dtype is not None:
+        array = backend.xp.astype(array, backend.dtype(dtype_name(dtype)))
+    return _make(array, requires_grad)
+
+
+def _resolve(dtype, device):
+    backend = get_backend(device)
+    return backend, backend.dtype(dtype_name(dtype if dtype is not None else float32))
+
+
+def zeros(*shape, dtype=None, device=None, requires_grad=False):
+    """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); float32 by default."""
+    backend, dt = _resolve(dtype, device)
+    return _make(backend.xp.zeros(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
+
+
+def ones(*shape, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones of the given shape; float32 by default."""
+    backend, dt = _resolve(dtype, device)
+    return _make(backend.xp.ones(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
+
+
+def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given shape filled with ``fill_value``; float32 by default."""
+    backend, dt = _resolve(dtype, device)
+    shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
+    return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
+
+
+def zeros_like(t, dtype=None, requires_grad=False):
+    return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, requires_grad=False):
+    return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``, as torch.arange:
+    int64 when all bounds are ints, else float32."""
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else float32
+    backend, dt = _resolve(dtype, device)
+    return _make(backend.xp.arange(start, end, step, dtype=dt, device=backend.device), requires_grad)
+
+
+def randn(*shape, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples of the given shape; reproducible after :func:`manual_seed`."""
+    backend = get_backend(device)
+    return _make(backend.normal(_shape_args(shape), dtype_name(dtype or float32)), requires_grad)
+
+
+def rand(*shape, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1) of the given shape; reproducible after :func:`manual_seed`."""
+    backend = get_backend(device)
+    return _make(backend.uniform(_shape_args(shape), dtype_name(dtype or float32)), requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, device=None):
+    """Integers in ``[low, high)`` of shape ``size``, as torch.randint (``randint(high, size)``
+    also works); int64 by default."""
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint needs a size, e.g. randint(0, 10, (3,)) or randint(10, (3,))")
+        low, high, size = 0, low, high
+    backend = get_backend(device)
+    return _make(backend.integers(low, high, _shape_args((size,)), dtype_name(dtype or int64)), False)
+
+
+from . import ops  # noqa: E402  (ops needs Tensor defined first)
