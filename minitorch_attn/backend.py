@@ -354,15 +354,17 @@ def _erf_float64(xp, x):
     z^2 is exact and exp(-x^2) loses no digits.
     """
     a = xp.abs(x)
-    sign = xp.where(x < 0, -1.0, 1.0)
+    sign = xp.sign(x)
 
-    s = a * a
-    small = a + a * (_poly(_PP, s) / _poly(_QQ, s))
+    # each branch is evaluated on its own interval (clipped), so no inf or nan is ever formed
+    a_small = xp.clip(a, 0.0, 0.84375)
+    s = a_small * a_small
+    small = a_small + a_small * (_poly(_PP, s) / _poly(_QQ, s))
 
-    t = a - 1.0
+    t = xp.clip(a, 0.84375, 1.25) - 1.0
     middle = _ERX + _poly(_PA, t) / _poly(_QA, t)
 
-    safe = xp.where(a < 1.25, 1.25, xp.where(a > 6.0, 6.0, a))  # keep 1/x^2 finite everywhere
+    safe = xp.clip(a, 1.25, 6.0)  # keep 1/x^2 finite everywhere
     u = 1.0 / (safe * safe)
     ratio = xp.where(safe < 1.0 / 0.35, _poly(_RA, u) / _poly(_SA, u), _poly(_RB, u) / _poly(_SB, u))
     z = xp.astype(xp.astype(safe, xp.float32), xp.float64)

@@ -212,7 +212,7 @@ class Maximum(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         xp = ctx.xp
-        share_a = xp.where(a > b, 1.0, xp.where(a == b, 0.5, 0.0))
+        share_a = xp.astype(a > b, g.dtype) + 0.5 * xp.astype(a == b, g.dtype)
         return g * xp.astype(share_a, g.dtype), g * xp.astype(1.0 - share_a, g.dtype)
 
 
@@ -228,7 +228,7 @@ class Minimum(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         xp = ctx.xp
-        share_a = xp.where(a < b, 1.0, xp.where(a == b, 0.5, 0.0))
+        share_a = xp.astype(a < b, g.dtype) + 0.5 * xp.astype(a == b, g.dtype)
         return g * xp.astype(share_a, g.dtype), g * xp.astype(1.0 - share_a, g.dtype)
 
 
