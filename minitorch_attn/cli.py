@@ -14,9 +14,9 @@ import sys
 
 
 def add_gradcheck(subparsers):
-    p = subparsers.add_parser("gradcheck", help="run the gradient-check suite (from a source checkout)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for python -m gradcheck")
-    p.set_defaults(run=_run_gradcheck)
+    p = subparsers.add_parser("gradcheck", add_help=False,
+                              help="run the gradient-check suite (from a source checkout); see python -m gradcheck -h")
+    p.set_defaults(run=_run_gradcheck, passes_extra=True)
 
 
 def _run_gradcheck(args):
@@ -27,7 +27,7 @@ def _run_gradcheck(args):
         print("minitorch-attn gradcheck: the gradcheck/ suite ships with the source; run this "
               "from the project's root folder", file=sys.stderr)
         return 2
-    return gradcheck_main(args.rest)
+    return gradcheck_main(args.extra)
 
 
 SUBCOMMANDS = [add_gradcheck]
@@ -38,7 +38,10 @@ def main(argv=None):
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "passes_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     return args.run(args) or 0
 
 
