@@ -436,7 +436,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
             array = backend.asarray(backend_of(data).to_numpy(data))
     else:
         host = numpy.asarray(data)
-        if host.dtype == numpy.float64 and not isinstance(data, numpy.ndarray):
+        if dtype is not None and host.dtype.kind in "fiub":
+            host = host.astype(dtype_name(dtype))  # straight to the asked dtype: no float32 detour
+        elif host.dtype == numpy.float64 and not isinstance(data, numpy.ndarray):
             host = host.astype(numpy.float32)  # Python floats become the default float32
         if host.dtype.kind not in "fiub":
             raise TypeError(f"cannot make a tensor from data of dtype {host.dtype}")
