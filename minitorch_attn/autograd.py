@@ -222,10 +222,11 @@ def _gradient_for(node, tensor, grad):
     xp = node.ctx.xp
     if not hasattr(grad, "shape"):
         raise TypeError(f"{node.function.__name__}.backward returned {type(grad).__name__}, expected an array")
+    returned_shape = tuple(grad.shape)
     grad = sum_to_shape(xp, grad, tensor.shape)
     if tuple(grad.shape) != tuple(tensor.shape):
         raise RuntimeError(
-            f"{node.function.__name__}.backward returned a gradient of shape {tuple(grad.shape)} "
+            f"{node.function.__name__}.backward returned a gradient of shape {returned_shape} "
             f"for an input of shape {tuple(tensor.shape)}"
         )
     if grad.dtype != tensor.data.dtype:

@@ -191,7 +191,7 @@ def check_gradients(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False,
                       if error.size else 0.0)
         if not numpy.all(error <= allowed):
             worst = int(numpy.argmax(error - allowed))
-            where = positions[0] if positions else f"element {numpy.unravel_index(worst, inputs[i].shape)}"
+            where = positions[0] if positions else f"element {tuple(int(k) for k in numpy.unravel_index(worst, inputs[i].shape))}"
             return GradcheckReport(max_abs, max_rel, (
                 f"gradient of input {i} (shape {inputs[i].shape}) is wrong at {where}: "
                 f"analytic {analytic_values[worst]:.10g}, numeric {numeric[worst]:.10g}, "

@@ -1,0 +1,173 @@
+"""The checker itself: it must catch the usual mistakes in a hand-written backward."""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+from minitorch_attn import Function, GradcheckError, autograd
+
+
+def f64(*shape, requires_grad=True, device="cpu"):
+    return mt.randn(*shape, dtype="float64", device=device, requires_grad=requires_grad)
+
+
+class Square(Function):
+    """y = x², correct backward: 2 x g."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_a_correct_backward_passes(device):
+    assert mt.gradcheck(Square.apply, [f64(3, 2, device=device)])
+    assert mt.gradcheck(Square.apply, [f64(3, 2, device=device)], fast_mode=True)
+
+
+def test_wrong_sign_is_caught():
+    class WrongSign(Square):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return -2 * x * g
+
+    with pytest.raises(GradcheckError, match="gradient of input 0"):
+        mt.gradcheck(WrongSign.apply, [f64(3)])
+    with pytest.raises(GradcheckError):
+        mt.gradcheck(WrongSign.apply, [f64(3)], fast_mode=True)
+
+
+def test_missing_factor_is_caught():
+    class MissingFactor(Square):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return x * g
+
+    with pytest.raises(GradcheckError):
+        mt.gradcheck(MissingFactor.apply, [f64(4)])
+
+
+class AddBias(Function):
+    """y = x + b with b of shape (C,) broadcast over the rows of x (N, C)."""
+
+    @staticmethod
+    def forward(ctx, x, b):
+        return x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, ctx.xp.sum(g, axis=0)
+
+
+def test_broadcasting_not_reduced_is_caught():
+    class FirstRowOnly(AddBias):
+        @staticmethod
+        def backward(ctx, g):
+            return g, g[0, ...]  # forgets that b was used by every row
+
+    assert mt.gradcheck(AddBias.apply, [f64(3, 4), f64(4)])
+    with pytest.raises(GradcheckError, match="gradient of input 1"):
+        mt.gradcheck(FirstRowOnly.apply, [f64(3, 4), f64(4)])
+
+
+def test_a_gradient_of_the_wrong_shape_is_reported_by_the_engine():
+    class WrongShape(AddBias):
+        @staticmethod
+        def backward(ctx, g):
+            return g, g[:, :2]
+
+    with pytest.raises(RuntimeError, match=r"gradient of shape \(3, 2\) for an input of shape \(4,\)"):
+        mt.gradcheck(WrongShape.apply, [f64(3, 4), f64(4)])
+
+
+def test_overwrite_instead_of_accumulate_is_caught(monkeypatch):
+    def overwrite(leaf, grad, xp):  # a broken engine: the last gradient wins
+        leaf.grad = mt.Tensor(grad)
+
+    x = f64(3)
+    assert mt.gradcheck(lambda a: a * a + a, [x])
+    monkeypatch.setattr(autograd, "_accumulate", overwrite)
+    with pytest.raises(GradcheckError):
+        mt.gradcheck(lambda a: a * a + a, [x])
+
+
+def test_gradients_of_ones_are_caught_by_the_zero_upstream_check():
+    class Ones(Square):
+        @staticmethod
+        def backward(ctx, g):
+            return ctx.xp.ones_like(g)
+
+    with pytest.raises(GradcheckError, match="zero upstream gradient gave a nonzero gradient"):
+        mt.gradcheck(Ones.apply, [f64(3)])
+
+
+def test_a_plain_sum_would_hide_what_a_random_upstream_gradient_catches():
+    class CenterWrong(Function):
+        """y = x - mean(x); a wrong backward that forgets the mean term (returns g).
+        With a plain-sum loss (g = 1) both give a zero-sum difference that is missed."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x - ctx.xp.mean(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = f64(5)
+    y = CenterWrong.apply(x)
+    y.sum().backward()  # plain sum: analytic 1, true gradient 0 -- yet for a plain-sum check
+    with pytest.raises(GradcheckError):
+        mt.gradcheck(CenterWrong.apply, [f64(5)])
+
+
+def test_nondeterministic_backward_is_caught():
+    class Noisy(Square):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g + ctx.backend.normal(x.shape, "float64") * 1e-9
+
+    with pytest.raises(GradcheckError, match="two backward runs differ"):
+        mt.gradcheck(Noisy.apply, [f64(3)])
+
+
+def test_failure_message_names_input_element_values_and_tolerances():
+    class WrongAtOne(Square):
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            grad = 2 * x * g
+            grad[1, 0] = grad[1, 0] + g[1, 0]  # one element off by g
+            return grad
+
+    with pytest.raises(GradcheckError) as info:
+        mt.gradcheck(WrongAtOne.apply, [f64(2, 2)])
+    message = str(info.value)
+    for part in ("input 0", "element (1, 0)", "analytic", "numeric", "atol", "rtol"):
+        assert part in message
+
+
+def test_float32_inputs_warn():
+    x = mt.randn(3, requires_grad=True)
+    with pytest.warns(UserWarning, match="float32"):
+        mt.check_gradients(Square.apply, [x], eps=1e-3, atol=1e-2, rtol=1e-2)
+
+
+def test_nothing_to_check_is_an_error():
+    with pytest.raises(ValueError, match="no input has requires_grad"):
+        mt.gradcheck(Square.apply, [f64(3, requires_grad=False)])
+
+
+def test_user_gradients_are_left_untouched():
+    x = f64(3)
+    x.grad = mt.ones(3, dtype="float64")
+    mt.gradcheck(Square.apply, [x])
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(3))

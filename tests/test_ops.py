@@ -1,0 +1,228 @@
+"""Primitive operations: forward against NumPy, backward against PyTorch (float64),
+broadcasting shapes (hypothesis), and clear errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import minitorch_attn as mt
+
+rng = np.random.default_rng(0)
+
+
+def _t(array, device, requires_grad=False):
+    return mt.tensor(np.asarray(array, dtype=np.float64), device=device, requires_grad=requires_grad)
+
+
+UNARY = {
+    "exp": (mt.exp, np.exp, lambda a: a),
+    "log": (mt.log, np.log, lambda a: np.abs(a) + 0.5),
+    "sqrt": (mt.sqrt, np.sqrt, lambda a: np.abs(a) + 0.5),
+    "tanh": (mt.tanh, np.tanh, lambda a: a),
+    "abs": (mt.abs, np.abs, lambda a: a),
+    "neg": (lambda t: -t, np.negative, lambda a: a),
+    "pow": (lambda t: t ** 3, lambda a: a ** 3, lambda a: a),
+    "clamp": (lambda t: t.clamp(-0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5), lambda a: a),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_forward_matches_numpy(name, device):
+    ours, reference, domain = UNARY[name]
+    a = domain(rng.standard_normal((3, 4)))
+    np.testing.assert_allclose(ours(_t(a, device)).numpy(), reference(a), rtol=1e-15, atol=0)
+
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "maximum": (mt.maximum, np.maximum),
+    "minimum": (mt.minimum, np.minimum),
+}
+
+# the broadcasting cases named in the design, plus random ones from hypothesis below
+NAMED_SHAPES = [((3, 4), (4,)), ((2, 1, 4, 64), (2, 1, 4, 1)), ((), (2, 3)), ((5, 1), (1, 3))]
+
+
+@pytest.mark.parametrize("shapes", NAMED_SHAPES)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasting_forward_and_gradient_shapes(name, shapes, device):
+    ours, reference = BINARY[name]
+    a = rng.standard_normal(shapes[0])
+    b = rng.standard_normal(shapes[1]) + 3.0  # keeps division away from zero
+    ta, tb = _t(a, device, True), _t(b, device, True)
+    out = ours(ta, tb)
+    np.testing.assert_allclose(out.numpy(), reference(a, b), rtol=1e-15, atol=0)
+    out.backward(mt.ones(out.shape, dtype="float64", device=device))
+    assert ta.grad.shape == ta.shape and tb.grad.shape == tb.shape
+
+
+@settings(max_examples=40, deadline=None)
+@given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
+def test_broadcast_gradients_are_the_sums_numpy_implies(shapes):
+    (sa, sb), result = shapes.input_shapes, shapes.result_shape
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    upstream = rng.standard_normal(result)
+    ta, tb = _t(a, "cpu", True), _t(b, "cpu", True)
+    (ta * tb).backward(mt.tensor(upstream))
+    # d(sum(g * a * b))/da = sum of g*b over the broadcast axes, computed by brute force
+    expected_a = _sum_to(upstream * np.broadcast_to(b, result), sa)
+    np.testing.assert_allclose(ta.grad.numpy(), expected_a, rtol=1e-12, atol=1e-12)
+    assert tb.grad.shape == tuple(sb)
+
+
+def _sum_to(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1:
+            g = g.sum(axis=axis, keepdims=True)
+    return g
+
+
+def test_reductions_forward(device):
+    a = rng.standard_normal((2, 3, 4))
+    t = _t(a, device)
+    np.testing.assert_allclose(t.sum(dim=(0, 2)).numpy(), a.sum(axis=(0, 2)), rtol=1e-14)
+    np.testing.assert_allclose(t.mean(dim=-1, keepdim=True).numpy(), a.mean(axis=-1, keepdims=True), rtol=1e-14)
+    np.testing.assert_allclose(t.max(dim=1).numpy(), a.max(axis=1), rtol=0)
+    np.testing.assert_allclose(t.var(dim=2).numpy(), a.var(axis=2, ddof=1), rtol=1e-14)
+    np.testing.assert_allclose(t.var(correction=0).numpy(), a.var(), rtol=1e-14)
+    assert t.sum().shape == ()
+
+
+def test_max_gradient_is_shared_between_ties():
+    x = mt.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
+    x.max(dim=1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5, 0.5]])
+
+
+def test_matmul_shapes_as_numpy(device):
+    cases = [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
+             ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3))]
+    for sa, sb in cases:
+        a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+        ta, tb = _t(a, device, True), _t(b, device, True)
+        out = ta @ tb
+        np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-13, atol=1e-13)
+        out.backward(mt.ones(out.shape, dtype="float64", device=device))
+        assert ta.grad.shape == sa and tb.grad.shape == sb
+
+
+def test_matmul_errors_name_the_shapes():
+    with pytest.raises(ValueError, match=r"inner dimensions differ: \(3, 4\) @ \(3, 2\)"):
+        mt.randn(3, 4) @ mt.randn(3, 2)
+    with pytest.raises(ValueError, match="at least one dimension"):
+        mt.matmul(mt.tensor(1.0), mt.randn(2))
+
+
+def test_shape_ops_forward(device):
+    a = rng.standard_normal((2, 3, 4))
+    t = _t(a, device)
+    np.testing.assert_array_equal(t.reshape(4, -1).numpy(), a.reshape(4, -1))
+    np.testing.assert_array_equal(t.view(6, 4).numpy(), a.reshape(6, 4))
+    np.testing.assert_array_equal(t.transpose(0, 2).numpy(), a.transpose(2, 1, 0))
+    np.testing.assert_array_equal(t.permute(1, 2, 0).numpy(), a.transpose(1, 2, 0))
+    np.testing.assert_array_equal(t.unsqueeze(1).numpy(), a[:, None])
+    np.testing.assert_array_equal(t.unsqueeze(-1).squeeze(-1).numpy(), a)
+    np.testing.assert_array_equal(t[:, :1].expand(2, 5, 4).numpy(), np.broadcast_to(a[:, :1], (2, 5, 4)))
+    np.testing.assert_array_equal(t.flatten(1).numpy(), a.reshape(2, 12))
+    np.testing.assert_array_equal(t[1, ..., ::2].numpy(), a[1, ..., ::2])
+    np.testing.assert_array_equal(t[None, 0].numpy(), a[None, 0])
+    np.testing.assert_array_equal(t.T.numpy(), a.T)
+    np.testing.assert_array_equal(mt.concat([t, t], dim=1).numpy(), np.concatenate([a, a], axis=1))
+    np.testing.assert_array_equal(mt.stack([t, t], dim=-1).numpy(), np.stack([a, a], axis=-1))
+    pieces = t.split([1, 3], dim=2)
+    np.testing.assert_array_equal(pieces[1].numpy(), a[:, :, 1:])
+    assert [p.shape[1] for p in t.chunk(2, dim=1)] == [2, 1]
+    np.testing.assert_array_equal(mt.tril(t).numpy(), np.tril(a))
+    np.testing.assert_array_equal(mt.triu(t, 1).numpy(), np.triu(a, 1))
+
+
+def test_integer_tensor_indexing_accumulates_repeats(device):
+    w = mt.randn(4, 2, dtype="float64", device=device, requires_grad=True)
+    idx = mt.tensor([[1, 1], [3, 1]], device=device)
+    out = w[idx]
+    np.testing.assert_array_equal(out.numpy(), w.numpy()[np.array([[1, 1], [3, 1]])])
+    out.backward(mt.ones(out.shape, dtype="float64", device=device))
+    np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0.0, 3.0, 0.0, 1.0])
+
+
+def test_index_errors():
+    x = mt.randn(3, 2)
+    with pytest.raises(IndexError, match="out of range"):
+        x[mt.tensor([0, 3])]
+    with pytest.raises(TypeError, match="boolean-mask indexing is not supported"):
+        x[x > 0]
+    with pytest.raises(TypeError, match="unsupported index"):
+        x[1.5]
+
+
+def test_where_and_masked_fill(device):
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3,))
+    cond = a > 0
+    ta, tb = _t(a, device, True), _t(b, device, True)
+    tc = mt.tensor(cond, device=device)
+    np.testing.assert_array_equal(mt.where(tc, ta, tb).numpy(), np.where(cond, a, b))
+    filled = ta.masked_fill(tc, -1.0)
+    np.testing.assert_array_equal(filled.numpy(), np.where(cond, -1.0, a))
+    filled.backward(mt.ones((2, 3), dtype="float64", device=device))
+    np.testing.assert_array_equal(ta.grad.numpy(), (~cond).astype(float))
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        ta.masked_fill(ta, 0.0)
+
+
+def test_shape_errors_are_value_errors():
+    x = mt.randn(2, 3)
+    with pytest.raises(ValueError, match=r"cannot reshape a tensor of shape \(2, 3\) to \(4, 2\)"):
+        x.reshape(4, 2)
+    with pytest.raises(ValueError, match="not a permutation"):
+        x.permute(0, 0)
+    with pytest.raises(ValueError, match="cannot expand"):
+        x.expand(2, 4)
+    with pytest.raises(ValueError, match="out of range"):
+        x.sum(dim=2)
+    with pytest.raises(ValueError, match="do not add up"):
+        x.split([1, 1], dim=1)
+    with pytest.raises(TypeError, match="Python-number exponent"):
+        x ** x
+
+
+# ---- against PyTorch in float64, forward and backward ------------------------------------------
+TORCH_CASES = {
+    "broadcast arithmetic": (lambda a, b: (a * b + a / (b * b + 1.0) - b) ** 2, [(3, 1, 4), (2, 4)]),
+    "exp log sqrt tanh abs": (lambda a, b: ((a.exp() + b.abs()).log() + (a * a + 1.0).sqrt()) * a.tanh(), [(3, 4), (4,)]),
+    "matmul batched": (lambda a, b: a @ b, [(2, 3, 4), (4, 5)]),
+    "reductions": (lambda a, b: a.sum(dim=1) * b.mean() + a.var(dim=0).sum() + a.amax(dim=-1).sum(), [(3, 4), (4,)]),
+    "shapes": (lambda a, b: (a.reshape(2, 6).transpose(0, 1)[1:, None] * b.unsqueeze(0)[..., :2]).permute(2, 0, 1), [(3, 4), (2, 3)]),
+    "max/min/clamp": (lambda a, b: mt_or_torch_max(a, b) + a.clamp(-0.3, 0.4), [(3, 4), (4,)]),
+}
+
+
+def mt_or_torch_max(a, b):
+    if isinstance(a, mt.Tensor):
+        return mt.maximum(a, b) - mt.minimum(a, b)
+    import torch
+
+    return torch.maximum(a, b) - torch.minimum(a, b)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(TORCH_CASES))
+def test_forward_and_backward_match_pytorch_float64(name, torch):
+    fn, shapes = TORCH_CASES[name]
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ours = [mt.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), fn(*theirs)
+    upstream = rng.standard_normal(ref.shape)
+    out.backward(mt.tensor(upstream))
+    ref.backward(torch.tensor(upstream))
+    tol = 1e-12
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
