@@ -53,3 +53,10 @@ def float64_tolerance(reference, n_ops=1, dtype="float32"):
     and the magnitude of a float64 reference: ``n_ops * eps * max(1, max|reference|)``."""
     eps = float(np.finfo(dtype).eps)
     return n_ops * eps * max(1.0, float(np.max(np.abs(reference), initial=0.0)))
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that use the ``torch`` fixture carry the ``torch`` marker (``pytest -m torch``)."""
+    for item in items:
+        if "torch" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.torch)
