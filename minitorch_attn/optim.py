@@ -1,0 +1,287 @@
+"""Optimizers, gradient clipping and the learning-rate schedule used to train the GPT.
+
+Every optimizer updates ``param.data`` in place from ``param.grad`` (both raw arrays of
+the parameter's device), outside the autograd graph. Names, arguments and update rules
+are PyTorch's (``torch.optim.SGD``, ``Adam``, ``AdamW``), so results can be compared
+step for step:
+
+=========  =====================================================================
+SGD        ``b = μ b + g`` (``b = g`` on the first step);  ``p -= lr b``
+           (Polyak momentum; Sutskever et al. 2013, eq. 1 in PyTorch's form)
+Adam       ``g += λ p`` (L2 penalty);  ``m = β1 m + (1-β1) g``;  ``v = β2 v + (1-β2) g²``;
+           ``p -= lr (m / (1-β1ᵗ)) / (sqrt(v / (1-β2ᵗ)) + ε)``  (Kingma & Ba,
+           arXiv:1412.6980, Alg. 1)
+AdamW      as Adam, but the weight decay is decoupled: ``p *= 1 - lr λ`` before the
+           Adam step (Loshchilov & Hutter, arXiv:1711.05101, Alg. 2)
+=========  =====================================================================
+
+An optimizer takes an iterable of parameters, or of *parameter groups*: dicts with a
+``"params"`` list and any hyperparameter to override for that group (as in PyTorch;
+the training job uses one group with weight decay for matrices and one without for
+biases, norms and position embeddings). ``optimizer.param_groups[i]["lr"]`` is the
+learning rate a schedule changes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .backend import backend_of
+
+
+class Optimizer:
+    """Base class: parameter groups, ``zero_grad``, and per-parameter state that can be
+    saved (``state_dict``) and restored (``load_state_dict``).
+
+    Args:
+        params: an iterable of Parameters, or of dicts ``{"params": [...], **options}``.
+        defaults: the hyperparameters every group starts from.
+    Raises:
+        ValueError: if there are no parameters, or one appears twice.
+        TypeError: if a parameter does not require gradients.
+    """
+
+    def __init__(self, params, defaults):
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.defaults = dict(defaults)
+        self.param_groups = []
+        seen = set()
+        for group in groups:
+            group = {**self.defaults, **group, "params": list(group["params"])}
+            for p in group["params"]:
+                if not getattr(p, "requires_grad", False):
+                    raise TypeError(f"{type(self).__name__} can only optimize tensors that require gradients")
+                if id(p) in seen:
+                    raise ValueError("a parameter appears in more than one group")
+                seen.add(id(p))
+            self.param_groups.append(group)
+        self.state = {}  # id(param) -> {"step": int, name: array}
+
+    def parameters(self):
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def zero_grad(self):
+        """Forget every parameter's gradient (``grad = None``, as PyTorch's default)."""
+        for p in self.parameters():
+            p.grad = None
+
+    def step(self):
+        """Update every parameter that has a gradient, one group at a time."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state.setdefault(id(p), {"step": 0})
+                state["step"] += 1
+                self._update(p, p.grad.data, state, group)
+
+    def _update(self, p, grad, state, group):
+        raise NotImplementedError
+
+    # ---- saving and restoring -------------------------------------------------------------
+    def state_dict(self):
+        """``{"param_groups": [hyperparameters per group], "state": {index: {name: value}}}``.
+
+        Parameters are named by their position in :meth:`parameters` (as PyTorch does);
+        arrays stay on their device. :mod:`minitorch_attn.checkpoint` stores this."""
+        index = {id(p): i for i, p in enumerate(self.parameters())}
+        groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
+        for g, group in zip(groups, self.param_groups):
+            g["params"] = [index[id(p)] for p in group["params"]]
+        state = {index[key]: dict(value) for key, value in self.state.items() if key in index}
+        return {"param_groups": groups, "state": state}
+
+    def load_state_dict(self, state_dict):
+        """Restore hyperparameters and per-parameter state saved by :meth:`state_dict`.
+
+        Arrays (NumPy or any backend) are copied onto each parameter's device.
+        Raises:
+            ValueError: if the number of groups or of parameters per group differs, or a
+                saved moment has a different shape from its parameter.
+        """
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"optimizer state has {len(groups)} parameter groups, this optimizer has {len(self.param_groups)}")
+        for saved, group in zip(groups, self.param_groups):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(
+                    f"optimizer state has a group of {len(saved['params'])} parameters where this "
+                    f"optimizer has {len(group['params'])}"
+                )
+        params = self.parameters()
+        self.state = {}
+        for i, entry in state_dict["state"].items():
+            p = params[int(i)]
+            backend = backend_of(p.data)
+            restored = {}
+            for name, value in entry.items():
+                if name == "step":
+                    restored[name] = int(value)
+                    continue
+                if tuple(value.shape) != p.shape:
+                    raise ValueError(f"optimizer state '{name}' of parameter {i} has shape {tuple(value.shape)}, expected {p.shape}")
+                restored[name] = backend.asarray(backend_of(value).to_numpy(value), dtype=p.data.dtype)
+            self.state[id(p)] = restored
+        for saved, group in zip(groups, self.param_groups):
+            group.update({k: v for k, v in saved.items() if k != "params"})
+
+
+def _check_hyperparameters(lr, weight_decay, **others):
+    if not lr >= 0.0:
+        raise ValueError(f"invalid learning rate {lr!r}; expected lr >= 0")
+    if not weight_decay >= 0.0:
+        raise ValueError(f"invalid weight_decay {weight_decay!r}; expected >= 0")
+    for name, value in others.items():
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"invalid {name} {value!r}; expected 0 <= {name} < 1")
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, as ``torch.optim.SGD``.
+
+    ``g = grad + weight_decay * p``;  with momentum ``b = momentum * b + (1 - dampening) g``
+    (``b = g`` on the first step) and ``g = b`` (or ``g + momentum * b`` when
+    ``nesterov``);  ``p -= lr * g``.
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+        _check_hyperparameters(lr, weight_decay, momentum=momentum)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("nesterov momentum needs momentum > 0 and dampening = 0")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov))
+
+    def _update(self, p, grad, state, group):
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * p.data
+        momentum = group["momentum"]
+        if momentum:
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = grad + 0  # a copy: grad may be the gradient itself
+            else:
+                buf = state["momentum_buffer"]
+                buf *= momentum
+                buf += (1 - group["dampening"]) * grad
+            buf = state["momentum_buffer"]
+            grad = grad + momentum * buf if group["nesterov"] else buf
+        p.data -= group["lr"] * grad
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba, arXiv:1412.6980, Algorithm 1), as ``torch.optim.Adam``.
+
+    ``weight_decay`` adds ``λ p`` to the gradient (an L2 penalty, coupled to the adaptive
+    step); prefer :class:`AdamW` for decoupled decay. Moments are kept in the parameter's
+    dtype and device.
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        _check_hyperparameters(lr, weight_decay, beta1=betas[0], beta2=betas[1])
+        if not eps >= 0.0:
+            raise ValueError(f"invalid eps {eps!r}; expected eps >= 0")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+
+    def _update(self, p, grad, state, group):
+        xp = backend_of(p.data).xp
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        if decay and self.decoupled:
+            p.data *= 1 - lr * decay                 # AdamW: shrink the weights directly
+        elif decay:
+            grad = grad + decay * p.data             # Adam: L2 penalty in the gradient
+        if "exp_avg" not in state:
+            state["exp_avg"] = xp.zeros_like(p.data)
+            state["exp_avg_sq"] = xp.zeros_like(p.data)
+        m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+        m *= beta1
+        m += (1 - beta1) * grad                      # m = β1 m + (1-β1) g
+        v *= beta2
+        v += (1 - beta2) * (grad * grad)             # v = β2 v + (1-β2) g²
+        bias1 = 1 - beta1 ** t                       # m̂ = m / (1-β1ᵗ),  v̂ = v / (1-β2ᵗ)
+        bias2 = 1 - beta2 ** t
+        denom = xp.sqrt(v) / math.sqrt(bias2) + eps  # sqrt(v̂) + ε
+        p.data -= (lr / bias1) * (m / denom)         # p -= lr m̂ / (sqrt(v̂) + ε)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter, arXiv:1711.05101, Alg. 2),
+    as ``torch.optim.AdamW``: ``p *= 1 - lr * weight_decay`` and then the Adam step."""
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def clip_grad_norm_(parameters, max_norm):
+    """Scale all gradients together so that their global L2 norm is at most ``max_norm``
+    (as ``torch.nn.utils.clip_grad_norm_``; Pascanu et al., arXiv:1211.5063, Alg. 2).
+
+    ``total = sqrt(Σ_p Σ g²)``; if ``total > max_norm`` every gradient is multiplied by
+    ``max_norm / (total + 1e-6)``. Parameters without a gradient are skipped.
+
+    Returns:
+        the norm before clipping, as a Python float.
+    Raises:
+        ValueError: if ``max_norm`` is not positive.
+    """
+    if not max_norm > 0:
+        raise ValueError(f"max_norm must be positive, got {max_norm!r}")
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    xp = backend_of(grads[0].data).xp
+    total = math.sqrt(sum(float(xp.sum(g.data * g.data)) for g in grads))
+    scale = max_norm / (total + 1e-6)
+    if scale < 1.0:
+        for g in grads:
+            g.data *= scale
+    return total
+
+
+class WarmupCosineLR:
+    """Linear warmup, then cosine decay to ``min_lr_ratio`` times the base rate.
+
+    For step ``s`` (counted from 0):
+
+    - ``s < warmup_steps``:  ``lr = base (s + 1) / warmup_steps``
+    - after warmup:  ``lr = base (r + (1 - r) (1 + cos(π t)) / 2)`` with
+      ``t = (s - warmup) / (total - warmup)`` clipped to [0, 1] and ``r = min_lr_ratio``
+
+    (the SGDR cosine of Loshchilov & Hutter, arXiv:1608.03983, eq. 5, after a linear warmup as in
+    Goyal et al., arXiv:1706.02677). ``total_steps`` may be changed while training (the
+    training job re-estimates it when it runs for a time budget rather than a step count).
+
+    Call :meth:`step` once per optimizer step, before ``optimizer.step()``; it writes the
+    rate into every parameter group and returns it.
+    """
+
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
+        if warmup_steps < 0 or total_steps < 1:
+            raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1, got {warmup_steps}, {total_steps}")
+        self.optimizer = optimizer
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        self.min_lr_ratio = min_lr_ratio
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self.last_step = -1
+
+    def factor(self, step):
+        """The multiplier of the base rate at ``step``."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        span = max(1, self.total_steps - self.warmup_steps)
+        t = min(1.0, max(0.0, (step - self.warmup_steps) / span))
+        r = self.min_lr_ratio
+        return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * t))
+
+    def step(self, step=None):
+        self.last_step = self.last_step + 1 if step is None else step
+        f = self.factor(self.last_step)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * f
+        return self.base_lrs[0] * f

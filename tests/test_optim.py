@@ -1,0 +1,166 @@
+"""Optimizers against their closed-form first steps and against PyTorch, step for step."""
+
+import math
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+from minitorch_attn import optim
+from tests.conftest import float64_tolerance
+
+
+def _param(values, device="cpu", dtype="float64"):
+    return mt.tensor(np.asarray(values), dtype=dtype, device=device, requires_grad=True)
+
+
+def _set_grad(p, values):
+    p.grad = mt.tensor(np.asarray(values), dtype=p.dtype, device=p.device)
+
+
+P0 = [0.5, -1.0, 2.0]
+G = [0.1, -0.3, 0.0]
+
+
+def test_sgd_plain_step_is_p_minus_lr_g(device):
+    p = _param(P0, device)
+    opt = optim.SGD([p], lr=0.1)
+    _set_grad(p, G)
+    opt.step()
+    np.testing.assert_allclose(p.numpy(), np.array(P0) - 0.1 * np.array(G))
+
+
+def test_sgd_momentum_two_steps(device):
+    p = _param(P0, device)
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    g = np.array(G)
+    _set_grad(p, G)
+    opt.step()                     # b1 = g
+    _set_grad(p, G)
+    opt.step()                     # b2 = 0.9 g + g
+    np.testing.assert_allclose(p.numpy(), np.array(P0) - 0.1 * g - 0.1 * 1.9 * g)
+
+
+def test_adam_first_step_moves_each_weight_by_lr(device):
+    """After one step m̂ = g and v̂ = g², so p -= lr g / (|g| + eps) ≈ lr sign(g)."""
+    p = _param(P0, device)
+    opt = optim.Adam([p], lr=0.01, eps=1e-8)
+    _set_grad(p, G)
+    opt.step()
+    g = np.array(G)
+    np.testing.assert_allclose(p.numpy(), np.array(P0) - 0.01 * g / (np.abs(g) + 1e-8), rtol=1e-12)
+
+
+def test_adamw_decay_is_decoupled(device):
+    """With a zero gradient AdamW only shrinks the weights by (1 - lr λ); Adam's L2 term
+    instead enters the moments (and moves by about lr)."""
+    p = _param(P0, device)
+    opt = optim.AdamW([p], lr=0.1, weight_decay=0.5)
+    _set_grad(p, [0.0, 0.0, 0.0])
+    opt.step()
+    np.testing.assert_allclose(p.numpy(), np.array(P0) * (1 - 0.05))
+
+    q = _param(P0, device)
+    opt = optim.Adam([q], lr=0.1, weight_decay=0.5)
+    _set_grad(q, [0.0, 0.0, 0.0])
+    opt.step()
+    np.testing.assert_allclose(q.numpy(), np.array(P0) - 0.1 * np.sign(P0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01)),
+    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+])
+def test_matches_pytorch_over_five_steps(torch, name, kwargs):
+    rng = np.random.default_rng(1)
+    start = rng.standard_normal((4, 3))
+    grads = rng.standard_normal((5, 4, 3))
+    p = _param(start)
+    ours = getattr(optim, name)([p], **kwargs)
+    tp = torch.tensor(start, requires_grad=True)
+    theirs = getattr(torch.optim, name)([tp], **kwargs)
+    for g in grads:
+        _set_grad(p, g)
+        ours.step()
+        tp.grad = torch.tensor(g)
+        theirs.step()
+    expected = tp.detach().numpy()
+    np.testing.assert_allclose(p.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
+
+
+def test_float32_parameters_stay_float32():
+    p = _param(P0, dtype="float32")
+    opt = optim.AdamW([p], lr=0.1)
+    _set_grad(p, G)
+    opt.step()
+    assert p.dtype == "float32" and opt.state[id(p)]["exp_avg"].dtype == np.float32
+
+
+def test_param_groups_override_defaults():
+    a, b = _param(P0), _param(P0)
+    opt = optim.SGD([{"params": [a]}, {"params": [b], "lr": 1.0}], lr=0.1)
+    _set_grad(a, G)
+    _set_grad(b, G)
+    opt.step()
+    np.testing.assert_allclose(a.numpy(), np.array(P0) - 0.1 * np.array(G))
+    np.testing.assert_allclose(b.numpy(), np.array(P0) - 1.0 * np.array(G))
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="learning rate"):
+        optim.SGD([_param(P0)], lr=-1)
+    with pytest.raises(ValueError, match="empty"):
+        optim.Adam([])
+    with pytest.raises(ValueError, match="beta1"):
+        optim.Adam([_param(P0)], betas=(1.0, 0.9))
+    with pytest.raises(TypeError, match="require gradients"):
+        optim.SGD([mt.tensor(P0)])
+
+
+def test_state_dict_round_trip_continues_identically():
+    rng = np.random.default_rng(2)
+    grads = rng.standard_normal((4, 3))
+    p, q = _param(P0), _param(P0)
+    a, b = optim.AdamW([p], lr=0.1), optim.AdamW([q], lr=0.1)
+    for g in grads[:2]:
+        _set_grad(p, g)
+        a.step()
+        _set_grad(q, g)
+        b.step()
+    fresh = optim.AdamW([q], lr=0.5)
+    fresh.load_state_dict(b.state_dict())
+    assert fresh.param_groups[0]["lr"] == 0.1
+    for g in grads[2:]:
+        _set_grad(p, g)
+        a.step()
+        _set_grad(q, g)
+        fresh.step()
+    np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_clip_grad_norm_scales_to_max_norm():
+    a, b = _param([0.0, 0.0]), _param([0.0])
+    _set_grad(a, [3.0, 0.0])
+    _set_grad(b, [4.0])
+    total = optim.clip_grad_norm_([a, b], max_norm=1.0)
+    assert total == pytest.approx(5.0)
+    new_norm = math.sqrt(float(np.sum(a.grad.numpy() ** 2) + np.sum(b.grad.numpy() ** 2)))
+    assert new_norm == pytest.approx(1.0, rel=1e-5)
+    assert optim.clip_grad_norm_([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)  # no change
+    with pytest.raises(ValueError):
+        optim.clip_grad_norm_([a], max_norm=0)
+
+
+def test_warmup_cosine_schedule():
+    p = _param(P0)
+    opt = optim.SGD([p], lr=1.0)
+    sched = optim.WarmupCosineLR(opt, warmup_steps=4, total_steps=14, min_lr_ratio=0.1)
+    lrs = [sched.step() for _ in range(16)]
+    assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert lrs[4] == pytest.approx(1.0)                        # cosine starts at the top
+    assert lrs[9] == pytest.approx(0.1 + 0.9 * 0.5)            # halfway
+    assert lrs[14] == pytest.approx(0.1) and lrs[15] == pytest.approx(0.1)  # floor
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
+    assert all(x >= y for x, y in zip(lrs[3:], lrs[4:]))
