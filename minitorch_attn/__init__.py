@@ -19,4 +19,6 @@ from .tensor import (
     randint, randn, tensor, zeros, zeros_like,
 )
 
+from . import functional  # noqa: E402  (import minitorch_attn.functional as F)
+
 __version__ = "0.1.0"
