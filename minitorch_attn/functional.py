@@ -194,13 +194,14 @@ def _prepare_attention_mask(backend, attn_mask, L, S, is_causal=False, causal_al
 def _dropout_scale(backend, shape, p, dtype):
     """Inverted-dropout multiplier: ``1/(1-p)`` where kept (probability 1-p), 0 where dropped.
 
-    Drawn from the backend's seeded stream (:func:`minitorch_attn.manual_seed`), so it is
-    reproducible; ``p == 1`` gives all zeros. Saved by the forward, reused by the backward.
+    Drawn from the backend's seeded stream (:func:`minitorch_attn.manual_seed`), always in
+    float32, so one seed gives one mask whatever the dtype; ``p == 1`` gives all zeros.
+    Saved by the forward, reused by the backward.
     """
     xp = backend.xp
     if p >= 1.0:
         return xp.zeros(shape, dtype=dtype, device=backend.device)
-    kept = backend.uniform(shape, dtype_name(dtype)) >= p
+    kept = backend.uniform(shape, "float32") >= p
     return xp.astype(kept, dtype) * (1.0 / (1.0 - p))
 
 
