@@ -491,18 +491,6 @@ def expand(x, shape):
     return Expand.apply(x, shape=full)
 
 
-def reshape(x, *shape):
-    return x.reshape(*shape)
-
-
-def transpose(x, dim0, dim1):
-    return Transpose.apply(x, dim0=dim0, dim1=dim1)
-
-
-def permute(x, dims):
-    return Permute.apply(x, dims=tuple(dims))
-
-
 def unsqueeze(x, dim):
     """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
     dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
@@ -764,34 +752,43 @@ def triu(x, diagonal=0):
 # ---- functional spellings (they shadow Python's builtins here, as torch.sum does; the code
 # above uses builtins.max / builtins.sum explicitly) -----------------------------------------
 def exp(x):
+    """Elementwise e^x (see :class:`Exp`); any shape, float dtypes."""
     return Exp.apply(x)
 
 
 def log(x):
+    """Elementwise natural logarithm (see :class:`Log`); any shape, float dtypes."""
     return Log.apply(x)
 
 
 def sqrt(x):
+    """Elementwise square root (see :class:`Sqrt`); any shape, float dtypes."""
     return Sqrt.apply(x)
 
 
 def tanh(x):
+    """Elementwise hyperbolic tangent (see :class:`Tanh`); any shape, float dtypes."""
     return Tanh.apply(x)
 
 
 def abs(x):
+    """Elementwise absolute value (see :class:`Abs`); any shape."""
     return Abs.apply(x)
 
 
 def sum(x, dim=None, keepdim=False):
+    """Sum over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims.
+    Raises ValueError for a dim out of range."""
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
 def mean(x, dim=None, keepdim=False):
+    """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims."""
     return Mean.apply(x, dim=dim, keepdim=keepdim)
 
 
 def max(x, dim=None, keepdim=False):
+    """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient."""
     return Max.apply(x, dim=dim, keepdim=keepdim)
 
 
@@ -799,7 +796,23 @@ amax = max
 
 
 def var(x, dim=None, keepdim=False, correction=1):
+    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var)."""
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+
+
+def reshape(x, *shape):
+    """``x`` with a new shape (one entry may be -1); raises ValueError if sizes differ."""
+    return x.reshape(*shape)
+
+
+def transpose(x, dim0, dim1):
+    """Swap dims ``dim0`` and ``dim1``."""
+    return Transpose.apply(x, dim0=dim0, dim1=dim1)
+
+
+def permute(x, dims):
+    """Reorder the dims of ``x`` as ``dims``; raises ValueError if not a permutation."""
+    return Permute.apply(x, dims=tuple(dims))
 
 
 __all__ = [
