@@ -1,0 +1,568 @@
+"""Flash attention: exact attention in blocks, without the (seq_len x seq_len) matrix.
+
+``scaled_dot_product_attention`` builds the score matrix ``S = scale * Q Kᵀ`` of shape
+``(L, S)`` per head, its softmax ``P`` and then ``O = P V``: memory grows as ``L * S``.
+:func:`flash_attention` computes the *same* ``O`` (to rounding) while holding only one
+``(block_size_q, block_size_k)`` tile of ``S`` at a time, so its memory grows as ``L + S``.
+The trick is the *online softmax* (Milakov & Gimelshein, arXiv:1805.02867): softmax
+needs the row maximum and the row sum of exponentials, and both can be carried along
+while the keys stream past in blocks::
+
+    m  = running row max          (m_new = max(m, rowmax(S_block)))
+    ℓ  = running Σ exp(S - m)      (ℓ_new = exp(m - m_new) ℓ + rowsum(exp(S_block - m_new)))
+    Õ  = running Σ exp(S - m) V    (Õ_new = exp(m - m_new) Õ + exp(S_block - m_new) V_block)
+
+and at the end ``O = Õ / ℓ``. When the max grows, everything summed so far was scaled by
+the old max and is rescaled by ``exp(m_old - m_new) <= 1``. The forward saves only ``O``
+and the log-sum-exp ``L = m + log ℓ`` (one number per query row); the backward
+*recomputes* each tile of ``P = exp(S - L)`` from ``Q``, ``K`` and ``L`` instead of
+storing it. This is FlashAttention-2 (Dao, arXiv:2307.08691), Algorithm 1 (forward) and
+Algorithm 2 (backward), written with the batch and head dimensions vectorized: Python
+loops run only over blocks.
+
+Layout used inside this module
+------------------------------
+Inputs are reshaped (views, no copies) to a common layout where grouped-query attention
+(GQA) is plain broadcasting::
+
+    q    (*batch, H_kv, G, L, E)     G = H_q / H_kv query heads share one key/value head
+    k    (*batch, H_kv, 1, S, E)
+    v    (*batch, H_kv, 1, S, E_v)
+    mask (*batch or 1, H_kv or 1, G or 1, L or 1, S or 1)
+
+so query head ``h`` meets key/value head ``h // G``, which is exactly PyTorch's
+``repeat_interleave`` rule, without copying keys or values ``G`` times. Without GQA,
+``G = 1``.
+
+Speed choices (all optional for correctness; each is marked "speed:" in the code)
+-------------------------------------------------------------------------------
+* the softmax scale is folded into ``Q`` once, instead of into every tile of ``S``;
+* elementwise work is done in place (``s -= m``; ``exp`` into the same buffer where the
+  namespace allows ``out=``, i.e. NumPy and CuPy), so a tile is allocated once per step;
+* the default block sizes are tuned per shape (:func:`default_block_sizes`);
+* on NumPy the independent (batch, head) slices are split over a small thread pool:
+  NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads run
+  on different cores. CuPy and array-api-strict run the same code in one thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import functools
+import math
+import os
+
+from .autograd import Function
+from .backend import backend_of
+from .tensor import Tensor
+
+NUM_THREADS = None
+"""Threads used on the ``"cpu"`` device (None: one per core, ``os.cpu_count()``)."""
+
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
+
+
+# ---- public API -----------------------------------------------------------------------------------
+def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
+                    scale=None, dropout_p=0.0, enable_gqa=False, block_size_q=None, block_size_k=None,
+                    return_lse=False):
+    """Attention computed blockwise with an online softmax (FlashAttention-2).
+
+    Same result as ``scaled_dot_product_attention`` (to rounding) with memory linear in
+    the sequence lengths: no ``(L, S)`` matrix is ever formed, in the forward or the
+    backward.
+
+    Args:
+        query: ``(*batch, H_q, L, E)`` float32 or float64 (or ``(L, E)``, ``(*batch, L, E)``).
+        key: ``(*batch, H_kv, S, E)``, same dtype.
+        value: ``(*batch, H_kv, S, E_v)``, same dtype; ``E_v`` may differ from ``E``.
+        attn_mask: None, a bool tensor (True = the key takes part) or a float tensor of
+            the query's dtype added to the scaled scores, broadcastable to
+            ``(*batch, H_q, L, S)``: e.g. a key-padding mask ``(B, 1, 1, S)``. A float
+            mask that requires grad receives its gradient.
+        is_causal: query ``i`` sees only keys ``j <= i + offset`` (see ``causal_alignment``).
+            Tiles entirely above that diagonal are skipped, in the forward and the backward.
+        causal_alignment: ``"top_left"`` (offset 0, PyTorch's ``is_causal``) or
+            ``"bottom_right"`` (offset ``S - L``: the last query sees every key, as when
+            new queries attend to a cache of earlier keys).
+        scale: multiplies ``Q Kᵀ``; default ``1 / sqrt(E)``.
+        dropout_p: probability of dropping each attention weight (after the softmax,
+            survivors scaled by ``1 / (1 - p)``). The keep-mask is a counter-based hash
+            of (seed, batch-head, query index, key index) (:func:`dropout_mask`), so the
+            backward regenerates it exactly; the seed is drawn with one call of the
+            backend's ``next_seed()`` (reproducible with ``manual_seed``).
+        enable_gqa: grouped-query attention: ``H_q`` must be a multiple of ``H_kv`` and
+            query head ``h`` uses key/value head ``h // (H_q // H_kv)``.
+        block_size_q, block_size_k: tile sizes (>= 1, any value, also larger than the
+            sequence); default tuned per shape (:func:`default_block_sizes`).
+        return_lse: also return the log-sum-exp of the scaled (and masked) scores.
+
+    Returns:
+        ``out`` of shape ``(*batch, H_q, L, E_v)`` and dtype of ``query``; with
+        ``return_lse=True`` the pair ``(out, lse)``, ``lse`` of shape ``(*batch, H_q, L)``
+        carrying no gradient. A query row with no allowed key gets ``out = 0``, zero
+        gradients and ``lse = +inf``.
+
+    Raises:
+        TypeError: non-Tensor inputs, non-float or mismatched dtypes, a mask that is
+            neither bool nor the query's float dtype.
+        ValueError: inconsistent shapes, bad head counts for GQA, an unknown
+            ``causal_alignment``, ``dropout_p`` outside ``[0, 1)``, block sizes < 1.
+
+    Source: Dao, "FlashAttention-2", arXiv:2307.08691, Algorithms 1 and 2; online
+    softmax from Milakov & Gimelshein, arXiv:1805.02867.
+    """
+    groups = _check_inputs(query, key, value, attn_mask, enable_gqa)
+    if causal_alignment not in CAUSAL_ALIGNMENTS:
+        raise ValueError(f"flash_attention: causal_alignment must be one of {CAUSAL_ALIGNMENTS}, "
+                         f"got {causal_alignment!r}")
+    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
+        raise ValueError(f"flash_attention: dropout_p must be a number in [0, 1), got {dropout_p!r}")
+    L, E = query.shape[-2:]
+    S = key.shape[-2]
+    default_q, default_k = default_block_sizes(L, S, E)
+    block_q = _check_block_size(block_size_q, default_q, "block_size_q")
+    block_k = _check_block_size(block_size_k, default_k, "block_size_k")
+    backend = backend_of(query.data)
+    plan = _Plan(
+        scale=1.0 / math.sqrt(E) if scale is None else float(scale),
+        causal_offset=(0 if causal_alignment == "top_left" else S - L) if is_causal else None,
+        dropout_p=float(dropout_p),
+        seed=backend.next_seed() if dropout_p > 0 else 0,
+        block_q=block_q, block_k=block_k, groups=groups,
+        threads=_thread_count(backend),
+    )
+    out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
+    return (out, lse) if return_lse else out
+
+
+def default_block_sizes(L, S, E):
+    """Tile sizes ``(block_size_q, block_size_k)`` for query length ``L``, key length ``S``
+    and head dim ``E``.
+
+    A tile costs a fixed Python overhead plus work proportional to its area, so bigger is
+    faster until a tile of ``S`` stops fitting in the CPU's caches; 128 x 256 keeps the
+    float32 tile at 128 KiB per head. Memory stays linear in ``L + S`` because the tile
+    does not grow with the sequence.
+    """
+    return min(L, 128), min(S, 256)
+
+
+def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
+    """The keep-mask ``flash_attention`` uses for a seed: bool ``(*batch_shape, L, S)``.
+
+    ``batch_shape`` is the query's shape without its last two dims, ``(*batch, H_q)``;
+    True marks kept weights. Element ``(b, i, j)`` (``b`` the flat batch-head index) is
+    kept when ``hash(seed, b, i, j) >= dropout_p * 2**32`` for the counter-based hash of
+    :func:`_keep_tile`, so any tile can be regenerated in any order. Forms the full
+    ``(L, S)`` matrix: for tests and for naive attention with the same mask.
+    """
+    from .backend import get_backend
+
+    backend = get_backend(device)
+    xp = backend.xp
+    row_keys = _row_keys(xp, backend.device, seed, tuple(batch_shape) + (1, 1))
+    return _keep_tile(xp, backend.device, row_keys, 0, L, 0, S, _drop_threshold(dropout_p))
+
+
+# ---- the autograd Function --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """Everything the forward and backward loops need besides the arrays."""
+
+    scale: float
+    causal_offset: int | None  # None: not causal; else query i sees keys j <= i + offset
+    dropout_p: float
+    seed: int
+    block_q: int
+    block_k: int
+    groups: int                # G = H_q / H_kv
+    threads: int
+
+
+class FlashAttention(Function):
+    """``(out, lse) = flash(q, k, v, mask)``; see :func:`flash_attention` for shapes."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, mask, *, plan):
+        xp = ctx.xp
+        q, k, v, mask_c = _to_layout(xp, query, key, value, mask, plan.groups)
+        q = q * plan.scale   # speed: scale Q once instead of every tile of S = scale Q Kᵀ
+        row_keys = _row_keys(xp, ctx.backend.device, plan.seed, q.shape[:-2] + (1, 1)) \
+            if plan.dropout_p > 0 else None
+        chunks = _chunks(q.shape[:-3], plan.threads)
+        results = _run(plan.threads, [
+            functools.partial(_forward_chunk, xp, ctx.backend.device, plan,
+                              *(_take(a, c) for a in (q, k, v, mask_c, row_keys)))
+            for c in chunks])
+        o, lse = (_concat(xp, [r[n] for r in results], chunks) for n in range(2))
+
+        ctx.plan, ctx.shapes = plan, (query.shape, key.shape, value.shape)
+        ctx.mask_shape = None if mask is None else mask.shape
+        ctx.save_for_backward(q, k, v, mask_c, row_keys, o, lse)
+        out = xp.reshape(o, query.shape[:-1] + (value.shape[-1],))
+        return out, xp.reshape(lse, query.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        xp, plan = ctx.xp, ctx.plan
+        q, k, v, mask_c, row_keys, o, lse = ctx.saved_tensors
+        (query_shape, key_shape, value_shape) = ctx.shapes
+        do = xp.reshape(grad_out, o.shape)
+        # D_i = rowsum(dO ∘ O) = Σ_j P_ij dP_ij: the softmax backward's row term, from O
+        # and dO alone, so no row of P is needed to form it (Alg. 2, line 4).
+        # The lse output adds its own term: d lse_i / d S_ij = P_ij, so an upstream dlse_i
+        # adds dlse_i P_ij to dS_ij, which is the same as subtracting it from D_i.
+        delta = xp.sum(do * o, axis=-1, keepdims=True) - xp.reshape(grad_lse, lse.shape)
+        mask_needs_grad = ctx.needs_input_grad[3]
+        chunks = _chunks(q.shape[:-3], plan.threads)
+        results = _run(plan.threads, [
+            functools.partial(_backward_chunk, xp, ctx.backend.device, plan,
+                              *(_take(a, c) for a in (q, k, v, mask_c, row_keys, lse, do, delta)),
+                              mask_needs_grad)
+            for c in chunks])
+        dq, dk, dv = (_concat(xp, [r[n] for r in results], chunks) for n in range(3))
+        dq = dq * plan.scale  # S = scale Q Kᵀ  =>  dQ = scale dS K   (the scale was left out of the loop)
+        dmask = None
+        if mask_needs_grad:
+            parts = [r[3] for r in results]
+            # a mask shared by all chunks (size 1 on the chunk axis) sums their gradients
+            shared = len(parts) > 1 and mask_c.shape[chunks[0].axis] == 1
+            dmask = functools.reduce(lambda a, b: a + b, parts) if shared else _concat(xp, parts, chunks)
+            dmask = xp.reshape(dmask, ctx.mask_shape)
+        return (xp.reshape(dq, query_shape), xp.reshape(dk, key_shape), xp.reshape(dv, value_shape),
+                dmask)
+
+
+# ---- Algorithm 1: the forward of one chunk of (batch, head) slices ---------------------------------
+def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
+    """Forward over all tiles of one chunk; returns ``O`` and ``lse`` (keepdims).
+
+    q: (..., G, L, E), already scaled; k: (..., 1, S, E); v: (..., 1, S, E_v).
+    """
+    L, S = q.shape[-2], k.shape[-2]
+    kT = xp.matrix_transpose(k)
+    threshold = _drop_threshold(plan.dropout_p)
+    out_rows, lse_rows = [], []
+    for i0 in range(0, L, plan.block_q):                          # outer loop: query blocks
+        i1 = min(i0 + plan.block_q, L)
+        q_i = q[..., i0:i1, :]
+        rows = q_i.shape[:-1] + (1,)
+        m = xp.full(rows, -math.inf, dtype=q.dtype, device=device)   # running row max
+        ell = xp.zeros(rows, dtype=q.dtype, device=device)           # running Σ exp(S - m)
+        acc = xp.zeros(q_i.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=device)  # Σ exp(S - m) V
+        for j0 in range(0, S, plan.block_k):                      # inner loop: key/value blocks
+            j1 = min(j0 + plan.block_k, S)
+            visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
+            if visible == "none":
+                continue                                          # above the causal diagonal: skipped
+            # 1. scores of the tile, masked entries -inf
+            s = _scores(xp, device, q_i, kT[..., j0:j1], mask, plan.causal_offset, visible, i0, i1, j0, j1)
+            # 2. new running max; a row that has seen only masked scores keeps m = -inf, and
+            #    uses 0 in its place below so that exp(-inf - (-inf)) = nan never happens
+            m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))
+            m_safe = xp.where(m_new == -math.inf, 0.0, m_new)
+            # 3. unnormalized probabilities of the tile, P̃ = exp(S - m_new)
+            s -= m_safe
+            p = _exp_(xp, s)
+            # 4. rescale what was summed under the old max, then add this tile
+            alpha = xp.exp(m - m_safe)                            # exp(m_old - m_new) <= 1
+            ell *= alpha
+            ell += xp.sum(p, axis=-1, keepdims=True)
+            if row_keys is not None:                              # dropout acts on P after the
+                p = xp.where(_keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold), p, 0.0)
+            acc *= alpha                                          # softmax: ℓ is not affected
+            acc += xp.matmul(p, v[..., j0:j1, :])
+            m = m_new
+        # 5. normalize once: O = Õ / ℓ and L = m + log ℓ; a row with no allowed key has ℓ = 0:
+        #    O = 0 (Õ is 0 there) and L = +inf, so that exp(S - L) = 0 in the backward
+        seen = ell > 0
+        ell_safe = xp.where(seen, ell, 1.0)
+        if plan.dropout_p > 0:
+            acc *= 1.0 / (1.0 - plan.dropout_p)                   # survivors are scaled by 1/(1-p)
+        out_rows.append(acc / ell_safe)
+        lse_rows.append(xp.where(seen, xp.where(seen, m, 0.0) + xp.log(ell_safe), math.inf))
+    return xp.concat(out_rows, axis=-2), xp.concat(lse_rows, axis=-2)
+
+
+# ---- Algorithm 2: the backward of one chunk ---------------------------------------------------------
+def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, mask_needs_grad):
+    """Gradients of one chunk: ``(dQ / scale, dK, dV, dmask or None)``.
+
+    Forward, per tile (scale folded into q):   backward, per tile, in reverse:
+      (1) S = q Kᵀ (+ mask)                       (6) dq += dS K,  dK += dSᵀ q,  dmask += dS
+      (2) P = exp(S - L)                          (5) dS = P ∘ (dP - D)          [softmax]
+      (3) P_d = P ∘ Z / (1 - p)   [dropout]       (4) dP = (dO Vᵀ) ∘ Z / (1 - p)
+      (4) O = Σ_tiles P_d V                       (3) dV += P_dᵀ dO
+    with D = rowsum(dO ∘ O) computed once. Outer loop over key/value blocks, so dK and dV
+    of a block are finished in registers (here: local arrays) before moving on; dQ is
+    accumulated across the outer loop.
+    """
+    L, S = q.shape[-2], k.shape[-2]
+    groups_axis = q.ndim - 3                      # G: summed for dK, dV (GQA)
+    kT, vT = xp.matrix_transpose(k), xp.matrix_transpose(v)
+    threshold = _drop_threshold(plan.dropout_p)
+    keep_scale = 1.0 / (1.0 - plan.dropout_p)
+    q_starts = range(0, L, plan.block_q)
+    dq_rows = [xp.zeros(q[..., i0:min(i0 + plan.block_q, L), :].shape, dtype=q.dtype, device=device)
+               for i0 in q_starts]
+    dmask = xp.zeros(mask.shape, dtype=mask.dtype, device=device) if mask_needs_grad else None
+    dk_rows, dv_rows = [], []
+    for j0 in range(0, S, plan.block_k):                          # outer loop: key/value blocks
+        j1 = min(j0 + plan.block_k, S)
+        k_j, kT_j, vT_j = k[..., j0:j1, :], kT[..., j0:j1], vT[..., j0:j1]
+        dk_j = xp.zeros(q.shape[:-2] + k_j.shape[-2:], dtype=q.dtype, device=device)
+        dv_j = xp.zeros(q.shape[:-2] + (j1 - j0, v.shape[-1]), dtype=q.dtype, device=device)
+        for n, i0 in enumerate(q_starts):                         # inner loop: query blocks
+            i1 = min(i0 + plan.block_q, L)
+            visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
+            if visible == "none":
+                continue                                          # same tiles as the forward skipped
+            q_i, do_i = q[..., i0:i1, :], do[..., i0:i1, :]
+            # (1)-(2) recompute the tile of probabilities from the saved log-sum-exp
+            s = _scores(xp, device, q_i, kT_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)
+            s -= lse[..., i0:i1, :]                               # masked: -inf - L -> exp = 0
+            p = _exp_(xp, s)
+            dp = xp.matmul(do_i, vT_j)                            # (4) dP_d = dO Vᵀ
+            if row_keys is not None:                              # (3)/(4) through the dropout
+                keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
+                dv_j += xp.matmul(xp.matrix_transpose(xp.where(keep, p * keep_scale, 0.0)), do_i)
+                dp = xp.where(keep, dp * keep_scale, 0.0)
+            else:
+                dv_j += xp.matmul(xp.matrix_transpose(p), do_i)   # (3) dV += Pᵀ dO
+            dp -= delta[..., i0:i1, :]                            # (5) dS = P ∘ (dP - D)
+            dp *= p
+            ds = dp
+            dq_rows[n] += xp.matmul(ds, k_j)                      # (6) dq += dS K   (times scale later)
+            dk_j += xp.matmul(xp.matrix_transpose(ds), q_i)       #     dK += dSᵀ (scale Q)
+            if dmask is not None:                                 #     additive mask: dM = dS
+                _add_tile(xp, dmask, ds, i0, i1, j0, j1)
+        # key/value head h_kv received from all G query heads of its group
+        dk_rows.append(xp.sum(dk_j, axis=groups_axis, keepdims=True) if dk_j.shape[groups_axis] > 1 else dk_j)
+        dv_rows.append(xp.sum(dv_j, axis=groups_axis, keepdims=True) if dv_j.shape[groups_axis] > 1 else dv_j)
+    return xp.concat(dq_rows, axis=-2), xp.concat(dk_rows, axis=-2), xp.concat(dv_rows, axis=-2), dmask
+
+
+# ---- pieces shared by the two passes --------------------------------------------------------------
+def _tile_visibility(offset, i0, i1, j0, j1):
+    """Which entries of tile (queries i0..i1-1, keys j0..j1-1) the causal rule
+    ``j <= i + offset`` lets through: "all", "none" or "some". The forward and the
+    backward ask this same function, so they skip exactly the same tiles."""
+    if offset is None or j1 - 1 <= i0 + offset:     # its top-right corner is allowed
+        return "all"
+    if j0 > i1 - 1 + offset:                        # its bottom-left corner is not
+        return "none"
+    return "some"
+
+
+def _scores(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1):
+    """One tile of scores ``S = q Kᵀ``, with the attention mask and, on a tile that
+    crosses the causal diagonal, the causal mask applied (-inf where not allowed)."""
+    s = xp.matmul(q_i, kT_j)
+    if mask is not None:
+        m = _mask_tile(mask, i0, i1, j0, j1)
+        if m.dtype == xp.bool:
+            s = xp.where(m, s, -math.inf)
+        else:
+            s += m                                  # additive bias (may hold -inf itself)
+    if visible == "some":
+        rows = xp.arange(i0, i1, device=device)[:, None]
+        cols = xp.arange(j0, j1, device=device)[None, :]
+        s = xp.where(cols <= rows + offset, s, -math.inf)
+    return s
+
+
+def _mask_tile(mask, i0, i1, j0, j1):
+    """The part of a broadcastable mask over a tile (its size-1 axes are kept as they are)."""
+    rows = slice(i0, i1) if mask.shape[-2] > 1 else slice(None)
+    cols = slice(j0, j1) if mask.shape[-1] > 1 else slice(None)
+    return mask[..., rows, cols]
+
+
+def _add_tile(xp, dmask, ds, i0, i1, j0, j1):
+    """``dmask[tile] += ds``, first summing ``ds`` over the axes where the mask broadcast."""
+    axes = tuple(a for a in range(ds.ndim) if dmask.shape[a] == 1 and ds.shape[a] > 1)
+    if axes:
+        ds = xp.sum(ds, axis=axes, keepdims=True)
+    rows = slice(i0, i1) if dmask.shape[-2] > 1 else slice(None)
+    cols = slice(j0, j1) if dmask.shape[-1] > 1 else slice(None)
+    dmask[..., rows, cols] += ds
+
+
+def _exp_(xp, x):
+    """``exp(x)``, overwriting ``x`` where the namespace takes ``out=`` (NumPy, CuPy).
+    speed: saves allocating and page-faulting one tile per step; ``x`` must be a fresh
+    temporary of the caller."""
+    try:
+        return xp.exp(x, out=x)
+    except TypeError:  # array-api-strict: the standard has no out=
+        return xp.exp(x)
+
+
+# ---- dropout from a counter-based hash ----------------------------------------------------------
+# A random stream drawn in loop order would give the forward (query blocks outside) and the
+# backward (key blocks outside) different masks. Instead each weight's fate is a pure
+# function of its coordinates: keep (b, i, j) iff hash(seed, b, i, j) >= p * 2**32, in the
+# style of Philox/"counter-based" generators (Salmon et al., SC'11), here with the
+# lowbias32 integer hash (C. Wellons), which any array namespace evaluates on uint32.
+def _hash32(x):
+    """lowbias32: a bijection of uint32 whose output bits each depend on every input bit."""
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+def _row_keys(xp, device, seed, shape):
+    """One uint32 key per (batch, head) slice, shape ``shape`` (ending in (1, 1)): a hash of
+    the seed (both halves) and the slice's flat index."""
+    count = math.prod(shape)
+    index = xp.reshape(xp.arange(count, dtype=xp.uint32, device=device), shape)
+    low, high = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+    return _hash32(_hash32(index ^ low) ^ high)
+
+
+def _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold):
+    """Keep-mask of one tile: bool ``(..., i1 - i0, j1 - j0)``, independent of the tiling."""
+    rows = xp.arange(i0, i1, dtype=xp.uint32, device=device)[:, None]
+    cols = xp.arange(j0, j1, dtype=xp.uint32, device=device)[None, :]
+    return _hash32(_hash32(row_keys + rows) ^ _hash32(cols ^ 0x9E3779B9)) >= threshold
+
+
+def _drop_threshold(dropout_p):
+    return min(int(round(dropout_p * 2**32)), 2**32 - 1)
+
+
+# ---- input checks and layout ----------------------------------------------------------------------
+def _check_inputs(query, key, value, mask, enable_gqa):
+    """Validate shapes and dtypes; return the group size G = H_q / H_kv."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"flash_attention: {name} must be a Tensor, got {type(t).__name__}")
+        if t.dtype not in ("float32", "float64"):
+            raise TypeError(f"flash_attention: {name} must be float32 or float64, got {t.dtype}")
+        if t.ndim < (3 if enable_gqa else 2):
+            raise ValueError(f"flash_attention: {name} needs shape (..., heads, seq_len, dim), got {t.shape}")
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(f"flash_attention: query, key and value must have one dtype, got "
+                        f"{query.dtype}, {key.dtype}, {value.dtype}")
+    if not query.ndim == key.ndim == value.ndim:
+        raise ValueError(f"flash_attention: query, key and value must have the same number of dims, "
+                         f"got shapes {query.shape}, {key.shape}, {value.shape}")
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(f"flash_attention: key's last dim {key.shape[-1]} must equal query's "
+                         f"{query.shape[-1]} (shapes {query.shape}, {key.shape})")
+    if key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(f"flash_attention: key {key.shape} and value {value.shape} must agree "
+                         f"except in the last dim")
+    groups = 1
+    if enable_gqa:
+        hq, hkv = query.shape[-3], key.shape[-3]
+        if hkv == 0 or hq % hkv:
+            raise ValueError(f"flash_attention: with enable_gqa, query heads ({hq}) must be a "
+                             f"multiple of key/value heads ({hkv})")
+        groups = hq // hkv
+        batch_ok = query.shape[:-3] == key.shape[:-3]
+    else:
+        batch_ok = query.shape[:-2] == key.shape[:-2]
+    if not batch_ok:
+        raise ValueError(f"flash_attention: query {query.shape} and key {key.shape} must have the "
+                         f"same batch{'' if enable_gqa else ' and head'} dims"
+                         f"{'' if enable_gqa else ' (pass enable_gqa=True for fewer key/value heads)'}")
+    if mask is not None:
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"flash_attention: attn_mask must be a Tensor or None, got {type(mask).__name__}")
+        if mask.dtype not in ("bool", query.dtype):
+            raise TypeError(f"flash_attention: attn_mask must be bool or {query.dtype} like the query, "
+                            f"got {mask.dtype}")
+        target = query.shape[:-1] + (key.shape[-2],)
+        padded = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
+        if mask.ndim > len(target) or any(m not in (1, t) for m, t in zip(padded, target)):
+            raise ValueError(f"flash_attention: attn_mask of shape {mask.shape} does not broadcast to "
+                             f"(*batch, heads, L, S) = {target}")
+    return groups
+
+
+def _check_block_size(value, default, name):
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"flash_attention: {name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _to_layout(xp, query, key, value, mask, groups):
+    """Reshape to the module's layout (see the module docstring); views, no copies."""
+    L, E = query.shape[-2:]
+    S = key.shape[-2]
+    lead = query.shape[:-3] if query.ndim >= 3 else ()
+    heads = query.shape[-3] if query.ndim >= 3 else 1
+    q = xp.reshape(query, lead + (heads // groups, groups, L, E))
+    k = xp.reshape(key, lead + (heads // groups, 1, S, E))
+    v = xp.reshape(value, lead + (heads // groups, 1, S, value.shape[-1]))
+    if mask is not None:
+        padded = (1,) * (query.ndim - mask.ndim) + tuple(mask.shape)
+        mask_heads = padded[-3] if query.ndim >= 3 else 1
+        split = (1, 1) if mask_heads == 1 else (heads // groups, groups)
+        mask = xp.reshape(mask, padded[:-3] + split + padded[-2:])
+    return q, k, v, mask
+
+
+# ---- threads over (batch, head) chunks -----------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Chunk:
+    """An index ``x[chunk]`` selecting part of one batch/head axis (all of it if ``axis`` is None)."""
+
+    axis: int | None
+    start: int
+    stop: int
+
+    def key(self):
+        return (slice(None),) * self.axis + (slice(self.start, self.stop), ...)
+
+
+def _thread_count(backend):
+    """Threads for the chunks: NumPy releases the GIL in BLAS and ufuncs; CuPy and
+    array-api-strict run in the calling thread."""
+    if backend.name != "cpu":
+        return 1
+    return max(1, NUM_THREADS or os.cpu_count() or 1)
+
+
+def _chunks(lead_shape, threads):
+    """Split the longest batch/key-head axis into ``threads`` parts (G is never split: the
+    heads of a group add into one dK, dV)."""
+    if threads <= 1 or not lead_shape or max(lead_shape) < 2:
+        return [_Chunk(None, 0, 0)]
+    axis = max(range(len(lead_shape)), key=lambda a: lead_shape[a])
+    size = lead_shape[axis]
+    parts = min(threads, size)
+    bounds = [size * n // parts for n in range(parts + 1)]
+    return [_Chunk(axis, a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def _take(array, chunk):
+    """``array[chunk]``, or all of ``array`` where it broadcasts (size 1) on the chunk axis."""
+    if array is None:
+        return None
+    if chunk.axis is None or array.shape[chunk.axis] == 1:
+        return array
+    return array[chunk.key()]
+
+
+def _run(threads, jobs):
+    if len(jobs) == 1:
+        return [jobs[0]()]
+    return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
+
+
+@functools.cache
+def _pool(threads):
+    return concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="flash")
+
+
+def _concat(xp, parts, chunks):
+    """Join per-chunk results along the chunk axis."""
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=chunks[0].axis)
