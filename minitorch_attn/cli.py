@@ -1,6 +1,8 @@
 """The ``minitorch-attn`` command.
 
     minitorch-attn gradcheck [--device cpu] [--dtype float64]   run the gradient-check suite
+    minitorch-attn train [--text PATH] [--time-budget 240] ...   train a character-level GPT
+    minitorch-attn sample --checkpoint PATH --prompt TEXT        sample text from a trained GPT
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
 arguments and the function that runs it.
@@ -30,7 +32,87 @@ def _run_gradcheck(args):
     return gradcheck_main(args.extra)
 
 
-SUBCOMMANDS = [add_gradcheck]
+def add_train(subparsers):
+    p = subparsers.add_parser(
+        "train", help="train a character-level GPT (default corpus: the Python language reference)",
+        description="Train a character-level GPT on a text file (default: the Python language reference "
+                    "shipped with CPython), printing validation bits per character beside a bigram "
+                    "baseline; writes checkpoint.npz, loss.png, attention.png and metrics.json.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    data = p.add_argument_group("data and outputs")
+    data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
+    data.add_argument("--val-fraction", type=float, default=0.1, help="share of the text (its end) kept for validation")
+    data.add_argument("--out", metavar="DIR", help="run folder (default: runs/<date-time>)")
+    data.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.npz (its model config and vocabulary win)")
+    run = p.add_argument_group("how long and where")
+    run.add_argument("--device", default=None, help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
+    run.add_argument("--steps", type=int, default=None, help="number of optimizer steps (default: as many as --time-budget allows)")
+    run.add_argument("--time-budget", type=float, default=240.0, help="seconds of training (0 = no limit; needs --steps)")
+    run.add_argument("--seed", type=int, default=1337, help="seed for the weights, the batches and the sample")
+    run.add_argument("--eval-interval", type=int, default=100, help="steps between validation estimates")
+    run.add_argument("--eval-windows", type=int, default=64, help="validation windows per periodic estimate (the final one uses all)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or log lines")
+    model = p.add_argument_group("model")
+    model.add_argument("--d-model", type=int, default=128, help="width of the residual stream")
+    model.add_argument("--num-layers", type=int, default=4, help="Transformer blocks")
+    model.add_argument("--num-heads", type=int, default=4, help="attention heads per block")
+    model.add_argument("--block-size", type=int, default=128, help="context length in characters")
+    model.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
+    model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
+    opt = p.add_argument_group("optimization")
+    opt.add_argument("--batch-size", type=int, default=32, help="windows per step")
+    opt.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW")
+    opt.add_argument("--warmup-steps", type=int, default=50, help="linear warmup before the cosine decay")
+    opt.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's decoupled weight decay (matrices only)")
+    opt.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm to this")
+    sample = p.add_argument_group("sample printed at the end")
+    sample.add_argument("--sample-prompt", default="The ", help="prompt of the final sample")
+    sample.add_argument("--sample-tokens", type=int, default=300, help="characters to generate")
+    p.set_defaults(run=_run_train)
+
+
+def _run_train(args):
+    from .backend import get_default_device
+    from .train import run_training
+
+    if args.steps is None and not args.time_budget:
+        raise SystemExit("minitorch-attn train: give --steps, --time-budget, or both")
+    args.device = args.device or get_default_device()
+    if args.out is None:
+        import time
+
+        args.out = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+    run_training(args)
+
+
+def add_sample(subparsers):
+    p = subparsers.add_parser("sample", help="generate text from a checkpoint of the train command",
+                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
+    p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
+    p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0 = always the likeliest)")
+    p.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest characters only")
+    p.add_argument("--max-new-tokens", type=int, default=300, help="characters to generate")
+    p.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    p.add_argument("--device", default=None, help="cpu, cuda or strict")
+    p.set_defaults(run=_run_sample)
+
+
+def _run_sample(args):
+    from .backend import get_default_device
+    from .checkpoint import CheckpointError
+    from .train import run_sample
+
+    args.device = args.device or get_default_device()
+    try:
+        return run_sample(args)
+    except CheckpointError as error:
+        print(f"minitorch-attn sample: {error}", file=sys.stderr)
+        return 2
+
+
+SUBCOMMANDS = [add_gradcheck, add_train, add_sample]
 
 
 def main(argv=None):

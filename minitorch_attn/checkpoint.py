@@ -1,0 +1,142 @@
+"""Checkpoints: a model's weights, its configuration and its optimizer's state in one ``.npz``.
+
+Layout of the file (a NumPy ``.npz``: a zip of ``.npy`` arrays, read with
+``allow_pickle=False`` so that loading a file can never run code):
+
+======================  ===========================================================
+``meta``                UTF-8 JSON as a uint8 array: format version, the model
+                        config, any extra fields (the vocabulary, the step, ...), and
+                        the optimizer's hyperparameters and step counts
+``model/<name>``        one array per parameter, named as in ``state_dict()``
+``optim/<i>/<name>``    the optimizer's per-parameter arrays (Adam's moments, ...)
+======================  ===========================================================
+
+:func:`save` writes a temporary file in the same folder and renames it over the target
+(``os.replace`` is atomic on POSIX and Windows), so a crash or Ctrl-C while saving never
+leaves a half-written checkpoint and never damages the previous one. :func:`load` turns a
+missing, truncated or foreign file into a :class:`CheckpointError` that says which.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, truncated, corrupt, or does not fit the model."""
+
+
+def save(path, model, optimizer=None, config=None, **extra):
+    """Write ``model``'s parameters (and ``optimizer``'s state) to ``path`` atomically.
+
+    Args:
+        path: the ``.npz`` file to write (its folder must exist).
+        model: a :class:`~minitorch_attn.nn.Module`.
+        optimizer: an :class:`~minitorch_attn.optim.Optimizer`, or None.
+        config: a JSON-serializable dict that rebuilds the model (e.g. ``GPT(**config)``).
+        **extra: more JSON-serializable fields (vocabulary, step, metrics).
+    Raises:
+        TypeError: if ``config`` or ``extra`` is not JSON-serializable (nothing is written).
+    """
+    path = os.fspath(path)
+    arrays = {f"model/{name}": value.numpy() for name, value in model.state_dict().items()}
+    meta = {"format_version": FORMAT_VERSION, "config": config or {}, "extra": extra, "optimizer": None}
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        scalars = {}
+        for index, entry in state["state"].items():
+            for name, value in entry.items():
+                if hasattr(value, "shape"):
+                    from .backend import backend_of
+
+                    arrays[f"optim/{index}/{name}"] = backend_of(value).to_numpy(value)
+                else:
+                    scalars.setdefault(str(index), {})[name] = value
+        groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in state["param_groups"]]
+        meta["optimizer"] = {"type": type(optimizer).__name__, "param_groups": groups, "scalars": scalars}
+    arrays["meta"] = numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            numpy.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load(path):
+    """Read a checkpoint written by :func:`save`.
+
+    Returns:
+        a dict with ``"model"`` (``{name: numpy array}``, ready for
+        ``model.load_state_dict``), ``"config"``, ``"extra"`` and ``"optimizer"`` (a
+        state dict for ``optimizer.load_state_dict``, or None).
+    Raises:
+        CheckpointError: if the file is missing, is not a complete ``.npz`` (truncated or
+            corrupt), or lacks the checkpoint's ``meta`` record.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CheckpointError(f"no checkpoint at {path!r}")
+    try:
+        with numpy.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
+        raise CheckpointError(f"{path!r} is not a readable checkpoint (truncated or corrupt?): {error}") from None
+    if "meta" not in arrays:
+        raise CheckpointError(f"{path!r} is an .npz file but not a minitorch-attn checkpoint (no 'meta' record)")
+    try:
+        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path!r} has a corrupt 'meta' record: {error}") from None
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path!r} has checkpoint format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+
+    model = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
+    optimizer = None
+    if meta["optimizer"] is not None:
+        state = {}
+        for key, value in arrays.items():
+            if key.startswith("optim/"):
+                _, index, name = key.split("/", 2)
+                state.setdefault(int(index), {})[name] = value
+        for index, scalars in meta["optimizer"]["scalars"].items():
+            state.setdefault(int(index), {}).update(scalars)
+        groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in meta["optimizer"]["param_groups"]]
+        optimizer = {"type": meta["optimizer"]["type"], "param_groups": groups, "state": state}
+    return {"model": model, "config": meta["config"], "extra": meta["extra"], "optimizer": optimizer}
+
+
+def restore(checkpoint, model, optimizer=None):
+    """Load a checkpoint returned by :func:`load` into ``model`` (and ``optimizer``).
+
+    Raises:
+        CheckpointError: if the parameters do not match the model (the message lists the
+            missing, unexpected and mis-shaped names) or the optimizer is of another type.
+    """
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except (KeyError, ValueError) as error:
+        raise CheckpointError(f"checkpoint does not fit this model: {error.args[0]}") from None
+    if optimizer is not None and checkpoint["optimizer"] is not None:
+        if checkpoint["optimizer"]["type"] != type(optimizer).__name__:
+            raise CheckpointError(
+                f"checkpoint holds {checkpoint['optimizer']['type']} state, not {type(optimizer).__name__}"
+            )
+        try:
+            optimizer.load_state_dict(checkpoint["optimizer"])
+        except ValueError as error:
+            raise CheckpointError(f"optimizer state does not fit: {error}") from None
