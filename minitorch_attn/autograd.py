@@ -206,6 +206,7 @@ def sum_to_shape(xp, grad, shape):
     Forward ``y = broadcast(x)`` copies ``x`` along those axes, so ``dL/dx`` is the sum
     of ``dL/dy`` over them. This is the only place in the engine that does it.
     """
+    # BEGIN SOLUTION 1.3
     if tuple(grad.shape) == tuple(shape):
         return grad
     extra = grad.ndim - len(shape)
@@ -215,6 +216,7 @@ def sum_to_shape(xp, grad, shape):
     if stretched:
         grad = xp.sum(grad, axis=stretched, keepdims=True)
     return grad
+    # END SOLUTION
 
 
 def _gradient_for(node, tensor, grad):
@@ -268,9 +270,7 @@ def run_backward(seeds, retain_graph=False):
         if root.grad_fn is None:
             _accumulate(root, grad, backend_of(root.data).xp)
         else:
-            slot = grads.setdefault(root.grad_fn, {})
-            n = root._output_nr
-            slot[n] = grad if n not in slot else slot[n] + grad
+            _send(grads, root, grad)
     if not grads:
         return
 
@@ -280,10 +280,12 @@ def run_backward(seeds, retain_graph=False):
     while stack:
         node = stack.pop()
         for parent in _parents(node):
+            # BEGIN SOLUTION 1.1
             if parent not in pending:
                 pending[parent] = 0
                 stack.append(parent)
             pending[parent] += 1
+            # END SOLUTION
 
     # 2. walk from the outputs back, a node only once all its consumers have run
     ready = [node for node in grads if pending[node] == 0]
@@ -313,16 +315,18 @@ def run_backward(seeds, retain_graph=False):
             if not (isinstance(tensor, Tensor) and tensor.requires_grad) or g is None:
                 continue
             g = _gradient_for(node, tensor, g)
+            # BEGIN SOLUTION 1.1
             if tensor.grad_fn is None:
                 _accumulate(tensor, g, ctx.xp)
             else:
-                slot = grads.setdefault(tensor.grad_fn, {})
-                n = tensor._output_nr
-                slot[n] = g if n not in slot else slot[n] + g  # never in place: g may be shared
+                _send(grads, tensor, g)
+            # END SOLUTION
         for parent in _parents(node):
+            # BEGIN SOLUTION 1.1
             pending[parent] -= 1
             if pending[parent] == 0:
                 ready.append(parent)
+            # END SOLUTION
         if not retain_graph:
             ctx.release()
 
@@ -340,7 +344,19 @@ def _accumulate(leaf, grad, xp):
 
     if grad.dtype != leaf.data.dtype:
         grad = xp.astype(grad, leaf.data.dtype)
+    # BEGIN SOLUTION 1.1
     if leaf.grad is None:
         leaf.grad = Tensor(xp.asarray(grad, copy=True))
     else:
         leaf.grad = Tensor(leaf.grad.data + grad)
+    # END SOLUTION
+
+
+def _send(grads, tensor, grad):
+    """Add ``grad`` to what the node that produced ``tensor`` has received for that output.
+    Never in place: the same array may have been sent to another input too."""
+    # BEGIN SOLUTION 1.1
+    slot = grads.setdefault(tensor.grad_fn, {})
+    n = tensor._output_nr
+    slot[n] = grad if n not in slot else slot[n] + grad
+    # END SOLUTION

@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from .homework.command import add_homework
+
 
 def add_gradcheck(subparsers):
     p = subparsers.add_parser("gradcheck", add_help=False,
@@ -112,7 +114,7 @@ def _run_sample(args):
         return 2
 
 
-SUBCOMMANDS = [add_gradcheck, add_train, add_sample]
+SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_homework]
 
 
 def main(argv=None):

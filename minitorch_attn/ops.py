@@ -72,9 +72,11 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         a, b = ctx.saved_tensors
         return (g * b if ctx.needs_input_grad[0] else None,
                 g * a if ctx.needs_input_grad[1] else None)
+        # END SOLUTION
 
 
 class Div(Function):
@@ -87,9 +89,11 @@ class Div(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         a, b = ctx.saved_tensors
         grad_a = g / b
         return grad_a, (-grad_a * a / b if ctx.needs_input_grad[1] else None)
+        # END SOLUTION
 
 
 class Neg(Function):
@@ -115,9 +119,11 @@ class Pow(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         (x,) = ctx.saved_tensors
         p = ctx.exponent
         return g * (p * x ** (p - 1)) if p != 0 else g * 0, None
+        # END SOLUTION
 
 
 def pow(x, exponent):
@@ -138,8 +144,10 @@ class Exp(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
         return g * y
+        # END SOLUTION
 
 
 class Log(Function):
@@ -152,8 +160,10 @@ class Log(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         (x,) = ctx.saved_tensors
         return g / x
+        # END SOLUTION
 
 
 class Sqrt(Function):
@@ -167,8 +177,10 @@ class Sqrt(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
         return g / (2 * y)
+        # END SOLUTION
 
 
 class Tanh(Function):
@@ -182,8 +194,10 @@ class Tanh(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
         return g * (1 - y * y)
+        # END SOLUTION
 
 
 class Abs(Function):
@@ -313,6 +327,7 @@ class MatMul(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.5
         a, b = ctx.saved_tensors
         xp = ctx.xp
         a2 = a[None, :] if a.ndim == 1 else a       # (k,) -> (1, k)
@@ -328,6 +343,7 @@ class MatMul(Function):
         if b.ndim == 1 and grad_b is not None:
             grad_b = xp.reshape(xp.sum(grad_b, axis=tuple(range(grad_b.ndim - 2))) if grad_b.ndim > 2 else grad_b, (-1,))
         return grad_a, grad_b
+        # END SOLUTION
 
 
 def matmul(a, b):
@@ -348,9 +364,11 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.4
         xp = ctx.xp
         g = xp.reshape(g, _keepdim_shape(ctx.shape, ctx.axes))
         return xp.broadcast_to(g, ctx.shape)
+        # END SOLUTION
 
 
 class Mean(Function):
@@ -365,9 +383,11 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.4
         xp = ctx.xp
         g = xp.reshape(g, _keepdim_shape(ctx.shape, ctx.axes))
         return xp.broadcast_to(g / ctx.count, ctx.shape)
+        # END SOLUTION
 
 
 class Max(Function):
@@ -385,11 +405,13 @@ class Max(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.4
         x, y = ctx.saved_tensors
         xp = ctx.xp
         hit = xp.astype(x == y, g.dtype)
         share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
         return xp.reshape(g, y.shape) * share
+        # END SOLUTION
 
 
 class Var(Function):
@@ -411,9 +433,11 @@ class Var(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 1.4
         (centered,) = ctx.saved_tensors
         g = ctx.xp.reshape(g, _keepdim_shape(centered.shape, ctx.axes))
         return g * centered * (2.0 / ctx.denominator)
+        # END SOLUTION
 
 
 # ---- shape operations -----------------------------------------------------------------------------

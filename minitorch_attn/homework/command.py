@@ -1,0 +1,64 @@
+"""``minitorch-attn homework``: make a student tree, grade one, or check the markers.
+
+    minitorch-attn homework make --out DIR [--assignment N]
+    minitorch-attn homework grade DIR [--assignment N]
+    minitorch-attn homework check
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_homework(subparsers):
+    p = subparsers.add_parser("homework", help="make student versions of the engine and grade them")
+    actions = p.add_subparsers(dest="action", required=True)
+
+    make = actions.add_parser("make", help="write the student tree of one assignment")
+    make.add_argument("--out", required=True, help="a new (or empty) folder for the student tree")
+    make.add_argument("--assignment", type=int, default=1, help="assignment number (default 1)")
+    make.set_defaults(run=_make)
+
+    grade = actions.add_parser("grade", help="grade a student tree; writes DIR/results.json (Gradescope format)")
+    grade.add_argument("dir", help="the student's folder")
+    grade.add_argument("--assignment", type=int, default=None,
+                       help="assignment number (default: the one recorded in the folder)")
+    grade.set_defaults(run=_grade)
+
+    check = actions.add_parser("check", help="check the solution markers against the manifest")
+    check.set_defaults(run=_check)
+
+
+def _make(args):
+    from .make import make
+
+    try:
+        tasks = make(args.out, args.assignment)
+    except ValueError as exc:
+        print(f"minitorch-attn homework make: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote assignment {args.assignment} to {args.out}: tasks {', '.join(tasks)} are stubbed")
+    return 0
+
+
+def _grade(args):
+    from .grade import grade, print_table
+
+    try:
+        results = grade(args.dir, assignment=args.assignment)
+    except ValueError as exc:
+        print(f"minitorch-attn homework grade: {exc}", file=sys.stderr)
+        return 2
+    print_table(results)
+    print(f"wrote {args.dir}/results.json")
+    return 0
+
+
+def _check(args):
+    from .markers import check
+
+    problems = check()
+    for problem in problems:
+        print(problem)
+    print("markers: ok" if not problems else f"markers: {len(problems)} problem(s)")
+    return 1 if problems else 0

@@ -1,0 +1,133 @@
+"""Write a student tree for one assignment.
+
+For assignment N:
+
+* the tasks of assignments before N keep their solutions (each assignment stands on
+  working code), with the marker lines removed;
+* the tasks of assignment N, and of every later assignment, become stubs that raise
+  ``NotImplementedError("Task N.k: ...")``: no solution text is copied;
+* the test files that belong to later assignments are left out, as are the
+  instructor-only files the manifest lists;
+* a student README names the tasks in order, where each one is, and how to test it.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+from . import markers
+
+COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "setup.cfg", "pyproject.toml", ".gitignore")
+STATE_FILE = ".homework.json"  # records which assignment a student tree is, for the grader
+
+
+def assignment_by_number(manifest, number):
+    """The manifest entry of assignment ``number``; ValueError listing the valid numbers."""
+    numbers = [a["number"] for a in manifest["assignments"]]
+    for assignment in manifest["assignments"]:
+        if assignment["number"] == number:
+            return assignment
+    raise ValueError(f"no assignment {number}; the manifest has {', '.join(map(str, numbers))}")
+
+
+def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
+    """Write the student tree of assignment ``number`` into ``out_dir`` (which must not
+    exist or be empty). Returns the list of stubbed task ids.
+
+    Raises:
+        ValueError: unknown assignment, a non-empty ``out_dir``, or marker problems.
+    """
+    manifest = manifest or markers.load_manifest()
+    chosen = assignment_by_number(manifest, number)
+    problems = markers.check(manifest, project_root / "minitorch_attn", project_root)
+    if problems:
+        raise ValueError("the solution markers have problems:\n  " + "\n  ".join(problems))
+    out_dir = pathlib.Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise ValueError(f"{out_dir} is not empty; choose a new folder so nothing there is overwritten")
+
+    later = [a for a in manifest["assignments"] if a["number"] > number]
+    stub_tasks = {t["id"] for a in [chosen, *later] for t in a["tasks"]}
+    titles = {t["id"]: t["title"] for a in manifest["assignments"] for t in a["tasks"]}
+    left_out = {pathlib.Path(p) for a in later for p in a.get("test_files", [])}
+    left_out |= {pathlib.Path(p) for p in manifest.get("held_out", [])}
+
+    for name in COPIED:
+        source = project_root / name
+        if source.is_dir():
+            for path in sorted(source.rglob("*")):
+                relative = path.relative_to(project_root)
+                if path.is_dir() or "__pycache__" in relative.parts or _is_left_out(relative, left_out):
+                    continue
+                _write(path, relative, out_dir, stub_tasks, titles)
+        elif source.is_file():
+            _write(source, pathlib.Path(name), out_dir, stub_tasks, titles)
+
+    readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"))
+    (out_dir / "README.md").write_text(readme)
+    (out_dir / STATE_FILE).write_text(json.dumps({"assignment": number}) + "\n")
+    return sorted(t["id"] for t in chosen["tasks"])
+
+
+def _is_left_out(relative, left_out):
+    return any(relative == p or p in relative.parents for p in left_out)
+
+
+def _write(source, relative, out_dir, stub_tasks, titles):
+    """Copy one file; library sources lose their solutions on the way."""
+    target = out_dir / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if relative.parts[0] == "minitorch_attn" and relative.suffix == ".py":
+        target.write_text(markers.strip_solutions(source.read_text(), source, stub_tasks, titles))
+    else:
+        shutil.copyfile(source, target)
+
+
+def student_readme(manifest, chosen, stub_tasks, regions):
+    """The README of a student tree: the assignment, its tasks in order, how to check them."""
+    lines = [
+        f"# minitorch-attn, assignment {chosen['number']}: {chosen['title']}",
+        "",
+        chosen.get("description", ""),
+        "",
+        "## Set up",
+        "",
+        "```bash",
+        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]"',
+        "```",
+        "",
+        "## Your tasks, in order",
+        "",
+        "Each task is a `raise NotImplementedError(\"Task ...\")` in the library. The docstring",
+        "around it says what to compute and derives the backward pass; replace the `raise` with",
+        "your code. Run a task's tests with the command under it, and every gradient check with",
+        "`python -m gradcheck`.",
+        "",
+    ]
+    for task in chosen["tasks"]:
+        places = sorted({f"`{r.path.name}`: `{r.owner}`" for r in regions if r.task == task["id"]})
+        lines.append(f"### Task {task['id']}: {task['title']} ({task['points']} points)")
+        lines.append("")
+        if task.get("description"):
+            lines += [task["description"], ""]
+        lines.append("Where: " + ", ".join(places))
+        lines.append("")
+        tests = [t for t in task.get("tests", []) if not t.startswith("tests/instructor")]
+        if tests:
+            lines += ["```bash", "pytest " + " ".join(f'"{t}"' for t in tests), "```", ""]
+        if task.get("gradcheck"):
+            lines.append("Gradient checks: " + ", ".join(f"`{g}`" for g in task["gradcheck"]))
+            lines.append("")
+    later = sorted(stub_tasks - {t["id"] for t in chosen["tasks"]})
+    if later:
+        lines += ["## Later assignments",
+                  "",
+                  "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
+                  "assignments; leave them for now.", ""]
+    lines += ["## Grading", "",
+              "Your instructor runs `minitorch-attn homework grade <this folder>`, which runs each",
+              "task's tests and gradient checks (and a few held-back tests) and awards the task's",
+              "points when all of them pass.", ""]
+    return "\n".join(lines)
