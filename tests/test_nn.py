@@ -1,0 +1,283 @@
+"""Modules: parameter bookkeeping, state dicts, dropout modes, attention variants, blocks, GPT."""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import nn
+from tests.conftest import float64_tolerance
+
+
+def to_float64(module, device="cpu"):
+    """The module with every parameter converted to float64 on ``device`` (for exact comparisons)."""
+    for p in module.parameters():
+        p.data = mt.tensor(p.numpy(), dtype="float64", device=device).data
+    return module
+
+
+def x64(*shape, device="cpu"):
+    return mt.randn(*shape, dtype="float64", device=device)
+
+
+# ---- parameters and containers -------------------------------------------------------------------
+def test_multihead_attention_512_8_has_1048576_parameters():
+    assert nn.MultiHeadAttention(512, 8).num_parameters() == 1_048_576
+    assert nn.MultiHeadAttention(512, 8, bias=True).num_parameters() == 4 * (512 * 512 + 512)
+    assert nn.MultiHeadAttention(512, 8, fused_qkv=True).num_parameters() == 1_048_576
+    # GQA: K and V project to num_kv_heads * d_k = 2 * 8 columns
+    assert nn.MultiHeadAttention(64, 8, num_kv_heads=2).num_parameters() == 2 * 64 * 64 + 2 * 64 * 16
+
+
+def test_gpt_parameter_count_matches_the_formula():
+    V, d, L, T, ff = 50, 32, 2, 16, 128
+    block = (3 * d * d + d * d) + (d * ff + ff + ff * d + d) + 2 * (2 * d)  # attn, ffn, two LayerNorms
+    tied = V * d + T * d + L * block + 2 * d
+    assert nn.GPT(V, d_model=d, num_heads=4, num_layers=L, max_seq_len=T).num_parameters() == tied
+    assert nn.GPT(V, d_model=d, num_heads=4, num_layers=L, max_seq_len=T, tie_weights=False).num_parameters() == tied + V * d
+
+
+def test_bad_head_count_raises():
+    with pytest.raises(ValueError, match="divisible"):
+        nn.MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="multiple of num_kv_heads"):
+        nn.MultiHeadAttention(64, 8, num_kv_heads=3)
+    with pytest.raises(ValueError, match="attn_impl"):
+        nn.MultiHeadAttention(64, 8, attn_impl="fast")
+    with pytest.raises(ValueError, match="query must have shape"):
+        nn.MultiHeadAttention(8, 2)(mt.randn(2, 3, 4), mt.randn(2, 3, 8), mt.randn(2, 3, 8))
+
+
+def test_named_parameters_recurse_and_share():
+    model = nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.ModuleList([nn.Linear(4, 2, bias=False)]))
+    names = [n for n, _ in model.named_parameters()]
+    assert names == ["0.weight", "0.bias", "2.0.weight"]
+    gpt = nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
+    assert gpt.lm_head.weight is gpt.token_embedding.weight
+    assert "lm_head.weight" not in dict(gpt.named_parameters())  # a tied weight is listed once
+    assert "Linear(in_features=3, out_features=4, bias=True)" in repr(model)
+
+
+def test_state_dict_round_trip():
+    a = nn.GPT(13, d_model=16, num_heads=2, num_layers=1, max_seq_len=8)
+    mt.manual_seed(1)
+    b = nn.GPT(13, d_model=16, num_heads=2, num_layers=1, max_seq_len=8)
+    idx = mt.randint(0, 13, (2, 8))
+    assert not np.array_equal(a(idx).numpy(), b(idx).numpy())
+    b.load_state_dict({k: v.numpy() for k, v in a.state_dict().items()})
+    np.testing.assert_array_equal(a(idx).numpy(), b(idx).numpy())
+
+
+def test_load_state_dict_names_every_problem():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    state = model.state_dict()
+    state.pop("1.bias")
+    state["extra.weight"] = mt.zeros(1)
+    with pytest.raises(KeyError, match=r"missing keys \['1.bias'\].*unexpected keys \['extra.weight'\]"):
+        model.load_state_dict(state)
+    model.load_state_dict(state, strict=False)
+    state["0.weight"] = mt.zeros(4, 4)
+    with pytest.raises(ValueError, match=r"0.weight: checkpoint \(4, 4\), model \(4, 3\)"):
+        model.load_state_dict(state)
+
+
+def test_to_moves_parameters_and_keeps_them(device):
+    model = nn.Linear(3, 2)
+    weight = model.weight
+    model.to(device)
+    assert model.weight is weight and weight.device == device
+    assert model(mt.randn(5, 3, device=device)).shape == (5, 2)
+
+
+def test_zero_grad_and_train_eval_flags():
+    model = nn.Sequential(nn.Linear(3, 2), nn.Dropout(0.5))
+    model(mt.randn(4, 3)).sum().backward()
+    assert model[0].weight.grad is not None
+    model.zero_grad()
+    assert model[0].weight.grad is None
+    model.eval()
+    assert not model.training and not model[1].training
+    model.train()
+    assert model[1].training
+
+
+# ---- layers ----------------------------------------------------------------------------------------
+def test_dropout_train_and_eval(device):
+    drop = nn.Dropout(0.5)
+    x = mt.ones(1000, device=device)
+    y = drop(x).numpy()
+    assert set(np.unique(y)) <= {0.0, 2.0} and 350 < (y == 0).sum() < 650
+    drop.eval()
+    assert drop(x) is x
+
+
+def test_attention_dropout_only_while_training():
+    mha = nn.MultiHeadAttention(16, 4, dropout=0.5)
+    x = mt.randn(2, 5, 16)
+    assert not np.array_equal(mha(x, x, x)[0].numpy(), mha(x, x, x)[0].numpy())
+    mha.eval()
+    np.testing.assert_array_equal(mha(x, x, x)[0].numpy(), mha(x, x, x)[0].numpy())
+
+
+def test_embedding_gradient_accumulates_repeated_ids(device):
+    emb = nn.Embedding(5, 3).to(device)
+    idx = mt.tensor([[1, 1, 4], [1, 0, 4]], device=device)
+    emb(idx).sum().backward()
+    np.testing.assert_allclose(emb.weight.grad.numpy()[:, 0], [1, 3, 0, 0, 2])
+
+
+def test_linear_and_norms_match_pytorch(torch):
+    x = x64(2, 3, 6)
+    xt = torch.tensor(x.numpy())
+    for ours, theirs in [(nn.Linear(6, 4), torch.nn.Linear(6, 4)),
+                         (nn.LayerNorm(6), torch.nn.LayerNorm(6)),
+                         (nn.RMSNorm(6), torch.nn.RMSNorm(6, eps=1e-6))]:
+        to_float64(ours)
+        theirs = theirs.double()
+        ours.weight.data = mt.randn(*ours.weight.shape, dtype="float64").data
+        with torch.no_grad():
+            theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+            if getattr(ours, "bias", None) is not None:
+                theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+        expected = theirs(xt).detach().numpy()
+        np.testing.assert_allclose(ours(x).numpy(), expected, atol=float64_tolerance(expected, 20, "float64"))
+
+
+# ---- attention ---------------------------------------------------------------------------------------
+def test_multihead_attention_matches_pytorch(torch):
+    d, h = 16, 4
+    ours = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0))
+    theirs = torch.nn.MultiheadAttention(d, h, bias=False, batch_first=True).double()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.tensor(np.concatenate(
+            [ours.W_q.weight.numpy(), ours.W_k.weight.numpy(), ours.W_v.weight.numpy()])))
+        theirs.out_proj.weight.copy_(torch.tensor(ours.W_o.weight.numpy()))
+    q, kv = x64(2, 5, d), x64(2, 7, d)
+    out, weights = ours(q, kv, kv)
+    t_out, t_weights = theirs(torch.tensor(q.numpy()), torch.tensor(kv.numpy()), torch.tensor(kv.numpy()),
+                              average_attn_weights=False)
+    expected = t_out.detach().numpy()
+    np.testing.assert_allclose(out.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
+    np.testing.assert_allclose(weights.numpy(), t_weights.detach().numpy(), atol=1e-13)
+
+    causal_mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)  # torch: True = masked out
+    t_out, _ = theirs(*(torch.tensor(q.numpy()),) * 3, attn_mask=causal_mask)
+    expected = t_out.detach().numpy()
+    out, _ = ours(q, q, q, is_causal=True)
+    np.testing.assert_allclose(out.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
+
+
+def test_gqa_equals_attention_with_explicitly_repeated_heads(device):
+    d, h, h_kv = 16, 4, 2
+    d_k, group = d // h, h // h_kv
+    gqa = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0, num_kv_heads=h_kv), device)
+    full = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0), device)
+
+    def repeat_heads(w):  # (h_kv d_k, d) -> (h d_k, d), head j of the result = head j // group
+        w = w.numpy().reshape(h_kv, 1, d_k, d)
+        return mt.tensor(np.broadcast_to(w, (h_kv, group, d_k, d)).reshape(h * d_k, d), device=device).data
+
+    full.W_q.weight.data, full.W_o.weight.data = gqa.W_q.weight.data, gqa.W_o.weight.data
+    full.W_k.weight.data, full.W_v.weight.data = repeat_heads(gqa.W_k.weight), repeat_heads(gqa.W_v.weight)
+    x = x64(2, 6, d, device=device)
+    out_gqa, w_gqa = gqa(x, x, x, is_causal=True)
+    out_full, w_full = full(x, x, x, is_causal=True)
+    expected = out_full.numpy()
+    np.testing.assert_allclose(out_gqa.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
+    np.testing.assert_allclose(w_gqa.numpy(), w_full.numpy(), atol=1e-13)
+
+
+def test_fused_qkv_equals_separate_projections(device):
+    d, h = 16, 4
+    sep = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0, bias=True), device)
+    fused = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0, bias=True, fused_qkv=True), device)
+    xp = mt.tensor(0, device=device).data.__array_namespace__()
+    fused.W_qkv.weight.data = xp.concat([sep.W_q.weight.data, sep.W_k.weight.data, sep.W_v.weight.data])
+    fused.W_qkv.bias.data = xp.concat([sep.W_q.bias.data, sep.W_k.bias.data, sep.W_v.bias.data])
+    fused.W_o.weight.data, fused.W_o.bias.data = sep.W_o.weight.data, sep.W_o.bias.data
+    x, memory = x64(2, 5, d, device=device), x64(2, 3, d, device=device)
+    for args in [(x, x, x), (x, memory, memory)]:  # self-attention (one product) and cross-attention
+        expected = sep(*args)[0].numpy()
+        np.testing.assert_allclose(fused(*args)[0].numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
+
+
+def test_causal_attention_ignores_the_future():
+    mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
+    x = mt.randn(1, 6, 8)
+    y = mt.tensor(np.concatenate([x.numpy()[:, :4], np.random.default_rng(0).standard_normal((1, 2, 8))], axis=1),
+                  dtype="float32")
+    a, w = mha(x, x, x, is_causal=True)
+    b, _ = mha(y, y, y, is_causal=True)
+    np.testing.assert_allclose(a.numpy()[:, :4], b.numpy()[:, :4], rtol=1e-5, atol=1e-6)
+    assert np.all(np.triu(w.numpy()[0, 0], 1) == 0)
+
+
+def test_flash_implementation_equals_naive():
+    naive = nn.MultiHeadAttention(16, 4, dropout=0.0)
+    flash = nn.MultiHeadAttention(16, 4, dropout=0.0, attn_impl="flash")
+    flash.load_state_dict(naive.state_dict())
+    x = mt.randn(2, 9, 16)
+    out, weights = flash(x, x, x, is_causal=True)
+    assert weights is None
+    np.testing.assert_allclose(out.numpy(), naive(x, x, x, is_causal=True)[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- blocks and models --------------------------------------------------------------------------------
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_encoder_block_pre_and_post_ln(norm_first, norm):
+    block = nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0, norm_first=norm_first, norm=norm)
+    x = mt.randn(2, 5, 8)
+    attend = lambda h: block.attn(h, h, h)[0]  # noqa: E731
+    if norm_first:   # x + attn(norm1(x)), then + ffn(norm2(.))
+        h = x + attend(block.norm1(x))
+        expected = h + block.ffn(block.norm2(h))
+    else:            # norm1(x + attn(x)), then norm2(. + ffn(.))
+        h = block.norm1(x + attend(x))
+        expected = block.norm2(h + block.ffn(h))
+    np.testing.assert_allclose(block(x).numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
+    if not norm_first and norm == "layernorm":  # Post-LN output rows are normalized
+        np.testing.assert_allclose(block(x).numpy().mean(-1), 0, atol=1e-5)
+
+
+def test_decoder_block_is_causal_and_reads_memory():
+    block = nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0)
+    x, memory = mt.randn(1, 5, 8), mt.randn(1, 3, 8)
+    out = block(x, memory).numpy()
+    assert out.shape == (1, 5, 8)
+    changed = mt.tensor(np.concatenate([x.numpy()[:, :3], np.ones((1, 2, 8), np.float32)], axis=1))
+    np.testing.assert_allclose(block(changed, memory).numpy()[:, :3], out[:, :3], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(block(x, memory * 2.0).numpy(), out)
+    padding = mt.tensor(np.array([True, True, False]).reshape(1, 1, 1, 3))
+    assert block(x, memory, memory_mask=padding).shape == (1, 5, 8)
+
+
+def test_transformer_encoder_shapes_and_length_check():
+    enc = nn.TransformerEncoder(20, 16, 4, 32, 2, max_seq_len=10, dropout=0.0)
+    assert enc(mt.randint(0, 20, (3, 10))).shape == (3, 10, 16)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        enc(mt.randint(0, 20, (1, 11)))
+    with pytest.raises(ValueError, match="token ids"):
+        enc(mt.randn(1, 4))
+
+
+def test_gpt_trains_and_reaches_every_parameter():
+    gpt = nn.GPT(10, d_model=16, num_heads=2, num_layers=2, max_seq_len=8)
+    idx = mt.randint(0, 10, (2, 8))
+    logits = gpt(idx)
+    assert logits.shape == (2, 8, 10) and logits.dtype == "float32"
+    F.cross_entropy(logits.reshape(-1, 10), idx.reshape(-1)).backward()
+    assert all(p.grad is not None and p.grad.dtype == "float32" for p in gpt.parameters())
+
+
+@pytest.mark.parametrize("num_kv_heads", [None, 1])
+def test_kv_cache_gives_the_same_logits(num_kv_heads):
+    gpt = nn.GPT(12, d_model=16, num_heads=4, num_layers=2, max_seq_len=10, num_kv_heads=num_kv_heads).eval()
+    idx = mt.randint(0, 12, (2, 9))
+    full = gpt(idx).numpy()
+    cache = gpt.new_cache()
+    steps = [gpt(idx[:, :4], cache=cache).numpy()]          # the prompt in one go ...
+    for t in range(4, 9):                                     # ... then one token at a time
+        steps.append(gpt(idx[:, t:t + 1], cache=cache).numpy())
+    assert cache.length == 9
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-4, atol=1e-5)
