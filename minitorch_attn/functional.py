@@ -241,8 +241,8 @@ class Softmax(Function):
     def forward(ctx, x, dim=-1):
         xp = ctx.xp
         ctx.axis = dim
-        e = xp.exp(x - xp.max(x, axis=dim, keepdims=True))        # 1. shift by the row max, exponentiate
-        p = e / xp.sum(e, axis=dim, keepdims=True)                  # 2. normalize
+        p = xp.exp(x - xp.max(x, axis=dim, keepdims=True))        # 1. shift by the row max, exponentiate
+        p /= xp.sum(p, axis=dim, keepdims=True)                     # 2. normalize (in place: p is ours)
         ctx.save_for_backward(p)
         return p
 
@@ -250,7 +250,9 @@ class Softmax(Function):
     def backward(ctx, g):
         (p,) = ctx.saved_tensors
         xp = ctx.xp
-        return p * (g - xp.sum(g * p, axis=ctx.axis, keepdims=True))  # undoes 2 and 1 at once
+        grad = g * p                                                # undoes 2 and 1 at once:
+        grad -= p * xp.sum(grad, axis=ctx.axis, keepdims=True)     # p ∘ g - p ∘ sum(g ∘ p)
+        return grad
 
 
 class LogSoftmax(Function):
@@ -265,8 +267,8 @@ class LogSoftmax(Function):
     def forward(ctx, x, dim=-1):
         xp = ctx.xp
         ctx.axis = dim
-        shifted = x - xp.max(x, axis=dim, keepdims=True)                             # 1. shift
-        y = shifted - xp.log(xp.sum(xp.exp(shifted), axis=dim, keepdims=True))      # 2. minus log-sum-exp
+        y = x - xp.max(x, axis=dim, keepdims=True)                                   # 1. shift
+        y -= xp.log(xp.sum(xp.exp(y), axis=dim, keepdims=True))                      # 2. minus log-sum-exp
         ctx.save_for_backward(y)
         return y
 
@@ -274,7 +276,9 @@ class LogSoftmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
         xp = ctx.xp
-        return g - xp.exp(y) * xp.sum(g, axis=ctx.axis, keepdims=True)              # undoes 2 (1 is a shift)
+        softmax_times_sum = xp.exp(y)                                                # undoes 2 (1 is a shift)
+        softmax_times_sum *= xp.sum(g, axis=ctx.axis, keepdims=True)
+        return g - softmax_times_sum
 
 
 def softmax(x, dim=-1):
@@ -324,19 +328,17 @@ class CrossEntropy(Function):
                 f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
                 f"{ignore_index}; got values from {low} to {high}")
         safe_target = xp.where(valid, target, xp.zeros_like(target))     # never index with ignore_index
-        onehot = safe_target[:, None] == xp.arange(C, device=ctx.backend.device)[None, :]
 
-        shifted = logits - xp.max(logits, axis=1, keepdims=True)         # 1. log-softmax
-        logp = shifted - xp.log(xp.sum(xp.exp(shifted), axis=1, keepdims=True))
-        zero = xp.zeros((), dtype=logits.dtype, device=ctx.backend.device)
-        nll = -xp.sum(xp.where(onehot, logp, zero), axis=1)              # 2. -logp[target]
+        logp = logits - xp.max(logits, axis=1, keepdims=True)            # 1. log-softmax
+        logp -= xp.log(xp.sum(xp.exp(logp), axis=1, keepdims=True))
+        nll = -xp.take_along_axis(logp, safe_target[:, None], axis=1)[:, 0]  # 2. -logp[target]
         if label_smoothing > 0.0:
             nll = (1.0 - label_smoothing) * nll - label_smoothing * xp.mean(logp, axis=1)
-        weight = xp.astype(valid, logits.dtype)
+        weight = xp.astype(valid, logits.dtype)                          # 0 on ignored rows
         loss = nll * weight
 
-        ctx.save_for_backward(logp, onehot, weight)
-        ctx.options = (label_smoothing, reduction, C)
+        ctx.save_for_backward(logp, safe_target, weight)
+        ctx.options = (label_smoothing, reduction)
         if reduction == "none":                                          # 3. reduce
             return loss
         if reduction == "sum":
@@ -346,19 +348,18 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, g):
-        logp, onehot, weight = ctx.saved_tensors
-        label_smoothing, reduction, C = ctx.options
+        logp, safe_target, weight = ctx.saved_tensors
+        label_smoothing, reduction = ctx.options
         xp = ctx.xp
-        if reduction == "none":                                          # undoes 3
-            row_weight = (g * weight)[:, None]
-        elif reduction == "sum":
-            row_weight = (weight * g)[:, None]
-        else:
-            row_weight = (weight * (g / ctx.count))[:, None]
-        q = xp.astype(onehot, logp.dtype)                                # undoes 2 and 1: softmax - q
+        C = logp.shape[1]
+        row_weight = weight * (g / ctx.count if reduction == "mean" else g)   # undoes 3
+        grad = xp.exp(logp)                                              # undoes 2 and 1: softmax - q
         if label_smoothing > 0.0:
-            q = (1.0 - label_smoothing) * q + label_smoothing / C
-        return (xp.exp(logp) - q) * row_weight, None
+            grad -= label_smoothing / C
+        is_target = safe_target[:, None] == xp.arange(C, device=ctx.backend.device)[None, :]
+        grad = xp.where(is_target, grad - (1.0 - label_smoothing), grad)
+        grad *= row_weight[:, None]
+        return grad, None
 
 
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -559,14 +560,18 @@ class LayerNorm(Function):
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
         xp = ctx.xp
         mean = xp.mean(x, axis=axes, keepdims=True)                 # 1
-        xc = x - mean                                                # 2
-        var = xp.mean(xc * xc, axis=axes, keepdims=True)             # 3
+        xhat = x - mean                                              # 2 (xc, a new array)
+        var = xp.mean(xhat * xhat, axis=axes, keepdims=True)         # 3
         rstd = 1.0 / xp.sqrt(var + eps)                              # 4
-        xhat = xc * rstd                                             # 5
+        xhat *= rstd                                                 # 5 (in place: xc -> x̂)
         ctx.axes = axes
         ctx.save_for_backward(xhat, rstd, weight)
-        y = xhat if weight is None else xhat * weight                # 6
-        return y if bias is None else y + bias
+        if weight is None:                                           # 6
+            return xhat if bias is None else xhat + bias
+        y = xhat * weight
+        if bias is not None:
+            y += bias
+        return y
 
     @staticmethod
     def backward(ctx, g):
@@ -580,9 +585,9 @@ class LayerNorm(Function):
         grad_x = None
         if need_x:
             dxhat = g if weight is None else g * weight
-            grad_x = rstd * (dxhat                                   # 5-1
-                             - xp.mean(dxhat, axis=axes, keepdims=True)
-                             - xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True))
+            grad_x = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)                 # 5-1
+            grad_x -= xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True)
+            grad_x *= rstd
         return grad_x, grad_w, grad_b
 
 
@@ -642,7 +647,8 @@ class RMSNorm(Function):
         grad_x = None
         if need_x:
             dxhat = g if weight is None else g * weight
-            grad_x = r * (dxhat - xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True))  # 3-1
+            grad_x = dxhat - xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True)  # 3-1
+            grad_x *= r
         return grad_x, grad_w
 
 
@@ -669,31 +675,33 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 class Linear(Function):
     """``y = x Wᵀ + b``: ``x (..., in)``, ``W (out, in)``, ``b (out,)`` -> ``(..., out)``.
 
-    Backward (rows = all leading dims of x, flattened)::
+    The leading dims are flattened into rows first, ``X (M, in)``, so every product is one
+    2-D matrix multiply (a single BLAS call, much faster than a batched one with a
+    broadcast weight). Backward::
 
-        dx = g W,   dW = gᵀ x (summed over rows),   db = sum_rows(g)
+        dX = G W,   dW = Gᵀ X (summed over the rows),   db = sum_rows(G)
     """
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         xp = ctx.xp
-        ctx.save_for_backward(x, weight)
-        y = xp.matmul(x, xp.matrix_transpose(weight))
-        return y if bias is None else y + bias
+        rows = xp.reshape(x, (-1, x.shape[-1]))                      # (M, in)
+        ctx.save_for_backward(rows, weight)
+        ctx.x_shape = tuple(x.shape)
+        y = xp.matmul(rows, xp.matrix_transpose(weight))             # (M, out)
+        if bias is not None:
+            y += bias
+        return xp.reshape(y, (*x.shape[:-1], weight.shape[0]))
 
     @staticmethod
     def backward(ctx, g):
-        x, weight = ctx.saved_tensors
+        rows, weight = ctx.saved_tensors
         xp = ctx.xp
         need_x, need_w, need_b = ctx.needs_input_grad
-        grad_x = xp.matmul(g, weight) if need_x else None
-        grad_w = grad_b = None
-        if need_w:
-            g2 = xp.reshape(g, (-1, g.shape[-1]))
-            x2 = xp.reshape(x, (-1, x.shape[-1]))
-            grad_w = xp.matmul(xp.matrix_transpose(g2), x2)
-        if need_b:
-            grad_b = xp.sum(xp.reshape(g, (-1, g.shape[-1])), axis=0)
+        g = xp.reshape(g, (-1, g.shape[-1]))                         # (M, out)
+        grad_x = xp.reshape(xp.matmul(g, weight), ctx.x_shape) if need_x else None
+        grad_w = xp.matmul(xp.matrix_transpose(g), rows) if need_w else None
+        grad_b = xp.sum(g, axis=0) if need_b else None
         return grad_x, grad_w, grad_b
 
 
@@ -763,16 +771,19 @@ def _attention_probabilities(xp, device, q, k, scale, keep, bias):
 
     A row where no key takes part (every entry masked or -inf) gets ``P = 0``, not NaN.
     """
-    scores = xp.matmul(q, xp.matrix_transpose(k)) * scale          # 1. scores = scale · Q Kᵀ
+    scores = xp.matmul(q, xp.matrix_transpose(k))                   # 1. scores = scale · Q Kᵀ
+    scores *= scale                                                 #    (in place: a new array)
     if bias is not None:                                            # 2. mask: add the bias ...
-        scores = scores + bias
+        scores += bias
     if keep is not None:                                            #    ... and remove what is masked
         scores = xp.where(keep, scores, -xp.inf)
     row_max = xp.max(scores, axis=-1, keepdims=True)                # 3. softmax, stable
     row_max = xp.where(row_max == -xp.inf, xp.zeros_like(row_max), row_max)  # empty row: no -inf - -inf
-    e = xp.exp(scores - row_max)
-    total = xp.sum(e, axis=-1, keepdims=True)
-    return e / xp.where(total == 0, xp.ones_like(total), total)     #    empty row: 0 / 1 = 0
+    scores -= row_max
+    P = xp.exp(scores)
+    total = xp.sum(P, axis=-1, keepdims=True)
+    P /= xp.where(total == 0, xp.ones_like(total), total)           #    empty row: 0 / 1 = 0
+    return P
 
 
 def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
@@ -784,9 +795,12 @@ def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
     """
     if D is None:
         D = xp.sum(dP * P, axis=-1, keepdims=True)
-    dS = P * (dP - D)
-    dQ = xp.matmul(dS, k) * scale
-    dK = xp.matmul(xp.matrix_transpose(dS), q) * scale
+    dS = dP - D                                                     # 3 (a new array; dP may be g)
+    dS *= P
+    dQ = xp.matmul(dS, k)                                           # 1
+    dQ *= scale
+    dK = xp.matmul(xp.matrix_transpose(dS), q)
+    dK *= scale
     return dS, dQ, dK
 
 
@@ -840,7 +854,7 @@ class ScaledDotProductAttention(Function):
         dV = xp.matmul(xp.matrix_transpose(P_used), dO)                       # 5
         dP = xp.matmul(dO, xp.matrix_transpose(v))
         if drop is not None:                                                   # 4
-            dP = dP * drop
+            dP *= drop
         D = xp.sum(dO * out, axis=-1, keepdims=True)                           # 3-1
         dS, dQ, dK = _attention_scores_backward(xp, dP, P, q, k, ctx.scale, D)
         need_mask = ctx.needs_input_grad[3]
