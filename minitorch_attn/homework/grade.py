@@ -65,7 +65,8 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
 
     with tempfile.TemporaryDirectory() as scratch:
         work = pathlib.Path(scratch) / "tree"
-        shutil.copytree(student_dir, work, ignore=shutil.ignore_patterns("__pycache__", ".venv", "results.json"))
+        shutil.copytree(student_dir, work, ignore=shutil.ignore_patterns(
+            "__pycache__", ".git", ".venv", "runs", "*.egg-info", ".pytest_cache", ".hypothesis", "results.json"))
         instructor_tests = manifest.get("instructor_tests")
         if instructor_tests and (project_root / instructor_tests).is_dir():
             shutil.copytree(project_root / instructor_tests, work / instructor_tests, dirs_exist_ok=True,
@@ -78,7 +79,7 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
     for task in chosen["tasks"]:
         failures = []
         for node in task.get("tests", []):
-            matched = {k: v for k, v in test_outcomes.items() if _matches(k, node)}
+            matched = {k: v for k, v in test_outcomes.items() if matches(k, node)}
             if not matched:
                 failures.append(f"{node}: not run (missing or not collected)")
             failures += [f"{k}: {v}" for k, v in matched.items() if v is not None]
@@ -120,7 +121,7 @@ def run_tests(work, files=(), timeout=1200):
     return outcomes
 
 
-def _matches(nodeid, wanted):
+def matches(nodeid, wanted):
     """A manifest entry names a file, a test function (all its parameters) or one test."""
     if "::" not in wanted:
         return nodeid.startswith(wanted + "::")
@@ -142,8 +143,8 @@ def _run_gradchecks(work, names, timeout):
 
 
 def _first_line(text):
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0][:300] if lines else ""
+    """The start of a failure message on one line (pytest's messages span several)."""
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())[:300]
 
 
 def print_table(results, file=sys.stdout):
