@@ -7,14 +7,14 @@ Import it as PyTorch users import ``torch.nn.functional``::
 
 Every backward here is closed-form, derived on paper and written out beside the forward
 step it undoes; none is composed from the primitive ops (those are used only in the tests,
-as an independent reference). All of them are checked by finite differences in
+as an independent reference; :func:`embedding` is the core's lookup op ``Take``). All of them are checked by finite differences in
 ``gradcheck/functional.py``.
 
 Contents, in reading order:
 
-* mask helpers for attention, shared with :mod:`minitorch_attn.flash`:
-  :func:`causal_mask`, :func:`_check_attention_inputs`, :func:`_prepare_attention_mask`,
-  :func:`_dropout_scale`;
+* helpers for any attention kernel (this module's, or a blockwise one such as
+  :mod:`minitorch_attn.flash`): :func:`causal_mask`, :func:`_check_attention_inputs`,
+  :func:`_prepare_attention_mask`, :func:`_dropout_scale`;
 * the softmax family: :func:`softmax`, :func:`log_softmax`, :func:`cross_entropy`;
 * activations and regularization: :func:`gelu`, :func:`relu`, :func:`dropout`;
 * normalization: :func:`layer_norm`, :func:`rms_norm`;
@@ -44,7 +44,7 @@ CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 
 # =============================================================================================
-# Helpers shared by the attention kernels (here and in flash.py)
+# Helpers for the attention kernels (here, and blockwise ones such as flash.py)
 # =============================================================================================
 def _causal_keep(xp, device, L, S, alignment="top_left"):
     """Raw bool array ``(L, S)``: True where query ``i`` may look at key ``j``.
@@ -95,7 +95,7 @@ def _broadcast_shape(a, b):
         y = b[-i] if i <= len(b) else 1
         if x != y and 1 not in (x, y):
             return None
-        out.append(max(x, y) if 1 not in (x, y) else x * y)
+        out.append(y if x == 1 else x)
     return tuple(reversed(out))
 
 
@@ -282,7 +282,12 @@ class LogSoftmax(Function):
 
 
 def softmax(x, dim=-1):
-    """Softmax along ``dim`` (as ``torch.softmax``); shape and dtype kept.
+    """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
+
+    Shapes and dtypes: any float32/float64 tensor; the output has its shape and dtype.
+    Entries equal to ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a
+    finite entry); a row of all ``-inf`` gives NaN, as in PyTorch. Source: Bridle 1990,
+    "Probabilistic interpretation of feedforward classification network outputs".
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
@@ -292,7 +297,11 @@ def softmax(x, dim=-1):
 
 
 def log_softmax(x, dim=-1):
-    """Log of the softmax along ``dim``, computed stably (as ``torch.log_softmax``).
+    """Log of the softmax along ``dim`` (as ``torch.log_softmax``): ``x - logsumexp(x)``.
+
+    Shapes and dtypes as :func:`softmax`. Computed from the max-shifted input, never as
+    ``log(softmax(x))``, so ``log_softmax([1000, 0]) == [0, -1000]`` and rows shifted by
+    ``-1e4`` keep their digits.
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
@@ -365,8 +374,10 @@ class CrossEntropy(Function):
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
-    Shapes: ``logits (N, C)`` with ``target (N,)``, or ``logits (N, C, d1, ...)`` with
-    ``target (N, d1, ...)`` (the class dim is dim 1, as in PyTorch). Returns a scalar for
+    Shapes: ``logits (N, C)`` with ``target (N,)``, ``logits (N, C, d1, ...)`` with
+    ``target (N, d1, ...)`` (the class dim is dim 1, as in PyTorch), or unbatched
+    ``logits (C,)`` with a 0-d ``target``. float32/float64 logits, int64/int32 target; the
+    loss has the logits' dtype. Returns a scalar for
     ``reduction="mean"`` (over the non-ignored targets; NaN if all are ignored, as PyTorch)
     or ``"sum"``, and the per-target losses ``(N, d1, ...)`` for ``"none"`` (0 where ignored).
     The gradient goes to ``logits`` only.
@@ -389,11 +400,15 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     label_smoothing = _check_probability(label_smoothing, "cross_entropy: label_smoothing")
-    expected = (logits.shape[0],) + logits.shape[2:] if logits.ndim >= 2 else None
-    if expected is None or target.shape != expected:
+    if target.device != logits.device:
+        raise ValueError(f"cross_entropy: target is on '{target.device}' but logits on '{logits.device}'")
+    if logits.ndim == 0:
+        raise ValueError("cross_entropy: logits need a class dim, (C,), (N, C) or (N, C, d1, ...)")
+    expected = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
+    if target.shape != expected:
         raise ValueError(f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
                          f"(N, d1, ...) = {expected}, got {target.shape}")
-    C = logits.shape[1]
+    C = logits.shape[-1] if logits.ndim == 1 else logits.shape[1]
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         rest = tuple(range(2, logits.ndim))
         logits = logits.permute(0, *rest, 1)
@@ -420,32 +435,40 @@ class GELU(Function):
     Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's):
         ``u = √(2/π)(x + 0.044715 x³)``, ``t = tanh(u)``, ``y = x/2 (1 + t)``,
         ``dy/dx = (1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715 x²)``.
+    The backward reuses ``Φ(x)`` (or ``t``) saved by the forward rather than recomputing
+    it: erf is the expensive part on NumPy.
     """
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
         xp = ctx.xp
-        ctx.save_for_backward(x)
         ctx.approximate = approximate
         if approximate == "tanh":
-            return 0.5 * x * (1.0 + xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
-        return 0.5 * x * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))
+            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+            ctx.save_for_backward(x, t)
+            return 0.5 * x * (1.0 + t)
+        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))      # Φ(x)
+        ctx.save_for_backward(x, cdf)
+        return x * cdf
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+        x, saved = ctx.saved_tensors
         xp = ctx.xp
         if ctx.approximate == "tanh":
-            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+            t = saved
             du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
             return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
-        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))
-        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)
-        return g * (cdf + x * pdf)
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                 # φ(x)
+        return g * (saved + x * pdf)
 
 
 def gelu(x, approximate="none"):
-    """GELU activation, elementwise (as ``F.gelu``); ``approximate`` is ``"none"`` (erf) or ``"tanh"``.
+    """GELU activation, elementwise (as ``F.gelu``): ``x Φ(x)``, Φ the standard normal CDF.
+
+    ``approximate="none"`` uses erf (the backend's); ``"tanh"`` the tanh approximation of
+    GPT-2. Any shape, float32/float64, shape and dtype kept. At x = 1: 0.8413447461 (exact)
+    and 0.8411919906 (tanh). Source: Hendrycks & Gimpel, arXiv:1606.08415.
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for another ``approximate``.
@@ -474,7 +497,12 @@ class ReLU(Function):
 
 
 def relu(x):
-    """Rectified linear unit, elementwise. Raises TypeError for a non-float tensor."""
+    """Rectified linear unit ``max(x, 0)``, elementwise (as ``F.relu``); shape and dtype kept.
+    The gradient at exactly 0 is 0, as in PyTorch. Source: Nair & Hinton 2010.
+
+    Raises:
+        TypeError: for a non-float tensor.
+    """
     _check_float(x, "relu")
     return ReLU.apply(x)
 

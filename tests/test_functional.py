@@ -190,6 +190,15 @@ def test_cross_entropy_matches_torch(torch, reduction, smoothing):
         [logits])
 
 
+def test_cross_entropy_of_one_unbatched_example(device, torch):
+    logits = rng.standard_normal(5)
+    _assert_runs_agree(lambda x: F.cross_entropy(x, mt.tensor(3, device=device)),
+                       lambda x: F.cross_entropy(x.reshape(1, 5), mt.tensor([3], device=device)), [logits], device)
+    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(3)).item()
+    np.testing.assert_allclose(F.cross_entropy(_t(logits, device), mt.tensor(3, device=device)).item(), expected,
+                               rtol=1e-14)
+
+
 def test_cross_entropy_matches_the_composed_primitives(device):
     logits = rng.standard_normal((5, 4))
     target = np.array([3, 0, 0, 2, 1])
