@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
@@ -554,6 +556,32 @@ def test_sdpa_matches_torch(torch, case):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
 
     _assert_torch_agrees(torch, ours, theirs, arrays)
+
+
+@settings(max_examples=25, deadline=None)
+@given(L=st.integers(1, 4), S=st.integers(1, 5), E=st.integers(1, 3), Ev=st.integers(1, 3),
+       kind=st.sampled_from(["bool", "float", "causal", "none"]), seed=st.integers(0, 2**16))
+def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
+    torch = pytest.importorskip("torch")
+    draw = np.random.default_rng(seed)
+    arrays = [draw.standard_normal(s) for s in [(2, L, E), (2, S, E), (2, S, Ev)]]
+    mask = draw.random((L, S)) < 0.5                              # rows with no key included
+    if kind == "float":
+        arrays.append(np.where(mask, draw.standard_normal((L, S)), -np.inf))
+    options = dict(is_causal=kind == "causal")
+
+    def ours(q, k, v, *bias):
+        m = bias[0] if bias else (mt.tensor(mask) if kind == "bool" else None)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m, **options)
+
+    def theirs(q, k, v, *bias):
+        m = bias[0] if bias else (torch.tensor(mask) if kind == "bool" else None)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, **options)
+
+    out, grads = _run(ours, arrays, "cpu", upstream_seed=seed)
+    ref_out, ref_grads = _torch_run(torch, theirs, arrays, upstream_seed=seed)
+    assert np.all(np.isfinite(out)) and all(np.all(np.isfinite(g)) for g in grads)
+    _assert_same([out] + grads, [ref_out] + ref_grads)
 
 
 def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(device):
