@@ -1,0 +1,106 @@
+"""What every demo shares: its command-line flags, its output folder, matplotlib, a timer.
+
+Each demo script starts with ``args, out = setup(__doc__, "NAME", argv)``. The flags are::
+
+    --device cpu|cuda   where the tensors live (cuda needs CuPy: pip install "minitorch-attn[cuda]")
+    --quick             small shapes and few steps: seconds instead of minutes (the smoke test uses it)
+    --seed N            seeds minitorch_attn and NumPy, so a run prints the same numbers again
+    --out DIR           folder for the pictures (default runs/demos/NAME)
+
+Pictures are drawn with matplotlib's non-interactive Agg backend and saved as PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy
+
+import minitorch_attn as mt
+from minitorch_attn.backend import get_backend
+
+
+def setup(doc, name, argv=None, extra=None):
+    """Parse the demo's flags, seed every random generator and make the output folder.
+
+    Args:
+        doc: the demo's module docstring (its first line becomes the ``--help`` text).
+        name: the demo's name, used for the default output folder ``runs/demos/NAME``.
+        argv: the flags (default: ``sys.argv[1:]``).
+        extra: optional ``f(parser)`` adding the demo's own flags.
+    Returns:
+        ``(args, out)``: the parsed flags (``args.rng`` is a seeded ``numpy.random.Generator``)
+        and the output folder, which exists.
+    """
+    parser = argparse.ArgumentParser(prog=f"demos/{name}.py", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
+    parser.add_argument("--quick", action="store_true", help="small and fast (seconds)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
+    parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),
+                        help="folder for the pictures (default: %(default)s)")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args(argv)
+    get_backend(args.device)  # fails here, with the install hint, if CuPy or the GPU is missing
+    mt.manual_seed(args.seed)
+    args.rng = numpy.random.default_rng(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    return args, args.out
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (writes files, never opens a window).
+
+    Raises:
+        SystemExit: with the install command, when matplotlib is missing.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit('the demos draw with matplotlib: pip install "minitorch-attn[demos]"') from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, out, filename, dpi=100):
+    """Save ``fig`` as ``out/filename``, close it and print the path."""
+    path = os.path.join(out, filename)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    print(f"picture: {path}")
+    return path
+
+
+def synchronize(device):
+    """Wait for the GPU to finish queued work (a no-op on the CPU), so timings are honest."""
+    if device == "cuda":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+
+
+def median_seconds(fn, repeats, device="cpu", warmup=1):
+    """The median wall time of ``fn()`` over ``repeats`` runs, after ``warmup`` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def randn(rng, *shape, device="cpu", requires_grad=False):
+    """A float32 Tensor of standard normal samples from the NumPy generator ``rng``
+    (the same numbers on every device for the same seed)."""
+    data = rng.standard_normal(shape).astype(numpy.float32)
+    return mt.tensor(data, device=device, requires_grad=requires_grad)
