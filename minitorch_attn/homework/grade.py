@@ -101,7 +101,7 @@ def run_tests(work, files=(), timeout=1200):
     """Run pytest on ``files`` (all tests when empty) with ``work`` as the working folder;
     returns ``{nodeid: None if it passed or was skipped, else its first failure line}``."""
     report = work / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+    command = [sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
                f"--junitxml={report}", "--rootdir", str(work), *files]
     subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
     outcomes = {}
