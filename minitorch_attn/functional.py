@@ -778,7 +778,7 @@ def embedding(indices, weight):
 # =============================================================================================
 def _repeat_kv(xp, x, groups):
     """``(..., Hkv, S, D) -> (..., Hkv * groups, S, D)``, each head repeated ``groups`` times
-    in place (repeat-interleave: head h of the result is head ``h // groups``)."""
+    side by side (repeat-interleave, not tile: head h of the result is head ``h // groups``)."""
     if groups == 1:
         return x
     *lead, h, s, d = x.shape
@@ -805,7 +805,7 @@ def _matmul_transposed(xp, a, b):
     return xp.matmul(a, xp.reshape(b_t, b_t.shape, copy=True))
 
 
-def _attention_probabilities(xp, device, q, k, scale, keep, bias):
+def _attention_probabilities(xp, q, k, scale, keep, bias):
     """Passes 1-3 of attention on raw arrays: scores, mask, softmax -> ``P (..., L, S)``.
 
     A row where no key takes part (every entry masked or -inf) gets ``P = 0``, not NaN.
@@ -874,13 +874,13 @@ class ScaledDotProductAttention(Function):
         keep, bias = _prepare_attention_mask(backend, attn_mask, L, S, is_causal, causal_alignment)
         k = _repeat_kv(xp, key, groups)                                        # 0
         v = _repeat_kv(xp, value, groups)
-        P = _attention_probabilities(xp, backend.device, query, k, scale, keep, bias)  # 1-3
+        P = _attention_probabilities(xp, query, k, scale, keep, bias)              # 1-3
         drop = None
-        P_used = P
+        P_dropped = P
         if dropout_p > 0.0:                                                    # 4
             drop = _dropout_scale(backend, P.shape, dropout_p, P.dtype)
-            P_used = P * drop
-        out = xp.matmul(P_used, v)                                             # 5
+            P_dropped = P * drop
+        out = xp.matmul(P_dropped, v)                                          # 5
         ctx.save_for_backward(query, k, v, P, drop, out)
         ctx.scale, ctx.groups = scale, groups
         return out
@@ -889,8 +889,8 @@ class ScaledDotProductAttention(Function):
     def backward(ctx, dO):
         q, k, v, P, drop, out = ctx.saved_tensors
         xp = ctx.xp
-        P_used = P if drop is None else P * drop
-        dV = xp.matmul(xp.matrix_transpose(P_used), dO)                       # 5
+        P_dropped = P if drop is None else P * drop
+        dV = xp.matmul(xp.matrix_transpose(P_dropped), dO)                    # 5
         dP = _matmul_transposed(xp, dO, v)
         if drop is not None:                                                   # 4
             dP *= drop
@@ -966,7 +966,7 @@ class AttentionWeights(Function):
         keep, bias = _prepare_attention_mask(backend, attn_mask, query.shape[-2], key.shape[-2],
                                              is_causal, causal_alignment)
         k = _repeat_kv(xp, key, groups)
-        P = _attention_probabilities(xp, backend.device, query, k, scale, keep, bias)
+        P = _attention_probabilities(xp, query, k, scale, keep, bias)
         ctx.save_for_backward(query, k, P)
         ctx.scale, ctx.groups = scale, groups
         return P
