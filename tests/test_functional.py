@@ -436,6 +436,7 @@ def test_check_attention_inputs_returns_the_group_size():
     q, k = mt.zeros(2, 6, 3, 4), mt.zeros(2, 2, 5, 4)
     assert F._check_attention_inputs(q, k, mt.zeros(2, 2, 5, 7), enable_gqa=True) == 3
     assert F._check_attention_inputs(q, q, q) == 1
+    assert F._check_attention_inputs(q.data, k.data, k.data, enable_gqa=True) == 3  # raw arrays too
     with pytest.raises(ValueError, match="multiple"):
         F._check_attention_inputs(mt.zeros(1, 5, 3, 4), k[:1], k[:1], enable_gqa=True)
     with pytest.raises(ValueError, match="enable_gqa"):
@@ -558,6 +559,7 @@ def test_sdpa_matches_torch(torch, case):
     _assert_torch_agrees(torch, ours, theirs, arrays)
 
 
+@pytest.mark.torch
 @settings(max_examples=25, deadline=None)
 @given(L=st.integers(1, 4), S=st.integers(1, 5), E=st.integers(1, 3), Ev=st.integers(1, 3),
        kind=st.sampled_from(["bool", "float", "causal", "none"]), seed=st.integers(0, 2**16))
