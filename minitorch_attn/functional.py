@@ -568,6 +568,8 @@ class LayerNorm(Function):
     Forward (n = number of normalized elements per row)::
 
         1. mean = sum(x) / n
+           mean += sum(x - mean) / n            (adds back the rounding error of 1, so the
+                                                 mean of a constant row is exactly its value)
         2. xc   = x - mean                      (two passes: exact for shifted rows)
         3. var  = sum(xc²) / n                  (biased, as PyTorch)
         4. rstd = 1 / sqrt(var + eps)
@@ -588,6 +590,7 @@ class LayerNorm(Function):
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
         xp = ctx.xp
         mean = xp.mean(x, axis=axes, keepdims=True)                 # 1
+        mean += xp.mean(x - mean, axis=axes, keepdims=True)          # 1' (rounding error of 1)
         xhat = x - mean                                              # 2 (xc, a new array)
         var = xp.mean(xhat * xhat, axis=axes, keepdims=True)         # 3
         rstd = 1.0 / xp.sqrt(var + eps)                              # 4

@@ -315,6 +315,19 @@ def test_layer_norm_of_a_constant_row_is_the_bias(device):
     assert np.all(w.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.parametrize("value, n", [(0.1, 3), (1 / 3, 7), (12345.678, 5), (-7.77, 768)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_of_any_constant_row_is_exactly_the_bias(value, n, dtype):
+    # the mean of a constant row is rounded for most values; it must be corrected exactly
+    x = mt.full((2, n), value, dtype=dtype, requires_grad=True)
+    w = mt.randn(n, dtype=dtype, requires_grad=True)
+    b = mt.randn(n, dtype=dtype, requires_grad=True)
+    y = F.layer_norm(x, (n,), w, b)
+    y.backward(mt.randn(2, n, dtype=dtype))
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(b.numpy(), (2, n)))
+    assert np.all(w.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
+
+
 def test_layer_norm_over_several_dims_equals_flattening_them(device):
     x, w, b = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
     _assert_runs_agree(
