@@ -1,4 +1,4 @@
-"""Section 1: scaled dot-product attention, softmax(Q Kᵀ / sqrt(d_k)) V.
+"""Scaled dot-product attention, softmax(Q Kᵀ / sqrt(d_k)) V.
 
     python demos/01_attention.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 

@@ -1,4 +1,4 @@
-"""Section 2: multi-head attention, eight heads of width d_k = d_model / 8 side by side.
+"""Multi-head attention, eight heads of width d_k = d_model / 8 side by side.
 
     python demos/02_multihead.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 

@@ -1,4 +1,4 @@
-"""Section 3: LayerNorm from scratch against the fused, hand-differentiated layer_norm.
+"""LayerNorm from scratch against the fused, hand-differentiated layer_norm.
 
     python demos/03_layernorm.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 

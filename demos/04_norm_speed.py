@@ -1,4 +1,4 @@
-"""Section 5: LayerNorm vs RMSNorm speed, measured on this machine.
+"""LayerNorm vs RMSNorm speed, measured on this machine.
 
     python demos/04_norm_speed.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR] [--repeats N]
 

@@ -1,4 +1,4 @@
-"""Sections 11 and 13: the causal mask, and self-, causal and cross-attention.
+"""The causal mask, and self-, causal and cross-attention.
 
     python demos/06_masks.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 

@@ -1,4 +1,4 @@
-"""Section 1's question: why divide the scores by sqrt(d_k)?
+"""Why divide the scores by sqrt(d_k)?
 
     python demos/09_scaling.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 

@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 
+from .demos_cli import add_demo
 from .homework.command import add_homework
 
 
@@ -115,7 +116,7 @@ def _run_sample(args):
         return 2
 
 
-SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_homework]
+SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_homework, add_demo]
 
 
 def main(argv=None):
