@@ -31,7 +31,7 @@ import math
 
 from .autograd import Function
 from .backend import backend_of, get_backend
-from .ops import Take
+from .ops import Take, matmul_transposed
 from .tensor import FLOAT_DTYPES, Tensor, dtype_name
 
 __all__ = [
@@ -797,23 +797,12 @@ def _sum_groups(xp, grad, groups):
     return xp.sum(xp.reshape(grad, (*lead, hq // groups, groups, s, d)), axis=-3)
 
 
-def _matmul_transposed(xp, a, b):
-    """``a @ bᵀ`` for stacks of matrices, ``(..., m, k) @ (..., n, k)ᵀ -> (..., m, n)``.
-
-    ``bᵀ`` is first copied into a row-major array of its own (``reshape(copy=True)``):
-    NumPy's *batched* matmul with a transposed view as its second operand misses its
-    BLAS fast path and is 10 to 100 times slower; the copy is small next to the product.
-    """
-    b_t = xp.matrix_transpose(b)
-    return xp.matmul(a, xp.reshape(b_t, b_t.shape, copy=True))
-
-
 def _attention_probabilities(xp, q, k, scale, keep, bias):
     """Passes 1-3 of attention on raw arrays: scores, mask, softmax -> ``P (..., L, S)``.
 
     A row where no key takes part (every entry masked or -inf) gets ``P = 0``, not NaN.
     """
-    scores = _matmul_transposed(xp, q, k)                           # 1. scores = scale · Q Kᵀ
+    scores = matmul_transposed(xp, q, k)                           # 1. scores = scale · Q Kᵀ
     scores *= scale                                                 #    (in place: a new array)
     if bias is not None:                                            # 2. mask: add the bias ...
         scores += bias
@@ -894,7 +883,7 @@ class ScaledDotProductAttention(Function):
         xp = ctx.xp
         P_dropped = P if drop is None else P * drop
         dV = xp.matmul(xp.matrix_transpose(P_dropped), dO)                    # 5
-        dP = _matmul_transposed(xp, dO, v)
+        dP = matmul_transposed(xp, dO, v)
         if drop is not None:                                                   # 4
             dP *= drop
         D = xp.sum(dO * out, axis=-1, keepdims=True)                           # 3-1
