@@ -104,3 +104,31 @@ def randn(rng, *shape, device="cpu", requires_grad=False):
     (the same numbers on every device for the same seed)."""
     data = rng.standard_normal(shape).astype(numpy.float32)
     return mt.tensor(data, device=device, requires_grad=requires_grad)
+
+
+def peak_memory(fn, device="cpu"):
+    """The peak number of bytes that ``fn()`` holds at once, beyond what was allocated before.
+
+    On the CPU, NumPy reports every array it allocates to :mod:`tracemalloc`, which keeps
+    the peak. On CUDA, CuPy's memory pool keeps freed blocks for reuse, so after emptying it
+    the bytes it holds once ``fn()`` returns are its high-water mark.
+    """
+    if device == "cuda":
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        synchronize(device)
+        pool.free_all_blocks()
+        before = pool.total_bytes()
+        fn()
+        synchronize(device)
+        return pool.total_bytes() - before
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()

@@ -1,0 +1,122 @@
+"""Pre-LN vs Post-LN, the same deep stack trained both ways.
+
+    python demos/10_pre_post_ln.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
+                                   [--layers N] [--steps N] [--lr LR]
+
+Post-LN (the original Transformer) normalizes after each residual addition,
+``x = norm(x + f(x))``; Pre-LN normalizes the input of each branch, ``x = x + f(norm(x))``,
+so the residual stream is an untouched sum. Xiong et al. (arXiv:2002.04745) show that at
+initialization Post-LN's gradients near the output are large, so it needs a learning-rate
+warmup, while Pre-LN trains without one. Here two character-level language models with the
+same deep stack, the same initial weights' distribution, the same batches and the same
+learning rate without warmup are trained side by side on the Python language reference
+(the training job's corpus). Prints each block's gradient norm at initialization and the
+losses; draws the two loss curves on one plot.
+"""
+
+import sys
+
+import numpy
+
+from minitorch_attn import functional as F
+from minitorch_attn import nn, optim
+from minitorch_attn.backend import manual_seed
+from minitorch_attn.train import CharVocab, get_batch, load_corpus, make_optimizer, split_ids
+from _common import pyplot, save, setup
+
+
+class CharLM(nn.Module):
+    """A causal language model on :class:`~minitorch_attn.nn.TransformerEncoder`'s
+    embeddings and blocks, Pre-LN (``norm_first=True``) or Post-LN (``False``).
+
+    Shapes: ``idx (batch, T)`` int64 -> logits ``(batch, T, vocab_size)``.
+    """
+
+    def __init__(self, vocab_size, d_model, num_heads, num_layers, block_size, norm_first):
+        super().__init__()
+        self.encoder = nn.TransformerEncoder(vocab_size, d_model, num_heads, 4 * d_model, num_layers,
+                                             block_size, dropout=0.0, norm_first=norm_first)
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, idx):
+        x = self.encoder.embed(idx)
+        for block in self.encoder.blocks:
+            x = block(x, is_causal=True)
+        return self.head(self.encoder.norm(x))
+
+
+def add_flags(parser):
+    parser.add_argument("--layers", type=int, default=None, help="blocks in the stack (default 12, --quick 4)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps of each model (default 150, --quick 8)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="the same learning rate for both, no warmup")
+
+
+def block_gradient_norms(model, x, y):
+    """The gradient norm of each block's parameters for one batch, at the current weights."""
+    model.zero_grad()
+    logits = model(x)
+    F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+    norms = []
+    for block in model.encoder.blocks:
+        total = sum(float(numpy.sum(p.grad.numpy().astype(numpy.float64) ** 2)) for p in block.parameters())
+        norms.append(total ** 0.5)
+    model.zero_grad()
+    return norms
+
+
+def main(argv=None):
+    args, out = setup(__doc__, "10_pre_post_ln", argv, extra=add_flags)
+    layers = args.layers or (4 if args.quick else 12)
+    steps = args.steps or (8 if args.quick else 150)
+    d_model, num_heads, block_size, batch_size = (32, 2, 32, 8) if args.quick else (64, 4, 64, 16)
+
+    text = load_corpus()
+    vocab = CharVocab.from_text(text)
+    train_ids, _ = split_ids(vocab.encode(text))
+    batches = [get_batch(train_ids, batch_size, block_size, args.rng, args.device) for _ in range(steps)]
+    print(f"{layers} blocks, d_model {d_model}, {num_heads} heads, context {block_size}, batch {batch_size}, "
+          f"AdamW lr {args.lr} from step 1 (no warmup), {steps} steps, the same batches for both")
+
+    curves, grad_norms = {}, {}
+    for name, norm_first in (("Pre-LN", True), ("Post-LN", False)):
+        manual_seed(args.seed)                                  # the same initial weights' draws
+        model = CharLM(len(vocab), d_model, num_heads, layers, block_size, norm_first).to(args.device)
+        grad_norms[name] = block_gradient_norms(model, *batches[0])
+        opt = make_optimizer(model, args.lr, weight_decay=0.0)
+        losses = []
+        for x, y in batches:
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            optim.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+        curves[name] = losses
+        tail = numpy.mean(losses[-max(1, steps // 10):])
+        print(f"{name:<8} gradient norm at init, first block {grad_norms[name][0]:.3e}, last block "
+              f"{grad_norms[name][-1]:.3e}; loss {losses[0]:.3f} -> {tail:.3f} (mean of the last {max(1, steps // 10)} steps)")
+    gap = numpy.mean(curves["Post-LN"][-max(1, steps // 10):]) - numpy.mean(curves["Pre-LN"][-max(1, steps // 10):])
+    print(f"final loss, Post-LN minus Pre-LN: {gap:+.3f} nats")
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for name, losses in curves.items():
+        axes[0].plot(range(1, steps + 1), losses, label=name)
+        axes[1].plot(range(1, layers + 1), grad_norms[name], "o-", label=name)
+    axes[0].set_xlabel("step")
+    axes[0].set_ylabel("training loss (nats / character)")
+    axes[0].set_title(f"{layers} blocks, lr {args.lr}, no warmup")
+    axes[1].set_xlabel("block (1 = next to the input)")
+    axes[1].set_ylabel("gradient norm at initialization")
+    axes[1].set_yscale("log")
+    axes[1].set_title("gradient norm of each block at step 0")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    save(fig, out, "pre_post_ln.png")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Smoke test of the tutorial's demos: each runs in --quick mode, prints its key numbers
+(shapes, row sums, parameter counts) and writes its pictures; and the ``demo`` command."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minitorch_attn import cli, demos_cli
+
+pytest.importorskip("matplotlib")
+
+DEMOS = Path(__file__).resolve().parents[1] / "demos"
+
+# demo -> (lines or fragments its output must contain, pictures it must write)
+EXPECTED = {
+    "01_attention": (["Q, K, V shape: (2, 1, 5, 64)", "output shape: (2, 1, 5, 64)",
+                      "attention weights shape: (2, 1, 5, 5)", "every row sums to 1: True"],
+                     ["attention_weights.png"]),
+    "02_multihead": (["output shape: (4, 10, 512)", "attention weights shape: (4, 8, 10, 10)",
+                      "every row sums to 1: True", "parameters: 1,048,576 "],
+                     ["heads.png"]),
+    "03_layernorm": (["input  shape (4, 10, 512)", "output std per row: min 1.0000", "max 1.0000"],
+                     ["layernorm_histogram.png"]),
+    "04_norm_speed": (["x (8, 64, 512) float32", "RMSNorm / LayerNorm = "], ["norm_speed.png"]),
+    "05_encoder": (["token ids shape: (4, 20)", "output shape: (4, 20, 256)",
+                    f"total parameters: {30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
+                    "sum of the rows: 12,544,000", "the tutorial prints 6,832,384"],
+                   ["encoder_parameters.png"]),
+    "06_masks": (["[[1 0 0 0 0]", " [1 1 1 1 1]]",
+                  "self-attention: output (2, 15, 256), attention map (2, 8, 15, 15), rows sum to 1: True",
+                  "causal self-attention: output (2, 8, 256), attention map (2, 8, 8, 8), rows sum to 1: True",
+                  "cross-attention: output (2, 8, 256), attention map (2, 8, 8, 15), rows sum to 1: True",
+                  "above the diagonal (the future): max 0.0"],
+                 ["three_attentions.png"]),
+    "07_flash": (["causal", "not causal", "max |flash - standard|"], ["flash_memory.png"]),
+    "08_heatmaps": (["attention weights (5, 5), rows sum to 1.000000 .. 1.000000",
+                     "attention maps: (2, 2, 56, 56) (layers, heads, queries, keys), rows sum to 1: True"],
+                    ["cat_sat_on_mat.png", "trained_heads.png", "model/checkpoint.npz"]),
+    "09_scaling": (["uniform weights would have entropy log 32", "with the 1/sqrt(d_k) factor"], ["scaling.png"]),
+    "10_pre_post_ln": (["4 blocks", "Pre-LN   gradient norm at init", "Post-LN  gradient norm at init",
+                        "final loss, Post-LN minus Pre-LN"],
+                       ["pre_post_ln.png"]),
+    "11_mistakes": (["d_k = 64   parameters  1,048,576", "d_k = 512  parameters  8,388,608", "8x the parameters",
+                     "is_causal=True  |change of position 0| = 0.000e+00",
+                     "Linear before the norm: weight    0.000e+00  vanishes",
+                     "LayerNorm: bias", "over the batch (dim 0)         two different inputs -> max |y1 - y2| = 0.000e+00"],
+                    ["zero_gamma_gradients.png"]),
+}
+
+
+def run(name, tmp_path, capsys, *flags):
+    """Run a demo in this process with --quick; returns its printed output."""
+    path = demos_cli.find_demo(name, demos_cli.available_demos(DEMOS))
+    assert path is not None, f"demos/{name}.py is missing"
+    assert demos_cli.run_demo(path, ["--quick", "--out", str(tmp_path), *flags]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_demo_runs_quick_and_prints_its_numbers(name, tmp_path, capsys):
+    text = run(name, tmp_path, capsys)
+    lines, pictures = EXPECTED[name]
+    for line in lines:
+        assert line in text, f"{name}: expected {line!r} in its output:\n{text}"
+    for picture in pictures:
+        path = tmp_path / picture
+        assert path.is_file() and path.stat().st_size > 1000, f"{name} did not write {picture}"
+
+
+def test_layernorm_demo_matches_fused_op(tmp_path, capsys):
+    text = run("03_layernorm", tmp_path, capsys)
+    mean = float(re.search(r"max \|mean\| ([0-9.e+-]+)", text).group(1))
+    assert mean < 1e-5
+    for what in ("output", "grad x", "grad gamma", "grad beta"):
+        difference = float(re.search(rf"  {what} +([0-9.e+-]+)", text).group(1))
+        assert difference < 1e-4, f"{what}: fused and from-primitives LayerNorm differ by {difference}"
+
+
+def test_mistakes_demo_zero_gamma_verdicts(tmp_path, capsys):
+    text = run("11_mistakes", tmp_path, capsys)
+    verdicts = dict(re.findall(r"   (\S.*?\S)\s+[0-9.e+-]+  (vanishes|flows)", text))
+    assert verdicts == {
+        "input x": "vanishes", "Linear before the norm: weight": "vanishes", "Linear before the norm: bias": "vanishes",
+        "LayerNorm: weight": "flows", "LayerNorm: bias": "flows",
+        "Linear after the norm: weight": "vanishes", "Linear after the norm: bias": "flows",
+    }
+
+
+def test_same_seed_same_numbers(tmp_path, capsys):
+    first = run("01_attention", tmp_path / "a", capsys, "--seed", "3")
+    second = run("01_attention", tmp_path / "b", capsys, "--seed", "3")
+    other = run("01_attention", tmp_path / "c", capsys, "--seed", "4")
+    strip = lambda text: re.sub(r"picture: .*", "", text)  # noqa: E731 (the folders differ)
+    assert strip(first) == strip(second) != strip(other)
+
+
+def test_script_runs_as_python_demos_name(tmp_path):
+    done = subprocess.run([sys.executable, str(DEMOS / "01_attention.py"), "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "every row sums to 1: True" in done.stdout
+
+
+def test_demo_list_names_every_demo_in_order(capsys):
+    assert cli.main(["demo", "--list"]) == 0
+    text = capsys.readouterr().out
+    positions = [text.index(name) for name in sorted(EXPECTED)]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("name", ["01_attention", "attention", "1", "01"])
+def test_demo_found_by_file_name_or_number(name):
+    assert demos_cli.find_demo(name, demos_cli.available_demos(DEMOS)).name == "01_attention.py"
+
+
+def test_demo_command_runs_a_demo(tmp_path, capsys):
+    assert cli.main(["demo", "multihead", "--quick", "--out", str(tmp_path)]) == 0
+    assert "parameters: 1,048,576" in capsys.readouterr().out
+
+
+def test_unknown_demo_and_missing_folder_say_so(monkeypatch, capsys):
+    assert cli.main(["demo", "no_such_demo"]) == 2
+    assert "no demo called 'no_such_demo'" in capsys.readouterr().err
+    monkeypatch.setattr(demos_cli, "demos_folder", lambda: None)
+    assert cli.main(["demo", "--list"]) == 2
+    assert "no demos/ folder found" in capsys.readouterr().err
