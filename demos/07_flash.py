@@ -75,8 +75,8 @@ def main(argv=None):
     axes[0].set_ylabel("peak memory of forward + backward (MiB)")
     axes[1].set_ylabel("time of forward + backward (ms)")
     for ax in axes:
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("sequence length")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

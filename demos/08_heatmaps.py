@@ -94,7 +94,9 @@ def trained_heads(args, plt, out, checkpoint):
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer][head]
-            ax.imshow(weights[layer, head], cmap="viridis", vmin=0.0)
+            # colours up to the 99th percentile: the first query can only attend to itself
+            # (weight 1), and would otherwise wash out every other row
+            ax.imshow(weights[layer, head], cmap="viridis", vmin=0.0, vmax=numpy.quantile(weights[layer, head], 0.99))
             ax.set_title(f"layer {layer}, head {head}", fontsize=9)
             ax.set_xticks(range(len(labels)), labels, fontsize=4)
             ax.set_yticks(range(len(labels)), labels, fontsize=4)

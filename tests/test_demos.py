@@ -1,6 +1,8 @@
 """Smoke test of the tutorial's demos: each runs in --quick mode, prints its key numbers
 (shapes, row sums, parameter counts) and writes its pictures; and the ``demo`` command."""
 
+import contextlib
+import io
 import re
 import subprocess
 import sys
@@ -51,27 +53,44 @@ EXPECTED = {
 }
 
 
-def run(name, tmp_path, capsys, *flags):
-    """Run a demo in this process with --quick; returns its printed output."""
+def run(name, out, *flags):
+    """Run a demo in this process with --quick, its pictures into ``out``; returns what it printed."""
     path = demos_cli.find_demo(name, demos_cli.available_demos(DEMOS))
     assert path is not None, f"demos/{name}.py is missing"
-    assert demos_cli.run_demo(path, ["--quick", "--out", str(tmp_path), *flags]) == 0
-    return capsys.readouterr().out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = demos_cli.run_demo(path, ["--quick", "--out", str(out), *flags])
+    assert status == 0, f"{name} exited with {status}:\n{printed.getvalue()}"
+    return printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``quick_run(name) -> (output, folder)``, each demo run once for all the tests here."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            folder = tmp_path_factory.mktemp(name)
+            done[name] = (run(name, folder), folder)
+        return done[name]
+
+    return get
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_demo_runs_quick_and_prints_its_numbers(name, tmp_path, capsys):
-    text = run(name, tmp_path, capsys)
+def test_demo_runs_quick_and_prints_its_numbers(name, quick_run):
+    text, folder = quick_run(name)
     lines, pictures = EXPECTED[name]
     for line in lines:
         assert line in text, f"{name}: expected {line!r} in its output:\n{text}"
     for picture in pictures:
-        path = tmp_path / picture
+        path = folder / picture
         assert path.is_file() and path.stat().st_size > 1000, f"{name} did not write {picture}"
 
 
-def test_layernorm_demo_matches_fused_op(tmp_path, capsys):
-    text = run("03_layernorm", tmp_path, capsys)
+def test_layernorm_demo_matches_fused_op(quick_run):
+    text, _ = quick_run("03_layernorm")
     mean = float(re.search(r"max \|mean\| ([0-9.e+-]+)", text).group(1))
     assert mean < 1e-5
     for what in ("output", "grad x", "grad gamma", "grad beta"):
@@ -79,8 +98,14 @@ def test_layernorm_demo_matches_fused_op(tmp_path, capsys):
         assert difference < 1e-4, f"{what}: fused and from-primitives LayerNorm differ by {difference}"
 
 
-def test_mistakes_demo_zero_gamma_verdicts(tmp_path, capsys):
-    text = run("11_mistakes", tmp_path, capsys)
+def test_flash_demo_agrees_with_standard_attention(quick_run):
+    text, _ = quick_run("07_flash")
+    differences = [float(d) for d in re.findall(r"max \|flash - standard\| of the outputs at seq_len \d+: ([0-9.e+-]+)", text)]
+    assert len(differences) == 2 and max(differences) < 1e-5, text
+
+
+def test_mistakes_demo_zero_gamma_verdicts(quick_run):
+    text, _ = quick_run("11_mistakes")
     verdicts = dict(re.findall(r"   (\S.*?\S)\s+[0-9.e+-]+  (vanishes|flows)", text))
     assert verdicts == {
         "input x": "vanishes", "Linear before the norm: weight": "vanishes", "Linear before the norm: bias": "vanishes",
@@ -89,10 +114,9 @@ def test_mistakes_demo_zero_gamma_verdicts(tmp_path, capsys):
     }
 
 
-def test_same_seed_same_numbers(tmp_path, capsys):
-    first = run("01_attention", tmp_path / "a", capsys, "--seed", "3")
-    second = run("01_attention", tmp_path / "b", capsys, "--seed", "3")
-    other = run("01_attention", tmp_path / "c", capsys, "--seed", "4")
+def test_same_seed_same_numbers(tmp_path):
+    first, second, other = (run("01_attention", tmp_path / folder, "--seed", seed)
+                            for folder, seed in (("a", "3"), ("b", "3"), ("c", "4")))
     strip = lambda text: re.sub(r"picture: .*", "", text)  # noqa: E731 (the folders differ)
     assert strip(first) == strip(second) != strip(other)
 
