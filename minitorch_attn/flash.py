@@ -58,10 +58,9 @@ from .backend import backend_of
 from .tensor import Tensor
 
 NUM_THREADS = None
-"""Threads used on the ``"cpu"`` device (None: one per core, ``os.cpu_count()``)."""
-
-CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
-
+"""Threads over (batch, head) chunks on the ``"cpu"`` device. None: one per core when BLAS
+runs single-threaded (``OPENBLAS_NUM_THREADS=1`` or ``OMP_NUM_THREADS=1``), else 1
+(see :func:`_thread_count`)."""
 
 # ---- public API -----------------------------------------------------------------------------------
 def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
@@ -80,7 +79,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
         attn_mask: None, a bool tensor (True = the key takes part) or a float tensor of
             the query's dtype added to the scaled scores, broadcastable to
             ``(*batch, H_q, L, S)``: e.g. a key-padding mask ``(B, 1, 1, S)``. A float
-            mask that requires grad receives its gradient.
+            mask that requires grad receives its gradient. Cannot be combined with
+            ``is_causal`` (as in PyTorch; put the causal pattern into the mask instead).
         is_causal: query ``i`` sees only keys ``j <= i + offset`` (see ``causal_alignment``).
             Tiles entirely above that diagonal are skipped, in the forward and the backward.
         causal_alignment: ``"top_left"`` (offset 0, PyTorch's ``is_causal``) or
@@ -91,7 +91,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
             survivors scaled by ``1 / (1 - p)``). The keep-mask is a counter-based hash
             of (seed, batch-head, query index, key index) (:func:`dropout_mask`), so the
             backward regenerates it exactly; the seed is drawn with one call of the
-            backend's ``next_seed()`` (reproducible with ``manual_seed``).
+            backend's ``next_seed()`` (reproducible with ``manual_seed``). ``p = 1``
+            drops everything: the output is 0.
         enable_gqa: grouped-query attention: ``H_q`` must be a multiple of ``H_kv`` and
             query head ``h`` uses key/value head ``h // (H_q // H_kv)``.
         block_size_q, block_size_k: tile sizes (>= 1, any value, also larger than the
@@ -100,37 +101,41 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
 
     Returns:
         ``out`` of shape ``(*batch, H_q, L, E_v)`` and dtype of ``query``; with
-        ``return_lse=True`` the pair ``(out, lse)``, ``lse`` of shape ``(*batch, H_q, L)``
-        carrying no gradient. A query row with no allowed key gets ``out = 0``, zero
-        gradients and ``lse = +inf``.
+        ``return_lse=True`` the pair ``(out, lse)``, ``lse`` of shape ``(*batch, H_q, L)``,
+        itself differentiable (``d lse_i / d S_ij = P_ij``). A query row with no allowed
+        key gets ``out = 0``, zero gradients and ``lse = +inf``.
 
     Raises:
         TypeError: non-Tensor inputs, non-float or mismatched dtypes, a mask that is
             neither bool nor the query's float dtype.
-        ValueError: inconsistent shapes, bad head counts for GQA, an unknown
-            ``causal_alignment``, ``dropout_p`` outside ``[0, 1)``, block sizes < 1.
+        ValueError: inconsistent shapes, bad head counts for GQA, ``attn_mask`` together
+            with ``is_causal`` (as in PyTorch), an unknown ``causal_alignment``,
+            ``dropout_p`` outside ``[0, 1]``, block sizes < 1.
+        (The checks are those of ``scaled_dot_product_attention``: the two share them.)
 
     Source: Dao, "FlashAttention-2", arXiv:2307.08691, Algorithms 1 and 2; online
     softmax from Milakov & Gimelshein, arXiv:1805.02867.
     """
-    groups = _check_inputs(query, key, value, attn_mask, enable_gqa)
+    # imported here, not at the top: functional re-exports this function (F.flash_attention),
+    # so a top-level import would make the two modules import each other half-initialized
+    from .functional import CAUSAL_ALIGNMENTS, _attention_setup
+
+    groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value, dropout_p)
     if causal_alignment not in CAUSAL_ALIGNMENTS:
         raise ValueError(f"flash_attention: causal_alignment must be one of {CAUSAL_ALIGNMENTS}, "
                          f"got {causal_alignment!r}")
-    if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
-        raise ValueError(f"flash_attention: dropout_p must be a number in [0, 1), got {dropout_p!r}")
     L, E = query.shape[-2:]
     S = key.shape[-2]
     default_q, default_k = default_block_sizes(L, S, E)
-    block_q = _check_block_size(block_size_q, default_q, "block_size_q")
-    block_k = _check_block_size(block_size_k, default_k, "block_size_k")
     backend = backend_of(query.data)
     plan = _Plan(
-        scale=1.0 / math.sqrt(E) if scale is None else float(scale),
+        scale=scale,
         causal_offset=(0 if causal_alignment == "top_left" else S - L) if is_causal else None,
         dropout_p=float(dropout_p),
         seed=backend.next_seed() if dropout_p > 0 else 0,
-        block_q=block_q, block_k=block_k, groups=groups,
+        block_q=_check_block_size(block_size_q, default_q, "block_size_q"),
+        block_k=_check_block_size(block_size_k, default_k, "block_size_k"),
+        groups=groups,
         threads=_thread_count(backend),
     )
     out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
@@ -242,7 +247,7 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
     q: (..., G, L, E), already scaled; k: (..., 1, S, E); v: (..., 1, S, E_v).
     """
     L, S = q.shape[-2], k.shape[-2]
-    kT = xp.matrix_transpose(k)
+    kT = _transposed_copy(xp, k)
     threshold = _drop_threshold(plan.dropout_p)
     out_rows, lse_rows = [], []
     for i0 in range(0, L, plan.block_q):                          # outer loop: query blocks
@@ -280,7 +285,7 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
         seen = ell > 0
         ell_safe = xp.where(seen, ell, 1.0)
         if plan.dropout_p > 0:
-            acc *= 1.0 / (1.0 - plan.dropout_p)                   # survivors are scaled by 1/(1-p)
+            acc *= _keep_scale(plan.dropout_p)                    # survivors are scaled by 1/(1-p)
         out_rows.append(acc / ell_safe)
         lse_rows.append(xp.where(seen, xp.where(seen, m, 0.0) + xp.log(ell_safe), math.inf))
     return xp.concat(out_rows, axis=-2), xp.concat(lse_rows, axis=-2)
@@ -301,9 +306,9 @@ def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, m
     """
     L, S = q.shape[-2], k.shape[-2]
     groups_axis = q.ndim - 3                      # G: summed for dK, dV (GQA)
-    kT, vT = xp.matrix_transpose(k), xp.matrix_transpose(v)
+    kT, vT = _transposed_copy(xp, k), _transposed_copy(xp, v)
     threshold = _drop_threshold(plan.dropout_p)
-    keep_scale = 1.0 / (1.0 - plan.dropout_p)
+    keep_scale = _keep_scale(plan.dropout_p)
     q_starts = range(0, L, plan.block_q)
     dq_rows = [xp.zeros(q[..., i0:min(i0 + plan.block_q, L), :].shape, dtype=q.dtype, device=device)
                for i0 in q_starts]
@@ -373,6 +378,14 @@ def _scores(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1):
     return s
 
 
+def _transposed_copy(xp, x):
+    """``xᵀ`` (last two axes) as a row-major array of its own, made once per call.
+    speed: NumPy's batched matmul misses its BLAS path when the right operand is a
+    transposed view (see :func:`minitorch_attn.ops.matmul_transposed`)."""
+    x_t = xp.matrix_transpose(x)
+    return xp.reshape(x_t, x_t.shape, copy=True)
+
+
 def _mask_tile(mask, i0, i1, j0, j1):
     """The part of a broadcastable mask over a tile (its size-1 axes are kept as they are)."""
     rows = slice(i0, i1) if mask.shape[-2] > 1 else slice(None)
@@ -432,59 +445,16 @@ def _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold):
 
 
 def _drop_threshold(dropout_p):
+    """The uint32 below which a hash means "dropped": ``P(hash < t) = t / 2**32 ≈ p``."""
     return min(int(round(dropout_p * 2**32)), 2**32 - 1)
 
 
+def _keep_scale(dropout_p):
+    """Inverted dropout: survivors are scaled by ``1 / (1 - p)``; ``p = 1`` keeps nothing (0)."""
+    return 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
+
+
 # ---- input checks and layout ----------------------------------------------------------------------
-def _check_inputs(query, key, value, mask, enable_gqa):
-    """Validate shapes and dtypes; return the group size G = H_q / H_kv."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"flash_attention: {name} must be a Tensor, got {type(t).__name__}")
-        if t.dtype not in ("float32", "float64"):
-            raise TypeError(f"flash_attention: {name} must be float32 or float64, got {t.dtype}")
-        if t.ndim < (3 if enable_gqa else 2):
-            raise ValueError(f"flash_attention: {name} needs shape (..., heads, seq_len, dim), got {t.shape}")
-    if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(f"flash_attention: query, key and value must have one dtype, got "
-                        f"{query.dtype}, {key.dtype}, {value.dtype}")
-    if not query.ndim == key.ndim == value.ndim:
-        raise ValueError(f"flash_attention: query, key and value must have the same number of dims, "
-                         f"got shapes {query.shape}, {key.shape}, {value.shape}")
-    if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"flash_attention: key's last dim {key.shape[-1]} must equal query's "
-                         f"{query.shape[-1]} (shapes {query.shape}, {key.shape})")
-    if key.shape[:-1] != value.shape[:-1]:
-        raise ValueError(f"flash_attention: key {key.shape} and value {value.shape} must agree "
-                         f"except in the last dim")
-    groups = 1
-    if enable_gqa:
-        hq, hkv = query.shape[-3], key.shape[-3]
-        if hkv == 0 or hq % hkv:
-            raise ValueError(f"flash_attention: with enable_gqa, query heads ({hq}) must be a "
-                             f"multiple of key/value heads ({hkv})")
-        groups = hq // hkv
-        batch_ok = query.shape[:-3] == key.shape[:-3]
-    else:
-        batch_ok = query.shape[:-2] == key.shape[:-2]
-    if not batch_ok:
-        raise ValueError(f"flash_attention: query {query.shape} and key {key.shape} must have the "
-                         f"same batch{'' if enable_gqa else ' and head'} dims"
-                         f"{'' if enable_gqa else ' (pass enable_gqa=True for fewer key/value heads)'}")
-    if mask is not None:
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"flash_attention: attn_mask must be a Tensor or None, got {type(mask).__name__}")
-        if mask.dtype not in ("bool", query.dtype):
-            raise TypeError(f"flash_attention: attn_mask must be bool or {query.dtype} like the query, "
-                            f"got {mask.dtype}")
-        target = query.shape[:-1] + (key.shape[-2],)
-        padded = (1,) * (len(target) - mask.ndim) + tuple(mask.shape)
-        if mask.ndim > len(target) or any(m not in (1, t) for m, t in zip(padded, target)):
-            raise ValueError(f"flash_attention: attn_mask of shape {mask.shape} does not broadcast to "
-                             f"(*batch, heads, L, S) = {target}")
-    return groups
-
-
 def _check_block_size(value, default, name):
     if value is None:
         return default
@@ -528,7 +498,15 @@ def _thread_count(backend):
     array-api-strict run in the calling thread."""
     if backend.name != "cpu":
         return 1
-    return max(1, NUM_THREADS or os.cpu_count() or 1)
+    if NUM_THREADS is not None:
+        return max(1, int(NUM_THREADS))
+    # speed: a multithreaded BLAS already spreads each matrix product over the cores, and
+    # a second layer of threads calling it at once makes the two fight (OpenBLAS threads
+    # spin-wait for each other: 10x slower on a busy machine). So the pool is used only
+    # when BLAS is told to run one thread per call, e.g. OPENBLAS_NUM_THREADS=1.
+    single = any(os.environ.get(name) == "1"
+                 for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    return (os.cpu_count() or 1) if single else 1
 
 
 def _chunks(lead_shape, threads):
