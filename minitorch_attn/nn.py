@@ -31,7 +31,7 @@ from collections import OrderedDict
 from . import functional as F
 from . import ops
 from .backend import backend_of, get_backend
-from .tensor import Tensor, arange, dtype_name, randn, zeros, ones
+from .tensor import Tensor, arange, ones, randn, tensor, zeros
 
 
 # ==== 1. parameters and containers ==========================================================
@@ -175,10 +175,8 @@ class Module:
         for name, p in own.items():
             if name in state_dict:
                 value = state_dict[name]
-                host = value.numpy() if isinstance(value, Tensor) else backend_of(value).to_numpy(value) \
-                    if not type(value).__module__.startswith("numpy") else value
-                backend = backend_of(p.data)
-                p.data = backend.asarray(host, dtype=p.data.dtype)
+                host = value.numpy() if isinstance(value, Tensor) else backend_of(value).to_numpy(value)
+                p.data = tensor(host, dtype=p.dtype, device=p.device).data  # a copy: never shared
         return self
 
     # ---- printing -------------------------------------------------------------------------
@@ -240,7 +238,7 @@ class ModuleList(Module):
 
 # ==== 2. layers ===============================================================================
 def _normal(shape, std, device, dtype):
-    return randn(*shape, device=device, dtype=dtype) * std if std != 1.0 else randn(*shape, device=device, dtype=dtype)
+    return randn(*shape, device=device, dtype=dtype) * std
 
 
 def _check_positive_int(name, value):

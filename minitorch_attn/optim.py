@@ -123,7 +123,8 @@ class Optimizer:
                     continue
                 if tuple(value.shape) != p.shape:
                     raise ValueError(f"optimizer state '{name}' of parameter {i} has shape {tuple(value.shape)}, expected {p.shape}")
-                restored[name] = backend.asarray(backend_of(value).to_numpy(value), dtype=p.data.dtype)
+                host = backend_of(value).to_numpy(value)
+                restored[name] = backend.xp.astype(backend.asarray(host), p.data.dtype, copy=True)  # never shared
             self.state[id(p)] = restored
         for saved, group in zip(groups, self.param_groups):
             group.update({k: v for k, v in saved.items() if k != "params"})

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-import minitorch_attn as mt
 from minitorch_attn import cli, nn, train
 
 

@@ -1,0 +1,18 @@
+"""Train a character-level GPT on the Python language reference, then sample from it.
+
+    python demos/train_gpt.py                      # the defaults: about 4 minutes on 2 CPU cores
+    python demos/train_gpt.py --device cuda        # on a GPU (pip install "minitorch-attn[cuda]")
+    python demos/train_gpt.py --text my.txt --steps 2000 --time-budget 0
+
+The same as ``minitorch-attn train`` (see ``minitorch-attn train --help`` for every flag).
+Writes checkpoint.npz, loss.png, attention.png and metrics.json into a new folder under
+runs/; then ``minitorch-attn sample --checkpoint runs/<folder>/checkpoint.npz --prompt "def "``
+continues any prompt.
+"""
+
+import sys
+
+from minitorch_attn.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["train", *sys.argv[1:]]))
