@@ -155,7 +155,7 @@ def default_block_sizes(L, S, E):
 
 
 def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
-    """The keep-mask ``flash_attention`` uses for a seed: bool ``(*batch_shape, L, S)``.
+    """The keep-mask ``flash_attention`` uses for a seed: a bool Tensor ``(*batch_shape, L, S)``.
 
     ``batch_shape`` is the query's shape without its last two dims, ``(*batch, H_q)``;
     True marks kept weights. Element ``(b, i, j)`` (``b`` the flat batch-head index) is
@@ -168,7 +168,7 @@ def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
     backend = get_backend(device)
     xp = backend.xp
     row_keys = _row_keys(xp, backend.device, seed, tuple(batch_shape) + (1, 1))
-    return _keep_tile(xp, backend.device, row_keys, 0, L, 0, S, _drop_threshold(dropout_p))
+    return Tensor(_keep_tile(xp, backend.device, row_keys, 0, L, 0, S, _drop_threshold(dropout_p)))
 
 
 # ---- the autograd Function --------------------------------------------------------------------------

@@ -1,0 +1,383 @@
+"""Flash attention (minitorch_attn.flash) against scaled_dot_product_attention.
+
+In float64 the blockwise kernel must equal the dense one to 1e-12 (outputs, log-sum-exp and
+every gradient) over lengths, block sizes, head dims, masks, causal alignments, GQA and
+dropout; in float32 its error against a float64 reference may be at most 2x (outputs) and
+3x (gradients) the error of dense float32 attention on the same inputs (the rule of
+FlashAttention's own tests). Also: the causal tile skipping, empty rows, zero upstream
+gradients, threads, memory that grows linearly, and clear errors.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import flash as flash_module
+from minitorch_attn.backend import get_backend
+from minitorch_attn.flash import dropout_mask, flash_attention
+
+TOL64 = 1e-12
+
+
+def _t(values, device, dtype="float64", requires_grad=False):
+    return mt.tensor(np.asarray(values), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _inputs(shape_q, shape_k, dim_v, seed=0):
+    """Host arrays q (..., L, E), k (..., S, E), v (..., S, dim_v) in float64."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape_q), rng.standard_normal(shape_k),
+            rng.standard_normal(shape_k[:-1] + (dim_v,)))
+
+
+def _run(fn, arrays, device, dtype="float64", mask=None, seed=1):
+    """Outputs and gradients of ``fn(q, k, v, mask)`` under a random upstream gradient.
+
+    ``fn`` returns ``out`` or ``(out, lse)``; lse gets an upstream gradient too on the rows
+    where it is finite. ``mask`` is a host array (float masks require grad)."""
+    tensors = [_t(a, device, dtype, requires_grad=True) for a in arrays]
+    if mask is not None:
+        mask = _t(mask, device, "bool" if mask.dtype == bool else dtype, requires_grad=mask.dtype != bool)
+    result = fn(*tensors, mask)
+    outs = result if isinstance(result, tuple) else (result,)
+    rng = np.random.default_rng(seed)
+    roots, grads = [], []
+    for o in outs:
+        g = rng.standard_normal(o.shape)
+        g = np.where(np.isfinite(o.numpy()), g, 0.0)
+        roots.append(o)
+        grads.append(_t(g, device, dtype))
+    mt.backward(roots, grads)
+    leaves = tensors + ([mask] if mask is not None and mask.requires_grad else [])
+    return [o.numpy() for o in outs], [t.grad.numpy() for t in leaves]
+
+
+def _logsumexp_reference(q, k, mask=None, is_causal=False, alignment="top_left", scale=None, groups=1):
+    """The log-sum-exp of the scaled, masked scores composed from the core's ops (so that
+    autograd differentiates it), +inf on rows with no allowed key."""
+    if groups > 1:
+        k = mt.stack([k] * groups, dim=-3).reshape(*q.shape[:-2], *k.shape[-2:])
+    scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else scale
+    scores = (q @ k.transpose(-2, -1)) * scale
+    L, S = scores.shape[-2:]
+    if mask is not None and mask.dtype == "bool":
+        scores = scores.masked_fill(~mask, -np.inf)
+    elif mask is not None:
+        scores = scores + mask
+    if is_causal:
+        scores = scores.masked_fill(~F.causal_mask(L, S, alignment, device=q.device), -np.inf)
+    top = scores.max(dim=-1, keepdim=True).detach()
+    top = mt.where(top == -np.inf, mt.zeros_like(top), top)
+    total = (scores - top).exp().sum(dim=-1, keepdim=True)
+    safe = mt.where(total > 0, total, mt.ones_like(total))
+    lse = (top + safe.log()).squeeze(-1)
+    return mt.where(total.squeeze(-1) > 0, lse, mt.full(lse.shape, np.inf, dtype=lse.dtype, device=lse.device))
+
+
+def _assert_close(ours, reference, tol=TOL64):
+    for a, b in zip(ours, reference, strict=True):
+        assert a.shape == b.shape
+        assert np.array_equal(np.isinf(a), np.isinf(b))
+        finite = np.isfinite(b)
+        scale = max(1.0, float(np.max(np.abs(b[finite]), initial=0.0)))
+        np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=tol * scale)
+
+
+# ---- float64: exactly the dense attention ---------------------------------------------------------
+CASES = {
+    # name: (q shape, k shape, value dim, options)
+    "L > S, ragged": ((2, 3, 7, 4), (2, 3, 5, 4), 3, dict(block_size_q=3, block_size_k=2)),
+    "L < S, ragged": ((2, 3, 5, 4), (2, 3, 9, 4), 4, dict(block_size_q=2, block_size_k=4)),
+    "L = 1": ((2, 2, 1, 3), (2, 2, 6, 3), 2, dict(block_size_q=1, block_size_k=4)),
+    "S = 1": ((2, 2, 6, 3), (2, 2, 1, 3), 2, dict(block_size_q=4, block_size_k=1)),
+    "blocks of 1": ((1, 2, 4, 3), (1, 2, 5, 3), 2, dict(block_size_q=1, block_size_k=1)),
+    "blocks larger than the sequence": ((2, 2, 5, 3), (2, 2, 6, 3), 2, dict(block_size_q=64, block_size_k=64)),
+    "default blocks, 3-D": ((3, 9, 5), (3, 11, 5), 4, {}),
+    "head dim 1": ((1, 2, 6, 1), (1, 2, 7, 1), 1, dict(block_size_q=4, block_size_k=3)),
+    "head dim 59, value dim 7": ((1, 2, 9, 59), (1, 2, 10, 59), 7, dict(block_size_q=4, block_size_k=3)),
+    "head dim 111": ((1, 1, 6, 111), (1, 1, 5, 111), 111, dict(block_size_q=4, block_size_k=2)),
+    "causal top-left, L = S": ((2, 2, 9, 3), (2, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=3)),
+    "causal top-left, L < S": ((1, 2, 5, 3), (1, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=2)),
+    "causal top-left, L > S": ((1, 2, 9, 3), (1, 2, 5, 3), 2, dict(is_causal=True, block_size_q=4, block_size_k=2)),
+    "causal bottom-right, L < S": ((1, 2, 5, 3), (1, 2, 9, 3), 2,
+                                   dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2, block_size_k=3)),
+    "causal bottom-right, L > S (empty rows)": ((1, 2, 9, 3), (1, 2, 5, 3), 2,
+                                                dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2,
+                                                     block_size_k=2)),
+    "causal, L = 1, bottom-right": ((2, 1, 1, 3), (2, 1, 7, 3), 2,
+                                    dict(is_causal=True, causal_alignment="bottom_right", block_size_q=1, block_size_k=3)),
+    "GQA": ((2, 6, 5, 3), (2, 2, 7, 3), 2, dict(enable_gqa=True, block_size_q=2, block_size_k=3)),
+    "GQA, causal, scale": ((1, 4, 6, 3), (1, 1, 6, 3), 4, dict(enable_gqa=True, is_causal=True, scale=0.3,
+                                                               block_size_q=4, block_size_k=4)),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_equals_dense_attention_in_float64(device, name):
+    shape_q, shape_k, dim_v, options = CASES[name]
+    arrays = _inputs(shape_q, shape_k, dim_v)
+    dense_options = {k: v for k, v in options.items() if not k.startswith("block")}
+    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, **options), arrays, device)
+    reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, **dense_options), arrays, device)
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+
+
+MASKS = {
+    # name: (q shape, k shape, mask shape, kind)
+    "key padding (B, 1, 1, S)": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 1, 1, 7), "padding"),
+    "bool (B, H, L, S) with empty rows": ((2, 2, 5, 3), (2, 2, 6, 3), (2, 2, 5, 6), "bool"),
+    "bool (L, S)": ((2, 2, 5, 3), (2, 2, 6, 3), (5, 6), "bool"),
+    "additive (B, 1, L, S) with -inf": ((2, 3, 5, 3), (2, 3, 6, 3), (2, 1, 5, 6), "float"),
+    "additive (H, 1, S) under GQA": ((1, 4, 5, 3), (1, 2, 6, 3), (4, 1, 6), "float"),
+    "additive (1, H, L, 1)": ((2, 2, 5, 3), (2, 2, 6, 3), (1, 2, 5, 1), "float"),
+}
+
+
+def _mask(shape, kind, rng):
+    if kind == "padding":
+        lengths = rng.integers(1, shape[-1] + 1, shape[0])
+        return (np.arange(shape[-1]) < lengths[:, None]).reshape(shape)
+    if kind == "bool":
+        keep = rng.random(shape) < 0.6
+        keep[..., 0, :] = False  # the first query row sees no key at all
+        return keep
+    bias = rng.standard_normal(shape)
+    return np.where(rng.random(shape) < 0.25, -np.inf, bias)
+
+
+@pytest.mark.parametrize("name", MASKS)
+def test_masks_equal_dense_attention_in_float64(device, name):
+    shape_q, shape_k, shape_m, kind = MASKS[name]
+    arrays = _inputs(shape_q, shape_k, 3)
+    mask = _mask(shape_m, kind, np.random.default_rng(2))
+    gqa = shape_q[-3] != shape_k[-3]
+    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=gqa, block_size_q=2, block_size_k=4),
+                arrays, device, mask=mask)
+    reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, enable_gqa=gqa),
+                     arrays, device, mask=mask)
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+    assert all(np.all(np.isfinite(g)) for g in ours[1])
+
+
+@pytest.mark.parametrize("options", [
+    dict(is_causal=True, causal_alignment="bottom_right"),
+    dict(mask_kind="bool"),
+    dict(mask_kind="float", enable_gqa=True),
+], ids=["causal bottom-right", "bool mask", "additive mask, GQA"])
+def test_logsumexp_and_its_gradient(device, options):
+    options = dict(options)
+    kind = options.pop("mask_kind", None)
+    gqa = options.get("enable_gqa", False)
+    arrays = _inputs((2, 4, 7, 3), (2, 2 if gqa else 4, 5, 3), 2)
+    mask = None if kind is None else _mask((2, 1, 7, 5), kind, np.random.default_rng(3))
+    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, return_lse=True, block_size_q=3, block_size_k=2,
+                                                   **options)[1], arrays, device, mask=mask)
+    reference = _run(lambda q, k, v, m: _logsumexp_reference(
+        q, k, m, options.get("is_causal", False), options.get("causal_alignment", "top_left"),
+        groups=2 if gqa else 1) + 0 * v.sum(), arrays, device, mask=mask)
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+
+
+def test_float64_matches_pytorch(torch):
+    arrays = _inputs((2, 4, 9, 5), (2, 2, 11, 5), 3)
+    mask = np.random.default_rng(4).standard_normal((2, 1, 9, 11))
+    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=True, block_size_q=4, block_size_k=3),
+                arrays, "cpu", mask=mask)
+    q, k, v, m = (torch.tensor(a, requires_grad=True) for a in (*arrays, mask))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)))
+    _assert_close(ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)])
+
+
+# ---- float32: no worse than dense float32 attention ---------------------------------------------------
+@pytest.mark.parametrize("options", [{}, dict(is_causal=True), dict(enable_gqa=True)],
+                         ids=["plain", "causal", "GQA"])
+def test_float32_error_at_most_that_of_dense_attention(device, options):
+    gqa = options.get("enable_gqa", False)
+    arrays = _inputs((2, 4, 96, 32), (2, 2 if gqa else 4, 80, 32), 32, seed=5)
+    arrays = [3.0 * a for a in arrays]  # larger scores: a peakier softmax, a harder case
+    blocks = dict(block_size_q=32, block_size_k=24)
+    reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, **options), arrays, device)
+    dense = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, **options), arrays, device, "float32")
+    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, **options, **blocks), arrays, device, "float32")
+    assert ours[0][0].dtype == np.float32 and all(g.dtype == np.float32 for g in ours[1])
+    eps = float(np.finfo(np.float32).eps)
+    for factor, mine, theirs, ref in [(2, ours[0], dense[0], reference[0]), (3, ours[1], dense[1], reference[1])]:
+        for a, b, r in zip(mine, theirs, ref, strict=True):
+            ours_error = np.max(np.abs(a - r))
+            dense_error = np.max(np.abs(b - r))
+            assert np.all(np.isfinite(a))
+            assert ours_error <= factor * dense_error + eps * np.max(np.abs(r)), (ours_error, dense_error)
+
+
+# ---- edge cases -----------------------------------------------------------------------------------------
+def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(device):
+    arrays = _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2)
+    keep = np.ones((2, 1, 5, 4), dtype=bool)
+    keep[0, :, 1] = False          # query row 1 of batch 0 sees nothing
+    bias = np.where(keep, 0.0, -np.inf)
+    for mask in (keep, bias):
+        (out, lse), (dq, dk, dv, *rest) = _run(
+            lambda q, k, v, m: flash_attention(q, k, v, m, return_lse=True, block_size_q=2, block_size_k=3),
+            arrays, device, mask=mask)
+        assert np.all(out[0, :, 1] == 0) and np.all(dq[0, :, 1] == 0)
+        assert np.all(lse[0, :, 1] == np.inf) and np.all(np.isfinite(np.delete(lse, 1, axis=2)))
+        assert all(np.all(np.isfinite(g)) for g in (dq, dk, dv, *rest))
+
+
+def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
+    q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, 7, 3), (1, 2, 6, 3), 2))
+    bias = _t(np.random.default_rng(0).standard_normal((7, 6)), device, requires_grad=True)
+    out, lse = flash_attention(q, k, v, bias, dropout_p=0.2, return_lse=True, block_size_q=3, block_size_k=2)
+    mt.backward([out, lse], [mt.zeros_like(out), mt.zeros_like(lse)])
+    for t in (q, k, v, bias):
+        assert np.all(t.grad.numpy() == 0)
+
+
+def test_keys_no_query_sees_get_exactly_zero_gradients(device):
+    # top-left causal with S > L: keys j >= L are above the diagonal for every query, and
+    # whole key blocks there are skipped
+    (out,), (dq, dk, dv) = _run(
+        lambda q, k, v, m: flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
+        _inputs((1, 2, 4, 3), (1, 2, 10, 3), 2), device)
+    assert np.all(dk[..., 4:, :] == 0) and np.all(dv[..., 4:, :] == 0)
+    assert np.all(dk[..., :4, :] != 0)
+
+
+def test_causal_tiles_above_the_diagonal_are_never_computed(monkeypatch):
+    visited = {"forward": [], "backward": []}
+    phase = ["forward"]
+    original = flash_module._scores
+
+    def recording(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1):
+        visited[phase[0]].append((i0, j0, visible))
+        return original(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1)
+
+    monkeypatch.setattr(flash_module, "_scores", recording)
+    for alignment, L, S in (("top_left", 10, 10), ("bottom_right", 6, 11), ("bottom_right", 11, 6)):
+        offset = 0 if alignment == "top_left" else S - L
+        visited["forward"].clear()
+        visited["backward"].clear()
+        phase[0] = "forward"
+        q, k, v = (_t(a, "cpu", requires_grad=True) for a in _inputs((1, 1, L, 2), (1, 1, S, 2), 2))
+        out = flash_attention(q, k, v, is_causal=True, causal_alignment=alignment, block_size_q=3, block_size_k=2)
+        phase[0] = "backward"
+        out.sum().backward()
+        assert sorted(visited["forward"]) == sorted(visited["backward"])
+        expected = set()
+        for i0 in range(0, L, 3):
+            for j0 in range(0, S, 2):
+                i1, j1 = min(i0 + 3, L), min(j0 + 2, S)
+                if j0 <= i1 - 1 + offset:  # some key of the tile is visible to some query
+                    expected.add((i0, j0, "all" if j1 - 1 <= i0 + offset else "some"))
+        assert set(visited["forward"]) == expected
+        assert len(visited["forward"]) == len(expected)
+
+
+# ---- dropout ------------------------------------------------------------------------------------------------
+def test_dropout_equals_dense_attention_with_the_same_mask(device):
+    arrays = _inputs((2, 4, 7, 3), (2, 2, 6, 3), 2)
+    p = 0.3
+    mt.manual_seed(11)
+    seed = get_backend(device).next_seed()      # what flash_attention draws after manual_seed(11)
+    keep = dropout_mask(seed, (2, 4), 7, 6, p, device=device)
+    with mt.no_grad():
+        keep_scale = mt.where(keep, mt.full((1,), 1 / (1 - p), dtype="float64", device=device),
+                              mt.zeros(1, dtype="float64", device=device))
+
+    def ours(q, k, v, m):
+        mt.manual_seed(11)
+        return flash_attention(q, k, v, dropout_p=p, enable_gqa=True, is_causal=True, block_size_q=3, block_size_k=2)
+
+    def dense(q, k, v, m):
+        weights = F.attention_weights(q, k, is_causal=True, enable_gqa=True)
+        return (weights * keep_scale) @ mt.stack([v, v], dim=-3).reshape(2, 4, 6, 2)
+
+    mine, reference = _run(ours, arrays, device), _run(dense, arrays, device)
+    _assert_close(mine[0] + mine[1], reference[0] + reference[1])
+
+
+def test_dropout_mask_does_not_depend_on_the_tiling(device):
+    arrays = _inputs((1, 2, 9, 3), (1, 2, 8, 3), 2)
+    results = []
+    for blocks in ((1, 1), (2, 3), (4, 8), (64, 64)):
+        mt.manual_seed(3)
+        results.append(_run(lambda q, k, v, m: flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0],
+                                                               block_size_k=blocks[1]), arrays, device))
+    for other in results[1:]:
+        _assert_close(other[0] + other[1], results[0][0] + results[0][1])
+
+
+def test_dropout_keeps_the_expected_fraction():
+    keep = dropout_mask(12345, (2, 4), 64, 64, 0.25).numpy()
+    assert abs(keep.mean() - 0.75) < 0.01
+    assert abs(keep[0, 0].mean() - keep[1, 3].mean()) < 0.05
+    assert not np.array_equal(keep[0, 0], keep[0, 1])       # heads get different masks
+    assert not np.array_equal(keep, dropout_mask(12346, (2, 4), 64, 64, 0.25).numpy())
+
+
+def test_dropout_one_gives_zero_output(device):
+    q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 1, 4, 3), (1, 1, 5, 3), 2))
+    out = flash_attention(q, k, v, dropout_p=1.0, block_size_q=2, block_size_k=2)
+    out.sum().backward()
+    assert np.all(out.numpy() == 0) and np.all(q.grad.numpy() == 0) and np.all(v.grad.numpy() == 0)
+
+
+# ---- threads, memory, dtypes, errors ---------------------------------------------------------------------
+def test_threads_give_the_same_result(monkeypatch):
+    arrays = _inputs((3, 4, 7, 3), (3, 2, 6, 3), 2)
+    bias = np.random.default_rng(6).standard_normal((1, 4, 7, 6))   # shared by the batch: its grad is summed
+    call = lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=True, block_size_q=3, block_size_k=4)
+    monkeypatch.setattr(flash_module, "NUM_THREADS", 1)
+    single = _run(call, arrays, "cpu", mask=bias)
+    monkeypatch.setattr(flash_module, "NUM_THREADS", 2)
+    threaded = _run(call, arrays, "cpu", mask=bias)
+    _assert_close(threaded[0] + threaded[1], single[0] + single[1], tol=1e-14)
+
+
+def test_memory_grows_linearly_not_quadratically():
+    """Forward and backward at N = 2048 without any (N, N) array: a dense float32 score
+    matrix alone would take 16 MiB."""
+    N, d = 2048, 16
+    rng = np.random.default_rng(0)
+    q, k, v = (mt.tensor(rng.standard_normal((1, 1, N, d)), dtype="float32", requires_grad=True) for _ in range(3))
+    tracemalloc.start()
+    try:
+        out = flash_attention(q, k, v, is_causal=True, block_size_q=128, block_size_k=128)
+        out.backward(mt.ones_like(out))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < N * N * 4 / 8, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_dtype_and_shapes(device):
+    q, k, v = (_t(a, device, "float32") for a in _inputs((2, 3, 5, 4), (2, 3, 6, 4), 7))
+    out, lse = flash_attention(q, k, v, return_lse=True)
+    assert out.shape == (2, 3, 5, 7) and lse.shape == (2, 3, 5)
+    assert out.dtype == "float32" and lse.dtype == "float32"
+
+
+def test_clear_errors():
+    q, k, v = (_t(a, "cpu") for a in _inputs((1, 2, 4, 3), (1, 2, 5, 3), 2))
+    with pytest.raises(ValueError, match="not both"):
+        flash_attention(q, k, v, mt.ones(4, 5, dtype="bool"), is_causal=True)
+    with pytest.raises(ValueError, match="causal_alignment"):
+        flash_attention(q, k, v, is_causal=True, causal_alignment="middle")
+    with pytest.raises(ValueError, match="block_size_q"):
+        flash_attention(q, k, v, block_size_q=0)
+    with pytest.raises(ValueError, match="block_size_k"):
+        flash_attention(q, k, v, block_size_k=2.5)
+    with pytest.raises(ValueError, match="multiple"):
+        flash_attention(_t(np.zeros((1, 3, 4, 3)), "cpu"), k, v, enable_gqa=True)
+    with pytest.raises(ValueError, match="broadcast"):
+        flash_attention(q, k, v, mt.ones(4, 4, dtype="bool"))
+    with pytest.raises(TypeError, match="attn_mask"):
+        flash_attention(q, k, v, mt.ones(4, 5, dtype="int64"))
+    with pytest.raises(TypeError, match="dtype"):
+        flash_attention(q, k.float(), v)
+    with pytest.raises(ValueError, match="dropout_p"):
+        flash_attention(q, k, v, dropout_p=1.5)
