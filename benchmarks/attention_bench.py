@@ -1,0 +1,214 @@
+"""Speed of attention: dense (naive) against flash against PyTorch, forward and forward+backward.
+
+    python benchmarks/attention_bench.py                        # B=1, H=8, N=2048, d=64, float32, 2 threads
+    python benchmarks/attention_bench.py --seq 1024 --threads 4
+    python benchmarks/attention_bench.py --device cuda          # CuPy against PyTorch's CUDA SDPA
+
+Rows: ``naive`` is ``F.scaled_dot_product_attention`` (forms the (N, N) weights), ``flash``
+is ``flash_attention`` (blockwise, tiles of the default size unless --block-q/--block-k),
+``torch`` is ``torch.nn.functional.scaled_dot_product_attention`` (skipped when PyTorch is
+not installed). Each is timed causal and not, forward alone (no graph) and forward +
+backward (a random upstream gradient), on the same shapes. Columns: median milliseconds,
+achieved GFLOP/s and the ratio to PyTorch's time (lower is better, 1.00 = parity).
+
+GFLOP/s counts the nominal work of FlashAttention's papers for every row: forward
+``4 B H L S d`` (the products Q Kᵀ and P V), forward+backward 3.5 times that (the
+backward's five products), both halved when causal. A row doing more work (the naive
+backward recomputes nothing but the flash backward recomputes P) is still measured against
+that same count, so the column compares times, not implementations' honesty.
+
+Fairness on the CPU: each implementation runs in a fresh process with ``--threads``
+threads, set the way it uses them best: PyTorch with ``torch.set_num_threads``; naive
+NumPy with a BLAS of that many threads; flash with a single-threaded BLAS and its own pool
+of that many threads over (batch, head) chunks (two layers of threads would fight; see
+``minitorch_attn.flash.NUM_THREADS``). Rounds alternate between the implementations, so a
+busy machine slows them alike; the medians over all rounds are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+IMPLEMENTATIONS = ("naive", "flash", "torch")
+CONFIGS = [(causal, mode) for causal in (False, True) for mode in ("fwd", "fwd+bwd")]
+
+
+def flops(args, causal, mode):
+    forward = 4 * args.batch * args.heads * args.seq * args.seq * args.dim
+    return forward * (3.5 if mode == "fwd+bwd" else 1.0) * (0.5 if causal else 1.0)
+
+
+# ---- one implementation, in its own process -----------------------------------------------------------
+def worker(args):
+    """Time one implementation on every config; print {"causal,mode": [seconds, ...]} as JSON."""
+    import numpy
+
+    rng = numpy.random.default_rng(0)
+    shape = (args.batch, args.heads, args.seq, args.dim)
+    arrays = [rng.standard_normal(shape).astype(numpy.float32) for _ in range(4)]
+    if args.worker == "torch":
+        run, sync = _torch_runner(args, arrays)
+    else:
+        run, sync = _ours_runner(args, arrays)
+    times = {}
+    for causal, mode in CONFIGS:
+        run(causal, mode)  # warm-up (allocations, BLAS, CUDA kernels' compilation)
+        sync()
+        samples = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            run(causal, mode)
+            sync()
+            samples.append(time.perf_counter() - start)
+        times[f"{causal},{mode}"] = samples
+    print(json.dumps(times))
+
+
+def _ours_runner(args, arrays):
+    import minitorch_attn as mt
+    import minitorch_attn.functional as F
+    from minitorch_attn import flash
+
+    q, k, v = (mt.tensor(a, device=args.device, requires_grad=True) for a in arrays[:3])
+    upstream = mt.tensor(arrays[3], device=args.device)
+    if args.device == "cpu" and args.worker == "flash":
+        flash.NUM_THREADS = args.threads
+    blocks = {}
+    if args.worker == "flash":
+        blocks = {"block_size_q": args.block_q, "block_size_k": args.block_k}
+
+    def attention(causal):
+        if args.worker == "flash":
+            return flash.flash_attention(q, k, v, is_causal=causal, **blocks)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def run(causal, mode):
+        for t in (q, k, v):
+            t.grad = None
+        if mode == "fwd":
+            with mt.no_grad():
+                attention(causal)
+        else:
+            attention(causal).backward(upstream)
+
+    def sync():
+        if args.device == "cuda":
+            import cupy
+
+            cupy.cuda.get_current_stream().synchronize()
+
+    return run, sync
+
+
+def _torch_runner(args, arrays):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device = "cuda" if args.device == "cuda" else "cpu"
+    q, k, v = (torch.tensor(a, device=device, requires_grad=True) for a in arrays[:3])
+    upstream = torch.tensor(arrays[3], device=device)
+
+    def run(causal, mode):
+        for t in (q, k, v):
+            t.grad = None
+        if mode == "fwd":
+            with torch.no_grad():
+                torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        else:
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(upstream)
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    return run, sync
+
+
+# ---- the table ------------------------------------------------------------------------------------------
+def available(impl, device):
+    if impl != "torch":
+        return True
+    try:
+        import torch
+    except ImportError:
+        return False
+    return device != "cuda" or torch.cuda.is_available()
+
+
+def measure(args, impl):
+    """Run one round of ``impl`` in a fresh process; return its JSON, or None if it failed."""
+    env = dict(os.environ)
+    threads = str(args.threads)
+    if impl == "flash" and args.device == "cpu":
+        blas_threads = "1"      # flash's own pool uses the cores
+    else:
+        blas_threads = threads  # naive: BLAS uses the cores; torch: set_num_threads
+    env.update(OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS=blas_threads, MKL_NUM_THREADS=blas_threads)
+    command = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--device", args.device,
+               "--batch", str(args.batch), "--heads", str(args.heads), "--seq", str(args.seq),
+               "--dim", str(args.dim), "--threads", threads, "--repeats", str(args.repeats)]
+    if args.block_q:
+        command += ["--block-q", str(args.block_q)]
+    if args.block_k:
+        command += ["--block-k", str(args.block_k)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"{impl}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads for every implementation")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of all implementations")
+    parser.add_argument("--block-q", type=int, default=None, help="flash's block_size_q (default: tuned)")
+    parser.add_argument("--block-k", type=int, default=None, help="flash's block_size_k (default: tuned)")
+    parser.add_argument("--only", default=None, help="comma-separated implementations to run")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+
+    chosen = [i for i in IMPLEMENTATIONS if args.only is None or i in args.only.split(",")]
+    impls = [i for i in chosen if available(i, args.device)]
+    samples = {impl: {} for impl in impls}
+    for _ in range(args.rounds):
+        for impl in impls:
+            result = measure(args, impl)
+            for key, values in (result or {}).items():
+                samples[impl].setdefault(key, []).extend(values)
+
+    print(f"attention, float32, B={args.batch} H={args.heads} L=S={args.seq} d={args.dim}, "
+          f"device={args.device}, {args.threads} threads, median of {args.rounds} x {args.repeats} calls")
+    if "torch" not in impls:
+        print("(PyTorch not available: no ratio column)")
+    print(f"{'impl':<7} {'causal':<7} {'pass':<8} {'ms':>9} {'GFLOP/s':>9} {'x torch':>8}")
+    for causal, mode in CONFIGS:
+        key = f"{causal},{mode}"
+        reference = statistics.median(samples["torch"][key]) if samples.get("torch", {}).get(key) else None
+        for impl in impls:
+            if key not in samples[impl]:
+                print(f"{impl:<7} {str(causal):<7} {mode:<8} {'failed':>9}")
+                continue
+            seconds = statistics.median(samples[impl][key])
+            ratio = f"{seconds / reference:8.2f}" if reference else f"{'-':>8}"
+            print(f"{impl:<7} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
+                  f"{flops(args, causal, mode) / seconds / 1e9:9.1f} {ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
