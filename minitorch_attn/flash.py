@@ -273,10 +273,11 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
             # 4. rescale what was summed under the old max, then add this tile
             alpha = xp.exp(m - m_safe)                            # exp(m_old - m_new) <= 1
             ell *= alpha
-            ell += xp.sum(p, axis=-1, keepdims=True)
-            if row_keys is not None:                              # dropout acts on P after the
-                p = xp.where(_keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold), p, 0.0)
-            acc *= alpha                                          # softmax: ℓ is not affected
+            ell += xp.sum(p, axis=-1, keepdims=True)              # ℓ is the softmax's: no dropout
+            if row_keys is not None:                              # dropout zeroes weights after the
+                keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
+                p = xp.where(keep, p, 0.0)                        # softmax (1/(1-p) comes in 5.)
+            acc *= alpha
             acc += xp.matmul(p, v[..., j0:j1, :])
             m = m_new
         # 5. normalize once: O = Õ / ℓ and L = m + log ℓ; a row with no allowed key has ℓ = 0:
@@ -286,7 +287,7 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
         if plan.dropout_p > 0:
             acc *= _keep_scale(plan.dropout_p)                    # survivors are scaled by 1/(1-p)
         out_rows.append(acc / ell_safe)
-        lse_rows.append(xp.where(seen, xp.where(seen, m, 0.0) + xp.log(ell_safe), math.inf))
+        lse_rows.append(xp.where(seen, m + xp.log(ell_safe), math.inf))
     return xp.concat(out_rows, axis=-2), xp.concat(lse_rows, axis=-2)
 
 
@@ -294,14 +295,18 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
 def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, mask_needs_grad):
     """Gradients of one chunk: ``(dQ / scale, dK, dV, dmask or None)``.
 
-    Forward, per tile (scale folded into q):   backward, per tile, in reverse:
-      (1) S = q Kᵀ (+ mask)                       (6) dq += dS K,  dK += dSᵀ q,  dmask += dS
-      (2) P = exp(S - L)                          (5) dS = P ∘ (dP - D)          [softmax]
-      (3) P_d = P ∘ Z / (1 - p)   [dropout]       (4) dP = (dO Vᵀ) ∘ Z / (1 - p)
-      (4) O = Σ_tiles P_d V                       (3) dV += P_dᵀ dO
-    with D = rowsum(dO ∘ O) computed once. Outer loop over key/value blocks, so dK and dV
-    of a block are finished in registers (here: local arrays) before moving on; dQ is
-    accumulated across the outer loop.
+    The forward of a tile, recomputed here from the saved L (scale folded into q, Z the
+    dropout keep-mask), and the backward step that undoes each line, walked bottom-up::
+
+        1. S   = q Kᵀ + bias (-inf where masked)   1'. dq += dS K, dK += dSᵀ q, dbias += dS
+        2. P   = exp(S - L)                        2'. dS  = P ∘ (dP - D)     (softmax)
+        3. P_d = P ∘ Z / (1 - p)                   3'. dP  = dP_d ∘ Z / (1 - p)
+        4. O  += P_d V                             4'. dV += P_dᵀ dO,  dP_d = dO Vᵀ
+
+    with D = rowsum(dO ∘ O) computed once beforehand. The outer loop runs over key/value
+    blocks, so dK and dV of a block are complete when its inner loop ends (FlashAttention
+    keeps them in on-chip memory; here they are small local arrays); dQ accumulates
+    across the outer loop, one array per query block.
     """
     L, S = q.shape[-2], k.shape[-2]
     groups_axis = q.ndim - 3                      # G: summed for dK, dV (GQA)
@@ -324,23 +329,24 @@ def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, m
             if visible == "none":
                 continue                                          # same tiles as the forward skipped
             q_i, do_i = q[..., i0:i1, :], do[..., i0:i1, :]
-            # (1)-(2) recompute the tile of probabilities from the saved log-sum-exp
+            # 1.-2. recompute the tile of probabilities from the saved log-sum-exp
             s = _scores(xp, device, q_i, kT_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)
-            s -= lse[..., i0:i1, :]                               # masked: -inf - L -> exp = 0
-            p = _exp_(xp, s)
-            dp = xp.matmul(do_i, vT_j)                            # (4) dP_d = dO Vᵀ
-            if row_keys is not None:                              # (3)/(4) through the dropout
+            s -= lse[..., i0:i1, :]                               # masked: -inf - L; empty row: L = +inf
+            p = _exp_(xp, s)                                      # either way exp(-inf) = 0
+            dp = xp.matmul(do_i, vT_j)                            # 4'. dP_d = dO Vᵀ
+            if row_keys is not None:                              # 3. the same keep-mask as the forward
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
-                dv_j += xp.matmul(xp.matrix_transpose(xp.where(keep, p * keep_scale, 0.0)), do_i)
-                dp = xp.where(keep, dp * keep_scale, 0.0)
+                p_dropped = xp.where(keep, p * keep_scale, 0.0)
+                dp = xp.where(keep, dp * keep_scale, 0.0)         # 3'. dP = dP_d ∘ Z / (1 - p)
             else:
-                dv_j += xp.matmul(xp.matrix_transpose(p), do_i)   # (3) dV += Pᵀ dO
-            dp -= delta[..., i0:i1, :]                            # (5) dS = P ∘ (dP - D)
+                p_dropped = p
+            dv_j += xp.matmul(xp.matrix_transpose(p_dropped), do_i)  # 4'. dV += P_dᵀ dO
+            dp -= delta[..., i0:i1, :]                            # 2'. dS = P ∘ (dP - D), in place
             dp *= p
             ds = dp
-            dq_rows[n] += xp.matmul(ds, k_j)                      # (6) dq += dS K   (times scale later)
+            dq_rows[n] += xp.matmul(ds, k_j)                      # 1'. dq += dS K  (times scale later)
             dk_j += xp.matmul(xp.matrix_transpose(ds), q_i)       #     dK += dSᵀ (scale Q)
-            if dmask is not None:                                 #     additive mask: dM = dS
+            if dmask is not None:                                 #     dbias = dS
                 _add_tile(xp, dmask, ds, i0, i1, j0, j1)
         # key/value head h_kv received from all G query heads of its group
         dk_rows.append(xp.sum(dk_j, axis=groups_axis, keepdims=True) if dk_j.shape[groups_axis] > 1 else dk_j)
