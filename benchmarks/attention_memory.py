@@ -116,7 +116,7 @@ def main(argv=None):
     for impl in ("naive", "flash"):  # warm-up: lazy imports and first-call setup are not the kernels' memory
         for mode in ("fwd", "fwd+bwd"):
             run_once(impl, 64, mode, args, meter=False)
-    print(f"{'N':>6} {'pass':<8} {'naive':>26} {'flash':>12} {'naive / flash':>14}")
+    print(f"{'N':>6} {'pass':<8} {'naive':>28} {'flash':>12} {'naive / flash':>14}")
     per_n2 = {}  # mode -> naive peak / N² at the largest N measured
     for N in lengths:
         for mode in ("fwd", "fwd+bwd"):
@@ -130,7 +130,7 @@ def main(argv=None):
                 per_n2[mode] = naive_peak / (N * N)
                 naive = f"{naive_peak / 2**20:,.1f} MiB"
                 ratio = f"{naive_peak / flash_peak:14.1f}"
-            print(f"{N:>6} {mode:<8} {naive:>26} {flash_peak / 2**20:>8,.1f} MiB {ratio}",
+            print(f"{N:>6} {mode:<8} {naive:>28} {flash_peak / 2**20:>8,.1f} MiB {ratio}",
                   flush=True)
     print("~ : from the estimate. Flash's peak grows linearly in N; dense attention's as N².")
     return 0

@@ -37,12 +37,19 @@ so query head ``h`` meets key/value head ``h // G``, which is exactly PyTorch's
 Speed choices (all optional for correctness; each is marked "speed:" in the code)
 -------------------------------------------------------------------------------
 * the softmax scale is folded into ``Q`` once, instead of into every tile of ``S``;
+* ``Kᵀ`` and ``Vᵀ`` are copied once into row-major arrays (NumPy's batched matmul is slow
+  on a transposed view);
 * elementwise work is done in place (``s -= m``; ``exp`` into the same buffer where the
   namespace allows ``out=``, i.e. NumPy and CuPy), so a tile is allocated once per step;
 * the default block sizes are tuned per shape (:func:`default_block_sizes`);
 * on NumPy the independent (batch, head) slices are split over a small thread pool:
   NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads run
-  on different cores. CuPy and array-api-strict run the same code in one thread.
+  on different cores. The pool is used when BLAS runs one thread per call (set
+  ``OPENBLAS_NUM_THREADS=1``), or when :data:`NUM_THREADS` says so; CuPy and
+  array-api-strict run the same code in one thread.
+
+Measured at B=1, H=8, N=2048, d=64, float32 on 2 CPU cores, forward+backward takes about
+as long as PyTorch's own CPU kernel (``benchmarks/attention_bench.py``).
 """
 
 from __future__ import annotations
