@@ -327,10 +327,17 @@ def test_dropout_one_gives_zero_output(device):
 
 
 # ---- threads, memory, dtypes, errors ---------------------------------------------------------------------
-def test_threads_give_the_same_result(monkeypatch):
+@pytest.mark.parametrize("bias_shape", [(1, 4, 7, 6), (3, 1, 7, 6)], ids=["shared by the batch", "per batch"])
+def test_threads_give_the_same_result(monkeypatch, bias_shape):
+    # the chunks split the batch axis: a bias shared by the batch sums the chunks' gradients,
+    # a per-batch one concatenates them; dropout must key each weight by its global index
     arrays = _inputs((3, 4, 7, 3), (3, 2, 6, 3), 2)
-    bias = np.random.default_rng(6).standard_normal((1, 4, 7, 6))   # shared by the batch: its grad is summed
-    call = lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=True, block_size_q=3, block_size_k=4)
+    bias = np.random.default_rng(6).standard_normal(bias_shape)
+
+    def call(q, k, v, m):
+        mt.manual_seed(7)
+        return flash_attention(q, k, v, m, enable_gqa=True, dropout_p=0.2, block_size_q=3, block_size_k=4)
+
     monkeypatch.setattr(flash_module, "NUM_THREADS", 1)
     single = _run(call, arrays, "cpu", mask=bias)
     monkeypatch.setattr(flash_module, "NUM_THREADS", 2)
