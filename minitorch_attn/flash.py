@@ -157,7 +157,7 @@ def default_block_sizes(L, S):
     about 10% over 128 x 256. Memory stays linear in ``L + S`` because the tile does not
     grow with the sequence.
     """
-    return min(L, 256), min(S, 256)
+    return max(1, min(L, 256)), max(1, min(S, 256))
 
 
 def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
@@ -295,7 +295,8 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
             acc *= _keep_scale(plan.dropout_p)                    # survivors are scaled by 1/(1-p)
         out_rows.append(acc / ell_safe)
         lse_rows.append(xp.where(seen, m + xp.log(ell_safe), math.inf))
-    return xp.concat(out_rows, axis=-2), xp.concat(lse_rows, axis=-2)
+    return (_join_blocks(xp, out_rows, q.shape[:-2] + (0, v.shape[-1]), q.dtype, device),
+            _join_blocks(xp, lse_rows, q.shape[:-2] + (0, 1), q.dtype, device))
 
 
 # ---- Algorithm 2: the backward of one chunk ---------------------------------------------------------
@@ -358,7 +359,9 @@ def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, m
         # key/value head h_kv received from all G query heads of its group
         dk_rows.append(xp.sum(dk_j, axis=groups_axis, keepdims=True) if dk_j.shape[groups_axis] > 1 else dk_j)
         dv_rows.append(xp.sum(dv_j, axis=groups_axis, keepdims=True) if dv_j.shape[groups_axis] > 1 else dv_j)
-    return xp.concat(dq_rows, axis=-2), xp.concat(dk_rows, axis=-2), xp.concat(dv_rows, axis=-2), dmask
+    return (_join_blocks(xp, dq_rows, q.shape, q.dtype, device),
+            _join_blocks(xp, dk_rows, k.shape, q.dtype, device),
+            _join_blocks(xp, dv_rows, v.shape, q.dtype, device), dmask)
 
 
 # ---- pieces shared by the two passes --------------------------------------------------------------
@@ -388,6 +391,14 @@ def _scores(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1):
         cols = xp.arange(j0, j1, device=device)[None, :]
         s = xp.where(cols <= rows + offset, s, -math.inf)
     return s
+
+
+def _join_blocks(xp, blocks, empty_shape, dtype, device):
+    """The per-block results joined along the sequence axis (an empty sequence has no
+    block: then an array of ``empty_shape``, of length 0 there)."""
+    if not blocks:
+        return xp.zeros(empty_shape, dtype=dtype, device=device)
+    return xp.concat(blocks, axis=-2)
 
 
 def _transposed_copy(xp, x):

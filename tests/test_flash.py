@@ -368,6 +368,16 @@ def test_dtype_and_shapes(device):
     assert out.dtype == "float32" and lse.dtype == "float32"
 
 
+@pytest.mark.parametrize("L, S", [(3, 0), (0, 3)])
+def test_empty_sequences(device, L, S):
+    q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, L, 4), (1, 2, S, 4), 5))
+    out, lse = flash_attention(q, k, v, return_lse=True)
+    out.sum().backward()
+    assert out.shape == (1, 2, L, 5) and lse.shape == (1, 2, L)
+    assert np.all(out.numpy() == 0) and np.all(lse.numpy() == np.inf)
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
+
+
 def test_clear_errors():
     q, k, v = (_t(a, "cpu") for a in _inputs((1, 2, 4, 3), (1, 2, 5, 3), 2))
     with pytest.raises(ValueError, match="not both"):
