@@ -182,6 +182,14 @@ def main(argv=None):
     if args.worker:
         return worker(args)
 
+    if args.device == "cuda":
+        from minitorch_attn.backend import get_backend
+
+        try:
+            get_backend("cuda")
+        except RuntimeError as exc:  # no CuPy or no GPU: say so, no traceback
+            print(exc, file=sys.stderr)
+            return 2
     chosen = [i for i in IMPLEMENTATIONS if args.only is None or i in args.only.split(",")]
     impls = [i for i in chosen if available(i, args.device)]
     samples = {impl: {} for impl in impls}

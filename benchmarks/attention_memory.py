@@ -105,6 +105,14 @@ def main(argv=None):
                         help="skip dense attention where its estimated peak exceeds this")
     args = parser.parse_args(argv)
 
+    if args.device == "cuda":
+        from minitorch_attn.backend import get_backend
+
+        try:
+            get_backend("cuda")
+        except RuntimeError as exc:  # no CuPy or no GPU: say so, no traceback
+            print(exc, file=sys.stderr)
+            return 2
     lengths = []
     N = args.min_seq
     while N <= args.max_seq:
