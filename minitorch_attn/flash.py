@@ -554,6 +554,8 @@ def _take(array, chunk):
 
 
 def _run(threads, jobs):
+    """Run the jobs (one per chunk) and return their results in order: in the calling
+    thread when there is one, else in the pool."""
     if len(jobs) == 1:
         return [jobs[0]()]
     return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
@@ -561,6 +563,7 @@ def _run(threads, jobs):
 
 @functools.cache
 def _pool(threads):
+    """One pool per thread count, made on first use and kept (threads are cheap to keep)."""
     return concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="flash")
 
 
