@@ -20,6 +20,7 @@ Contents, in reading order:
 * normalization: :func:`layer_norm`, :func:`rms_norm`;
 * layers' arithmetic: :func:`linear`, :func:`embedding`;
 * attention: :func:`scaled_dot_product_attention`, :func:`attention_weights`.
+* blockwise attention: :func:`flash_attention`, defined in :mod:`minitorch_attn.flash`.
 
 Conventions: ``g`` is the upstream gradient ``dL/d(output)``; dtypes are kept (float32 in,
 float32 out); reductions that could overflow (softmax) subtract the row maximum first.
@@ -33,11 +34,12 @@ from .autograd import Function
 from .backend import backend_of, get_backend
 from .ops import Take, matmul_transposed
 from .tensor import FLOAT_DTYPES, Tensor, dtype_name
+from .flash import flash_attention  # noqa: F401  (F.flash_attention; flash.py imports this module lazily)
 
 __all__ = [
     "causal_mask", "softmax", "log_softmax", "cross_entropy", "gelu", "relu", "dropout",
     "layer_norm", "rms_norm", "linear", "embedding", "scaled_dot_product_attention",
-    "attention_weights",
+    "attention_weights", "flash_attention",
 ]
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
