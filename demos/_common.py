@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy
@@ -107,28 +108,14 @@ def randn(rng, *shape, device="cpu", requires_grad=False):
 
 
 def peak_memory(fn, device="cpu"):
-    """The peak number of bytes that ``fn()`` holds at once, beyond what was allocated before.
+    """The peak number of bytes that ``fn()`` allocates, measured by the flash attention
+    benchmark's :class:`PeakMeter` (``benchmarks/attention_memory.py``): tracemalloc on
+    NumPy, which reports every array it allocates to it; the memory pool on CuPy."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.append(root)
+    from benchmarks.attention_memory import PeakMeter
 
-    On the CPU, NumPy reports every array it allocates to :mod:`tracemalloc`, which keeps
-    the peak. On CUDA, CuPy's memory pool keeps freed blocks for reuse, so after emptying it
-    the bytes it holds once ``fn()`` returns are its high-water mark.
-    """
-    if device == "cuda":
-        import cupy
-
-        pool = cupy.get_default_memory_pool()
-        synchronize(device)
-        pool.free_all_blocks()
-        before = pool.total_bytes()
+    with PeakMeter(device) as meter:
         fn()
-        synchronize(device)
-        return pool.total_bytes() - before
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        fn()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
+    return meter.peak
