@@ -6,10 +6,10 @@
 
 Both sides train the same model (GPT-2 block: Pre-LN, fused QKV without bias, causal
 attention, tanh-GELU MLP, tied embeddings) with AdamW on the same random batches, one
-forward + backward + clip + step per step. Timing alternates between the two, a few steps
+forward + backward + clip + step per step; both use ``--threads`` threads (NumPy's BLAS
+and PyTorch's intra-op pool). Timing alternates between the two, a few steps
 at a time, so that a busy machine slows both alike; the first steps of each are warm-up
-and not timed. PyTorch uses as many threads as this process may use (``--threads``);
-without PyTorch only our figure is printed.
+and not timed. Without PyTorch only our figure is printed.
 
 Prints a table of milliseconds per step and tokens per second, and the ratio (the
 project's target is at least 0.5x PyTorch's eager CPU throughput).
@@ -19,13 +19,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
-import numpy
 
-import minitorch_attn as mt
-import minitorch_attn.functional as F
-from minitorch_attn import nn, optim
+def _threads_from_argv(argv):
+    """``--threads N`` read before NumPy is imported: BLAS fixes its thread count at load time."""
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+
+
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_from_argv(sys.argv)
+
+import numpy  # noqa: E402
+
+import minitorch_attn as mt  # noqa: E402
+import minitorch_attn.functional as F  # noqa: E402
+from minitorch_attn import nn, optim  # noqa: E402
 
 
 def ours(args, batches):
@@ -102,13 +116,14 @@ def main(argv=None):
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--block-size", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--block-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--vocab", type=int, default=103, help="the default corpus has 103 characters")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per side")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side")
     parser.add_argument("--device", default="cpu", help="device of minitorch-attn")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    parser.add_argument("--threads", type=int, default=int(_threads_from_argv([])),
+                        help="threads of NumPy's BLAS and of PyTorch (default: the cores this process may use)")
     args = parser.parse_args(argv)
 
     rng = numpy.random.default_rng(0)

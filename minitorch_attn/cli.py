@@ -42,6 +42,8 @@ def add_train(subparsers):
         description="Train a character-level GPT on a text file (default: the Python language reference "
                     "shipped with CPython), printing validation bits per character beside a bigram "
                     "baseline; writes checkpoint.npz, loss.png, attention.png and metrics.json.",
+        epilog="On a machine busy with other work, run with OPENBLAS_NUM_THREADS=1 (as demos/train_gpt.py "
+               "does): BLAS threads waiting for each other can make training several times slower.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
@@ -60,12 +62,12 @@ def add_train(subparsers):
     model.add_argument("--d-model", type=int, default=128, help="width of the residual stream")
     model.add_argument("--num-layers", type=int, default=4, help="Transformer blocks")
     model.add_argument("--num-heads", type=int, default=4, help="attention heads per block")
-    model.add_argument("--block-size", type=int, default=128, help="context length in characters")
+    model.add_argument("--block-size", type=int, default=64, help="context length in characters")
     model.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
     opt = p.add_argument_group("optimization")
-    opt.add_argument("--batch-size", type=int, default=32, help="windows per step")
+    opt.add_argument("--batch-size", type=int, default=16, help="windows per step")
     opt.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW")
     opt.add_argument("--warmup-steps", type=int, default=50, help="linear warmup before the cosine decay")
     opt.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's decoupled weight decay (matrices only)")

@@ -133,14 +133,15 @@ def bigram_bpc(train_ids, val_ids, vocab_size):
 
 # ---- 5. training -------------------------------------------------------------------------------
 def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device="cpu"):
-    """Mean bits per character of ``model`` on ``ids``, over consecutive non-overlapping
-    windows of ``block_size + 1`` characters (the first ``max_windows`` of them, or all)."""
-    count = (len(ids) - 1) // block_size
-    if max_windows is not None:
-        count = min(count, max_windows)
-    if count == 0:
+    """Mean bits per character of ``model`` on ``ids``, over non-overlapping windows of
+    ``block_size + 1`` characters: all of them, or ``max_windows`` spread evenly over the
+    text (a quicker estimate for progress reports)."""
+    available = (len(ids) - 1) // block_size
+    if available == 0:
         raise ValueError(f"{len(ids)} validation tokens are too few for one window of {block_size} + 1")
-    windows = numpy.stack([ids[i * block_size:(i + 1) * block_size + 1] for i in range(count)])
+    count = available if max_windows is None else min(available, max_windows)
+    chosen = numpy.linspace(0, available - 1, count).round().astype(int)
+    windows = numpy.stack([ids[i * block_size:(i + 1) * block_size + 1] for i in chosen])
     was_training = model.training
     model.eval()
     total = 0.0
