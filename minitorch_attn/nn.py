@@ -431,7 +431,8 @@ class MultiHeadAttention(Module):
             ``W_q, W_k, W_v`` (one matrix product for self-attention; the same function).
         attn_impl: ``"naive"`` (scores, softmax, weights @ V, via
             :func:`~minitorch_attn.functional.attention_weights`) or ``"flash"``
-            (blockwise, never forms the weights; :func:`~minitorch_attn.functional.flash_attention`).
+            (blockwise, never forms the weights; :func:`~minitorch_attn.flash.flash_attention`),
+            used whenever ``need_weights=False``.
     Raises:
         ValueError: if ``d_model % num_heads != 0``, ``num_heads % num_kv_heads != 0``, or
             ``attn_impl`` is unknown.
@@ -504,8 +505,9 @@ class MultiHeadAttention(Module):
             mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
                 may attend to a key (as ``torch.nn.functional.scaled_dot_product_attention``).
             is_causal: query ``i`` sees keys ``j <= i`` only (with a cache: ``j <= offset + i``).
-            need_weights: also return the attention weights (``attn_impl="naive"`` only;
-                the flash kernel never forms them and returns None).
+            need_weights: also return the attention weights. They are formed by the naive
+                path whatever ``attn_impl`` is (the flash kernel never forms them), so
+                pass False for speed when they are not needed, as the blocks do.
             cache: a :class:`KVCache`; this call's keys and values are appended to slot
                 ``layer_index`` and the query attends to all cached positions.
         Returns:
@@ -527,7 +529,7 @@ class MultiHeadAttention(Module):
         dropout_p = self.dropout.p if self.training else 0.0
 
         weights = None
-        if need_weights and self.attn_impl == "naive":
+        if need_weights:  # as in PyTorch, asking for the weights takes the path that forms them
             weights = F.attention_weights(q, k, attn_mask=mask, is_causal=is_causal, enable_gqa=True,
                                           causal_alignment=alignment)  # (B, h, T_q, T_k)
             out = self.dropout(weights) @ self._repeat_kv(v)            # (B, h, T_q, d_k)

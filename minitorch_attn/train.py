@@ -249,7 +249,7 @@ def run_training(args):
                 history["val_step"].append(step)
                 history["val_bpc"].append(val_bpc)
                 message = f"step {step}: val {val_bpc:.3f} bits/char (bigram {baseline:.3f})"
-                (bar.write(message) if bar is not None else log(message))
+                (bar.write if bar is not None and not args.quiet else log)(message)
             if bar is not None:
                 rate = (step - start_step) * tokens_per_step / max(1e-9, time.perf_counter() - train_start - eval_seconds)
                 bar.update(1)
@@ -424,9 +424,6 @@ def write_plots(out, history, baseline, model, vocab, device, log=print):
         _, weights = model(tensor(ids[None, :], device=device), need_weights=True)
     model.train(was_training)
     layer = len(weights) - 1
-    if weights[layer] is None:
-        log("attention.png skipped: the flash kernel does not form attention weights")
-        return written
     w = weights[layer].numpy()[0]  # (heads, T, T)
     heads = w.shape[0]
     cols = min(heads, 2)

@@ -159,6 +159,9 @@ def test_multihead_attention_matches_pytorch(torch):
     expected = t_out.detach().numpy()
     np.testing.assert_allclose(out.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
     np.testing.assert_allclose(weights.numpy(), t_weights.detach().numpy(), atol=1e-13)
+    fast, no_weights = ours(q, kv, kv, need_weights=False)  # the fused kernel path
+    assert no_weights is None
+    np.testing.assert_allclose(fast.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
 
     causal_mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)  # torch: True = masked out
     t_out, _ = theirs(*(torch.tensor(q.numpy()),) * 3, attn_mask=causal_mask)
@@ -217,9 +220,11 @@ def test_flash_implementation_equals_naive():
     flash = nn.MultiHeadAttention(16, 4, dropout=0.0, attn_impl="flash")
     flash.load_state_dict(naive.state_dict())
     x = mt.randn(2, 9, 16)
-    out, weights = flash(x, x, x, is_causal=True)
+    out, weights = flash(x, x, x, is_causal=True, need_weights=False)
     assert weights is None
-    np.testing.assert_allclose(out.numpy(), naive(x, x, x, is_causal=True)[0].numpy(), rtol=1e-5, atol=1e-6)
+    expected, expected_weights = naive(x, x, x, is_causal=True)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(flash(x, x, x, is_causal=True)[1].numpy(), expected_weights.numpy(), rtol=1e-6)
 
 
 # ---- blocks and models --------------------------------------------------------------------------------
