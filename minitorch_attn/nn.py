@@ -429,10 +429,12 @@ class MultiHeadAttention(Module):
             ``num_heads // num_kv_heads`` query heads. Default: ``num_heads``.
         fused_qkv: one projection ``W_qkv`` of width ``(h + 2 h_kv) d_k`` instead of
             ``W_q, W_k, W_v`` (one matrix product for self-attention; the same function).
-        attn_impl: ``"naive"`` (scores, softmax, weights @ V, via
-            :func:`~minitorch_attn.functional.attention_weights`) or ``"flash"``
-            (blockwise, never forms the weights; :func:`~minitorch_attn.flash.flash_attention`),
-            used whenever ``need_weights=False``.
+        attn_impl: how attention runs when ``need_weights=False``: ``"naive"`` (scores,
+            softmax, weights @ V in one op,
+            :func:`~minitorch_attn.functional.scaled_dot_product_attention`) or
+            ``"flash"`` (blockwise, never forms the weights,
+            :func:`~minitorch_attn.flash.flash_attention`). With ``need_weights=True``
+            the weights come from :func:`~minitorch_attn.functional.attention_weights`.
     Raises:
         ValueError: if ``d_model % num_heads != 0``, ``num_heads % num_kv_heads != 0``, or
             ``attn_impl`` is unknown.
