@@ -15,7 +15,8 @@ Everything the ``minitorch-attn train`` and ``sample`` commands do, in the order
    split -- what a model must beat to have learned more than "which letter follows which".
 5. **Training** (:func:`run_training`): AdamW, warmup + cosine schedule, gradient
    clipping, a progress bar, periodic validation in bits per character, Ctrl-C saves and
-   stops, ``--resume`` continues.
+   stops, ``--resume`` continues (weights, optimizer moments, step count and loss history;
+   the learning-rate schedule restarts over the new run's steps).
 6. **Sampling** (:func:`generate`): temperature and top-k, with a key/value cache so
    each new character attends to cached keys and values instead of recomputing the prefix.
 7. **Outputs**: ``checkpoint.npz``, ``loss.png``, ``attention.png`` and ``metrics.json``
@@ -208,14 +209,17 @@ def run_training(args):
         start_step = resumed["extra"]["step"]
         history = resumed["extra"]["history"]
         rng = numpy.random.default_rng([args.seed, start_step])
+        for group in opt.param_groups:  # the schedule restarts (a warm restart, as SGDR)
+            group["lr"] = args.lr
     log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
         f"val {len(val_ids):,}; bigram baseline {baseline:.3f} bits/char")
     log(f"model: GPT with {model.num_parameters():,} parameters ({config['num_layers']} layers, "
         f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}) on {args.device}")
 
     total_steps = args.steps if args.steps else 10**9
-    schedule = optim.WarmupCosineLR(opt, warmup_steps=args.warmup_steps,
-                                    total_steps=start_step + (args.steps or 1000), min_lr_ratio=0.1)
+    # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
+    schedule = optim.WarmupCosineLR(opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
+                                    min_lr_ratio=0.1)
     bar = _progress(args.steps, disable=args.quiet)
     tokens_per_step = args.batch_size * block_size
     step, train_start, interrupted, smoothed = start_step, time.perf_counter(), False, None
@@ -228,8 +232,8 @@ def run_training(args):
             if args.time_budget and not args.steps and step - start_step >= 10:
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - eval_seconds) / (step - start_step)
-                schedule.total_steps = start_step + int((args.time_budget - eval_seconds) / per_step)
-            schedule.step(step)
+                schedule.total_steps = int((args.time_budget - eval_seconds) / per_step)
+            schedule.step(step - start_step)
             x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
             logits = model(x)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))

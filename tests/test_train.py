@@ -103,6 +103,9 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     cli.main(["train", "--text", str(small_text), "--steps", "5", "--out", str(resumed),
               "--resume", str(out / "checkpoint.npz"), *TINY])
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 45
+    # the schedule restarted from the --lr given, not from where the first run's decay ended
+    groups = train.ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
+    assert groups[0]["lr"] == pytest.approx(1e-2)  # the 5th of 5 warmup steps: the full rate
 
 
 def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
