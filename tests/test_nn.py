@@ -286,3 +286,25 @@ def test_kv_cache_gives_the_same_logits(num_kv_heads):
         steps.append(gpt(idx[:, t:t + 1], cache=cache).numpy())
     assert cache.length == 9
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(num_kv_heads=1, fused_qkv=True, bias=True),
+    dict(attn_impl="flash"),
+])
+def test_attention_module_gradients_by_finite_differences(options):
+    """The module wires the checked ops together (projections, head split, GQA, attention,
+    head merge); the gradient of its input must agree with central differences too
+    (float64, a random upstream gradient)."""
+    mha = to_float64(nn.MultiHeadAttention(8, 2, dropout=0.0, **options))
+    x = mt.randn(2, 4, 8, dtype="float64", requires_grad=True)
+    assert mt.gradcheck(lambda x: mha(x, x, x, is_causal=True, need_weights=False)[0], [x])
+    assert mt.gradcheck(lambda x: mha(x, x, x, is_causal=True)[1], [x])  # the weights' path
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_gradients_by_finite_differences(norm_first):
+    block = to_float64(nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0, norm_first=norm_first, norm="rmsnorm"))
+    x = mt.randn(1, 5, 8, dtype="float64", requires_grad=True)
+    assert mt.gradcheck(lambda x: block(x, is_causal=True), [x], fast_mode=True)
