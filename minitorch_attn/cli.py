@@ -36,6 +36,15 @@ def _run_gradcheck(args):
     return gradcheck_main(args.extra)
 
 
+class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Append "(default: X)" to a flag's help, except where there is nothing to show."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def add_train(subparsers):
     p = subparsers.add_parser(
         "train", help="train a character-level GPT (default corpus: the Python language reference)",
@@ -44,7 +53,7 @@ def add_train(subparsers):
                     "baseline; writes checkpoint.npz, loss.png, attention.png and metrics.json.",
         epilog="On a machine busy with other work, run with OPENBLAS_NUM_THREADS=1 (as demos/train_gpt.py "
                "does): BLAS threads waiting for each other can make training several times slower.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_ShowDefaults)
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
     data.add_argument("--val-fraction", type=float, default=0.1, help="share of the text (its end) kept for validation")
@@ -52,8 +61,9 @@ def add_train(subparsers):
     data.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.npz (its model config and vocabulary win)")
     run = p.add_argument_group("how long and where")
     run.add_argument("--device", default=None, help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
-    run.add_argument("--steps", type=int, default=None, help="number of optimizer steps (default: as many as --time-budget allows)")
-    run.add_argument("--time-budget", type=float, default=240.0, help="seconds of training (0 = no limit; needs --steps)")
+    run.add_argument("--steps", type=int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
+                     "the run stops at whichever limit comes first")
+    run.add_argument("--time-budget", type=float, default=240.0, help="seconds of training, periodic validation included (0 = no limit; then give --steps)")
     run.add_argument("--seed", type=int, default=1337, help="seed for the weights, the batches and the sample")
     run.add_argument("--eval-interval", type=int, default=100, help="steps between validation estimates")
     run.add_argument("--eval-windows", type=int, default=64, help="validation windows per periodic estimate (the final one uses all)")
@@ -94,7 +104,7 @@ def _run_train(args):
 
 def add_sample(subparsers):
     p = subparsers.add_parser("sample", help="generate text from a checkpoint of the train command",
-                              formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                              formatter_class=_ShowDefaults)
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
     p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
     p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0 = always the likeliest)")
