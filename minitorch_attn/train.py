@@ -223,7 +223,7 @@ def run_training(args):
     bar = _progress(args.steps, disable=args.quiet)
     tokens_per_step = args.batch_size * block_size
     step, train_start, interrupted, smoothed = start_step, time.perf_counter(), False, None
-    eval_seconds, val_bpc = 0.0, None
+    eval_seconds = 0.0
     try:
         while step - start_step < total_steps:
             elapsed = time.perf_counter() - train_start
