@@ -184,11 +184,12 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        """``Name(extra)`` for a leaf; otherwise the extra line and one line per child, indented."""
+        children = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
+        if not children:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        lines = ([self.extra_repr()] if self.extra_repr() else []) + children
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class Sequential(Module):
