@@ -272,6 +272,7 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
             s = _scores(xp, device, q_i, kT[..., j0:j1], mask, plan.causal_offset, visible, i0, i1, j0, j1)
             # 2. new running max; a row that has seen only masked scores keeps m = -inf, and
             #    uses 0 in its place below so that exp(-inf - (-inf)) = nan never happens
+            # BEGIN SOLUTION 5.1
             m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))
             m_safe = xp.where(m_new == -math.inf, 0.0, m_new)
             # 3. unnormalized probabilities of the tile, P̃ = exp(S - m_new)
@@ -287,14 +288,17 @@ def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
             acc *= alpha
             acc += xp.matmul(p, v[..., j0:j1, :])
             m = m_new
+            # END SOLUTION
         # 5. normalize once: O = Õ / ℓ and L = m + log ℓ; a row with no allowed key has ℓ = 0:
         #    O = 0 (Õ is 0 there) and L = +inf, so that exp(S - L) = 0 in the backward
+        # BEGIN SOLUTION 5.1
         seen = ell > 0
         ell_safe = xp.where(seen, ell, 1.0)
         if plan.dropout_p > 0:
             acc *= _keep_scale(plan.dropout_p)                    # survivors are scaled by 1/(1-p)
         out_rows.append(acc / ell_safe)
         lse_rows.append(xp.where(seen, m + xp.log(ell_safe), math.inf))
+        # END SOLUTION
     return (_join_blocks(xp, out_rows, q.shape[:-2] + (0, v.shape[-1]), q.dtype, device),
             _join_blocks(xp, lse_rows, q.shape[:-2] + (0, 1), q.dtype, device))
 
@@ -339,6 +343,7 @@ def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, m
             q_i, do_i = q[..., i0:i1, :], do[..., i0:i1, :]
             # 1.-2. recompute the tile of probabilities from the saved log-sum-exp
             s = _scores(xp, device, q_i, kT_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)
+            # BEGIN SOLUTION 5.2
             s -= lse[..., i0:i1, :]                               # masked: -inf - L; empty row: L = +inf
             p = _exp_(xp, s)                                      # either way exp(-inf) = 0
             dp = xp.matmul(do_i, vT_j)                            # 4'. dP_d = dO Vᵀ
@@ -356,6 +361,7 @@ def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, m
             dk_j += xp.matmul(xp.matrix_transpose(ds), q_i)       #     dK += dSᵀ (scale Q)
             if dmask is not None:                                 #     dbias = dS
                 _add_tile(xp, dmask, ds, i0, i1, j0, j1)
+            # END SOLUTION
         # key/value head h_kv received from all G query heads of its group
         dk_rows.append(xp.sum(dk_j, axis=groups_axis, keepdims=True) if dk_j.shape[groups_axis] > 1 else dk_j)
         dv_rows.append(xp.sum(dv_j, axis=groups_axis, keepdims=True) if dv_j.shape[groups_axis] > 1 else dv_j)

@@ -241,20 +241,24 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1):
+        # BEGIN SOLUTION 2.1
         xp = ctx.xp
         ctx.axis = dim
         p = xp.exp(x - xp.max(x, axis=dim, keepdims=True))        # 1. shift by the row max, exponentiate
         p /= xp.sum(p, axis=dim, keepdims=True)                     # 2. normalize (in place: p is ours)
         ctx.save_for_backward(p)
         return p
+        # END SOLUTION
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 2.1
         (p,) = ctx.saved_tensors
         xp = ctx.xp
         grad = g * p                                                # undoes 2 and 1 at once:
         grad -= p * xp.sum(grad, axis=ctx.axis, keepdims=True)     # p ∘ g - p ∘ sum(g ∘ p)
         return grad
+        # END SOLUTION
 
 
 class LogSoftmax(Function):
@@ -267,20 +271,24 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1):
+        # BEGIN SOLUTION 2.2
         xp = ctx.xp
         ctx.axis = dim
         y = x - xp.max(x, axis=dim, keepdims=True)                                   # 1. shift
         y -= xp.log(xp.sum(xp.exp(y), axis=dim, keepdims=True))                      # 2. minus log-sum-exp
         ctx.save_for_backward(y)
         return y
+        # END SOLUTION
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 2.2
         (y,) = ctx.saved_tensors
         xp = ctx.xp
         softmax_times_sum = xp.exp(y)                                                # undoes 2 (1 is a shift)
         softmax_times_sum *= xp.sum(g, axis=ctx.axis, keepdims=True)
         return g - softmax_times_sum
+        # END SOLUTION
 
 
 def softmax(x, dim=-1):
@@ -340,6 +348,7 @@ class CrossEntropy(Function):
                 f"{ignore_index}; got values from {low} to {high}")
         safe_target = xp.where(valid, target, xp.zeros_like(target))     # never index with ignore_index
 
+        # BEGIN SOLUTION 2.3
         logp = logits - xp.max(logits, axis=1, keepdims=True)            # 1. log-softmax
         logp -= xp.log(xp.sum(xp.exp(logp), axis=1, keepdims=True))
         nll = -xp.take_along_axis(logp, safe_target[:, None], axis=1)[:, 0]  # 2. -logp[target]
@@ -347,6 +356,7 @@ class CrossEntropy(Function):
             nll = (1.0 - label_smoothing) * nll - label_smoothing * xp.mean(logp, axis=1)
         weight = xp.astype(valid, logits.dtype)                          # 0 on ignored rows
         loss = nll * weight
+        # END SOLUTION
 
         ctx.save_for_backward(logp, safe_target, weight)
         ctx.options = (label_smoothing, reduction)
@@ -359,6 +369,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 2.3
         logp, safe_target, weight = ctx.saved_tensors
         label_smoothing, reduction = ctx.options
         xp = ctx.xp
@@ -371,6 +382,7 @@ class CrossEntropy(Function):
         grad = xp.where(is_target, grad - (1.0 - label_smoothing), grad)
         grad *= row_weight[:, None]
         return grad, None
+        # END SOLUTION
 
 
 def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -590,6 +602,7 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
+        # BEGIN SOLUTION 3.1
         xp = ctx.xp
         mean = xp.mean(x, axis=axes, keepdims=True)                 # 1
         mean += xp.mean(x - mean, axis=axes, keepdims=True)          # 1' (rounding error of 1)
@@ -605,9 +618,11 @@ class LayerNorm(Function):
         if bias is not None:
             y += bias
         return y
+        # END SOLUTION
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 3.1
         xhat, rstd, weight = ctx.saved_tensors
         xp = ctx.xp
         axes = ctx.axes
@@ -622,6 +637,7 @@ class LayerNorm(Function):
             grad_x -= xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True)
             grad_x *= rstd
         return grad_x, grad_w, grad_b
+        # END SOLUTION
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -661,6 +677,7 @@ class RMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, axes=(-1,), eps=1e-6):
+        # BEGIN SOLUTION 3.2
         xp = ctx.xp
         ms = xp.mean(x * x, axis=axes, keepdims=True)                # 1
         r = 1.0 / xp.sqrt(ms + eps)                                  # 2
@@ -668,9 +685,11 @@ class RMSNorm(Function):
         ctx.axes = axes
         ctx.save_for_backward(xhat, r, weight)
         return xhat if weight is None else xhat * weight             # 4
+        # END SOLUTION
 
     @staticmethod
     def backward(ctx, g):
+        # BEGIN SOLUTION 3.2
         xhat, r, weight = ctx.saved_tensors
         xp = ctx.xp
         axes = ctx.axes
@@ -683,6 +702,7 @@ class RMSNorm(Function):
             grad_x = dxhat - xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True)  # 3-1
             grad_x *= r
         return grad_x, grad_w
+        # END SOLUTION
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -804,6 +824,7 @@ def _attention_probabilities(xp, q, k, scale, keep, bias):
 
     A row where no key takes part (every entry masked or -inf) gets ``P = 0``, not NaN.
     """
+    # BEGIN SOLUTION 4.1
     scores = matmul_transposed(xp, q, k)                           # 1. scores = scale · Q Kᵀ
     scores *= scale                                                 #    (in place: a new array)
     if bias is not None:                                            # 2. mask: add the bias ...
@@ -817,6 +838,7 @@ def _attention_probabilities(xp, q, k, scale, keep, bias):
     total = xp.sum(P, axis=-1, keepdims=True)
     P /= xp.where(total == 0, xp.ones_like(total), total)           #    empty row: 0 / 1 = 0
     return P
+    # END SOLUTION
 
 
 def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
@@ -826,6 +848,7 @@ def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
        entries have ``P = 0`` and so ``dS = 0`` (this is also the gradient of the bias, 2).
     1. ``dQ = scale · dS K``,  ``dK = scale · dSᵀ Q``.
     """
+    # BEGIN SOLUTION 4.2
     if D is None:
         D = xp.sum(dP * P, axis=-1, keepdims=True)
     dS = dP - D                                                     # 3 (a new array; dP may be g)
@@ -835,6 +858,7 @@ def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
     dK = xp.matmul(xp.matrix_transpose(dS), q)
     dK *= scale
     return dS, dQ, dK
+    # END SOLUTION
 
 
 class ScaledDotProductAttention(Function):
@@ -874,7 +898,9 @@ class ScaledDotProductAttention(Function):
         if dropout_p > 0.0:                                                    # 4
             drop = _dropout_scale(backend, P.shape, dropout_p, P.dtype)
             P_dropped = P * drop
+        # BEGIN SOLUTION 4.1
         out = xp.matmul(P_dropped, v)                                          # 5
+        # END SOLUTION
         ctx.save_for_backward(query, k, v, P, drop, out)
         ctx.scale, ctx.groups = scale, groups
         return out
@@ -884,12 +910,14 @@ class ScaledDotProductAttention(Function):
         q, k, v, P, drop, out = ctx.saved_tensors
         xp = ctx.xp
         P_dropped = P if drop is None else P * drop
+        # BEGIN SOLUTION 4.2
         dV = xp.matmul(xp.matrix_transpose(P_dropped), dO)                    # 5
         dP = matmul_transposed(xp, dO, v)
         if drop is not None:                                                   # 4
             dP *= drop
         D = xp.sum(dO * out, axis=-1, keepdims=True)                           # 3-1
         dS, dQ, dK = _attention_scores_backward(xp, dP, P, q, k, ctx.scale, D)
+        # END SOLUTION
         need_mask = ctx.needs_input_grad[3]
         return (dQ, _sum_groups(xp, dK, ctx.groups), _sum_groups(xp, dV, ctx.groups),  # 0
                 dS if need_mask else None)

@@ -19,7 +19,7 @@ import shutil
 
 from . import markers
 
-COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "setup.cfg", "pyproject.toml", ".gitignore")
+COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "benchmarks", "setup.cfg", "pyproject.toml", ".gitignore")
 STATE_FILE = ".homework.json"  # records which assignment a student tree is, for the grader
 
 

@@ -83,3 +83,117 @@ def test_task_1_5_matmul_under_a_random_upstream_gradient():
     (a @ b).backward(mt.tensor(g))
     close(a.grad, g @ w.T)
     close(b.grad, np.einsum("bij,bik->jk", x, g))
+
+
+# ---- assignments 2-5: closed-form NumPy references ------------------------------------------------
+import minitorch_attn.functional as F  # noqa: E402
+
+
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def test_task_2_1_softmax_under_a_random_upstream_gradient():
+    x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    t = leaf(x)
+    y = F.softmax(t, dim=-1)
+    y.backward(mt.tensor(g))
+    p = _softmax(x)
+    close(y, p)
+    close(t.grad, p * (g - (g * p).sum(-1, keepdims=True)))
+
+
+def test_task_2_2_log_softmax_under_a_random_upstream_gradient():
+    x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    t = leaf(x)
+    y = F.log_softmax(t, dim=-1)
+    y.backward(mt.tensor(g))
+    close(y, np.log(_softmax(x)))
+    close(t.grad, g - _softmax(x) * g.sum(-1, keepdims=True))
+
+
+def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot():
+    x = rng.standard_normal((5, 7))
+    target = np.array([0, 6, 3, 3, 1])
+    t = leaf(x)
+    loss = F.cross_entropy(t, mt.tensor(target))
+    upstream = 0.7
+    loss.backward(mt.tensor(upstream, dtype="float64"))
+    p = _softmax(x)
+    close(loss, -np.log(p[np.arange(5), target]).mean())
+    onehot = np.eye(7)[target]
+    close(t.grad, upstream * (p - onehot) / 5)
+
+
+def _layer_norm_reference(x, w, b, g, eps=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd
+    dxhat = g * w
+    dx = rstd * (dxhat - dxhat.mean(-1, keepdims=True) - xhat * (dxhat * xhat).mean(-1, keepdims=True))
+    return xhat * w + b, dx, (g * xhat).sum(0), g.sum(0)
+
+
+def test_task_3_1_layer_norm_under_a_random_upstream_gradient():
+    x, w, b, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (8,), (4, 8)])
+    tx, tw, tb = leaf(x), leaf(w), leaf(b)
+    y = F.layer_norm(tx, (8,), tw, tb)
+    y.backward(mt.tensor(g))
+    out, dx, dw, db = _layer_norm_reference(x, w, b, g)
+    close(y, out)
+    close(tx.grad, dx)
+    close(tw.grad, dw)
+    close(tb.grad, db)
+
+
+def test_task_3_2_rms_norm_under_a_random_upstream_gradient():
+    x, w, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (4, 8)])
+    eps = 1e-6
+    tx, tw = leaf(x), leaf(w)
+    y = F.rms_norm(tx, (8,), tw, eps=eps)
+    y.backward(mt.tensor(g))
+    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    xhat = x * r
+    dxhat = g * w
+    close(y, xhat * w)
+    close(tx.grad, r * (dxhat - xhat * (dxhat * xhat).mean(-1, keepdims=True)))
+    close(tw.grad, (g * xhat).sum(0))
+
+
+def _attention_reference(q, k, v, dO, causal=False):
+    scale = 1 / np.sqrt(q.shape[-1])
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    p = _softmax(s)
+    o = p @ v
+    dv = np.swapaxes(p, -1, -2) @ dO
+    dp = dO @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return o, scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q, dv
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "flash"])
+def test_attention_backward_under_a_random_upstream_gradient(attention):
+    q, k, v = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 7, 4)), rng.standard_normal((2, 2, 7, 3))
+    dO = rng.standard_normal((2, 2, 5, 3))
+    tq, tk, tv = leaf(q), leaf(k), leaf(v)
+    if attention == "sdpa":
+        out = F.scaled_dot_product_attention(tq, tk, tv)
+    else:
+        out = F.flash_attention(tq, tk, tv, block_size_q=2, block_size_k=3)
+    out.backward(mt.tensor(dO))
+    o, dq, dk, dv = _attention_reference(q, k, v, dO)
+    close(out, o)
+    close(tq.grad, dq)
+    close(tk.grad, dk)
+    close(tv.grad, dv)
+
+
+def test_task_4_2_attention_under_a_random_upstream_gradient():
+    test_attention_backward_under_a_random_upstream_gradient("sdpa")
+
+
+def test_task_5_2_flash_backward_under_a_random_upstream_gradient():
+    test_attention_backward_under_a_random_upstream_gradient("flash")
