@@ -12,6 +12,7 @@ traced by tracemalloc on NumPy, the memory pool on CuPy), checks that the output
 and plots peak memory and time against sequence length.
 """
 
+import statistics
 import sys
 
 import numpy
@@ -40,14 +41,14 @@ def forward_backward(model, x, upstream, is_causal):
 def main(argv=None):
     args, out = setup(__doc__, "07_flash", argv, extra=add_flags)
     lengths = [int(n) for n in (args.lengths or ("32,64" if args.quick else "256,512,1024,2048")).split(",")]
-    repeats = 1 if args.quick else 3
+    repeats = 1 if args.quick else 5
     d_model, num_heads = (128, 4) if args.quick else (512, 8)
     standard = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0, fused_qkv=True, attn_impl="naive")
     flash = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0, fused_qkv=True, attn_impl="flash")
     flash.load_state_dict(standard.state_dict())                  # the same weights
     models = {"standard": standard.to(args.device), "flash": flash.to(args.device)}
     print(f"MultiHeadAttention(d_model={d_model}, num_heads={num_heads}, fused_qkv=True), batch 1, "
-          f"float32, {args.device}; forward + backward, median of {repeats} run(s)")
+          f"float32, {args.device}; forward + backward, median of {repeats} alternating run(s)")
 
     results = {}  # (causal, impl) -> [(seq_len, seconds, peak bytes)]
     for is_causal in (True, False):
@@ -58,12 +59,16 @@ def main(argv=None):
         for seq_len in lengths:
             x = randn(args.rng, 1, seq_len, d_model, device=args.device, requires_grad=True)
             upstream = randn(args.rng, 1, seq_len, d_model, device=args.device)
-            outputs, row = {}, {}
-            for name, model in models.items():
-                step = forward_backward(model, x, upstream, is_causal)
-                outputs[name] = step().numpy()                    # also the warm-up run
-                seconds = median_seconds(step, repeats, args.device, warmup=0)
-                row[name] = (seconds, peak_memory(step, args.device))
+            steps = {name: forward_backward(model, x, upstream, is_causal) for name, model in models.items()}
+            outputs = {name: step().numpy() for name, step in steps.items()}   # also the warm-up runs
+            # the two alternate, run by run, so that a busy machine slows both alike
+            times = {name: [] for name in steps}
+            for _ in range(repeats):
+                for name, step in steps.items():
+                    times[name].append(median_seconds(step, 1, args.device, warmup=0))
+            row = {name: (statistics.median(times[name]), peak_memory(step, args.device))
+                   for name, step in steps.items()}
+            for name in steps:
                 results.setdefault((is_causal, name), []).append((seq_len, *row[name]))
             (ts, ms), (tf, mf) = row["standard"], row["flash"]
             print(f"{seq_len:>8} | {ts * 1e3:12.1f} {ms / 2**20:9.1f} | {tf * 1e3:9.1f} {mf / 2**20:9.1f} | "
