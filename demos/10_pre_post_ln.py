@@ -82,13 +82,14 @@ def main(argv=None):
     d_model, num_heads, batch_size = (32, 2, 8) if args.quick else (64, 4, 16)
     block_size = args.context or 32
 
-    text = load_corpus()
+    text = load_corpus()[:50_000] if args.quick else load_corpus()
     vocab = CharVocab.from_text(text)
     train_ids, _ = split_ids(vocab.encode(text))
     batches = [get_batch(train_ids, batch_size, block_size, args.rng, args.device) for _ in range(steps)]
     print(f"{layers} blocks, d_model {d_model}, {num_heads} heads, context {block_size}, batch {batch_size}, "
           f"AdamW lr {args.lr} from step 1 (no warmup), {steps} steps, the same batches for both")
 
+    tail = max(1, steps // 10)  # the final loss is the mean of the last `tail` steps
     curves, grad_norms = {}, {}
     for name, norm_first in (("Pre-LN", True), ("Post-LN", False)):
         manual_seed(args.seed)                                  # the same initial weights' draws
@@ -106,18 +107,18 @@ def main(argv=None):
             opt.step()
             losses.append(loss.item())
         curves[name] = losses
-        tail = numpy.mean(losses[-max(1, steps // 10):])
         print(f"{name:<8} gradient norm at init, first block {grad_norms[name][0]:.3e}, last block "
-              f"{grad_norms[name][-1]:.3e}; loss {losses[0]:.3f} -> {tail:.3f} (mean of the last {max(1, steps // 10)} steps)")
-    gap = numpy.mean(curves["Post-LN"][-max(1, steps // 10):]) - numpy.mean(curves["Pre-LN"][-max(1, steps // 10):])
+              f"{grad_norms[name][-1]:.3e}; loss {losses[0]:.3f} -> {numpy.mean(losses[-tail:]):.3f} "
+              f"(mean of the last {tail} steps)")
+    for name, losses in curves.items():
+        print(f"{name} losses every {tail} steps: " + " ".join(f"{v:.2f}" for v in losses[::tail]))
+    gap = numpy.mean(curves["Post-LN"][-tail:]) - numpy.mean(curves["Pre-LN"][-tail:])
     print(f"final loss, Post-LN minus Pre-LN: {gap:+.3f} nats")
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for name, losses in curves.items():
         axes[0].plot(range(1, steps + 1), losses, label=name)
-        print(f"{name} losses every {max(1, steps // 10)} steps: "
-              + " ".join(f"{v:.2f}" for v in losses[::max(1, steps // 10)]))
         axes[1].plot(range(1, layers + 1), grad_norms[name], "o-", label=name)
     axes[0].set_xlabel("step")
     axes[0].set_ylabel("training loss (nats / character)")
