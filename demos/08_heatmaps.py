@@ -31,24 +31,26 @@ def add_flags(parser):
 
 
 def train_small_model(args, out):
-    """Run the training job (the ``train`` command) into ``out/model`` and return its checkpoint."""
+    """Run the training job (the ``train`` command) into ``out/model``; returns its checkpoint."""
     folder = os.path.join(out, "model")
     os.makedirs(folder, exist_ok=True)
-    if args.quick:  # 20,000 characters of the default corpus, so that the final validation is quick
+    flags = ["--out", folder, "--device", args.device, "--seed", str(args.seed), "--block-size", "64"]
+    if args.quick:  # a tiny model for 15 steps on 20,000 characters of the default corpus
         excerpt = os.path.join(folder, "excerpt.txt")
         with open(excerpt, "w", encoding="utf-8") as f:
             f.write(load_corpus()[:20_000])
-        flags = ["--text", excerpt, "--steps", "15", "--time-budget", "0", "--d-model", "32", "--num-layers", "2", "--num-heads", "2",
-                 "--batch-size", "8", "--eval-interval", "1000", "--sample-tokens", "20", "--quiet"]
-    else:
-        flags = ["--time-budget", "120", "--num-layers", "3", "--eval-interval", "200", "--sample-tokens", "100"]
-    print(f"no --checkpoint given: training a small model (minitorch-attn train {' '.join(flags)})")
-    cli_main(["train", "--out", folder, "--device", args.device, "--seed", str(args.seed),
-              "--block-size", "64", "--warmup-steps", "5" if args.quick else "50", *flags])
+        flags += ["--text", excerpt, "--steps", "15", "--time-budget", "0", "--warmup-steps", "5",
+                  "--d-model", "32", "--num-layers", "2", "--num-heads", "2", "--batch-size", "8",
+                  "--eval-interval", "1000", "--sample-tokens", "20", "--quiet"]
+    else:  # two minutes of the default model, one layer fewer
+        flags += ["--time-budget", "120", "--num-layers", "3", "--eval-interval", "200", "--sample-tokens", "100"]
+    print(f"no --checkpoint given: training a small model first: minitorch-attn train {' '.join(flags)}")
+    cli_main(["train", *flags])
     return os.path.join(folder, "checkpoint.npz")
 
 
 def illustration(args, plt, out):
+    """The tutorial's picture: five words, random vectors as queries and keys."""
     words = "The cat sat on mat".split()
     x = randn(args.rng, 1, len(words), 16, device=args.device)   # one random vector per word
     weights = F.attention_weights(x, x).numpy()[0]                 # Q = K = the word vectors
@@ -69,6 +71,7 @@ def illustration(args, plt, out):
 
 
 def trained_heads(args, plt, out, checkpoint):
+    """Every head of every layer of the model in ``checkpoint`` on :data:`HEATMAP_SENTENCE`."""
     model, vocab, _ = load_model(checkpoint, args.device)
     if model.config["attn_impl"] == "flash":
         model.config["attn_impl"] = "naive"  # the flash kernel never forms the weights; same model otherwise
