@@ -71,8 +71,8 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
         if instructor_tests and (project_root / instructor_tests).is_dir():
             shutil.copytree(project_root / instructor_tests, work / instructor_tests, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("__pycache__"))
-        nodes = [n for t in chosen["tasks"] for n in t.get("tests", [])]
-        test_outcomes = run_tests(work, sorted({n.partition("::")[0] for n in nodes}), timeout)
+        nodes = sorted({n for t in chosen["tasks"] for n in t.get("tests", [])})
+        test_outcomes = run_tests(work, nodes, timeout)
         check_outcomes = _run_gradchecks(work, [n for t in chosen["tasks"] for n in t.get("gradcheck", [])], timeout)
 
     results = {"tests": [], "score": 0}
@@ -98,7 +98,7 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
 
 
 def run_tests(work, files=(), timeout=1200):
-    """Run pytest on ``files`` (all tests when empty) with ``work`` as the working folder;
+    """Run pytest on ``files`` (test files or node ids; all tests when empty) in ``work``;
     returns ``{nodeid: None if it passed or was skipped, else its first failure line}``."""
     report = work / "junit.xml"
     command = [sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
