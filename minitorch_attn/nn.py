@@ -485,18 +485,22 @@ class MultiHeadAttention(Module):
 
     def _split_heads(self, x, heads):
         """``(batch, T, heads d_k) -> (batch, heads, T, d_k)``."""
+        # BEGIN SOLUTION 4.3
         batch, length, _ = x.shape
         return x.reshape(batch, length, heads, self.d_k).transpose(1, 2)
+        # END SOLUTION
 
     def _repeat_kv(self, x):
         """Grouped-query attention: ``(batch, h_kv, T, d_k) -> (batch, h, T, d_k)``, each
         key/value head repeated for its ``h / h_kv`` query heads (``repeat_interleave``)."""
+        # BEGIN SOLUTION 4.3
         group = self.num_heads // self.num_kv_heads
         if group == 1:
             return x
         batch, kv_heads, length, d_k = x.shape
         x = x.reshape(batch, kv_heads, 1, length, d_k).expand(batch, kv_heads, group, length, d_k)
         return x.reshape(batch, kv_heads * group, length, d_k)
+        # END SOLUTION
 
     def forward(self, query, key, value, mask=None, is_causal=False, need_weights=True,
                 cache=None, layer_index=0):
@@ -541,23 +545,16 @@ class MultiHeadAttention(Module):
                                                  is_causal=is_causal, enable_gqa=True,
                                                  causal_alignment=alignment)
         else:
-            out = _flash_attention()(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
-                                     enable_gqa=True, causal_alignment=alignment)
+            out = F.flash_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                    enable_gqa=True, causal_alignment=alignment)
+        # BEGIN SOLUTION 4.3
         out = out.transpose(1, 2).reshape(batch, length, self.d_model)  # concat the heads
+        # END SOLUTION
         return self.W_o(out), weights
 
     def extra_repr(self):
         kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, attn_impl={self.attn_impl!r}"
-
-
-def _flash_attention():
-    """The blockwise kernel of :mod:`minitorch_attn.flash` (exposed as ``F.flash_attention``)."""
-    if hasattr(F, "flash_attention"):
-        return F.flash_attention
-    from .flash import flash_attention
-
-    return flash_attention
 
 
 # ==== 4. Transformer blocks and models ==========================================================

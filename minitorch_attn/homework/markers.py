@@ -148,11 +148,14 @@ def strip_solutions(text, path, stub_tasks, titles):
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
-def distinctive_lines(regions, package_root=PACKAGE_ROOT, min_length=12):
-    """Stripped lines of the regions' code that appear nowhere outside marked regions in
-    the library: if one of them is found in a student tree, a solution leaked."""
+def distinctive_lines(regions, project_root=PROJECT_ROOT, min_length=12):
+    """Stripped lines of the regions' code that appear nowhere else in the project (outside
+    marked regions, in any Python file): if one of them is found in a student tree, a
+    solution leaked. Generic lines such as ``xp = ctx.xp`` are not distinctive."""
     outside = set()
-    for path in sorted(pathlib.Path(package_root).rglob("*.py")):
+    for path in sorted(pathlib.Path(project_root).rglob("*.py")):
+        if any(part.startswith(".") or part in ("build", "runs") for part in path.relative_to(project_root).parts):
+            continue
         lines = path.read_text().splitlines()
         inside = set()
         for region in find_regions(path):

@@ -197,3 +197,27 @@ def test_task_4_2_attention_under_a_random_upstream_gradient():
 
 def test_task_5_2_flash_backward_under_a_random_upstream_gradient():
     test_attention_backward_under_a_random_upstream_gradient("flash")
+
+
+def test_task_4_3_multi_head_attention_matches_a_numpy_reference():
+    from minitorch_attn import nn
+
+    d_model, heads, batch, t_q, t_k = 8, 2, 2, 3, 5
+    mha = nn.MultiHeadAttention(d_model, heads, dropout=0.0)
+    weights = {name: rng.standard_normal(p.shape) * 0.3 for name, p in mha.named_parameters()}
+    mha.load_state_dict({name: mt.tensor(w, dtype="float32") for name, w in weights.items()})
+    x, memory = rng.standard_normal((batch, t_q, d_model)), rng.standard_normal((batch, t_k, d_model))
+    out, attn = mha(mt.tensor(x, dtype="float32"), mt.tensor(memory, dtype="float32"),
+                    mt.tensor(memory, dtype="float32"))
+
+    def split(a):  # (B, T, d_model) -> (B, h, T, d_k)
+        return a.reshape(a.shape[0], a.shape[1], heads, d_model // heads).transpose(0, 2, 1, 3)
+
+    q = split(x @ weights["W_q.weight"].T)
+    k = split(memory @ weights["W_k.weight"].T)
+    v = split(memory @ weights["W_v.weight"].T)
+    p = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_model // heads))
+    expected = (p @ v).transpose(0, 2, 1, 3).reshape(batch, t_q, d_model) @ weights["W_o.weight"].T
+    tol = 64 * np.finfo(np.float32).eps * max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=tol)
+    np.testing.assert_allclose(attn.numpy(), p, rtol=0, atol=64 * np.finfo(np.float32).eps)
