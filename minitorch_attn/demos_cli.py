@@ -86,9 +86,12 @@ def _run_demo(args):
         return 2
     demos = available_demos(folder)
     if args.list or args.name is None:
-        if args.name is None and not args.list and "-h" not in args.extra and "--help" not in args.extra:
+        asked_help = "-h" in args.extra or "--help" in args.extra
+        if args.name is None and not args.list and not asked_help:
             print("minitorch-attn demo: give a demo's NAME, or --list", file=sys.stderr)
             return 2
+        if asked_help:
+            print("usage: minitorch-attn demo --list | NAME [--device cpu|cuda] [--quick] [--seed N] [--out DIR] ...\n")
         print(f"demos in {folder}:")
         for stem, path in demos.items():
             print(f"  {stem:<18} {summary(path)}")
