@@ -123,3 +123,14 @@ def test_a_planted_shortcut_loses_exactly_its_task(tmp_path):
     assert all(score == maximum for score, maximum in scores.values()), scores
     output = next(r["output"] for r in results["tests"] if r["name"].startswith("Task 1.2"))
     assert "test_task_1_2" in output or "exp" in output
+
+
+def test_editing_the_tests_in_a_student_tree_does_not_change_the_grade(tmp_path):
+    tree = tmp_path / "student"
+    make(tree, 3)
+    for path in (tree / "tests").glob("test_*.py"):
+        path.write_text("def test_nothing():\n    pass\n")
+    (tree / "gradcheck" / "functional.py").write_text("ENTRIES = []\n")
+    results = grade(tree)
+    assert results["score"] == 0
+    assert all("NotImplementedError: Task 3." in row["output"] for row in results["tests"])

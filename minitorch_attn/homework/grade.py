@@ -1,7 +1,8 @@
 """Grade a student tree task by task and write a Gradescope ``results.json``.
 
-The student's folder is copied to a temporary place, the instructor-only tests are added
-to the copy, and then, in a fresh Python process whose working directory is the copy (so
+The student's folder is copied to a temporary place, its ``tests/`` and ``gradcheck/`` are
+replaced by the instructor's (the instructor-only tests included, and no student edit to a
+test counts), and then, in a fresh Python process whose working directory is the copy (so
 the student's ``minitorch_attn`` is the one imported):
 
 1. pytest runs every test the manifest names for the assignment's tasks, once, writing a
@@ -67,10 +68,9 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
         work = pathlib.Path(scratch) / "tree"
         shutil.copytree(student_dir, work, ignore=shutil.ignore_patterns(
             "__pycache__", ".git", ".venv", "runs", "*.egg-info", ".pytest_cache", ".hypothesis", "results.json"))
-        instructor_tests = manifest.get("instructor_tests")
-        if instructor_tests and (project_root / instructor_tests).is_dir():
-            shutil.copytree(project_root / instructor_tests, work / instructor_tests, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+        for graders in ("tests", "gradcheck"):  # the instructor's copies, instructor-only tests included:
+            shutil.rmtree(work / graders, ignore_errors=True)  # a student's edits to them do not count
+            shutil.copytree(project_root / graders, work / graders, ignore=shutil.ignore_patterns("__pycache__"))
         nodes = sorted({n for t in chosen["tasks"] for n in t.get("tests", [])})
         test_outcomes = run_tests(work, nodes, timeout)
         check_outcomes = _run_gradchecks(work, [n for t in chosen["tasks"] for n in t.get("gradcheck", [])], timeout)
