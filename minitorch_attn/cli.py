@@ -3,6 +3,7 @@
     minitorch-attn gradcheck [--device cpu] [--dtype float64]   run the gradient-check suite
     minitorch-attn train [--text PATH] [--time-budget 240] ...   train a character-level GPT
     minitorch-attn sample --checkpoint PATH --prompt TEXT        sample text from a trained GPT
+    minitorch-attn demo --list | NAME                             the tutorial's demos
     minitorch-attn homework make|grade|check                      student versions and grading
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
