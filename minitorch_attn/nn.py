@@ -192,29 +192,6 @@ class Module:
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class Sequential(Module):
-    """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``."""
-
-    def __init__(self, *modules):
-        super().__init__()
-        for i, m in enumerate(modules):
-            setattr(self, str(i), m)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-
 class ModuleList(Module):
     """A list of modules whose parameters are registered (a plain list would hide them)."""
 
@@ -235,6 +212,18 @@ class ModuleList(Module):
 
     def __getitem__(self, i):
         return list(self._modules.values())[i]
+
+
+class Sequential(ModuleList):
+    """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
 
 
 # ==== 2. layers ===============================================================================
