@@ -70,11 +70,18 @@ def save(path, model, optimizer=None, config=None, **extra):
             numpy.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a saved file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load(path):

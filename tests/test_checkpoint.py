@@ -107,3 +107,16 @@ def test_failed_save_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch)
     with pytest.raises(TypeError):  # not JSON: nothing is written either
         checkpoint.save(tmp_path / "other.npz", model, config={"bad": object()})
     assert os.listdir(tmp_path) == ["model.npz"]
+
+
+def test_a_saved_checkpoint_has_the_usual_file_mode(tmp_path):
+    import os
+    import stat
+
+    from minitorch_attn import checkpoint, nn
+
+    path = tmp_path / "c.npz"
+    checkpoint.save(path, nn.Linear(2, 2))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~mask
