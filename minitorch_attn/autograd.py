@@ -183,7 +183,14 @@ class Function:
         needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = _grad_enabled and any(needs_input_grad)
         ctx = Context(backend, needs_input_grad)
-        result = cls.forward(ctx, *raw, **options)
+        try:
+            result = cls.forward(ctx, *raw, **options)
+        except ValueError as exc:
+            if "broadcast" not in str(exc):
+                raise
+            shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, Tensor))
+            raise ValueError(f"{cls.__name__}: the shapes {shapes} do not broadcast together "
+                             f"(NumPy rules: trailing dims must be equal or 1)") from None
 
         outputs = result if isinstance(result, tuple) else (result,)
         node = None

@@ -29,6 +29,7 @@ float32 out); reductions that could overflow (softmax) subtract the row maximum 
 from __future__ import annotations
 
 import math
+import numbers
 
 from .autograd import Function
 from .backend import backend_of, get_backend
@@ -134,7 +135,7 @@ def _check_attention_inputs(query, key, value, attn_mask=None, is_causal=False, 
     if enable_gqa:
         if len(q) < 3:
             raise ValueError(f"attention: enable_gqa needs a heads dim, (..., H, L, E); got query {q}")
-        if q[:-3] != k[:-3] or q[-3] % k[-3] != 0:
+        if q[:-3] != k[:-3] or k[-3] == 0 or q[-3] % k[-3] != 0:
             raise ValueError(
                 f"attention: with enable_gqa, query {q} and key {k} must agree in the batch dims "
                 f"and query heads ({q[-3]}) must be a multiple of key/value heads ({k[-3]})")
@@ -207,8 +208,14 @@ def _dropout_scale(backend, shape, p, dtype):
     return xp.astype(kept, dtype) * (1.0 / (1.0 - p))
 
 
+def _check_eps(eps, what):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0:
+        raise ValueError(f"{what}: eps must be a number >= 0, got {eps!r}")
+    return float(eps)
+
+
 def _check_probability(p, what):
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"{what} must be a probability in [0, 1], got {p!r}")
     return float(p)
 
@@ -330,7 +337,8 @@ class CrossEntropy(Function):
         3. reduce: sum, mean over the non-ignored rows, or none.
     Backward: ``d loss_i / d logits_i = softmax_i - q_i``, so
         ``dlogits = (exp(logp) - q) ∘ w_i`` with ``w_i = g`` (sum), ``g / count`` (mean) or
-        ``g_i`` (none), and ``w_i = 0`` on ignored rows.
+        ``g_i`` (none), and ``w_i = 0`` on ignored rows. With every row ignored, the mean
+        is NaN and the gradient 0, as in PyTorch.
     """
 
     @staticmethod
@@ -364,8 +372,9 @@ class CrossEntropy(Function):
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.count = xp.sum(weight)
-        return xp.sum(loss) / ctx.count
+        count = xp.sum(weight)
+        ctx.count = xp.where(count > 0, count, 1.0)                      # backward: no 0/0 when
+        return xp.sum(loss) / xp.where(count > 0, count, xp.nan)         # every row is ignored
 
     @staticmethod
     def backward(ctx, g):
@@ -411,6 +420,8 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
     if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64"):
         raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices, "
                         f"got {getattr(target, 'dtype', type(target).__name__)}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     label_smoothing = _check_probability(label_smoothing, "cross_entropy: label_smoothing")
@@ -650,11 +661,11 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
     Raises:
         TypeError: for non-float tensors or mixed dtypes.
-        ValueError: when ``normalized_shape`` is not the trailing shape of ``x`` or the
-            parameters do not have that shape.
+        ValueError: when ``normalized_shape`` is not the trailing shape of ``x``, the
+            parameters do not have that shape, or ``eps`` is not a number >= 0.
     """
     axes = _normalized_axes(x, normalized_shape, weight, bias, "layer_norm")
-    return LayerNorm.apply(x, weight, bias, axes=axes, eps=eps)
+    return LayerNorm.apply(x, weight, bias, axes=axes, eps=_check_eps(eps, "layer_norm"))
 
 
 class RMSNorm(Function):
@@ -719,7 +730,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     if eps is None:
         xp = backend_of(x.data).xp
         eps = float(xp.finfo(x.data.dtype).eps)
-    return RMSNorm.apply(x, weight, axes=axes, eps=eps)
+    return RMSNorm.apply(x, weight, axes=axes, eps=_check_eps(eps, "rms_norm"))
 
 
 # =============================================================================================
@@ -788,13 +799,22 @@ def embedding(indices, weight):
 
     Raises:
         TypeError: for non-integer indices or a non-float weight.
-        ValueError: for a weight that is not 2-D. IndexError: for an index out of range.
+        ValueError: for a weight that is not 2-D, or an index outside ``[0, num_embeddings)``
+            (negative indices are not wrapped around, as in PyTorch).
     """
     if not isinstance(indices, Tensor) or indices.dtype not in ("int32", "int64"):
         raise TypeError(f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}")
     _check_float(weight, "embedding: weight")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be (num_embeddings, dim), got shape {weight.shape}")
+    if indices.device != weight.device:
+        raise ValueError(f"embedding: indices are on '{indices.device}' but the weight is on '{weight.device}'")
+    if indices.numel():
+        xp = backend_of(indices.data).xp
+        low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
+        if low < 0 or high >= weight.shape[0]:
+            raise ValueError(f"embedding: indices must be in [0, {weight.shape[0]}) (the rows of the weight), "
+                             f"got values from {low} to {high}")
     return Take.apply(weight, indices)
 
 
@@ -927,13 +947,19 @@ def _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value=
     """Shared argument handling of :func:`scaled_dot_product_attention` and
     :func:`attention_weights`: returns ``(groups, scale)``."""
     for name, t in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
-        if t is not None and not isinstance(t, Tensor):
+        if (t is not None or name in ("query", "key")) and not isinstance(t, Tensor):
             raise TypeError(f"attention: {name} must be a Tensor, got {type(t).__name__}")
+    if not isinstance(is_causal, bool):
+        raise TypeError(f"attention: is_causal must be True or False, got {is_causal!r}")
     groups = _check_attention_inputs(query, key, value if value is not None else key,
                                      attn_mask, is_causal, enable_gqa)
     _check_probability(dropout_p, "attention: dropout_p")
     if scale is None:
+        if query.shape[-1] == 0:
+            raise ValueError("attention: the head dim E is 0, so the default scale 1/sqrt(E) is undefined; pass scale=")
         scale = 1.0 / math.sqrt(query.shape[-1])
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"attention: scale must be a finite number, got {scale!r}")
     return groups, float(scale)
 
 
@@ -966,6 +992,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         TypeError / ValueError: see :func:`_check_attention_inputs`; ValueError for a
         ``dropout_p`` outside [0, 1] or an unknown ``causal_alignment``.
     """
+    if not isinstance(value, Tensor):
+        raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
     groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value, dropout_p)
     if causal_alignment not in CAUSAL_ALIGNMENTS:
         raise ValueError(f"causal_alignment must be one of {CAUSAL_ALIGNMENTS}, got {causal_alignment!r}")

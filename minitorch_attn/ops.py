@@ -548,7 +548,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     """Merge dims ``start_dim..end_dim`` into one."""
     if x.ndim == 0:
         return Reshape.apply(x, shape=(1,))
-    start, end = start_dim % x.ndim, end_dim % x.ndim
+    start, end = _normalize_dims(start_dim, x.ndim)[0], _normalize_dims(end_dim, x.ndim)[0]
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
     return Reshape.apply(x, shape=shape)
 
@@ -584,8 +586,11 @@ class Take(Function):
     def forward(ctx, x, index):
         xp = ctx.xp
         n = x.shape[0]
-        if index.ndim and (int(xp.min(index)) < -n or int(xp.max(index)) >= n):
-            raise IndexError(f"index out of range for a first dimension of size {n}")
+        if math.prod(index.shape) > 0:
+            low, high = int(xp.min(index)), int(xp.max(index))
+            if low < -n or high >= n:
+                raise IndexError(f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
+                                 f"got values from {low} to {high}")
         index = xp.where(index < 0, index + n, index)
         ctx.save_for_backward(index)
         ctx.num_rows = n
@@ -708,6 +713,8 @@ def split(x, split_size, dim=0):
 
 def chunk(x, chunks, dim=0):
     """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]
     return split(x, builtins.max(1, -(-length // chunks)), dim)
 
@@ -776,13 +783,20 @@ class Triu(Function):
         return ctx.xp.triu(g, k=ctx.diagonal)
 
 
+def _check_matrix(x, what):
+    if x.ndim < 2:
+        raise ValueError(f"{what}: needs a tensor with at least 2 dims (..., rows, columns), got shape {x.shape}")
+
+
 def tril(x, diagonal=0):
-    """Lower triangle of the last two dims (others set to zero)."""
+    """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    _check_matrix(x, "tril")
     return Tril.apply(x, diagonal=diagonal)
 
 
 def triu(x, diagonal=0):
-    """Upper triangle of the last two dims (others set to zero)."""
+    """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    _check_matrix(x, "triu")
     return Triu.apply(x, diagonal=diagonal)
 
 

@@ -116,6 +116,12 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        """The sub-tensors along the first dim (each one a differentiable slice)."""
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     def __repr__(self):
         body = repr(self.numpy()).replace("array(", "tensor(", 1)
         body = body[: body.rfind(")")].split(", dtype=")[0]
@@ -200,6 +206,8 @@ class Tensor:
         Moving between devices goes through host memory and is not differentiable;
         a dtype change on the same device is (see :class:`ops.Cast`)."""
         if isinstance(device, str) and device.split(":")[0] not in ("cpu", "cuda", "strict"):
+            if device not in DTYPES:
+                raise ValueError(f"to({device!r}): not a device (cpu, cuda, strict) nor a dtype ({', '.join(DTYPES)})")
             device, dtype = None, device  # .to("float64")
         out = self
         if device is not None and get_backend(device) is not backend_of(self.data):
@@ -387,11 +395,14 @@ class Tensor:
 
 
 def _shape_args_allow_minus_one(shape):
+    """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
         if not isinstance(s, int) or isinstance(s, bool):
             raise TypeError(f"expected ints, got {shape!r}")
+        if s < -1:
+            raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
     return tuple(shape)
 
 
@@ -487,6 +498,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     int64 when all bounds are ints, else float32."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
     if dtype is None:
         dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else float32
     backend, dt = _resolve(dtype, device)

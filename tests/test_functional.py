@@ -427,7 +427,7 @@ def test_linear_and_embedding_errors():
         F.linear(mt.zeros(2, 3), mt.zeros(4, 3), mt.zeros(3))
     with pytest.raises(TypeError, match="indices"):
         F.embedding(mt.zeros(3), mt.zeros(4, 2))
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match=r"indices must be in \[0, 4\)"):
         F.embedding(mt.tensor([4]), mt.zeros(4, 2))
 
 
@@ -684,3 +684,45 @@ def test_every_op_keeps_float32(device):
         assert out.dtype == "float32"
     sum(o.sum() for o in outputs).backward()
     assert x.grad.dtype == "float32" and w.grad.dtype == "float32"
+
+
+def test_embedding_rejects_negative_and_too_large_ids():
+    weight = mt.randn(10, 3)
+    for ids in ([0, -1], [0, 10]):
+        with pytest.raises(ValueError, match=r"indices must be in \[0, 10\)"):
+            F.embedding(mt.tensor(ids), weight)
+    assert F.embedding(mt.zeros(0, dtype="int64"), weight).shape == (0, 3)
+
+
+def test_cross_entropy_with_every_target_ignored_is_nan_with_zero_gradient():
+    logits = mt.randn(4, 5, requires_grad=True)
+    loss = F.cross_entropy(logits, mt.tensor([-100] * 4))
+    assert np.isnan(loss.item())
+    loss.backward()
+    np.testing.assert_array_equal(logits.grad.numpy(), np.zeros((4, 5)))
+
+
+def test_attention_and_norm_argument_errors():
+    q = mt.randn(1, 2, 3, 4)
+    cases = [
+        (lambda: F.scaled_dot_product_attention(None, q, q), TypeError, "query must be a Tensor"),
+        (lambda: F.scaled_dot_product_attention(q, q, None), TypeError, "value must be a Tensor"),
+        (lambda: F.scaled_dot_product_attention(q, q, q, is_causal="yes"), TypeError, "is_causal must be True or False"),
+        (lambda: F.scaled_dot_product_attention(q, q, q, scale=float("nan")), ValueError, "scale must be a finite number"),
+        (lambda: F.scaled_dot_product_attention(mt.randn(1, 2, 3, 0), mt.randn(1, 2, 3, 0), q),
+         ValueError, "head dim E is 0"),
+        (lambda: F.scaled_dot_product_attention(q, mt.randn(1, 0, 3, 4), mt.randn(1, 0, 3, 4), enable_gqa=True),
+         ValueError, "multiple of key/value heads"),
+        (lambda: F.layer_norm(q, 4, eps=-1.0), ValueError, "eps must be a number >= 0"),
+        (lambda: F.rms_norm(q, 4, eps="small"), ValueError, "eps must be a number >= 0"),
+        (lambda: F.cross_entropy(mt.randn(2, 3), mt.tensor([0, 1]), ignore_index=None), TypeError, "ignore_index must be an int"),
+    ]
+    for call, error, message in cases:
+        with pytest.raises(error, match=message):
+            call()
+
+
+def test_dropout_accepts_any_real_number_as_p():
+    x = mt.ones(1000)
+    y = F.dropout(x, np.float32(0.5))
+    assert 0.3 < float((y.numpy() == 0).mean()) < 0.7

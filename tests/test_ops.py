@@ -154,7 +154,7 @@ def test_integer_tensor_indexing_accumulates_repeats(device):
 
 def test_index_errors():
     x = mt.randn(3, 2)
-    with pytest.raises(IndexError, match="out of range"):
+    with pytest.raises(IndexError, match=r"must be in \[-3, 3\)"):
         x[mt.tensor([0, 3])]
     with pytest.raises(TypeError, match="boolean-mask indexing is not supported"):
         x[x > 0]
@@ -226,3 +226,37 @@ def test_forward_and_backward_match_pytorch_float64(name, torch):
     np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
     for o, t in zip(ours, theirs):
         np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_bad_arguments_are_value_errors_that_say_what_was_expected():
+    x = mt.randn(2, 3, 4)
+    cases = [
+        (lambda: x + mt.randn(5), r"Add: the shapes \(2, 3, 4\), \(5,\) do not broadcast"),
+        (lambda: mt.arange(0, 5, 0), "step must not be 0"),
+        (lambda: mt.chunk(x, 0), "chunks must be a positive int"),
+        (lambda: x.reshape(-2, 12), "sizes must be >= 0, or -1"),
+        (lambda: mt.flatten(x, 3), "out of range"),
+        (lambda: mt.flatten(x, 2, 1), "start_dim 2 comes after end_dim 1"),
+        (lambda: mt.tril(mt.randn(3)), "at least 2 dims"),
+    ]
+    for call, message in cases:
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_iterating_gives_differentiable_rows_and_a_0d_tensor_is_not_iterable():
+    x = mt.randn(3, 2, requires_grad=True)
+    rows = list(x)
+    assert [r.shape for r in rows] == [(2,)] * 3
+    (rows[0] * 2 + rows[2]).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[2, 2], [0, 0], [1, 1]])
+    with pytest.raises(TypeError, match="0-d"):
+        list(mt.tensor(1.0))
+
+
+def test_empty_integer_index_gives_an_empty_result():
+    w = mt.randn(4, 3, requires_grad=True)
+    out = w[mt.zeros(0, dtype="int64")]
+    assert out.shape == (0, 3)
+    with pytest.raises(IndexError, match=r"must be in \[-4, 4\).*got values from 0 to 4"):
+        w[mt.tensor([0, 4])]

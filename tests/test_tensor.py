@@ -123,3 +123,8 @@ def test_python_floats_asked_as_float64_keep_every_digit():
     # a detour through the float32 default would round 0.1 to 0.10000000149011612
     assert mt.tensor([0.1], dtype="float64").item() == 0.1
     assert mt.tensor(0.1, dtype="float64", device="strict").item() == 0.1
+
+
+def test_to_an_unknown_name_says_it_is_neither_device_nor_dtype():
+    with pytest.raises(ValueError, match="not a device .* nor a dtype"):
+        mt.ones(2).to("gpu")
