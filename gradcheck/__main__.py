@@ -8,6 +8,7 @@ import sys
 import time
 
 from gradcheck import TOLERANCES, entries
+from minitorch_attn.backend import get_backend
 
 
 def main(argv=None):
@@ -18,6 +19,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
+    try:
+        get_backend(args.device)  # a missing CuPy or array-api-strict: one message, not one per row
+    except (RuntimeError, ValueError, TypeError) as exc:
+        print(f"python -m gradcheck: {exc}", file=sys.stderr)
+        return 2
     selected = [e for e in entries() if args.only is None or args.only in e.name]
     if not selected:
         print(f"no gradcheck entry matches {args.only!r}", file=sys.stderr)

@@ -29,3 +29,10 @@ def test_the_command_fails_on_an_unknown_selection(capsys):
     from gradcheck.__main__ import main
 
     assert main(["--only", "no such op"]) == 2
+
+
+def test_an_unusable_device_is_one_message(capsys):
+    from gradcheck.__main__ import main
+
+    assert main(["--device", "tpu"]) == 2
+    assert "unknown device 'tpu'" in capsys.readouterr().err

@@ -134,3 +134,13 @@ def test_editing_the_tests_in_a_student_tree_does_not_change_the_grade(tmp_path)
     results = grade(tree)
     assert results["score"] == 0
     assert all("NotImplementedError: Task 3." in row["output"] for row in results["tests"])
+
+
+def test_grading_without_pytest_is_an_error_not_a_zero(tmp_path, monkeypatch):
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pytest" else real_find_spec(name, *a))
+    with pytest.raises(ValueError, match="pytest, which is not installed"):
+        grade(tmp_path, assignment=1)

@@ -16,6 +16,7 @@ Gradescope's format: ``{"score": total, "tests": [{"name", "score", "max_score",
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 import shutil
@@ -54,6 +55,8 @@ def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJ
         ValueError: if the folder is not a student tree and no assignment is given.
     """
     manifest = manifest or markers.load_manifest()
+    if importlib.util.find_spec("pytest") is None:
+        raise ValueError('grading runs the tests with pytest, which is not installed: pip install -e ".[test]"')
     student_dir = pathlib.Path(student_dir)
     if not (student_dir / "minitorch_attn").is_dir():
         raise ValueError(f"{student_dir} holds no minitorch_attn package to grade")
@@ -103,10 +106,10 @@ def run_tests(work, files=(), timeout=1200):
     report = work / "junit.xml"
     command = [sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
                f"--junitxml={report}", "--rootdir", str(work), *files]
-    subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
+    if not report.is_file():  # pytest itself failed (not a test): no grade can be given
+        raise RuntimeError(f"pytest did not run in {work}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     outcomes = {}
-    if not report.is_file():
-        return outcomes
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         nodeid = case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
         problem = case.find("failure")

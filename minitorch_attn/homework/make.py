@@ -65,7 +65,8 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
         elif source.is_file():
             _write(source, pathlib.Path(name), out_dir, stub_tasks, titles)
 
-    readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"))
+    readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
+                            project_root)
     (out_dir / "README.md").write_text(readme)
     (out_dir / STATE_FILE).write_text(json.dumps({"assignment": number}) + "\n")
     return sorted(t["id"] for t in chosen["tasks"])
@@ -85,7 +86,7 @@ def _write(source, relative, out_dir, stub_tasks, titles):
         shutil.copyfile(source, target)
 
 
-def student_readme(manifest, chosen, stub_tasks, regions):
+def student_readme(manifest, chosen, stub_tasks, regions, project_root):
     """The README of a student tree: the assignment, its tasks in order, how to check them."""
     lines = [
         f"# minitorch-attn, assignment {chosen['number']}: {chosen['title']}",
@@ -107,7 +108,8 @@ def student_readme(manifest, chosen, stub_tasks, regions):
         "",
     ]
     for task in chosen["tasks"]:
-        places = sorted({f"`{r.path.name}`: `{r.owner}`" for r in regions if r.task == task["id"]})
+        places = sorted({f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`"
+                         for r in regions if r.task == task["id"]})
         lines.append(f"### Task {task['id']}: {task['title']} ({task['points']} points)")
         lines.append("")
         if task.get("description"):
