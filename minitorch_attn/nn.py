@@ -26,6 +26,7 @@ Ainslie et al., arXiv:2305.13245 (grouped-query attention).
 from __future__ import annotations
 
 import math
+import numbers
 from collections import OrderedDict
 
 from . import functional as F
@@ -236,6 +237,22 @@ def _check_positive_int(name, value):
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+def _check_tensor(name, value):
+    """The check at a module's entry: ``value`` must be a Tensor (not a list, an array or None)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name}: expected a Tensor, got {type(value).__name__}")
+
+
+def _norm_arguments(normalized_shape, eps):
+    """``normalized_shape`` as a tuple of positive ints, after checking it and ``eps``."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    for size in shape:
+        _check_positive_int("normalized_shape", size)
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not 0.0 <= eps < math.inf:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return shape
+
+
 class Linear(Module):
     """``y = x Wᵀ + b`` with ``W (out_features, in_features)``, as ``torch.nn.Linear``.
 
@@ -254,6 +271,7 @@ class Linear(Module):
         self.bias = Parameter(_uniform((out_features,), bound, device, dtype)) if bias else None
 
     def forward(self, x):
+        _check_tensor("Linear", x)
         if x.ndim <= 2:
             return F.linear(x, self.weight, self.bias)
         # (batch, T, in) as one (batch T, in) matrix: one large matrix product is faster
@@ -319,6 +337,8 @@ class GELU(Module):
 
     def __init__(self, approximate="none"):
         super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
     def forward(self, x):
@@ -335,7 +355,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None, dtype="float32"):
         super().__init__()
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = _norm_arguments(normalized_shape, eps)
         self.eps = eps
         if elementwise_affine:
             self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
@@ -344,6 +364,7 @@ class LayerNorm(Module):
             self.weight = self.bias = None
 
     def forward(self, x):
+        _check_tensor("LayerNorm", x)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
 
     def extra_repr(self):
@@ -356,11 +377,12 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-6, device=None, dtype="float32"):
         super().__init__()
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = _norm_arguments(normalized_shape, eps)
         self.eps = eps
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
 
     def forward(self, x):
+        _check_tensor("RMSNorm", x)
         return F.rms_norm(x, self.normalized_shape, self.weight, eps=self.eps)
 
     def extra_repr(self):
@@ -509,9 +531,11 @@ class MultiHeadAttention(Module):
         Returns:
             ``(output (batch, T_q, d_model), weights (batch, heads, T_q, T_k) or None)``.
         Raises:
+            TypeError: if an input is not a Tensor.
             ValueError: if the inputs are not 3-D with last dimension ``d_model``.
         """
         for name, x in (("query", query), ("key", key), ("value", value)):
+            _check_tensor(f"MultiHeadAttention {name}", x)
             if x.ndim != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}), got {x.shape}")
         batch, length, _ = query.shape
@@ -649,11 +673,13 @@ class TransformerEncoder(Module):
 
     Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
     Raises:
-        ValueError: if ``seq_len > max_seq_len``.
+        TypeError: if ``idx`` is not a Tensor.
+        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len``, or a token id is outside ``[0, vocab_size)``.
     """
 
     def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1, **block_options):
         super().__init__()
+        _check_positive_int("num_layers", num_layers)
         self.max_seq_len = max_seq_len
         self.token_embedding = Embedding(vocab_size, d_model)
         self.position_embedding = Embedding(max_seq_len, d_model)
@@ -665,6 +691,7 @@ class TransformerEncoder(Module):
 
     def embed(self, idx, offset=0):
         """Token plus position embeddings for positions ``offset ... offset + seq_len - 1``."""
+        _check_tensor(type(self).__name__, idx)
         if idx.ndim != 2 or idx.dtype not in ("int64", "int32"):
             raise ValueError(f"expected token ids of shape (batch, seq_len) and an integer dtype, got {idx.shape} {idx.dtype}")
         length = idx.shape[1]

@@ -308,3 +308,38 @@ def test_block_gradients_by_finite_differences(norm_first):
     block = to_float64(nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0, norm_first=norm_first, norm="rmsnorm"))
     x = mt.randn(1, 5, 8, dtype="float64", requires_grad=True)
     assert mt.gradcheck(lambda x: block(x, is_causal=True), [x], fast_mode=True)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: nn.Linear(4, 5)([[1.0, 2.0, 3.0, 4.0]]),
+    lambda: nn.Linear(4, 5)(None),
+    lambda: nn.LayerNorm(4)([1.0, 2.0, 3.0, 4.0]),
+    lambda: nn.RMSNorm(4)(None),
+    lambda: nn.MultiHeadAttention(8, 2)(None, None, None),
+    lambda: nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)([[1, 2]]),
+    lambda: nn.TransformerEncoder(5, 8, 2, 16, 1, 4)([[1, 2, 3]]),
+], ids=["linear-list", "linear-none", "layernorm", "rmsnorm", "attention", "gpt", "encoder"])
+def test_modules_given_something_other_than_a_tensor_raise_type_error(call):
+    with pytest.raises(TypeError, match=r"expected a Tensor, got (list|NoneType)"):
+        call()
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: nn.GELU("x"), "approximate must be 'none' or 'tanh'"),
+    (lambda: nn.LayerNorm(0), "normalized_shape"),
+    (lambda: nn.RMSNorm((4, 0)), "normalized_shape"),
+    (lambda: nn.LayerNorm(4, eps=-1), "eps must be a finite number >= 0"),
+    (lambda: nn.RMSNorm(4, eps="small"), "eps must be a finite number >= 0"),
+    (lambda: nn.GPT(5, num_layers=-1), "num_layers must be a positive int"),
+    (lambda: nn.GPT(5, num_layers=0), "num_layers must be a positive int"),
+])
+def test_bad_constructor_arguments_raise_value_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_token_ids_outside_the_vocabulary_raise_instead_of_wrapping():
+    model = nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
+    for bad in ([[-1, 2]], [[5, 2]]):
+        with pytest.raises(ValueError, match=r"\[0, 5\)"):
+            model(mt.tensor(bad))
