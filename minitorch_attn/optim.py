@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from .backend import backend_of
+from .tensor import Tensor
 
 
 class Optimizer:
@@ -38,10 +39,14 @@ class Optimizer:
         defaults: the hyperparameters every group starts from.
     Raises:
         ValueError: if there are no parameters, or one appears twice.
-        TypeError: if a parameter does not require gradients.
+        TypeError: if ``params`` is a single Tensor (as PyTorch: wrap it in a list), a group
+            has no ``"params"``, or a parameter does not require gradients.
     """
 
     def __init__(self, params, defaults):
+        if isinstance(params, Tensor) or not hasattr(params, "__iter__"):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
         params = list(params)
         if not params:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -50,6 +55,8 @@ class Optimizer:
         self.param_groups = []
         seen = set()
         for group in groups:
+            if not isinstance(group, dict) or "params" not in group:
+                raise TypeError(f"a parameter group must be a dict with a 'params' list, got {group!r:.80}")
             group = {**self.defaults, **group, "params": list(group["params"])}
             for p in group["params"]:
                 if not getattr(p, "requires_grad", False):
@@ -99,9 +106,11 @@ class Optimizer:
 
         Arrays (NumPy or any backend) are copied onto each parameter's device.
         Raises:
-            ValueError: if the number of groups or of parameters per group differs, or a
-                saved moment has a different shape from its parameter.
+            ValueError: if ``state_dict`` is not shaped like one, the number of groups or of
+                parameters per group differs, or a saved moment has a different shape from
+                its parameter.
         """
+        _check_state_dict(state_dict, len(self.parameters()))
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"optimizer state has {len(groups)} parameter groups, this optimizer has {len(self.param_groups)}")
@@ -128,6 +137,21 @@ class Optimizer:
             self.state[id(p)] = restored
         for saved, group in zip(groups, self.param_groups):
             group.update({k: v for k, v in saved.items() if k != "params"})
+
+
+def _check_state_dict(state_dict, num_params):
+    """Raise a ValueError unless ``state_dict`` has the layout :meth:`Optimizer.state_dict` makes."""
+    if not isinstance(state_dict, dict) or not {"param_groups", "state"} <= state_dict.keys():
+        found = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+        raise ValueError(f"an optimizer state dict needs 'param_groups' and 'state', got {found}")
+    groups, state = state_dict["param_groups"], state_dict["state"]
+    if not isinstance(groups, (list, tuple)) or not all(isinstance(g, dict) and "params" in g for g in groups):
+        raise ValueError("optimizer state's 'param_groups' must be a list of dicts, each with 'params'")
+    if not isinstance(state, dict) or not all(isinstance(entry, dict) for entry in state.values()):
+        raise ValueError("optimizer state's 'state' must be a dict {parameter index: {name: value}}")
+    for index in state:
+        if not (isinstance(index, (int, str)) and str(index).isdigit() and int(index) < num_params):
+            raise ValueError(f"optimizer state names parameter {index!r}; this optimizer has {num_params}")
 
 
 def _check_hyperparameters(lr, weight_decay, **others):
@@ -227,11 +251,15 @@ def clip_grad_norm_(parameters, max_norm):
 
     Returns:
         the norm before clipping, as a Python float.
+    ``parameters`` is an iterable of Tensors or a single Tensor (as PyTorch).
+
     Raises:
         ValueError: if ``max_norm`` is not positive.
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm!r}")
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return 0.0
@@ -262,8 +290,10 @@ class WarmupCosineLR:
     """
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
-        if warmup_steps < 0 or total_steps < 1:
+        if not (warmup_steps >= 0 and total_steps >= 1):
             raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1, got {warmup_steps}, {total_steps}")
+        if not 0.0 <= min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
         self.optimizer = optimizer
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
@@ -272,7 +302,9 @@ class WarmupCosineLR:
         self.last_step = -1
 
     def factor(self, step):
-        """The multiplier of the base rate at ``step``."""
+        """The multiplier of the base rate at ``step`` (>= 0)."""
+        if not step >= 0:
+            raise ValueError(f"a schedule step must be >= 0, got {step!r}")
         if step < self.warmup_steps:
             return (step + 1) / self.warmup_steps
         span = max(1, self.total_steps - self.warmup_steps)

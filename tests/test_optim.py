@@ -164,3 +164,40 @@ def test_warmup_cosine_schedule():
     assert lrs[14] == pytest.approx(0.1) and lrs[15] == pytest.approx(0.1)  # floor
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
     assert all(x >= y for x, y in zip(lrs[3:], lrs[4:]))
+
+
+def test_a_single_tensor_is_clipped_as_pytorch_does():
+    p = mt.tensor([3.0, 4.0], requires_grad=True)
+    p.grad = mt.tensor([3.0, 4.0])
+    assert optim.clip_grad_norm_(p, 1.0) == pytest.approx(5.0)
+    np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+
+
+def test_a_single_tensor_as_params_is_a_type_error():
+    p = mt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+        optim.SGD(p, lr=0.1)
+    with pytest.raises(TypeError, match="'params'"):
+        optim.SGD([{"lr": 0.1}])
+
+
+@pytest.mark.parametrize("state", [
+    {}, [], {"param_groups": "x", "state": {}},
+    {"param_groups": [{"params": [0]}], "state": {"x": {}}},
+    {"param_groups": [{"params": [0]}], "state": {7: {}}},
+])
+def test_load_state_dict_of_the_wrong_layout_is_a_value_error(state):
+    opt = optim.SGD([mt.tensor([1.0], requires_grad=True)], lr=0.1)
+    with pytest.raises(ValueError, match="optimizer state"):
+        opt.load_state_dict(state)
+
+
+def test_schedule_arguments_are_checked():
+    opt = optim.SGD([mt.tensor([1.0], requires_grad=True)], lr=0.1)
+    for ratio in (2, -0.5, float("nan")):
+        with pytest.raises(ValueError, match="min_lr_ratio"):
+            optim.WarmupCosineLR(opt, 1, 10, min_lr_ratio=ratio)
+    with pytest.raises(ValueError, match="warmup_steps >= 0"):
+        optim.WarmupCosineLR(opt, -1, 10)
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        optim.WarmupCosineLR(opt, 1, 10).factor(-5)
