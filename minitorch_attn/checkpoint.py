@@ -30,7 +30,8 @@ FORMAT_VERSION = 1
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file is missing, truncated, corrupt, or does not fit the model."""
+    """A checkpoint file is missing, truncated, corrupt, does not fit the model, or cannot
+    be written where it was asked to go."""
 
 
 def save(path, model, optimizer=None, config=None, **extra):
@@ -43,9 +44,24 @@ def save(path, model, optimizer=None, config=None, **extra):
         config: a JSON-serializable dict that rebuilds the model (e.g. ``GPT(**config)``).
         **extra: more JSON-serializable fields (vocabulary, step, metrics).
     Raises:
-        TypeError: if ``config`` or ``extra`` is not JSON-serializable (nothing is written).
+        TypeError: if ``model`` is not a Module, ``optimizer`` not an Optimizer, or
+            ``config`` or ``extra`` is not JSON-serializable (nothing is written).
+        CheckpointError: if ``path`` is a folder, its folder does not exist, or writing fails
+            (any file already at ``path`` is left as it was).
     """
+    from .nn import Module
+    from .optim import Optimizer
+
     path = os.fspath(path)
+    if not isinstance(model, Module):
+        raise TypeError(f"save needs a Module to save, got {type(model).__name__}")
+    if optimizer is not None and not isinstance(optimizer, Optimizer):
+        raise TypeError(f"optimizer must be an Optimizer or None, got {type(optimizer).__name__}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise CheckpointError(f"cannot save a checkpoint to {path!r}: it is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise CheckpointError(f"cannot save a checkpoint to {path!r}: the folder {folder!r} does not exist")
     arrays = {f"model/{name}": value.numpy() for name, value in model.state_dict().items()}
     meta = {"format_version": FORMAT_VERSION, "config": config or {}, "extra": extra, "optimizer": None}
     if optimizer is not None:
@@ -63,18 +79,20 @@ def save(path, model, optimizer=None, config=None, **extra):
         meta["optimizer"] = {"type": type(optimizer).__name__, "param_groups": groups, "scalars": scalars}
     arrays["meta"] = numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
         with os.fdopen(fd, "wb") as f:
             numpy.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a saved file gets the usual mode
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as error:
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(error, OSError):  # no permission, disk full, ...: name the user's path
+            raise CheckpointError(f"cannot save a checkpoint to {path!r}: {error.strerror or error}") from None
         raise
 
 
@@ -93,38 +111,61 @@ def load(path):
         state dict for ``optimizer.load_state_dict``, or None).
     Raises:
         CheckpointError: if the file is missing, is not a complete ``.npz`` (truncated or
-            corrupt), or lacks the checkpoint's ``meta`` record.
+            corrupt, or another kind of file), or lacks or garbles the checkpoint's ``meta``
+            record.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CheckpointError(f"no checkpoint at {path!r}")
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path!r} is a folder, not a checkpoint file")
+    unreadable = f"{path!r} is not a readable checkpoint (truncated or corrupt?)"
+    if not zipfile.is_zipfile(path):  # e.g. a .npy array, a text file, half a download
+        raise CheckpointError(f"{unreadable}: not an .npz (zip) archive")
     try:
         with numpy.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
-        raise CheckpointError(f"{path!r} is not a readable checkpoint (truncated or corrupt?): {error}") from None
+        if "allow_pickle" in str(error):  # an array of Python objects: never part of a checkpoint
+            error = "it holds pickled Python objects, which a checkpoint never does"
+        raise CheckpointError(f"{unreadable}: {error}") from None
     if "meta" not in arrays:
         raise CheckpointError(f"{path!r} is an .npz file but not a minitorch-attn checkpoint (no 'meta' record)")
     try:
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{path!r} has a corrupt 'meta' record: {error}") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{path!r} has a corrupt 'meta' record: a JSON {type(meta).__name__}, not an object")
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path!r} has checkpoint format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+    missing = [key for key in ("config", "extra", "optimizer") if key not in meta]
+    if missing or not isinstance(meta["config"], dict) or not isinstance(meta["extra"], dict):
+        raise CheckpointError(f"{path!r} has a corrupt 'meta' record: needs the objects 'config' and 'extra' "
+                              f"and an 'optimizer' entry (missing: {', '.join(missing) or 'none'})")
 
     model = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
     optimizer = None
     if meta["optimizer"] is not None:
-        state = {}
-        for key, value in arrays.items():
-            if key.startswith("optim/"):
-                _, index, name = key.split("/", 2)
-                state.setdefault(int(index), {})[name] = value
-        for index, scalars in meta["optimizer"]["scalars"].items():
-            state.setdefault(int(index), {}).update(scalars)
-        groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in meta["optimizer"]["param_groups"]]
-        optimizer = {"type": meta["optimizer"]["type"], "param_groups": groups, "state": state}
+        try:
+            optimizer = _optimizer_state(meta["optimizer"], arrays)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise CheckpointError(f"{path!r} has a corrupt optimizer record: {error!r}") from None
     return {"model": model, "config": meta["config"], "extra": meta["extra"], "optimizer": optimizer}
+
+
+def _optimizer_state(record, arrays):
+    """The optimizer state dict from the ``meta`` record's optimizer entry and the
+    ``optim/<i>/<name>`` arrays (raises KeyError, TypeError or ValueError when garbled)."""
+    state = {}
+    for key, value in arrays.items():
+        if key.startswith("optim/"):
+            _, index, name = key.split("/", 2)
+            state.setdefault(int(index), {})[name] = value
+    for index, scalars in record["scalars"].items():
+        state.setdefault(int(index), {}).update(scalars)
+    groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in record["param_groups"]]
+    return {"type": record["type"], "param_groups": groups, "state": state}
 
 
 def restore(checkpoint, model, optimizer=None):

@@ -120,3 +120,63 @@ def test_a_saved_checkpoint_has_the_usual_file_mode(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~mask
+
+
+def _with_meta(path, meta, **arrays):
+    import json
+
+    np.savez(path, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    return path
+
+
+def test_other_files_and_garbled_records_raise_checkpoint_errors(tmp_path):
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "notes.txt").write_text("hello")
+    for path in (tmp_path / "array.npy", tmp_path / "notes.txt"):
+        with pytest.raises(checkpoint.CheckpointError, match=r"not an \.npz \(zip\) archive"):
+            checkpoint.load(path)
+    np.savez(tmp_path / "objects.npz", meta=np.array([object()], dtype=object))
+    with pytest.raises(checkpoint.CheckpointError, match="pickled Python objects") as error:
+        checkpoint.load(tmp_path / "objects.npz")
+    assert "allow_pickle" not in str(error.value)
+    with pytest.raises(checkpoint.CheckpointError, match="is a folder"):
+        checkpoint.load(tmp_path)
+    garbled = [([1, 2], "a JSON list"), (3, "a JSON int"),
+               ({"format_version": 1, "config": {}, "extra": {}}, "missing: optimizer")]
+    for meta, message in garbled:
+        with pytest.raises(checkpoint.CheckpointError, match=message):
+            checkpoint.load(_with_meta(tmp_path / "meta.npz", meta))
+    bad_optimizer = {"format_version": 1, "config": {}, "extra": {},
+                     "optimizer": {"type": "SGD", "param_groups": [], "scalars": {}}}
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt optimizer record"):
+        checkpoint.load(_with_meta(tmp_path / "optim.npz", bad_optimizer, **{"optim/x/m": np.zeros(2)}))
+
+
+def test_save_to_an_unusable_place_names_the_path_and_keeps_what_is_there(tmp_path):
+    model = nn.Linear(2, 2)
+    with pytest.raises(checkpoint.CheckpointError, match="nofolder.*does not exist") as error:
+        checkpoint.save(tmp_path / "nofolder" / "x.npz", model)
+    assert ".tmp-" not in str(error.value)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "keep.txt").write_text("kept")
+    with pytest.raises(checkpoint.CheckpointError, match="is a folder"):
+        checkpoint.save(tmp_path / "runs", model)
+    assert (tmp_path / "runs" / "keep.txt").read_text() == "kept"
+    path = tmp_path / "model.npz"
+    checkpoint.save(path, model)
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match="needs a Module.*NoneType"):
+        checkpoint.save(path, None)
+    with pytest.raises(TypeError, match="optimizer must be an Optimizer"):
+        checkpoint.save(path, model, optimizer={})
+    assert path.read_bytes() == before
+
+
+def test_a_failed_write_is_a_checkpoint_error_naming_the_path(tmp_path, monkeypatch):
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", disk_full)
+    with pytest.raises(checkpoint.CheckpointError, match=r"model\.npz.*No space left"):
+        checkpoint.save(tmp_path / "model.npz", nn.Linear(2, 2))
+    assert os.listdir(tmp_path) == []
