@@ -7,17 +7,45 @@
     minitorch-attn homework make|grade|check                      student versions and grading
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
-arguments and the function that runs it.
+arguments and the function that runs it. Bad arguments and unusable files end a command
+with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit status 2:
+argparse checks each flag's value, and :func:`main` turns the errors a command raises for
+bad input (ValueError, TypeError, OSError, a missing device's RuntimeError) into that line.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
 from .demos_cli import add_demo
 from .homework.command import add_homework
+
+
+# ---- argparse types: a flag's value is checked where it is read -----------------------------------
+def _checked(convert, ok, expected):
+    """An argparse ``type=``: ``convert`` the text, and accept it only if ``ok(value)``."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _checked(int, lambda v: v >= 1, "an integer >= 1")
+non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _checked(float, lambda v: 0 < v < math.inf, "a number > 0")
+non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
 
 
 def add_gradcheck(subparsers):
@@ -57,35 +85,35 @@ def add_train(subparsers):
         formatter_class=_ShowDefaults)
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
-    data.add_argument("--val-fraction", type=float, default=0.1, help="share of the text (its end) kept for validation")
-    data.add_argument("--out", metavar="DIR", help="run folder (default: runs/<date-time>)")
+    data.add_argument("--val-fraction", type=open_fraction, default=0.1, help="share of the text (its end) kept for validation")
+    data.add_argument("--out", metavar="DIR", type=folder, help="run folder (default: runs/<date-time>)")
     data.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.npz (its model config and vocabulary win)")
     run = p.add_argument_group("how long and where")
     run.add_argument("--device", default=None, help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
-    run.add_argument("--steps", type=int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
+    run.add_argument("--steps", type=positive_int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
                      "the run stops at whichever limit comes first")
-    run.add_argument("--time-budget", type=float, default=240.0, help="seconds of training, periodic validation included (0 = no limit; then give --steps)")
-    run.add_argument("--seed", type=int, default=1337, help="seed for the weights, the batches and the sample")
-    run.add_argument("--eval-interval", type=int, default=100, help="steps between validation estimates")
-    run.add_argument("--eval-windows", type=int, default=64, help="validation windows per periodic estimate (the final one uses all)")
+    run.add_argument("--time-budget", type=non_negative_float, default=240.0, help="seconds of training, periodic validation included (0 = no limit; then give --steps)")
+    run.add_argument("--seed", type=non_negative_int, default=1337, help="seed for the weights, the batches and the sample")
+    run.add_argument("--eval-interval", type=positive_int, default=100, help="steps between validation estimates")
+    run.add_argument("--eval-windows", type=positive_int, default=64, help="validation windows per periodic estimate (the final one uses all)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or log lines")
     model = p.add_argument_group("model")
-    model.add_argument("--d-model", type=int, default=128, help="width of the residual stream")
-    model.add_argument("--num-layers", type=int, default=4, help="Transformer blocks")
-    model.add_argument("--num-heads", type=int, default=4, help="attention heads per block")
-    model.add_argument("--block-size", type=int, default=64, help="context length in characters")
-    model.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    model.add_argument("--d-model", type=positive_int, default=128, help="width of the residual stream")
+    model.add_argument("--num-layers", type=positive_int, default=4, help="Transformer blocks")
+    model.add_argument("--num-heads", type=positive_int, default=4, help="attention heads per block")
+    model.add_argument("--block-size", type=positive_int, default=64, help="context length in characters")
+    model.add_argument("--dropout", type=probability, default=0.0, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
     opt = p.add_argument_group("optimization")
-    opt.add_argument("--batch-size", type=int, default=16, help="windows per step")
-    opt.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of AdamW")
-    opt.add_argument("--warmup-steps", type=int, default=50, help="linear warmup before the cosine decay")
-    opt.add_argument("--weight-decay", type=float, default=0.1, help="AdamW's decoupled weight decay (matrices only)")
-    opt.add_argument("--grad-clip", type=float, default=1.0, help="clip the global gradient norm to this")
+    opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
+    opt.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of AdamW")
+    opt.add_argument("--warmup-steps", type=non_negative_int, default=50, help="linear warmup before the cosine decay")
+    opt.add_argument("--weight-decay", type=non_negative_float, default=0.1, help="AdamW's decoupled weight decay (matrices only)")
+    opt.add_argument("--grad-clip", type=positive_float, default=1.0, help="clip the global gradient norm to this")
     sample = p.add_argument_group("sample printed at the end")
     sample.add_argument("--sample-prompt", default="The ", help="prompt of the final sample")
-    sample.add_argument("--sample-tokens", type=int, default=300, help="characters to generate")
+    sample.add_argument("--sample-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.set_defaults(run=_run_train)
 
 
@@ -94,7 +122,7 @@ def _run_train(args):
     from .train import run_training
 
     if args.steps is None and not args.time_budget:
-        raise SystemExit("minitorch-attn train: give --steps, --time-budget, or both")
+        raise ValueError("--time-budget 0 means no time limit: give --steps too")
     args.device = args.device or get_default_device()
     if args.out is None:
         import time
@@ -108,25 +136,20 @@ def add_sample(subparsers):
                               formatter_class=_ShowDefaults)
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
     p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
-    p.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (0 = always the likeliest)")
-    p.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest characters only")
-    p.add_argument("--max-new-tokens", type=int, default=300, help="characters to generate")
-    p.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    p.add_argument("--temperature", type=non_negative_float, default=0.8, help="softmax temperature (0 = always the likeliest)")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters only")
+    p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
     p.add_argument("--device", default=None, help="cpu, cuda or strict")
     p.set_defaults(run=_run_sample)
 
 
 def _run_sample(args):
     from .backend import get_default_device
-    from .checkpoint import CheckpointError
     from .train import run_sample
 
     args.device = args.device or get_default_device()
-    try:
-        return run_sample(args)
-    except CheckpointError as error:
-        print(f"minitorch-attn sample: {error}", file=sys.stderr)
-        return 2
+    return run_sample(args)
 
 
 SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_homework, add_demo]
@@ -141,7 +164,19 @@ def main(argv=None):
     if extra and not getattr(args, "passes_extra", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
-    return args.run(args) or 0
+    try:
+        return args.run(args) or 0
+    except (ValueError, TypeError, OSError, RuntimeError) as error:  # bad input; CheckpointError is a ValueError
+        command = " ".join(filter(None, [args.command, getattr(args, "action", None)]))
+        print(f"minitorch-attn {command}: {_describe(error)}", file=sys.stderr)
+        return 2
+
+
+def _describe(error):
+    """The error's message; an OSError's as "reason: 'path'" (without "[Errno 2]")."""
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}: {error.filename!r}" if error.filename else error.strerror
+    return str(error) or type(error).__name__
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import sys
 import time
@@ -52,16 +53,19 @@ def load_corpus(path=None):
     (``pydoc_data.topics``, its topics joined in sorted order).
 
     Raises:
-        FileNotFoundError / UnicodeDecodeError: for a missing or non-UTF-8 file.
-        ValueError: if the text is shorter than 100 characters.
+        FileNotFoundError: for a missing file (OSError for a folder or an unreadable file).
+        ValueError: if the file is not UTF-8 text, or the text is shorter than 100 characters.
     """
     if path is None:
         from pydoc_data.topics import topics
 
         text = "\n\n".join(topics[key] for key in sorted(topics))
     else:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{os.fspath(path)!r} is not UTF-8 text (byte {error.start}: {error.reason})") from None
     if len(text) < 100:
         raise ValueError(f"the corpus has {len(text)} characters; at least 100 are needed to train")
     return text
@@ -178,14 +182,13 @@ def run_training(args):
     """Run the whole training job described by ``args`` (the ``train`` command's flags,
     see :mod:`minitorch_attn.cli`) and return the metrics dict it writes."""
     wall_start = time.perf_counter()
-    os.makedirs(args.out, exist_ok=True)
     log = print if not args.quiet else (lambda *a, **k: None)
     manual_seed(args.seed)
     rng = numpy.random.default_rng(args.seed)
     get_backend(args.device)  # fail early, with the install hint, for a missing device
 
     text = load_corpus(args.text)
-    resumed = ckpt.load(args.resume) if args.resume else None
+    resumed = load_training_checkpoint(args.resume) if args.resume else None
     if resumed is not None:
         vocab = CharVocab(resumed["extra"]["vocab"])
         config = resumed["config"]
@@ -201,6 +204,7 @@ def run_training(args):
     baseline = bigram_bpc(train_ids, val_ids, len(vocab))
 
     model = nn.GPT(**config).to(args.device)
+    os.makedirs(args.out, exist_ok=True)  # only once the inputs have proved usable
     opt = make_optimizer(model, args.lr, args.weight_decay)
     history = {"step": [], "train_bpc": [], "val_step": [], "val_bpc": []}
     start_step = 0
@@ -299,6 +303,19 @@ def run_training(args):
 
 
 # ---- 6. sampling ---------------------------------------------------------------------------------
+def _check_sampling(max_new_tokens, temperature, top_k):
+    """Raise a ValueError unless the sampling options make sense."""
+    def is_int(value):
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    if not is_int(max_new_tokens) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
+    if top_k is not None and (not is_int(top_k) or top_k < 1):
+        raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
+
+
 def _next_id(logits_row, temperature, top_k, rng):
     """Sample one id from a row of logits (NumPy, float64) with temperature and top-k."""
     if temperature <= 0:
@@ -322,7 +339,12 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
 
     Returns:
         the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
+    Raises:
+        ValueError: for an empty prompt, ``max_new_tokens < 0``, a negative or non-finite
+            ``temperature`` (0 = greedy), or ``top_k < 1`` (one larger than the vocabulary
+            keeps every token).
     """
+    _check_sampling(max_new_tokens, temperature, top_k)
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
     rng = rng if rng is not None else numpy.random.default_rng()
@@ -363,14 +385,42 @@ def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=No
     return prompt + vocab.decode(new)
 
 
-def load_model(path, device="cpu"):
-    """``(model, vocab, checkpoint)`` from a checkpoint written by the training job."""
+def load_training_checkpoint(path):
+    """:func:`checkpoint.load` of a file written by the training job, checking the fields
+    that job adds (the vocabulary, matching the config's ``vocab_size``, the step and the
+    loss history).
+
+    Raises:
+        CheckpointError: if the file is not a checkpoint, or not one of the training job.
+    """
     checkpoint = ckpt.load(path)
-    if "vocab" not in checkpoint["extra"]:
-        raise ckpt.CheckpointError(f"{path!r} has no vocabulary: it was not written by the training job")
-    model = nn.GPT(**checkpoint["config"])
+    extra, config = checkpoint["extra"], checkpoint["config"]
+    missing = [key for key in ("vocab", "step", "history") if key not in extra]
+    if missing:
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has no {', '.join(missing)}: it was not written by the training job")
+    if not isinstance(extra["vocab"], str):
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has a vocabulary that is not a string of characters")
+    if len(extra["vocab"]) != config.get("vocab_size"):
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} stores a vocabulary of {len(extra['vocab'])} characters "
+                                   f"but a model with vocab_size {config.get('vocab_size')!r}")
+    return checkpoint
+
+
+def load_model(path, device="cpu"):
+    """``(model, vocab, checkpoint)`` from a checkpoint written by the training job.
+
+    Raises:
+        CheckpointError: if the file is not a training checkpoint or its config does not
+            build a GPT.
+    """
+    checkpoint = load_training_checkpoint(path)
+    try:
+        model = nn.GPT(**checkpoint["config"])
+        vocab = CharVocab(checkpoint["extra"]["vocab"])
+    except (TypeError, ValueError) as error:
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} does not describe a usable GPT: {error}") from None
     ckpt.restore(checkpoint, model)
-    return model.to(device), CharVocab(checkpoint["extra"]["vocab"]), checkpoint
+    return model.to(device), vocab, checkpoint
 
 
 def run_sample(args):

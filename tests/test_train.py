@@ -130,3 +130,28 @@ def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
     bad.write_bytes(b"oops")
     assert cli.main(["sample", "--checkpoint", str(bad)]) == 2
     assert "truncated or corrupt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(top_k=0), "top_k must be an int >= 1"), (dict(top_k=-1), "top_k must be an int >= 1"),
+    (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
+    (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
+    (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
+])
+def test_generate_rejects_bad_sampling_options(options, message):
+    model, vocab = _tiny_gpt(), train.CharVocab("abcdefghi")
+    with pytest.raises(ValueError, match=message):
+        train.generate(model, vocab, "ab", **{"max_new_tokens": 3, **options})
+    text = train.generate(model, vocab, "ab", max_new_tokens=3, top_k=100, seed=0)  # k > vocabulary: all
+    assert len(text) == 5
+
+
+def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_path):
+    model = _tiny_gpt()
+    path = tmp_path / "c.npz"
+    train.ckpt.save(path, model, config=model.config, vocab="abc", step=0, history={})
+    with pytest.raises(train.ckpt.CheckpointError, match="vocabulary of 3 characters but a model with vocab_size 9"):
+        train.load_model(path)
+    train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
+    with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
+        train.load_model(path)

@@ -7,21 +7,21 @@
 
 from __future__ import annotations
 
-import sys
-
 
 def add_homework(subparsers):
+    from ..cli import folder, positive_int  # the argparse types of every command
+
     p = subparsers.add_parser("homework", help="make student versions of the engine and grade them")
     actions = p.add_subparsers(dest="action", required=True)
 
     make = actions.add_parser("make", help="write the student tree of one assignment")
-    make.add_argument("--out", required=True, help="a new (or empty) folder for the student tree")
-    make.add_argument("--assignment", type=int, default=1, help="assignment number (default 1)")
+    make.add_argument("--out", required=True, type=folder, help="a new (or empty) folder for the student tree")
+    make.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
     make.set_defaults(run=_make)
 
     grade = actions.add_parser("grade", help="grade a student tree; writes DIR/results.json (Gradescope format)")
     grade.add_argument("dir", help="the student's folder")
-    grade.add_argument("--assignment", type=int, default=None,
+    grade.add_argument("--assignment", type=positive_int, default=None,
                        help="assignment number (default: the one recorded in the folder)")
     grade.set_defaults(run=_grade)
 
@@ -32,11 +32,7 @@ def add_homework(subparsers):
 def _make(args):
     from .make import make
 
-    try:
-        tasks = make(args.out, args.assignment)
-    except ValueError as exc:
-        print(f"minitorch-attn homework make: {exc}", file=sys.stderr)
-        return 2
+    tasks = make(args.out, args.assignment)  # bad input raises ValueError: main() reports it
     print(f"wrote assignment {args.assignment} to {args.out}: tasks {', '.join(tasks)} are stubbed")
     return 0
 
@@ -44,11 +40,7 @@ def _make(args):
 def _grade(args):
     from .grade import grade, print_table
 
-    try:
-        results = grade(args.dir, assignment=args.assignment)
-    except ValueError as exc:
-        print(f"minitorch-attn homework grade: {exc}", file=sys.stderr)
-        return 2
+    results = grade(args.dir, assignment=args.assignment)  # bad input raises ValueError: main() reports it
     print_table(results)
     print(f"wrote {args.dir}/results.json")
     return 0
