@@ -8,7 +8,7 @@ import sys
 import time
 
 from gradcheck import TOLERANCES, entries
-from minitorch_attn.backend import get_backend
+from minitorch_attn.backend import DeviceUnavailableError, get_backend
 
 
 def main(argv=None):
@@ -21,7 +21,7 @@ def main(argv=None):
 
     try:
         get_backend(args.device)  # a missing CuPy or array-api-strict: one message, not one per row
-    except (RuntimeError, ValueError, TypeError) as exc:
+    except (DeviceUnavailableError, ValueError, TypeError) as exc:
         print(f"python -m gradcheck: {exc}", file=sys.stderr)
         return 2
     selected = [e for e in entries() if args.only is None or args.only in e.name]

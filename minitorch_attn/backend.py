@@ -31,6 +31,11 @@ import os
 import array_api_compat
 
 DEVICES = ("cpu", "cuda", "strict")
+
+
+class DeviceUnavailableError(RuntimeError):
+    """The device's library (CuPy, array-api-strict) or hardware is missing; the message says
+    how to install it."""
 CUDA_INSTALL_HINT = 'pip install "minitorch-attn[cuda]"'
 
 
@@ -142,18 +147,18 @@ class CupyBackend(Backend):
         try:
             import cupy
         except ImportError as exc:
-            raise RuntimeError(
+            raise DeviceUnavailableError(
                 f"device 'cuda' needs CuPy, which is not installed. Install it with: {CUDA_INSTALL_HINT}"
             ) from exc
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # CUDA driver missing or broken
-            raise RuntimeError(
+            raise DeviceUnavailableError(
                 f"device 'cuda' found no usable CUDA GPU ({exc}). Install the CUDA build with "
                 f"{CUDA_INSTALL_HINT} on a machine with an NVIDIA GPU, or use device='cpu'."
             ) from exc
         if count == 0:
-            raise RuntimeError("device 'cuda' found no CUDA GPU on this machine; use device='cpu'.")
+            raise DeviceUnavailableError("device 'cuda' found no CUDA GPU on this machine; use device='cpu'.")
         import array_api_compat.cupy as xp
 
         super().__init__(xp, device=None)
@@ -209,7 +214,7 @@ class StrictBackend(Backend):
         try:
             import array_api_strict as xp
         except ImportError as exc:
-            raise RuntimeError(
+            raise DeviceUnavailableError(
                 "device 'strict' needs array-api-strict: pip install array-api-strict"
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
@@ -247,7 +252,7 @@ def _make_backend(name):
 def get_backend(device=None):
     """The :class:`Backend` for a device name (``None`` means the default device).
 
-    Raises ValueError for an unknown name and RuntimeError (with the install command)
+    Raises ValueError for an unknown name and DeviceUnavailableError (a RuntimeError, with the install command)
     when ``"cuda"`` is asked for without CuPy or without a GPU.
     """
     return _make_backend(_check_device_name(get_default_device() if device is None else device))

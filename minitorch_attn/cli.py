@@ -10,7 +10,8 @@ Each subcommand is one ``add_<name>(subparsers)`` function below that registers 
 arguments and the function that runs it. Bad arguments and unusable files end a command
 with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit status 2:
 argparse checks each flag's value, and :func:`main` turns the errors a command raises for
-bad input (ValueError, TypeError, OSError, a missing device's RuntimeError) into that line.
+bad input (ValueError, TypeError, OSError, DeviceUnavailableError) into that line; other
+errors, such as a homework stub's NotImplementedError, keep their traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import argparse
 import math
 import os
 import sys
+
+from .backend import DeviceUnavailableError
 
 from .demos_cli import add_demo
 from .homework.command import add_homework
@@ -166,7 +169,7 @@ def main(argv=None):
     args.extra = extra
     try:
         return args.run(args) or 0
-    except (ValueError, TypeError, OSError, RuntimeError) as error:  # bad input; CheckpointError is a ValueError
+    except (ValueError, TypeError, OSError, DeviceUnavailableError) as error:  # bad input (CheckpointError is a ValueError)
         command = " ".join(filter(None, [args.command, getattr(args, "action", None)]))
         print(f"minitorch-attn {command}: {_describe(error)}", file=sys.stderr)
         return 2

@@ -78,3 +78,16 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
     for argv, start in cases:
         assert _fails_with_status_2(argv, capsys).startswith(start), argv
     assert not (tmp_path / "run").exists()  # nothing is created for a run that could not start
+
+
+def test_a_stub_or_a_bug_keeps_its_traceback(monkeypatch):
+    import pytest
+
+    from minitorch_attn import cli
+
+    def stubbed(args):
+        raise NotImplementedError("Task 4.3: ...")
+
+    monkeypatch.setattr(cli, "_run_gradcheck", stubbed)
+    with pytest.raises(NotImplementedError, match="Task 4.3"):
+        cli.main(["gradcheck"])
