@@ -165,8 +165,10 @@ def measure(args, impl):
 
 
 def main(argv=None):
+    from minitorch_attn.cli import usable_device  # here: the parent process stays free of NumPy
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--seq", type=int, default=2048)
@@ -182,14 +184,6 @@ def main(argv=None):
     if args.worker:
         return worker(args)
 
-    if args.device == "cuda":
-        from minitorch_attn.backend import get_backend
-
-        try:
-            get_backend("cuda")
-        except RuntimeError as exc:  # no CuPy or no GPU: say so, no traceback
-            print(exc, file=sys.stderr)
-            return 2
     chosen = [i for i in IMPLEMENTATIONS if args.only is None or i in args.only.split(",")]
     impls = [i for i in chosen if available(i, args.device)]
     samples = {impl: {} for impl in impls}

@@ -93,8 +93,10 @@ def run_once(impl, N, mode, args, meter=True):
 
 
 def main(argv=None):
+    from minitorch_attn.cli import usable_device
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--dim", type=int, default=64)
@@ -105,14 +107,6 @@ def main(argv=None):
                         help="skip dense attention where its estimated peak exceeds this")
     args = parser.parse_args(argv)
 
-    if args.device == "cuda":
-        from minitorch_attn.backend import get_backend
-
-        try:
-            get_backend("cuda")
-        except RuntimeError as exc:  # no CuPy or no GPU: say so, no traceback
-            print(exc, file=sys.stderr)
-            return 2
     lengths = []
     N = args.min_seq
     while N <= args.max_seq:

@@ -40,6 +40,7 @@ import numpy  # noqa: E402
 import minitorch_attn as mt  # noqa: E402
 import minitorch_attn.functional as F  # noqa: E402
 from minitorch_attn import nn, optim  # noqa: E402
+from minitorch_attn.cli import usable_device  # noqa: E402
 
 
 def ours(args, batches):
@@ -121,7 +122,7 @@ def main(argv=None):
     parser.add_argument("--vocab", type=int, default=103, help="the default corpus has 103 characters")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per side")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side")
-    parser.add_argument("--device", default="cpu", help="device of minitorch-attn")
+    parser.add_argument("--device", default="cpu", type=usable_device, help="device of minitorch-attn")
     parser.add_argument("--threads", type=int, default=int(_threads_from_argv([])),
                         help="threads of NumPy's BLAS and of PyTorch (default: the cores this process may use)")
     args = parser.parse_args(argv)

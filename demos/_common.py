@@ -21,7 +21,7 @@ import time
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn.backend import get_backend
+from minitorch_attn.cli import usable_device
 
 
 def setup(doc, name, argv=None, extra=None):
@@ -38,7 +38,8 @@ def setup(doc, name, argv=None, extra=None):
     """
     parser = argparse.ArgumentParser(prog=f"demos/{name}.py", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the tensors live")
+    parser.add_argument("--device", type=usable_device, choices=("cpu", "cuda"), default="cpu",
+                        help="where the tensors live")
     parser.add_argument("--quick", action="store_true", help="small and fast (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
     parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),
@@ -46,7 +47,6 @@ def setup(doc, name, argv=None, extra=None):
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
-    get_backend(args.device)  # fails here, with the install hint, if CuPy or the GPU is missing
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
     os.makedirs(args.out, exist_ok=True)

@@ -21,7 +21,7 @@ import math
 import os
 import sys
 
-from .backend import DeviceUnavailableError
+from .backend import DeviceUnavailableError, get_backend
 
 from .demos_cli import add_demo
 from .homework.command import add_homework
@@ -49,6 +49,17 @@ non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite numb
 probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
 folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
+
+
+def usable_device(text):
+    """An argparse ``type=`` for ``--device`` (here, in the demos and in the benchmarks): the
+    name of a device whose library and hardware are present, else the backend's message
+    (with the install command for ``cuda``) as the flag's error."""
+    try:
+        get_backend(text)
+    except (ValueError, TypeError, DeviceUnavailableError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def add_gradcheck(subparsers):
@@ -92,7 +103,8 @@ def add_train(subparsers):
     data.add_argument("--out", metavar="DIR", type=folder, help="run folder (default: runs/<date-time>)")
     data.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.npz (its model config and vocabulary win)")
     run = p.add_argument_group("how long and where")
-    run.add_argument("--device", default=None, help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
+    run.add_argument("--device", type=usable_device, default=None,
+                     help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
     run.add_argument("--steps", type=positive_int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
                      "the run stops at whichever limit comes first")
     run.add_argument("--time-budget", type=non_negative_float, default=240.0, help="seconds of training, periodic validation included (0 = no limit; then give --steps)")
@@ -143,7 +155,7 @@ def add_sample(subparsers):
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters only")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
-    p.add_argument("--device", default=None, help="cpu, cuda or strict")
+    p.add_argument("--device", type=usable_device, default=None, help="cpu, cuda or strict")
     p.set_defaults(run=_run_sample)
 
 

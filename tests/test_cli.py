@@ -71,7 +71,10 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
         (["train", "--text", str(text), "--steps", "1", "--out", str(a_file)], "minitorch-attn train: error: argument --out"),
         (["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
          "minitorch-attn train: no checkpoint at"),
-        (["train", "--text", str(text), "--device", "gpu", *run], "minitorch-attn train: unknown device 'gpu'"),
+        (["train", "--text", str(text), "--device", "gpu", *run],
+         "minitorch-attn train: error: argument --device: unknown device 'gpu'"),
+        (["sample", "--checkpoint", str(text), "--device", "gpu"],
+         "minitorch-attn sample: error: argument --device: unknown device 'gpu'"),
         (["sample", "--checkpoint", str(text)], "minitorch-attn sample: " + repr(str(text)) + " is not a readable checkpoint"),
         (["homework", "make", "--out", str(a_file)], "minitorch-attn homework make: error: argument --out"),
     ]
@@ -91,3 +94,4 @@ def test_a_stub_or_a_bug_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(cli, "_run_gradcheck", stubbed)
     with pytest.raises(NotImplementedError, match="Task 4.3"):
         cli.main(["gradcheck"])
+
