@@ -38,7 +38,6 @@ Source: the Function/ctx design of torch.autograd.Function and minitorch.
 from __future__ import annotations
 
 import contextlib
-import functools
 
 from .backend import backend_of
 

@@ -239,6 +239,7 @@ def _check_device_name(device):
 
 
 _backends = {}  # device name -> Backend, made on first use
+_initial_seed = 0  # the last manual_seed, given to backends made later
 
 
 def _make_backend(name):
@@ -307,8 +308,6 @@ def manual_seed(seed):
     for backend in _backends.values():
         backend.manual_seed(seed)
 
-
-_initial_seed = 0
 
 
 # ---- erf in float64 on any array namespace ------------------------------------------------

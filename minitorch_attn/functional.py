@@ -785,7 +785,7 @@ def linear(x, weight, bias=None):
         if bias.shape != (weight.shape[0],):
             raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
     if len({t.dtype for t in (x, weight, bias) if t is not None}) != 1:
-        raise TypeError(f"linear: input, weight and bias must share one dtype")
+        raise TypeError("linear: input, weight and bias must share one dtype")
     return Linear.apply(x, weight, bias)
 
 

@@ -7,7 +7,6 @@ exactly its task's points.
 """
 
 import json
-import pathlib
 
 import pytest
 

@@ -4,7 +4,6 @@ broadcasting shapes (hypothesis), and clear errors."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minitorch_attn as mt
