@@ -165,7 +165,7 @@ def measure(args, impl):
 
 
 def main(argv=None):
-    from minitorch_attn.cli import usable_device  # here: the parent process stays free of NumPy
+    from minitorch_attn.argtypes import usable_device  # here: the parent process stays free of NumPy
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))

@@ -33,48 +33,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 GIB = 2**30
 
 
-class PeakMeter:
-    """Peak bytes allocated by the array library during a ``with`` block."""
-
-    def __init__(self, device):
-        self.device = device
-
-    def __enter__(self):
-        if self.device == "cuda":
-            import cupy
-
-            self.pool = cupy.get_default_memory_pool()
-            cupy.cuda.get_current_stream().synchronize()
-            self.pool.free_all_blocks()
-            self.start = self.pool.total_bytes()
-        else:
-            import tracemalloc
-
-            tracemalloc.start()
-            self.start = 0
-        return self
-
-    def __exit__(self, *exc):
-        if self.device == "cuda":
-            import cupy
-
-            cupy.cuda.get_current_stream().synchronize()
-            self.peak = self.pool.total_bytes() - self.start
-        else:
-            import tracemalloc
-
-            self.peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-        return False
-
-
 def run_once(impl, N, mode, args, meter=True):
     """Allocate inputs and run ``impl`` inside the meter; return its peak in bytes."""
     import numpy
 
     import minitorch_attn as mt
     import minitorch_attn.functional as F
-    from minitorch_attn.flash import flash_attention
+    from minitorch_attn.functional import flash_attention
+    from minitorch_attn.measure import PeakMeter
 
     attention = flash_attention if impl == "flash" else F.scaled_dot_product_attention
     rng = numpy.random.default_rng(0)
@@ -93,7 +59,7 @@ def run_once(impl, N, mode, args, meter=True):
 
 
 def main(argv=None):
-    from minitorch_attn.cli import usable_device
+    from minitorch_attn.argtypes import usable_device
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))

@@ -40,7 +40,7 @@ import numpy  # noqa: E402
 import minitorch_attn as mt  # noqa: E402
 import minitorch_attn.functional as F  # noqa: E402
 from minitorch_attn import nn, optim  # noqa: E402
-from minitorch_attn.cli import usable_device  # noqa: E402
+from minitorch_attn.argtypes import usable_device  # noqa: E402
 
 
 def ours(args, batches):

@@ -13,7 +13,7 @@ import sys
 import numpy
 
 import minitorch_attn.functional as F
-from _common import pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
 def main(argv=None):

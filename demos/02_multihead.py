@@ -14,7 +14,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from _common import pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
 def main(argv=None):

@@ -15,7 +15,7 @@ import sys
 import numpy
 
 import minitorch_attn.functional as F
-from _common import pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
 def layer_norm_from_primitives(x, gamma, beta, eps=1e-5):

@@ -13,7 +13,8 @@ import sys
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from _common import median_seconds, pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
+from minitorch_attn.measure import median_seconds
 
 
 def add_flags(parser):

@@ -13,7 +13,7 @@ import sys
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from _common import pyplot, save, setup
+from minitorch_attn.demo_common import pyplot, save, setup
 
 TUTORIAL_COUNT = 6_832_384
 

@@ -18,7 +18,8 @@ import sys
 import numpy
 
 from minitorch_attn import nn
-from _common import median_seconds, peak_memory, pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
+from minitorch_attn.measure import median_seconds, peak_memory
 
 
 def add_flags(parser):

@@ -22,7 +22,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.cli import main as cli_main
 from minitorch_attn.train import HEATMAP_SENTENCE, load_corpus, load_model
-from _common import pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
 def add_flags(parser):

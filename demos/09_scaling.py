@@ -17,7 +17,7 @@ import sys
 import numpy
 
 import minitorch_attn.functional as F
-from _common import pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
 def softmax_statistics(q, k, scale, upstream):

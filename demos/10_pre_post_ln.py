@@ -21,9 +21,9 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import functional as F
 from minitorch_attn import nn, optim
-from minitorch_attn.backend import manual_seed
+from minitorch_attn import manual_seed
 from minitorch_attn.train import CharVocab, get_batch, load_corpus, make_optimizer, split_ids
-from _common import pyplot, save, setup
+from minitorch_attn.demo_common import pyplot, save, setup
 
 
 class CharLM(nn.Module):

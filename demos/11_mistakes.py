@@ -21,7 +21,8 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from _common import median_seconds, pyplot, randn, save, setup
+from minitorch_attn.demo_common import pyplot, randn, save, setup
+from minitorch_attn.measure import median_seconds
 
 
 def missing_scale(args):

@@ -1,54 +1,7 @@
-"""Run the gradient-check suite and print one row per entry; exit 1 on any failure.
+"""python -m gradcheck [--device cpu|strict|cuda] [--dtype float64|float32] [--only NAME]"""
 
-    python -m gradcheck [--device cpu|strict|cuda] [--dtype float64|float32] [--only NAME]
-"""
-
-import argparse
 import sys
-import time
 
-from gradcheck import TOLERANCES, entries
-from minitorch_attn.backend import DeviceUnavailableError, get_backend
+from minitorch_attn.gradcheck.command import main
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gradcheck", description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu (NumPy), strict (array-api-strict) or cuda (CuPy)")
-    parser.add_argument("--dtype", default="float64", choices=sorted(TOLERANCES))
-    parser.add_argument("--only", default=None, help="run only entries whose name contains this text")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-
-    try:
-        get_backend(args.device)  # a missing CuPy or array-api-strict: one message, not one per row
-    except (DeviceUnavailableError, ValueError, TypeError) as exc:
-        print(f"python -m gradcheck: {exc}", file=sys.stderr)
-        return 2
-    selected = [e for e in entries() if args.only is None or args.only in e.name]
-    if not selected:
-        print(f"no gradcheck entry matches {args.only!r}", file=sys.stderr)
-        return 2
-    print(f"gradcheck on device={args.device} dtype={args.dtype}")
-    print(f"{'op':<36} {'max abs err':>12} {'max rel err':>12}  result")
-    failures = []
-    start = time.perf_counter()
-    for entry in selected:
-        try:
-            report = entry.run(args.device, args.dtype, args.seed)
-            status = "pass" if report.passed else "FAIL"
-            row = f"{entry.name:<36} {report.max_abs_error:>12.2e} {report.max_rel_error:>12.2e}  {status}"
-            if not report.passed:
-                failures.append((entry.name, report.failure))
-        except Exception as exc:  # an entry that crashes is a failure too, reported in the table
-            row = f"{entry.name:<36} {'-':>12} {'-':>12}  ERROR"
-            failures.append((entry.name, f"{type(exc).__name__}: {exc}"))
-        print(row, flush=True)
-    print(f"{len(selected) - len(failures)} passed, {len(failures)} failed "
-          f"({time.perf_counter() - start:.1f} s)")
-    for name, message in failures:
-        print(f"\n{name}: {message}")
-    return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+sys.exit(main())

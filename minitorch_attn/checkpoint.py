@@ -26,6 +26,10 @@ import zipfile
 
 import numpy
 
+from .core.backend import backend_of
+from .nn import Module
+from .optim import Optimizer
+
 FORMAT_VERSION = 1
 
 
@@ -49,9 +53,6 @@ def save(path, model, optimizer=None, config=None, **extra):
         CheckpointError: if ``path`` is a folder, its folder does not exist, or writing fails
             (any file already at ``path`` is left as it was).
     """
-    from .nn import Module
-    from .optim import Optimizer
-
     path = os.fspath(path)
     if not isinstance(model, Module):
         raise TypeError(f"save needs a Module to save, got {type(model).__name__}")
@@ -70,8 +71,6 @@ def save(path, model, optimizer=None, config=None, **extra):
         for index, entry in state["state"].items():
             for name, value in entry.items():
                 if hasattr(value, "shape"):
-                    from .backend import backend_of
-
                     arrays[f"optim/{index}/{name}"] = backend_of(value).to_numpy(value)
                 else:
                     scalars.setdefault(str(index), {})[name] = value

@@ -17,66 +17,27 @@ errors, such as a homework stub's NotImplementedError, keep their traceback.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 
-from .backend import DeviceUnavailableError, get_backend
-
+from .argtypes import (
+    folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_int, probability,
+    usable_device,
+)
+from .core.backend import DeviceUnavailableError
 from .demos_cli import add_demo
+from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
-
-
-# ---- argparse types: a flag's value is checked where it is read -----------------------------------
-def _checked(convert, ok, expected):
-    """An argparse ``type=``: ``convert`` the text, and accept it only if ``ok(value)``."""
-    def parse(text):
-        try:
-            value = convert(text)
-        except ValueError:
-            value = None
-        if value is None or not ok(value):
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
-
-
-positive_int = _checked(int, lambda v: v >= 1, "an integer >= 1")
-non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _checked(float, lambda v: 0 < v < math.inf, "a number > 0")
-non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
-probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
-open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
-folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
-
-
-def usable_device(text):
-    """An argparse ``type=`` for ``--device`` (here, in the demos and in the benchmarks): the
-    name of a device whose library and hardware are present, else the backend's message
-    (with the install command for ``cuda``) as the flag's error."""
-    try:
-        get_backend(text)
-    except (ValueError, TypeError, DeviceUnavailableError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
 
 
 def add_gradcheck(subparsers):
     p = subparsers.add_parser("gradcheck", add_help=False,
-                              help="run the gradient-check suite (from a source checkout); see python -m gradcheck -h")
+                              help="run the gradient-check suite; see minitorch-attn gradcheck -h")
     p.set_defaults(run=_run_gradcheck, passes_extra=True)
 
 
 def _run_gradcheck(args):
-    sys.path.insert(0, os.getcwd())
-    try:
-        from gradcheck.__main__ import main as gradcheck_main
-    except ModuleNotFoundError:
-        print("minitorch-attn gradcheck: the gradcheck/ suite ships with the source; run this "
-              "from the project's root folder", file=sys.stderr)
-        return 2
-    return gradcheck_main(args.extra)
+    return gradcheck_main(args.extra, prog="minitorch-attn gradcheck")
 
 
 class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
@@ -133,7 +94,7 @@ def add_train(subparsers):
 
 
 def _run_train(args):
-    from .backend import get_default_device
+    from .core.backend import get_default_device
     from .train import run_training
 
     if args.steps is None and not args.time_budget:
@@ -160,7 +121,7 @@ def add_sample(subparsers):
 
 
 def _run_sample(args):
-    from .backend import get_default_device
+    from .core.backend import get_default_device
     from .train import run_sample
 
     args.device = args.device or get_default_device()

@@ -50,11 +50,10 @@ def find_demo(name, demos):
 
 
 def run_demo(path, argv):
-    """Run the script at ``path`` as ``python path *argv`` would (its folder first on
-    ``sys.path``, for ``_common``), in this process; returns its exit status."""
-    saved_argv, saved_path = sys.argv, list(sys.path)
+    """Run the script at ``path`` as ``python path *argv`` would, in this process; returns
+    its exit status. (A demo imports only the installed package, never its own folder.)"""
+    saved_argv = sys.argv
     sys.argv = [str(path), *argv]
-    sys.path.insert(0, str(path.parent))
     try:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as stop:  # sys.exit(main()) at the end of every script
@@ -63,7 +62,7 @@ def run_demo(path, argv):
             return 1
         return stop.code or 0
     finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
+        sys.argv = saved_argv
     return 0
 
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 
-from .backend import backend_of
-from .tensor import Tensor
+from .core.backend import backend_of
+from .core.tensor import Tensor
 
 
 class Optimizer:

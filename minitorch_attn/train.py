@@ -39,9 +39,9 @@ import numpy
 from . import checkpoint as ckpt
 from . import functional as F
 from . import nn, optim
-from .autograd import no_grad
-from .backend import get_backend, manual_seed
-from .tensor import tensor
+from .core.autograd import no_grad
+from .core.backend import get_backend, manual_seed
+from .core.tensor import tensor
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 LN2 = math.log(2.0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import backend
+from minitorch_attn.core import backend
 
 
 def test_unknown_device_names_the_choices():

@@ -15,9 +15,10 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import flash as flash_module
-from minitorch_attn.backend import get_backend
-from minitorch_attn.flash import dropout_mask, flash_attention
+from minitorch_attn.core.backend import get_backend
+from minitorch_attn.functional import _parallel, flash as flash_module
+from minitorch_attn.functional import flash_attention
+from minitorch_attn.functional._flash_dropout import dropout_mask
 
 TOL64 = 1e-12
 
@@ -338,9 +339,9 @@ def test_threads_give_the_same_result(monkeypatch, bias_shape):
         mt.manual_seed(7)
         return flash_attention(q, k, v, m, enable_gqa=True, dropout_p=0.2, block_size_q=3, block_size_k=4)
 
-    monkeypatch.setattr(flash_module, "NUM_THREADS", 1)
+    monkeypatch.setattr(_parallel, "NUM_THREADS", 1)
     single = _run(call, arrays, "cpu", mask=bias)
-    monkeypatch.setattr(flash_module, "NUM_THREADS", 2)
+    monkeypatch.setattr(_parallel, "NUM_THREADS", 2)
     threaded = _run(call, arrays, "cpu", mask=bias)
     _assert_close(threaded[0] + threaded[1], single[0] + single[1], tol=1e-14)
 

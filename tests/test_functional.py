@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
+from minitorch_attn.core.backend import get_backend
+from minitorch_attn.functional import _attention_common as common
 from tests.conftest import float64_tolerance
 
 rng = np.random.default_rng(0)
@@ -447,22 +449,22 @@ def test_causal_mask_alignments(device):
 
 def test_check_attention_inputs_returns_the_group_size():
     q, k = mt.zeros(2, 6, 3, 4), mt.zeros(2, 2, 5, 4)
-    assert F._check_attention_inputs(q, k, mt.zeros(2, 2, 5, 7), enable_gqa=True) == 3
-    assert F._check_attention_inputs(q, q, q) == 1
-    assert F._check_attention_inputs(q.data, k.data, k.data, enable_gqa=True) == 3  # raw arrays too
+    assert common._check_attention_inputs(q, k, mt.zeros(2, 2, 5, 7), enable_gqa=True) == 3
+    assert common._check_attention_inputs(q, q, q) == 1
+    assert common._check_attention_inputs(q.data, k.data, k.data, enable_gqa=True) == 3  # raw arrays too
     with pytest.raises(ValueError, match="multiple"):
-        F._check_attention_inputs(mt.zeros(1, 5, 3, 4), k[:1], k[:1], enable_gqa=True)
+        common._check_attention_inputs(mt.zeros(1, 5, 3, 4), k[:1], k[:1], enable_gqa=True)
     with pytest.raises(ValueError, match="enable_gqa"):
-        F._check_attention_inputs(q, k, k)
+        common._check_attention_inputs(q, k, k)
 
 
 def test_prepare_attention_mask_gives_full_trailing_dims(device):
-    backend = mt.backend.get_backend(device)
-    keep, bias = F._prepare_attention_mask(backend, None, 3, 4, is_causal=True, causal_alignment="bottom_right")
+    backend = get_backend(device)
+    keep, bias = common._prepare_attention_mask(backend, None, 3, 4, is_causal=True, causal_alignment="bottom_right")
     assert bias is None and tuple(keep.shape) == (3, 4)
-    keep, bias = F._prepare_attention_mask(backend, mt.ones(2, 1, 1, 4, device=device).data, 3, 4)
+    keep, bias = common._prepare_attention_mask(backend, mt.ones(2, 1, 1, 4, device=device).data, 3, 4)
     assert keep is None and tuple(bias.shape) == (2, 1, 3, 4)
-    keep, _ = F._prepare_attention_mask(backend, (mt.ones(4, device=device) > 0).data, 3, 4)
+    keep, _ = common._prepare_attention_mask(backend, (mt.ones(4, device=device) > 0).data, 3, 4)
     assert tuple(keep.shape) == (3, 4)
 
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import Function, GradcheckError, autograd
+from minitorch_attn import Function, GradcheckError
+from minitorch_attn.core import autograd
 
 
 def f64(*shape, requires_grad=True, device="cpu"):

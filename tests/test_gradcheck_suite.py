@@ -2,9 +2,9 @@
 
 import pytest
 
-import gradcheck
+from minitorch_attn.gradcheck.suite import entries
 
-ENTRIES = gradcheck.entries()
+ENTRIES = entries()
 
 
 def test_the_suite_is_not_empty():
@@ -18,7 +18,7 @@ def test_entry_passes_in_float64(entry, device):
 
 
 def test_the_command_prints_a_row_per_entry_and_exits_zero(capsys):
-    from gradcheck.__main__ import main
+    from minitorch_attn.gradcheck.command import main
 
     assert main(["--only", "matmul"]) == 0
     out = capsys.readouterr().out
@@ -26,13 +26,13 @@ def test_the_command_prints_a_row_per_entry_and_exits_zero(capsys):
 
 
 def test_the_command_fails_on_an_unknown_selection(capsys):
-    from gradcheck.__main__ import main
+    from minitorch_attn.gradcheck.command import main
 
     assert main(["--only", "no such op"]) == 2
 
 
 def test_an_unusable_device_is_one_message(capsys):
-    from gradcheck.__main__ import main
+    from minitorch_attn.gradcheck.command import main
 
     assert main(["--device", "tpu"]) == 2
     assert "unknown device 'tpu'" in capsys.readouterr().err

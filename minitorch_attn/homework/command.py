@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
+from ..argtypes import folder, positive_int
+
 
 def add_homework(subparsers):
-    from ..cli import folder, positive_int  # the argparse types of every command
-
     p = subparsers.add_parser("homework", help="make student versions of the engine and grade them")
     actions = p.add_subparsers(dest="action", required=True)
 

@@ -9,6 +9,8 @@ give bool Tensors that carry no gradient. Dtypes are named by strings
 
 from __future__ import annotations
 
+import numpy
+
 from . import autograd
 from .backend import backend_of, get_backend
 
@@ -214,9 +216,7 @@ class Tensor:
             array = get_backend(device).asarray(self.numpy())
             out = Tensor(array, requires_grad=self.requires_grad and dtype is None)
         if dtype is not None and dtype_name(dtype) != out.dtype:
-            from .ops import Cast
-
-            out = Cast.apply(out, dtype=dtype_name(dtype))
+            out = ops.Cast.apply(out, dtype=dtype_name(dtype))
         return out
 
     def cpu(self):
@@ -281,7 +281,7 @@ class Tensor:
         return ops.MatMul.apply(other, self)
 
     def __getitem__(self, key):
-        return ops.getitem(self, key)
+        return shape_ops.getitem(self, key)
 
     def _compare(self, other, op):
         other = other.data if isinstance(other, Tensor) else other
@@ -355,40 +355,40 @@ class Tensor:
         return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
 
     def reshape(self, *shape):
-        return ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
+        return shape_ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
 
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
-        return ops.flatten(self, start_dim, end_dim)
+        return shape_ops.flatten(self, start_dim, end_dim)
 
     def transpose(self, dim0, dim1):
-        return ops.Transpose.apply(self, dim0=dim0, dim1=dim1)
+        return shape_ops.Transpose.apply(self, dim0=dim0, dim1=dim1)
 
     @property
     def T(self):
-        return ops.Permute.apply(self, dims=tuple(reversed(range(self.ndim))))
+        return shape_ops.Permute.apply(self, dims=tuple(reversed(range(self.ndim))))
 
     def permute(self, *dims):
-        return ops.Permute.apply(self, dims=_shape_args_allow_minus_one(dims))
+        return shape_ops.Permute.apply(self, dims=_shape_args_allow_minus_one(dims))
 
     def unsqueeze(self, dim):
-        return ops.unsqueeze(self, dim)
+        return shape_ops.unsqueeze(self, dim)
 
     def squeeze(self, dim=None):
-        return ops.squeeze(self, dim)
+        return shape_ops.squeeze(self, dim)
 
     def expand(self, *sizes):
-        return ops.expand(self, _shape_args_allow_minus_one(sizes))
+        return shape_ops.expand(self, _shape_args_allow_minus_one(sizes))
 
     def masked_fill(self, mask, value):
-        return ops.masked_fill(self, mask, value)
+        return shape_ops.masked_fill(self, mask, value)
 
     def split(self, split_size, dim=0):
-        return ops.split(self, split_size, dim)
+        return shape_ops.split(self, split_size, dim)
 
     def chunk(self, chunks, dim=0):
-        return ops.chunk(self, chunks, dim)
+        return shape_ops.chunk(self, chunks, dim)
 
     def contiguous(self):
         return self
@@ -424,8 +424,6 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     Raises:
         TypeError: for data of an unsupported kind or dtype.
     """
-    import numpy
-
     if isinstance(data, Tensor):
         source_device = data.device
         data = data.data
@@ -529,4 +527,7 @@ def randint(low, high=None, size=None, dtype=None, device=None):
     return _make(backend.integers(low, high, _shape_args((size,)), dtype_name(dtype or int64)), False)
 
 
-from . import ops  # noqa: E402  (ops needs Tensor defined first)
+# The one import cycle of the package, and it stays inside core/: a Tensor's operators call
+# the operations, and the operations make Tensors. The operations are imported last, once
+# Tensor exists; core/__init__.py imports the modules in the order that makes this work.
+from . import ops, shape_ops  # noqa: E402

@@ -1,4 +1,4 @@
-"""What every demo shares: its command-line flags, its output folder, matplotlib, a timer.
+"""What every demo shares: its command-line flags, its output folder, matplotlib, random inputs.
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME", argv)``. The flags are::
 
@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
-import time
 
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn.cli import usable_device
+from minitorch_attn.argtypes import usable_device
 
 
 def setup(doc, name, argv=None, extra=None):
@@ -78,44 +75,8 @@ def save(fig, out, filename, dpi=100):
     return path
 
 
-def synchronize(device):
-    """Wait for the GPU to finish queued work (a no-op on the CPU), so timings are honest."""
-    if device == "cuda":
-        import cupy
-
-        cupy.cuda.Device().synchronize()
-
-
-def median_seconds(fn, repeats, device="cpu", warmup=1):
-    """The median wall time of ``fn()`` over ``repeats`` runs, after ``warmup`` untimed runs."""
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def randn(rng, *shape, device="cpu", requires_grad=False):
     """A float32 Tensor of standard normal samples from the NumPy generator ``rng``
     (the same numbers on every device for the same seed)."""
     data = rng.standard_normal(shape).astype(numpy.float32)
     return mt.tensor(data, device=device, requires_grad=requires_grad)
-
-
-def peak_memory(fn, device="cpu"):
-    """The peak number of bytes that ``fn()`` allocates, measured by the flash attention
-    benchmark's :class:`PeakMeter` (``benchmarks/attention_memory.py``): tracemalloc on
-    NumPy, which reports every array it allocates to it; the memory pool on CuPy."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if root not in sys.path:
-        sys.path.append(root)
-    from benchmarks.attention_memory import PeakMeter
-
-    with PeakMeter(device) as meter:
-        fn()
-    return meter.peak

@@ -9,10 +9,10 @@ backward. Entries that return the log-sum-exp check its gradient too.
 import numpy as np
 
 import minitorch_attn as mt
-from minitorch_attn.flash import flash_attention
+from minitorch_attn.functional import flash_attention
 
-from . import Entry
-from .functional import seeded
+from .suite import Entry
+from ._inputs import seeded
 
 
 def flash(**options):

@@ -54,20 +54,16 @@ about 10% of PyTorch's own CPU kernel (``benchmarks/attention_bench.py``).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import math
-import os
 
-from .autograd import Function
-from .backend import backend_of
-from .tensor import Tensor
+from ..core.autograd import Function
+from ..core.backend import backend_of
+from ._attention_common import CAUSAL_ALIGNMENTS, _attention_setup
+from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
+from ._parallel import _chunks, _concat, _run, _take, _thread_count
 
-NUM_THREADS = None
-"""Threads over (batch, head) chunks on the ``"cpu"`` device. None: one per core when BLAS
-runs single-threaded (``OPENBLAS_NUM_THREADS=1`` or ``OMP_NUM_THREADS=1``), else 1
-(see :func:`_thread_count`)."""
 
 # ---- public API -----------------------------------------------------------------------------------
 def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
@@ -123,10 +119,6 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
     Source: Dao, "FlashAttention-2", arXiv:2307.08691, Algorithms 1 and 2; online
     softmax from Milakov & Gimelshein, arXiv:1805.02867.
     """
-    # imported here, not at the top: functional re-exports this function (F.flash_attention),
-    # so a top-level import would make the two modules import each other half-initialized
-    from .functional import CAUSAL_ALIGNMENTS, _attention_setup
-
     groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value, dropout_p)
     if causal_alignment not in CAUSAL_ALIGNMENTS:
         raise ValueError(f"flash_attention: causal_alignment must be one of {CAUSAL_ALIGNMENTS}, "
@@ -159,22 +151,6 @@ def default_block_sizes(L, S):
     """
     return max(1, min(L, 256)), max(1, min(S, 256))
 
-
-def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
-    """The keep-mask ``flash_attention`` uses for a seed: a bool Tensor ``(*batch_shape, L, S)``.
-
-    ``batch_shape`` is the query's shape without its last two dims, ``(*batch, H_q)``;
-    True marks kept weights. Element ``(b, i, j)`` (``b`` the flat batch-head index) is
-    kept when ``hash(seed, b, i, j) >= dropout_p * 2**32`` for the counter-based hash of
-    :func:`_keep_tile`, so any tile can be regenerated in any order. Forms the full
-    ``(L, S)`` matrix: for tests and for naive attention with the same mask.
-    """
-    from .backend import get_backend
-
-    backend = get_backend(device)
-    xp = backend.xp
-    row_keys = _row_keys(xp, backend.device, seed, tuple(batch_shape) + (1, 1))
-    return Tensor(_keep_tile(xp, backend.device, row_keys, 0, L, 0, S, _drop_threshold(dropout_p)))
 
 
 # ---- the autograd Function --------------------------------------------------------------------------
@@ -442,47 +418,6 @@ def _exp_(xp, x):
         return xp.exp(x)
 
 
-# ---- dropout from a counter-based hash ----------------------------------------------------------
-# A random stream drawn in loop order would give the forward (query blocks outside) and the
-# backward (key blocks outside) different masks. Instead each weight's fate is a pure
-# function of its coordinates: keep (b, i, j) iff hash(seed, b, i, j) >= p * 2**32, in the
-# style of Philox/"counter-based" generators (Salmon et al., SC'11), here with the
-# lowbias32 integer hash (C. Wellons), which any array namespace evaluates on uint32.
-def _hash32(x):
-    """lowbias32: a bijection of uint32 whose output bits each depend on every input bit."""
-    x = x ^ (x >> 16)
-    x = x * 0x7FEB352D
-    x = x ^ (x >> 15)
-    x = x * 0x846CA68B
-    return x ^ (x >> 16)
-
-
-def _row_keys(xp, device, seed, shape):
-    """One uint32 key per (batch, head) slice, shape ``shape`` (ending in (1, 1)): a hash of
-    the seed (both halves) and the slice's flat index."""
-    count = math.prod(shape)
-    index = xp.reshape(xp.arange(count, dtype=xp.uint32, device=device), shape)
-    low, high = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
-    return _hash32(_hash32(index ^ low) ^ high)
-
-
-def _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold):
-    """Keep-mask of one tile: bool ``(..., i1 - i0, j1 - j0)``, independent of the tiling."""
-    rows = xp.arange(i0, i1, dtype=xp.uint32, device=device)[:, None]
-    cols = xp.arange(j0, j1, dtype=xp.uint32, device=device)[None, :]
-    return _hash32(_hash32(row_keys + rows) ^ _hash32(cols ^ 0x9E3779B9)) >= threshold
-
-
-def _drop_threshold(dropout_p):
-    """The uint32 below which a hash means "dropped": ``P(hash < t) = t / 2**32 ≈ p``."""
-    return min(int(round(dropout_p * 2**32)), 2**32 - 1)
-
-
-def _keep_scale(dropout_p):
-    """Inverted dropout: survivors are scaled by ``1 / (1 - p)``; ``p = 1`` keeps nothing (0)."""
-    return 0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p)
-
-
 # ---- input checks and layout ----------------------------------------------------------------------
 def _check_block_size(value, default, name):
     if value is None:
@@ -509,70 +444,3 @@ def _to_layout(xp, query, key, value, mask, groups):
     return q, k, v, mask
 
 
-# ---- threads over (batch, head) chunks -----------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _Chunk:
-    """An index ``x[chunk]`` selecting part of one batch/head axis (all of it if ``axis`` is None)."""
-
-    axis: int | None
-    start: int
-    stop: int
-
-    def key(self):
-        return (slice(None),) * self.axis + (slice(self.start, self.stop), ...)
-
-
-def _thread_count(backend):
-    """Threads for the chunks: NumPy releases the GIL in BLAS and ufuncs; CuPy and
-    array-api-strict run in the calling thread."""
-    if backend.name != "cpu":
-        return 1
-    if NUM_THREADS is not None:
-        return max(1, int(NUM_THREADS))
-    # speed: a multithreaded BLAS already spreads each matrix product over the cores, and
-    # a second layer of threads calling it at once makes the two fight (OpenBLAS threads
-    # spin-wait for each other: 10x slower on a busy machine). So the pool is used only
-    # when BLAS is told to run one thread per call, e.g. OPENBLAS_NUM_THREADS=1.
-    single = any(os.environ.get(name) == "1"
-                 for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
-    return (os.cpu_count() or 1) if single else 1
-
-
-def _chunks(lead_shape, threads):
-    """Split the longest batch/key-head axis into ``threads`` parts (G is never split: the
-    heads of a group add into one dK, dV)."""
-    if threads <= 1 or not lead_shape or max(lead_shape) < 2:
-        return [_Chunk(None, 0, 0)]
-    axis = max(range(len(lead_shape)), key=lambda a: lead_shape[a])
-    size = lead_shape[axis]
-    parts = min(threads, size)
-    bounds = [size * n // parts for n in range(parts + 1)]
-    return [_Chunk(axis, a, b) for a, b in zip(bounds, bounds[1:])]
-
-
-def _take(array, chunk):
-    """``array[chunk]``, or all of ``array`` where it broadcasts (size 1) on the chunk axis."""
-    if array is None:
-        return None
-    if chunk.axis is None or array.shape[chunk.axis] == 1:
-        return array
-    return array[chunk.key()]
-
-
-def _run(threads, jobs):
-    """Run the jobs (one per chunk) and return their results in order: in the calling
-    thread when there is one, else in the pool."""
-    if len(jobs) == 1:
-        return [jobs[0]()]
-    return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
-
-
-@functools.cache
-def _pool(threads):
-    """One pool per thread count, made on first use and kept (threads are cheap to keep)."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="flash")
-
-
-def _concat(xp, parts, chunks):
-    """Join per-chunk results along the chunk axis."""
-    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=chunks[0].axis)

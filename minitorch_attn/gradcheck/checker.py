@@ -22,9 +22,11 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
-from .autograd import backward, no_grad
-from .backend import backend_of
-from .tensor import Tensor
+import numpy
+
+from ..core.autograd import backward, no_grad
+from ..core.backend import backend_of
+from ..core.tensor import Tensor
 
 
 class GradcheckError(RuntimeError):
@@ -80,8 +82,6 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nonde
 def check_gradients(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nondet_tol=0.0, seed=0):
     """Run every check of :func:`gradcheck` and return a :class:`GradcheckReport` instead
     of raising (the gradcheck suite uses it to print its table)."""
-    import numpy  # host-side bookkeeping of the comparison only
-
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not checked:

@@ -1,0 +1,47 @@
+"""The argparse types of every command: a flag's value is checked where it is read.
+
+Each is an argparse ``type=`` that converts the text and accepts it only when it is valid,
+so a bad value ends the command with one line naming the flag and what was expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+
+from .core.backend import DeviceUnavailableError, get_backend
+
+
+def _checked(convert, ok, expected):
+    """An argparse ``type=``: ``convert`` the text, and accept it only if ``ok(value)``."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = _checked(int, lambda v: v >= 1, "an integer >= 1")
+non_negative_int = _checked(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _checked(float, lambda v: 0 < v < math.inf, "a number > 0")
+non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
+
+
+def usable_device(text):
+    """An argparse ``type=`` for ``--device`` (here, in the demos and in the benchmarks): the
+    name of a device whose library and hardware are present, else the backend's message
+    (with the install command for ``cuda``) as the flag's error."""
+    try:
+        get_backend(text)
+    except (ValueError, TypeError, DeviceUnavailableError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

@@ -1,0 +1,21 @@
+"""The core of the engine: arrays, tensors, the autograd engine and the primitive operations.
+
+Read it in this order:
+
+1. :mod:`.backend`   -- one array namespace per device (NumPy, CuPy, array-api-strict) and
+   the few kernels the array API standard lacks;
+2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
+3. :mod:`.tensor`    -- :class:`Tensor` and the factories (``tensor``, ``zeros``, ``randn``, ...);
+4. :mod:`.ops`       -- the arithmetic, elementwise, matmul and reduction operations;
+5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting.
+
+``autograd`` and ``tensor`` know each other (the engine makes Tensors, ``Tensor.backward``
+runs the engine): the package's one import cycle, and it stays here. Importing
+``autograd`` first resolves it.
+"""
+
+from . import backend
+from . import autograd  # before tensor: see the docstring
+from . import tensor, ops, shape_ops
+
+__all__ = ["backend", "autograd", "tensor", "ops", "shape_ops"]

@@ -1,0 +1,378 @@
+"""Shape, indexing, joining and selection operations, each a :class:`Function` with its backward.
+
+None of them computes anything new: they move, copy or select elements, so each backward
+moves the upstream gradient ``grad_output`` back to where the elements came from
+(reshape back, permute by the inverse, scatter into zeros, cut a concatenation apart,
+route through the same condition). Shapes follow NumPy's rules.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+from .autograd import Function
+from .backend import backend_of
+from .ops import _normalize_dims
+from .tensor import Tensor
+
+# ---- shape operations -----------------------------------------------------------------------------
+class Reshape(Function):
+    """Same data, new shape (one entry may be -1).  Backward: reshape ``g`` back."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = tuple(x.shape)
+        try:
+            return ctx.xp.reshape(x, shape)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"cannot reshape a tensor of shape {tuple(x.shape)} to {shape}") from exc
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.reshape(g, ctx.shape)
+
+
+class Permute(Function):
+    """Reorder dims by ``dims``.  Backward: permute ``g`` by the inverse permutation."""
+
+    @staticmethod
+    def forward(ctx, x, dims):
+        dims = tuple(d % x.ndim for d in dims) if x.ndim else dims
+        if sorted(dims) != list(range(x.ndim)):
+            raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dims of {tuple(x.shape)}")
+        ctx.inverse = tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
+        return ctx.xp.permute_dims(x, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.permute_dims(g, ctx.inverse)
+
+
+class Transpose(Function):
+    """Swap two dims.  Backward: swap them back."""
+
+    @staticmethod
+    def forward(ctx, x, dim0, dim1):
+        dims = list(range(x.ndim))
+        dim0, dim1 = _normalize_dims(dim0, x.ndim)[0], _normalize_dims(dim1, x.ndim)[0]
+        dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+        ctx.dims = tuple(dims)
+        return ctx.xp.permute_dims(x, ctx.dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.permute_dims(g, ctx.dims)
+
+
+class Expand(Function):
+    """Broadcast to a larger shape (a view in NumPy).  Backward: ``g`` as is; the engine
+    sums it over the expanded axes."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        try:
+            return ctx.xp.broadcast_to(x, shape)
+        except ValueError as exc:
+            raise ValueError(f"cannot expand a tensor of shape {tuple(x.shape)} to {shape}") from exc
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def expand(x, shape):
+    """Broadcast ``x`` to ``shape``; -1 keeps a dim's size (as torch.Tensor.expand)."""
+    shape = tuple(shape)
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: target {shape} has fewer dims than the tensor's {x.shape}")
+    full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+    return Expand.apply(x, shape=full)
+
+
+def unsqueeze(x, dim):
+    """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
+    dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
+    if dim is None:
+        raise ValueError(f"unsqueeze: dim out of range for a tensor with {x.ndim} dims")
+    shape = x.shape[:dim] + (1,) + x.shape[dim:]
+    return Reshape.apply(x, shape=shape)
+
+
+def squeeze(x, dim=None):
+    """Remove size-1 dims (all of them, or only ``dim`` when it has size 1)."""
+    axes = _normalize_dims(dim, x.ndim)
+    shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
+    return Reshape.apply(x, shape=shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dims ``start_dim..end_dim`` into one."""
+    if x.ndim == 0:
+        return Reshape.apply(x, shape=(1,))
+    start, end = _normalize_dims(start_dim, x.ndim)[0], _normalize_dims(end_dim, x.ndim)[0]
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
+    return Reshape.apply(x, shape=shape)
+
+
+# ---- indexing -------------------------------------------------------------------------------------
+class GetItem(Function):
+    """``x[key]`` for basic keys: ints, slices and ``...`` (``None`` is handled by :func:`getitem`).
+
+    Backward: a zero array of ``x``'s shape with ``g`` written into the selected places
+    (each place is selected at most once by a basic key, so writing is adding)."""
+
+    @staticmethod
+    def forward(ctx, x, key):
+        ctx.shape, ctx.key, ctx.dtype = tuple(x.shape), key, x.dtype
+        return x[key]
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        grad = xp.zeros(ctx.shape, dtype=g.dtype, device=ctx.backend.device)
+        grad[ctx.key] = g
+        return grad
+
+
+class Take(Function):
+    """``x[index]`` with an integer tensor ``index`` on the first axis (an embedding lookup).
+
+    Shapes: ``x (n, *rest)``, ``index (*idx)`` -> ``(*idx, *rest)``.
+    Backward: row ``index[i]`` of the gradient is the sum of ``g[i]`` over every ``i`` that
+    picked it (a scatter-add: repeated indices accumulate), via ``backend.index_add``."""
+
+    @staticmethod
+    def forward(ctx, x, index):
+        xp = ctx.xp
+        n = x.shape[0]
+        if math.prod(index.shape) > 0:
+            low, high = int(xp.min(index)), int(xp.max(index))
+            if low < -n or high >= n:
+                raise IndexError(f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
+                                 f"got values from {low} to {high}")
+        index = xp.where(index < 0, index + n, index)
+        ctx.save_for_backward(index)
+        ctx.num_rows = n
+        out = xp.take(x, xp.reshape(index, (-1,)), axis=0)
+        return xp.reshape(out, (*index.shape, *x.shape[1:]))
+
+    @staticmethod
+    def backward(ctx, g):
+        (index,) = ctx.saved_tensors
+        return ctx.backend.index_add(ctx.num_rows, index, g), None
+
+
+def getitem(x, key):
+    """Indexing: basic keys (ints, slices, None, ...) or one integer tensor/list on axis 0."""
+    if isinstance(key, list):
+        key = Tensor(_backend_array(x, key))
+    if isinstance(key, Tensor):
+        if key.dtype == "bool":
+            raise TypeError("boolean-mask indexing is not supported; use where() or masked_fill()")
+        if key.dtype not in ("int32", "int64"):
+            raise TypeError(f"index tensors must be int32/int64, got {key.dtype}")
+        return Take.apply(x, key)
+    parts = key if isinstance(key, tuple) else (key,)
+    for k in parts:
+        if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
+            raise TypeError(
+                f"unsupported index {k!r}: use ints, slices, None, ... or a single integer tensor "
+                f"on the first axis"
+            )
+    if Ellipsis not in parts:  # the array API wants the trailing "..." that NumPy implies
+        parts = parts + (Ellipsis,)
+    key = parts
+    if any(k is None for k in parts):  # None only inserts size-1 axes: index without it, then reshape
+        target = tuple(x.data[key].shape)
+        stripped = tuple(k for k in parts if k is not None)
+        return Reshape.apply(GetItem.apply(x, key=stripped), shape=target)
+    return GetItem.apply(x, key=key)
+
+
+def _backend_array(like, values):
+    backend = backend_of(like.data)
+    return backend.asarray(values, dtype=backend.dtype("int64"))
+
+
+# ---- joining and splitting ---------------------------------------------------------------------
+class Concat(Function):
+    """Join tensors along an existing ``dim``.  Backward: cut ``g`` back into the pieces."""
+
+    @staticmethod
+    def forward(ctx, *arrays, dim=0):
+        axis = _normalize_dims(dim, arrays[0].ndim)[0]
+        ctx.axis, ctx.sizes = axis, [a.shape[axis] for a in arrays]
+        try:
+            return ctx.xp.concat(arrays, axis=axis)
+        except ValueError as exc:
+            raise ValueError(f"concat: shapes {[tuple(a.shape) for a in arrays]} differ outside dim {dim}") from exc
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [], 0
+        for size in ctx.sizes:
+            index = [slice(None)] * g.ndim
+            index[ctx.axis] = slice(start, start + size)
+            grads.append(g[tuple(index)])
+            start += size
+        return tuple(grads)
+
+
+class Stack(Function):
+    """Join tensors of one shape along a new ``dim``.  Backward: take slice i of ``g``."""
+
+    @staticmethod
+    def forward(ctx, *arrays, dim=0):
+        ctx.axis = dim % (arrays[0].ndim + 1)
+        shapes = {tuple(a.shape) for a in arrays}
+        if len(shapes) != 1:
+            raise ValueError(f"stack: all tensors need one shape, got {sorted(shapes)}")
+        return ctx.xp.stack(arrays, axis=ctx.axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(g[(slice(None),) * ctx.axis + (i, ...)] for i in range(g.shape[ctx.axis]))
+
+
+def concat(tensors, dim=0):
+    """Concatenate a sequence of tensors along ``dim`` (``torch.cat``)."""
+    return Concat.apply(*tensors, dim=dim)
+
+
+cat = concat
+
+
+def stack(tensors, dim=0):
+    """Stack same-shaped tensors along a new ``dim``."""
+    return Stack.apply(*tensors, dim=dim)
+
+
+def split(x, split_size, dim=0):
+    """Cut ``x`` along ``dim`` into pieces of ``split_size`` (an int, the last piece may be
+    smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice."""
+    axis = _normalize_dims(dim, x.ndim)[0]
+    length = x.shape[axis]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ValueError("split_size must be positive")
+        sizes = [min(split_size, length - s) for s in range(0, length, split_size)]
+    else:
+        sizes = list(split_size)
+        if builtins.sum(sizes) != length:
+            raise ValueError(f"split sizes {sizes} do not add up to {length}")
+    pieces, start = [], 0
+    for size in sizes:
+        key = (slice(None),) * axis + (slice(start, start + size), ...)
+        pieces.append(GetItem.apply(x, key=key))
+        start += size
+    return tuple(pieces)
+
+
+def chunk(x, chunks, dim=0):
+    """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk."""
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    length = x.shape[_normalize_dims(dim, x.ndim)[0]]
+    return split(x, builtins.max(1, -(-length // chunks)), dim)
+
+
+# ---- selection and masks ----------------------------------------------------------------------
+class Where(Function):
+    """``condition ? a : b`` elementwise, broadcasting.  Backward: ``g`` flows to ``a``
+    where the condition holds and to ``b`` elsewhere."""
+
+    @staticmethod
+    def forward(ctx, condition, a, b):
+        ctx.save_for_backward(condition)
+        return ctx.xp.where(condition, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        (condition,) = ctx.saved_tensors
+        xp = ctx.xp
+        zero = xp.zeros((), dtype=g.dtype, device=ctx.backend.device)
+        return (None,
+                xp.where(condition, g, zero) if ctx.needs_input_grad[1] else None,
+                xp.where(condition, zero, g) if ctx.needs_input_grad[2] else None)
+
+
+def _check_bool(mask, what):
+    if not isinstance(mask, Tensor) or mask.dtype != "bool":
+        raise TypeError(f"{what} must be a bool tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+
+
+def where(condition, a, b):
+    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``."""
+    _check_bool(condition, "where: condition")
+    return Where.apply(condition, a, b)
+
+
+def masked_fill(x, mask, value):
+    """``x`` with ``value`` written where the bool ``mask`` (broadcastable to x) is True.
+    Backward: ``g`` where the mask is False, 0 where it is True."""
+    _check_bool(mask, "masked_fill: mask")
+    return Where.apply(mask, value, x)
+
+
+class Tril(Function):
+    """Keep the lower triangle (``j <= i + diagonal``) of the last two dims.  Backward: same mask on ``g``."""
+
+    @staticmethod
+    def forward(ctx, x, diagonal=0):
+        ctx.diagonal = diagonal
+        return ctx.xp.tril(x, k=diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.tril(g, k=ctx.diagonal)
+
+
+class Triu(Function):
+    """Keep the upper triangle (``j >= i + diagonal``) of the last two dims.  Backward: same mask on ``g``."""
+
+    @staticmethod
+    def forward(ctx, x, diagonal=0):
+        ctx.diagonal = diagonal
+        return ctx.xp.triu(x, k=diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.xp.triu(g, k=ctx.diagonal)
+
+
+def _check_matrix(x, what):
+    if x.ndim < 2:
+        raise ValueError(f"{what}: needs a tensor with at least 2 dims (..., rows, columns), got shape {x.shape}")
+
+
+def tril(x, diagonal=0):
+    """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    _check_matrix(x, "tril")
+    return Tril.apply(x, diagonal=diagonal)
+
+
+def triu(x, diagonal=0):
+    """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    _check_matrix(x, "triu")
+    return Triu.apply(x, diagonal=diagonal)
+
+
+def reshape(x, *shape):
+    """``x`` with a new shape (one entry may be -1); raises ValueError if sizes differ."""
+    return x.reshape(*shape)
+
+
+def transpose(x, dim0, dim1):
+    """Swap dims ``dim0`` and ``dim1``."""
+    return Transpose.apply(x, dim0=dim0, dim1=dim1)
+
+
+def permute(x, dims):
+    """Reorder the dims of ``x`` as ``dims``; raises ValueError if not a permutation."""
+    return Permute.apply(x, dims=tuple(dims))
+
+

@@ -1,0 +1,55 @@
+"""Argument checks shared by the operations of :mod:`minitorch_attn.functional`.
+
+Each raises a ValueError or TypeError that names the operation, what it received and what
+it expected, before any array is touched.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ..core.tensor import FLOAT_DTYPES, Tensor
+
+
+def _check_eps(eps, what):
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0:
+        raise ValueError(f"{what}: eps must be a number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def _check_probability(p, what):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{what} must be a probability in [0, 1], got {p!r}")
+    return float(p)
+
+
+def _axis(dim, ndim, what):
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise ValueError(f"{what}: dim {dim!r} is out of range for a tensor with {ndim} dims")
+    return dim % max(ndim, 1)
+
+
+def _check_float(x, what):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: expected a float32 or float64 tensor, got {x.dtype}")
+
+
+
+
+def _normalized_axes(x, normalized_shape, weight, bias, what):
+    """Check ``normalized_shape`` against ``x``'s trailing dims and the affine parameters;
+    return the normalized axes (the last ``len(normalized_shape)`` dims)."""
+    _check_float(x, what)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape or len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
+        raise ValueError(f"{what}: normalized_shape {shape} must equal the trailing dims of the input {x.shape}")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None:
+            _check_float(p, f"{what}: {name}")
+            if p.shape != shape:
+                raise ValueError(f"{what}: {name} has shape {p.shape}, expected normalized_shape {shape}")
+            if p.dtype != x.dtype:
+                raise TypeError(f"{what}: {name} is {p.dtype} but the input is {x.dtype}")
+    return tuple(range(x.ndim - len(shape), x.ndim))

@@ -1,0 +1,144 @@
+"""Activations and dropout: GELU, ReLU and inverted dropout, with hand-written backward passes."""
+
+from __future__ import annotations
+
+import math
+
+from ..core.autograd import Function
+from ._checks import _check_float, _check_probability
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_CUBIC = 0.044715
+
+
+def _dropout_scale(backend, shape, p, dtype):
+    """Inverted-dropout multiplier: ``1/(1-p)`` where kept (probability 1-p), 0 where dropped.
+
+    Drawn from the backend's seeded stream (:func:`minitorch_attn.manual_seed`), always in
+    float32, so one seed gives one mask whatever the dtype; ``p == 1`` gives all zeros.
+    Saved by the forward, reused by the backward.
+    """
+    xp = backend.xp
+    if p >= 1.0:
+        return xp.zeros(shape, dtype=dtype, device=backend.device)
+    kept = backend.uniform(shape, "float32") >= p
+    return xp.astype(kept, dtype) * (1.0 / (1.0 - p))
+
+
+
+
+class GELU(Function):
+    """Gaussian Error Linear Unit, ``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415, eq. 1).
+
+    Exact (``approximate="none"``): ``y = x/2 (1 + erf(x/√2))``,
+        ``dy/dx = Φ(x) + x φ(x)``, ``φ(x) = exp(-x²/2)/√(2π)``.
+    Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's):
+        ``u = √(2/π)(x + 0.044715 x³)``, ``t = tanh(u)``, ``y = x/2 (1 + t)``,
+        ``dy/dx = (1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715 x²)``.
+    The backward reuses ``Φ(x)`` (or ``t``) saved by the forward rather than recomputing
+    it: erf is the expensive part on NumPy.
+    """
+
+    @staticmethod
+    def forward(ctx, x, approximate="none"):
+        xp = ctx.xp
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+            ctx.save_for_backward(x, t)
+            return 0.5 * x * (1.0 + t)
+        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))      # Φ(x)
+        ctx.save_for_backward(x, cdf)
+        return x * cdf
+
+    @staticmethod
+    def backward(ctx, g):
+        x, saved = ctx.saved_tensors
+        xp = ctx.xp
+        if ctx.approximate == "tanh":
+            t = saved
+            du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
+            return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                 # φ(x)
+        return g * (saved + x * pdf)
+
+
+def gelu(x, approximate="none"):
+    """GELU activation, elementwise (as ``F.gelu``): ``x Φ(x)``, Φ the standard normal CDF.
+
+    ``approximate="none"`` uses erf (the backend's); ``"tanh"`` the tanh approximation of
+    GPT-2. Any shape, float32/float64, shape and dtype kept. At x = 1: 0.8413447461 (exact)
+    and 0.8411919906 (tanh). Source: Hendrycks & Gimpel, arXiv:1606.08415.
+
+    Raises:
+        TypeError: for a non-float tensor. ValueError: for another ``approximate``.
+    """
+    _check_float(x, "gelu")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return GELU.apply(x, approximate=approximate)
+
+
+class ReLU(Function):
+    """``max(x, 0)``.  Backward: ``g`` where ``x > 0``, else 0 (0 at x = 0, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        positive = x > 0
+        ctx.save_for_backward(positive)
+        return xp.where(positive, x, xp.zeros((), dtype=x.dtype, device=ctx.backend.device))
+
+    @staticmethod
+    def backward(ctx, g):
+        (positive,) = ctx.saved_tensors
+        xp = ctx.xp
+        return xp.where(positive, g, xp.zeros((), dtype=g.dtype, device=ctx.backend.device))
+
+
+def relu(x):
+    """Rectified linear unit ``max(x, 0)``, elementwise (as ``F.relu``); shape and dtype kept.
+    The gradient at exactly 0 is 0, as in PyTorch. Source: Nair & Hinton 2010.
+
+    Raises:
+        TypeError: for a non-float tensor.
+    """
+    _check_float(x, "relu")
+    return ReLU.apply(x)
+
+
+class Dropout(Function):
+    """Inverted dropout: ``y = x ∘ m`` with ``m = 1/(1-p)`` kept (probability 1-p), else 0.
+
+    Backward: ``dx = g ∘ m``, the very mask of the forward (saved, not redrawn).
+    Source: Srivastava et al. 2014 (JMLR 15), with the scaling moved to training time.
+    """
+
+    @staticmethod
+    def forward(ctx, x, p=0.5):
+        scale = _dropout_scale(ctx.backend, x.shape, p, x.dtype)
+        ctx.save_for_backward(scale)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (scale,) = ctx.saved_tensors
+        return g * scale
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (as ``F.dropout``).
+
+    The identity (``x`` itself) when ``training`` is False or ``p == 0``; zeros when
+    ``p == 1``. Random numbers come from the seeded stream of :func:`manual_seed`.
+
+    Raises:
+        TypeError: for a non-float tensor. ValueError: for ``p`` outside [0, 1].
+    """
+    _check_float(x, "dropout")
+    p = _check_probability(p, "dropout: p")
+    if not training or p == 0.0:
+        return x
+    return Dropout.apply(x, p=p)

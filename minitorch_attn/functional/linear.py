@@ -1,0 +1,91 @@
+"""The arithmetic of the layers: the affine map ``x Wᵀ + b`` and the embedding lookup."""
+
+from __future__ import annotations
+
+from ..core.autograd import Function
+from ..core.backend import backend_of
+from ..core.shape_ops import Take
+from ..core.tensor import Tensor
+from ._checks import _check_float
+
+
+class Linear(Function):
+    """``y = x Wᵀ + b``: ``x (..., in)``, ``W (out, in)``, ``b (out,)`` -> ``(..., out)``.
+
+    The leading dims are flattened into rows first, ``X (M, in)``, so every product is one
+    2-D matrix multiply (a single BLAS call, much faster than a batched one with a
+    broadcast weight). Backward::
+
+        dX = G W,   dW = Gᵀ X (summed over the rows),   db = sum_rows(G)
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        xp = ctx.xp
+        rows = xp.reshape(x, (-1, x.shape[-1]))                      # (M, in)
+        ctx.save_for_backward(rows, weight)
+        ctx.x_shape = tuple(x.shape)
+        y = xp.matmul(rows, xp.matrix_transpose(weight))             # (M, out)
+        if bias is not None:
+            y += bias
+        return xp.reshape(y, (*x.shape[:-1], weight.shape[0]))
+
+    @staticmethod
+    def backward(ctx, g):
+        rows, weight = ctx.saved_tensors
+        xp = ctx.xp
+        need_x, need_w, need_b = ctx.needs_input_grad
+        g = xp.reshape(g, (-1, g.shape[-1]))                         # (M, out)
+        grad_x = xp.reshape(xp.matmul(g, weight), ctx.x_shape) if need_x else None
+        grad_w = xp.matmul(xp.matrix_transpose(g), rows) if need_w else None
+        grad_b = xp.sum(g, axis=0) if need_b else None
+        return grad_x, grad_w, grad_b
+
+
+def linear(x, weight, bias=None):
+    """Affine map ``x Wᵀ + b`` (as ``F.linear``): ``x (..., in)``, ``weight (out, in)``,
+    ``bias (out,)`` or None -> ``(..., out)``.
+
+    Raises:
+        TypeError: for non-float tensors or mixed dtypes. ValueError: for mismatched shapes.
+    """
+    _check_float(x, "linear: input")
+    _check_float(weight, "linear: weight")
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input {x.shape} (..., in) and weight {weight.shape} (out, in) do not match")
+    if bias is not None:
+        _check_float(bias, "linear: bias")
+        if bias.shape != (weight.shape[0],):
+            raise ValueError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    if len({t.dtype for t in (x, weight, bias) if t is not None}) != 1:
+        raise TypeError("linear: input, weight and bias must share one dtype")
+    return Linear.apply(x, weight, bias)
+
+
+def embedding(indices, weight):
+    """Look up rows of ``weight (num_embeddings, dim)`` at integer ``indices (*)`` -> ``(*, dim)``
+    (as ``F.embedding``).
+
+    Backward: a scatter-add; row k of ``dweight`` is the sum of the upstream gradients of
+    every position whose index is k (``backend.index_add``). This is the core's
+    :class:`~minitorch_attn.ops.Take`, with the argument checks of an embedding.
+
+    Raises:
+        TypeError: for non-integer indices or a non-float weight.
+        ValueError: for a weight that is not 2-D, or an index outside ``[0, num_embeddings)``
+            (negative indices are not wrapped around, as in PyTorch).
+    """
+    if not isinstance(indices, Tensor) or indices.dtype not in ("int32", "int64"):
+        raise TypeError(f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}")
+    _check_float(weight, "embedding: weight")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be (num_embeddings, dim), got shape {weight.shape}")
+    if indices.device != weight.device:
+        raise ValueError(f"embedding: indices are on '{indices.device}' but the weight is on '{weight.device}'")
+    if indices.numel():
+        xp = backend_of(indices.data).xp
+        low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
+        if low < 0 or high >= weight.shape[0]:
+            raise ValueError(f"embedding: indices must be in [0, {weight.shape[0]}) (the rows of the weight), "
+                             f"got values from {low} to {high}")
+    return Take.apply(weight, indices)

@@ -1,0 +1,37 @@
+"""Modules: parameters held together, and the layers of the Transformer built from them.
+
+A :class:`Module` owns :class:`Parameter` s and sub-modules, found by assigning them as
+attributes (``self.weight = Parameter(...)``, ``self.attn = MultiHeadAttention(...)``),
+exactly as in ``torch.nn``. Every layer's ``forward`` only calls the hand-written,
+gradient-checked operations of :mod:`minitorch_attn.functional` and of the core, so
+autograd differentiates a whole Transformer through them.
+
+One module per topic, in reading order:
+
+1. :mod:`.module`: :class:`Parameter`, :class:`Module`, :class:`Sequential`, :class:`ModuleList`
+2. :mod:`.layers`: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`,
+   :class:`LayerNorm`, :class:`RMSNorm`
+3. :mod:`.attention`: :class:`MultiHeadAttention` (self-, cross-, causal, grouped-query, fused QKV, a
+   key/value cache for generation)
+4. :mod:`.transformer`: :class:`TransformerEncoderBlock`, :class:`TransformerEncoder`,
+   :class:`TransformerDecoderBlock`, :class:`GPT`
+
+Sources: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (§3.2 attention,
+§3.3 feed-forward, §3.4 embeddings); Xiong et al., arXiv:2002.04745 (Pre-LN);
+Radford et al. 2019, "Language Models are Unsupervised Multitask Learners" (GPT-2:
+decoder-only, learned positions, N(0, 0.02) initialization, tied embeddings);
+Ainslie et al., arXiv:2305.13245 (grouped-query attention).
+"""
+
+from .attention import KVCache, MultiHeadAttention
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm
+from .module import Module, ModuleList, Parameter, Sequential
+from .transformer import (
+    GPT, FeedForward, TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock, init_gpt2,
+)
+
+__all__ = [
+    "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU",
+    "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "TransformerEncoderBlock",
+    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2",
+]

@@ -1,0 +1,180 @@
+"""Multi-head attention, and the key/value cache that makes generation incremental."""
+
+from __future__ import annotations
+
+from .. import functional as F
+from ..core.shape_ops import concat, split
+from .layers import Dropout, Linear
+from .module import Module, _check_positive_int, _check_tensor
+
+
+class KVCache:
+    """The keys and values of every token seen so far, one slot per attention layer, so
+    that generating token ``t+1`` attends to cached ``K, V`` instead of recomputing the
+    whole prefix (the "incremental decoding" of Transformer inference).
+
+    ``layers[i]`` is ``None`` or a pair ``(K, V)`` of shape ``(batch, kv_heads, length, d_k)``.
+    """
+
+    def __init__(self, num_layers):
+        self.layers = [None] * num_layers
+
+    @property
+    def length(self):
+        """How many positions are cached (0 when empty)."""
+        return 0 if self.layers[0] is None else self.layers[0][0].shape[2]
+
+    def append(self, layer, k, v):
+        """Add this step's ``k, v`` (``(batch, kv_heads, new, d_k)``) to layer ``layer``'s
+        cache and return the full keys and values."""
+        if self.layers[layer] is not None:
+            old_k, old_v = self.layers[layer]
+            k, v = concat([old_k, k], dim=2), concat([old_v, v], dim=2)
+        self.layers[layer] = (k, v)
+        return k, v
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention (Vaswani et al., arXiv:1706.03762, §3.2.2)::
+
+        head_i = softmax(Q W_Qi (K W_Ki)ᵀ / sqrt(d_k) + mask) V W_Vi
+        MultiHead(Q, K, V) = concat(head_1, ..., head_h) W_O
+
+    Args:
+        d_model: model width; ``d_k = d_model // num_heads``.
+        num_heads: query heads ``h``.
+        dropout: probability of dropping attention weights while training.
+        bias: whether the projections have biases (no by default, so
+            ``MultiHeadAttention(512, 8)`` has ``4 * 512 * 512 = 1,048,576`` parameters).
+        num_kv_heads: key/value heads; fewer than ``num_heads`` gives grouped-query
+            attention (Ainslie et al., arXiv:2305.13245): each key/value head serves
+            ``num_heads // num_kv_heads`` query heads. Default: ``num_heads``.
+        fused_qkv: one projection ``W_qkv`` of width ``(h + 2 h_kv) d_k`` instead of
+            ``W_q, W_k, W_v`` (one matrix product for self-attention; the same function).
+        attn_impl: how attention runs when ``need_weights=False``: ``"naive"`` (scores,
+            softmax, weights @ V in one op,
+            :func:`~minitorch_attn.functional.scaled_dot_product_attention`) or
+            ``"flash"`` (blockwise, never forms the weights,
+            :func:`~minitorch_attn.flash.flash_attention`). With ``need_weights=True``
+            the weights come from :func:`~minitorch_attn.functional.attention_weights`.
+    Raises:
+        ValueError: if ``d_model % num_heads != 0``, ``num_heads % num_kv_heads != 0``, or
+            ``attn_impl`` is unknown.
+    """
+
+    def __init__(self, d_model, num_heads, dropout=0.1, bias=False, num_kv_heads=None,
+                 fused_qkv=False, attn_impl="naive"):
+        super().__init__()
+        _check_positive_int("d_model", d_model)
+        _check_positive_int("num_heads", num_heads)
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        _check_positive_int("num_kv_heads", num_kv_heads)
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+        if attn_impl not in ("naive", "flash"):
+            raise ValueError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
+        self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
+        self.d_k = d_model // num_heads
+        self.fused_qkv, self.attn_impl = fused_qkv, attn_impl
+        kv_width = num_kv_heads * self.d_k
+        if fused_qkv:
+            self.W_qkv = Linear(d_model, d_model + 2 * kv_width, bias=bias)
+        else:
+            self.W_q = Linear(d_model, d_model, bias=bias)
+            self.W_k = Linear(d_model, kv_width, bias=bias)
+            self.W_v = Linear(d_model, kv_width, bias=bias)
+        self.W_o = Linear(d_model, d_model, bias=bias)
+        self.dropout = Dropout(dropout)
+
+    def _project(self, query, key, value):
+        """Q, K, V projections: ``(batch, T, d_model) -> (batch, T, width)``."""
+        if not self.fused_qkv:
+            return self.W_q(query), self.W_k(key), self.W_v(value)
+        widths = [self.d_model, self.num_kv_heads * self.d_k, self.num_kv_heads * self.d_k]
+        if query is key and key is value:  # self-attention: one product, then split the columns
+            return tuple(split(self.W_qkv(query), widths, dim=-1))
+        # cross-attention: the same weights, row blocks applied to their own inputs
+        w, b = self.W_qkv.weight, self.W_qkv.bias
+        out, start = [], 0
+        for x, width in zip((query, key, value), widths):
+            rows = slice(start, start + width)
+            out.append(F.linear(x, w[rows], None if b is None else b[rows]))
+            start += width
+        return tuple(out)
+
+    def _split_heads(self, x, heads):
+        """``(batch, T, heads d_k) -> (batch, heads, T, d_k)``."""
+        # BEGIN SOLUTION 4.3
+        batch, length, _ = x.shape
+        return x.reshape(batch, length, heads, self.d_k).transpose(1, 2)
+        # END SOLUTION
+
+    def _repeat_kv(self, x):
+        """Grouped-query attention: ``(batch, h_kv, T, d_k) -> (batch, h, T, d_k)``, each
+        key/value head repeated for its ``h / h_kv`` query heads (``repeat_interleave``)."""
+        # BEGIN SOLUTION 4.3
+        group = self.num_heads // self.num_kv_heads
+        if group == 1:
+            return x
+        batch, kv_heads, length, d_k = x.shape
+        x = x.reshape(batch, kv_heads, 1, length, d_k).expand(batch, kv_heads, group, length, d_k)
+        return x.reshape(batch, kv_heads * group, length, d_k)
+        # END SOLUTION
+
+    def forward(self, query, key, value, mask=None, is_causal=False, need_weights=True,
+                cache=None, layer_index=0):
+        """Attend from ``query`` to ``key``/``value``.
+
+        Args:
+            query: ``(batch, T_q, d_model)``; key, value: ``(batch, T_k, d_model)`` (the
+                same tensor for self-attention, an encoder output for cross-attention).
+            mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
+                may attend to a key (as ``torch.nn.functional.scaled_dot_product_attention``).
+            is_causal: query ``i`` sees keys ``j <= i`` only (with a cache: ``j <= offset + i``).
+            need_weights: also return the attention weights. They are formed by the naive
+                path whatever ``attn_impl`` is (the flash kernel never forms them), so
+                pass False for speed when they are not needed, as the blocks do.
+            cache: a :class:`KVCache`; this call's keys and values are appended to slot
+                ``layer_index`` and the query attends to all cached positions.
+        Returns:
+            ``(output (batch, T_q, d_model), weights (batch, heads, T_q, T_k) or None)``.
+        Raises:
+            TypeError: if an input is not a Tensor.
+            ValueError: if the inputs are not 3-D with last dimension ``d_model``.
+        """
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            _check_tensor(f"MultiHeadAttention {name}", x)
+            if x.ndim != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}), got {x.shape}")
+        batch, length, _ = query.shape
+        q, k, v = self._project(query, key, value)
+        q = self._split_heads(q, self.num_heads)                        # (B, h, T_q, d_k)
+        k, v = self._split_heads(k, self.num_kv_heads), self._split_heads(v, self.num_kv_heads)
+        alignment = "top_left"
+        if cache is not None:
+            k, v = cache.append(layer_index, k, v)                     # (B, h_kv, offset + T_q, d_k)
+            alignment = "bottom_right"  # the queries are the last T_q of the cached positions
+        dropout_p = self.dropout.p if self.training else 0.0
+
+        weights = None
+        if need_weights:  # as in PyTorch, asking for the weights takes the path that forms them
+            weights = F.attention_weights(q, k, attn_mask=mask, is_causal=is_causal, enable_gqa=True,
+                                          causal_alignment=alignment)  # (B, h, T_q, T_k)
+            out = self.dropout(weights) @ self._repeat_kv(v)            # (B, h, T_q, d_k)
+        elif self.attn_impl == "naive":
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                                 is_causal=is_causal, enable_gqa=True,
+                                                 causal_alignment=alignment)
+        else:
+            out = F.flash_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                    enable_gqa=True, causal_alignment=alignment)
+        # BEGIN SOLUTION 4.3
+        out = out.transpose(1, 2).reshape(batch, length, self.d_model)  # concat the heads
+        # END SOLUTION
+        return self.W_o(out), weights
+
+    def extra_repr(self):
+        kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
+        return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, attn_impl={self.attn_impl!r}"

@@ -1,0 +1,170 @@
+"""Layers: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`, :class:`LayerNorm`, :class:`RMSNorm`.
+
+Each holds its parameters and calls one operation of :mod:`minitorch_attn.functional`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from .. import functional as F
+from ..core.tensor import ones, rand, randn, zeros
+from .module import Module, Parameter, _check_positive_int, _check_tensor
+
+
+def _normal(shape, std, device, dtype):
+    return randn(*shape, device=device, dtype=dtype) * std
+
+
+
+def _norm_arguments(normalized_shape, eps):
+    """``normalized_shape`` as a tuple of positive ints, after checking it and ``eps``."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    for size in shape:
+        _check_positive_int("normalized_shape", size)
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not 0.0 <= eps < math.inf:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return shape
+
+
+class Linear(Module):
+    """``y = x Wᵀ + b`` with ``W (out_features, in_features)``, as ``torch.nn.Linear``.
+
+    Shapes: ``(..., in_features) -> (..., out_features)``. Initialization is PyTorch's:
+    ``W, b ~ U(-1/sqrt(in), 1/sqrt(in))`` (the Transformer models re-initialize, see
+    :func:`init_gpt2`).
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
+        super().__init__()
+        _check_positive_int("in_features", in_features)
+        _check_positive_int("out_features", out_features)
+        self.in_features, self.out_features = in_features, out_features
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = Parameter(_uniform((out_features, in_features), bound, device, dtype))
+        self.bias = Parameter(_uniform((out_features,), bound, device, dtype)) if bias else None
+
+    def forward(self, x):
+        _check_tensor("Linear", x)
+        if x.ndim <= 2:
+            return F.linear(x, self.weight, self.bias)
+        # (batch, T, in) as one (batch T, in) matrix: one large matrix product is faster
+        # than a batch of small ones (the result is the same)
+        lead = x.shape[:-1]
+        y = F.linear(x.reshape(-1, self.in_features), self.weight, self.bias)
+        return y.reshape(*lead, self.out_features)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _uniform(shape, bound, device, dtype):
+    return (rand(*shape, device=device, dtype=dtype) * 2.0 - 1.0) * bound
+
+
+class Embedding(Module):
+    """A lookup table: ``weight[idx]``, as ``torch.nn.Embedding``.
+
+    Shapes: ``idx (...)`` int64 -> ``(..., embedding_dim)``. The backward scatter-adds
+    into the rows that were looked up, so a token id used several times receives the sum
+    of its gradients. Initialization: ``N(0, 1)`` as PyTorch.
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, device=None, dtype="float32"):
+        super().__init__()
+        _check_positive_int("num_embeddings", num_embeddings)
+        _check_positive_int("embedding_dim", embedding_dim)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
+
+    def forward(self, idx):
+        return F.embedding(idx, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` while
+    training; the identity in eval mode (Srivastava et al., JMLR 2014; inverted dropout)."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p!r}")
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        return F.dropout(x, p=self.p, training=True)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class GELU(Module):
+    """``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415), exact (``approximate="none"``)
+    or with the tanh approximation (``"tanh"``), as ``torch.nn.GELU``."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class LayerNorm(Module):
+    """Normalize the last dimension to zero mean and unit variance, then scale and shift
+    (Ba et al., arXiv:1607.06450, eq. 4), as ``torch.nn.LayerNorm(normalized_shape)``.
+    ``weight`` starts at ones, ``bias`` at zeros."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None, dtype="float32"):
+        super().__init__()
+        self.normalized_shape = _norm_arguments(normalized_shape, eps)
+        self.eps = eps
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+            self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.weight = self.bias = None
+
+    def forward(self, x):
+        _check_tensor("LayerNorm", x)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """Scale the last dimension by the inverse of its root mean square, then by a learned
+    gain (Zhang & Sennrich, arXiv:1910.07467, eq. 4), as ``torch.nn.RMSNorm``."""
+
+    def __init__(self, normalized_shape, eps=1e-6, device=None, dtype="float32"):
+        super().__init__()
+        self.normalized_shape = _norm_arguments(normalized_shape, eps)
+        self.eps = eps
+        self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+
+    def forward(self, x):
+        _check_tensor("RMSNorm", x)
+        return F.rms_norm(x, self.normalized_shape, self.weight, eps=self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+def _make_norm(norm, d_model):
+    if norm == "layernorm":
+        return LayerNorm(d_model)
+    if norm == "rmsnorm":
+        return RMSNorm(d_model)
+    raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")

@@ -1,0 +1,216 @@
+"""Parameters and containers: :class:`Parameter`, :class:`Module`, :class:`ModuleList`, :class:`Sequential`.
+
+A :class:`Module` finds its parameters and sub-modules by attribute assignment, exactly as
+``torch.nn.Module`` does; ``state_dict`` / ``load_state_dict`` name them by dotted path.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from ..core.backend import backend_of, get_backend
+from ..core.tensor import Tensor, tensor
+
+
+class Parameter(Tensor):
+    """A Tensor that is a learnable weight of a Module: it requires a gradient and is
+    listed by :meth:`Module.parameters`.
+
+    ``Parameter(t)`` shares ``t``'s array (no copy).
+    Raises:
+        TypeError: if ``data`` is not a floating-point Tensor.
+    """
+
+    def __init__(self, data, requires_grad=True):
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter needs a Tensor, got {type(data).__name__}")
+        super().__init__(data.data, requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of every layer (as ``torch.nn.Module``).
+
+    Subclasses call ``super().__init__()`` first, assign Parameters and Modules as
+    attributes, and define ``forward``; ``module(x)`` calls ``forward(x)``.
+
+    Attributes:
+        training: True after :meth:`train` (the default), False after :meth:`eval`;
+            Dropout reads it.
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() before assigning attributes")
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- walking the tree ---------------------------------------------------------------
+    def named_modules(self, prefix=""):
+        """Yield ``(dotted name, module)`` for this module and every module below it."""
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return [m for _, m in self.named_modules()]
+
+    def children(self):
+        return list(self._modules.values())
+
+    def named_parameters(self):
+        """Yield ``(dotted name, Parameter)``, each shared parameter once (the first name
+        wins: with tied weights ``lm_head.weight`` is ``token_embedding.weight``)."""
+        seen = set()
+        for prefix, module in self.named_modules():
+            for name, p in module._parameters.items():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{prefix}.{name}" if prefix else name), p
+
+    def parameters(self):
+        return [p for _, p in self.named_parameters()]
+
+    def num_parameters(self):
+        """The number of learnable scalars (shared parameters counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    # ---- modes and gradients ------------------------------------------------------------
+    def train(self, mode=True):
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self):
+        for p in self.parameters():
+            p.grad = None
+
+    def to(self, device):
+        """Move every parameter to ``device`` in place (the Parameter objects stay the
+        same, so an optimizer made before still holds them); returns self."""
+        backend = get_backend(device)
+        for p in self.parameters():
+            if backend_of(p.data) is not backend:
+                p.data = backend.asarray(p.numpy())
+                p.grad = None
+        return self
+
+    # ---- saving and loading -------------------------------------------------------------
+    def state_dict(self):
+        """An ordered ``{dotted name: Tensor}`` of every parameter (detached, sharing memory)."""
+        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values into the parameters, on their device and in their dtype.
+
+        Args:
+            state_dict: ``{name: Tensor or array}`` as made by :meth:`state_dict`.
+            strict: if True, missing and unexpected keys are errors.
+        Raises:
+            KeyError: listing every missing and unexpected key (strict mode).
+            ValueError: listing every key whose shape differs, with both shapes.
+        """
+        own = dict(self.named_parameters())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        wrong_shape = [
+            f"{k}: checkpoint {tuple(state_dict[k].shape)}, model {own[k].shape}"
+            for k in own if k in state_dict and tuple(state_dict[k].shape) != own[k].shape
+        ]
+        if wrong_shape:
+            raise ValueError(f"load_state_dict: mis-shaped parameters: {'; '.join(wrong_shape)}")
+        if strict and (missing or unexpected):
+            raise KeyError(
+                f"load_state_dict: missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}"
+            )
+        for name, p in own.items():
+            if name in state_dict:
+                value = state_dict[name]
+                host = value.numpy() if isinstance(value, Tensor) else backend_of(value).to_numpy(value)
+                p.data = tensor(host, dtype=p.dtype, device=p.device).data  # a copy: never shared
+        return self
+
+    # ---- printing -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        """``Name(extra)`` for a leaf; otherwise the extra line and one line per child, indented."""
+        children = [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
+        if not children:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        lines = ([self.extra_repr()] if self.extra_repr() else []) + children
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered (a plain list would hide them)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        setattr(self, str(len(self._modules)), module)
+        return self
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+
+class Sequential(ModuleList):
+    """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``."""
+
+    def __init__(self, *modules):
+        super().__init__(modules)
+
+    def forward(self, x):
+        for m in self:
+            x = m(x)
+        return x
+
+
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_tensor(name, value):
+    """The check at a module's entry: ``value`` must be a Tensor (not a list, an array or None)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{name}: expected a Tensor, got {type(value).__name__}")

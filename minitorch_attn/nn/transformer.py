@@ -1,0 +1,202 @@
+"""Transformer blocks and models: encoder and decoder blocks, :class:`TransformerEncoder`, :class:`GPT`."""
+
+from __future__ import annotations
+
+import math
+
+from ..core.tensor import arange, zeros
+from .attention import KVCache, MultiHeadAttention
+from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
+from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor
+
+
+class FeedForward(Sequential):
+    """The position-wise feed-forward network (arXiv:1706.03762, §3.3): ``Linear(d_model, d_ff)``,
+    GELU, ``Linear(d_ff, d_model)``."""
+
+    def __init__(self, d_model, d_ff, approximate="none"):
+        super().__init__(Linear(d_model, d_ff), GELU(approximate), Linear(d_ff, d_model))
+
+
+class TransformerEncoderBlock(Module):
+    """Self-attention and a feed-forward network, each in a residual branch with a norm.
+
+    Pre-LN (``norm_first=True``, the default; Xiong et al., arXiv:2002.04745)::
+
+        x = x + dropout(attn(norm1(x)));   x = x + dropout(ffn(norm2(x)))
+
+    Post-LN (``norm_first=False``, the original Transformer)::
+
+        x = norm1(x + dropout(attn(x)));   x = norm2(x + dropout(ffn(x)))
+
+    With ``is_causal=True`` this is the block of a decoder-only model (:class:`GPT`).
+    Shapes: ``(batch, seq_len, d_model) -> (batch, seq_len, d_model)``.
+    Extra keyword arguments (``num_kv_heads``, ``fused_qkv``, ``attn_impl``, ``bias``) go
+    to :class:`MultiHeadAttention`.
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
+                 activation="none", **attention_options):
+        super().__init__()
+        self.norm_first = norm_first
+        self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
+        self.norm1, self.norm2 = _make_norm(norm, d_model), _make_norm(norm, d_model)
+        self.ffn = FeedForward(d_model, d_ff, approximate=activation)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+
+    def forward(self, x, mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
+        """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``."""
+        h = self.norm1(x) if self.norm_first else x
+        a, weights = self.attn(h, h, h, mask=mask, is_causal=is_causal, need_weights=need_weights,
+                               cache=cache, layer_index=layer_index)
+        x = x + self.dropout1(a)
+        if not self.norm_first:
+            x = self.norm1(x)
+        h = self.norm2(x) if self.norm_first else x
+        x = x + self.dropout2(self.ffn(h))
+        if not self.norm_first:
+            x = self.norm2(x)
+        return (x, weights) if need_weights else x
+
+
+class TransformerDecoderBlock(Module):
+    """Causal self-attention, cross-attention to an encoder output (``memory``), and a
+    feed-forward network (arXiv:1706.03762, §3.1 "Decoder"), Pre-LN or Post-LN as
+    :class:`TransformerEncoderBlock`.
+
+    Shapes: ``x (batch, T, d_model)``, ``memory (batch, S, d_model)`` -> ``(batch, T, d_model)``.
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
+                 activation="none", **attention_options):
+        super().__init__()
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
+        self.norm1, self.norm2, self.norm3 = (_make_norm(norm, d_model) for _ in range(3))
+        self.ffn = FeedForward(d_model, d_ff, approximate=activation)
+        self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
+
+    def _residual(self, x, norm, dropout, branch):
+        if self.norm_first:
+            return x + dropout(branch(norm(x)))
+        return norm(x + dropout(branch(x)))
+
+    def forward(self, x, memory, memory_mask=None, is_causal=True):
+        """``memory_mask``: bool, broadcastable to ``(batch, heads, T, S)``, True where a
+        target position may attend to a source position (e.g. not padding)."""
+        x = self._residual(x, self.norm1, self.dropout1,
+                           lambda h: self.self_attn(h, h, h, is_causal=is_causal, need_weights=False)[0])
+        x = self._residual(x, self.norm2, self.dropout2,
+                           lambda h: self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=False)[0])
+        return self._residual(x, self.norm3, self.dropout3, self.ffn)
+
+
+def init_gpt2(model, num_layers):
+    """GPT-2's initialization (Radford et al. 2019; as in nanoGPT): every Linear and
+    Embedding weight ``~ N(0, 0.02)``, biases 0, norms 1 and 0, and the projections that
+    end a residual branch (``W_o`` and the second feed-forward Linear) ``~ N(0, 0.02 /
+    sqrt(2 num_layers))``, so the residual stream's variance does not grow with depth."""
+    for name, p in model.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "bias":
+            p.data = zeros(p.shape, device=p.device, dtype=p.dtype).data
+        elif p.ndim >= 2:
+            std = 0.02 / math.sqrt(2 * num_layers) if (".W_o." in name or name.endswith("ffn.2.weight")) else 0.02
+            p.data = _normal(p.shape, std, p.device, p.dtype).data
+
+
+class TransformerEncoder(Module):
+    """Token embedding + learned positional embedding, ``num_layers`` Pre-LN encoder blocks
+    and a final norm. Initialized as :func:`init_gpt2`.
+
+    Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
+    Raises:
+        TypeError: if ``idx`` is not a Tensor.
+        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len``, or a token id is outside ``[0, vocab_size)``.
+    """
+
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1, **block_options):
+        super().__init__()
+        _check_positive_int("num_layers", num_layers)
+        self.max_seq_len = max_seq_len
+        self.token_embedding = Embedding(vocab_size, d_model)
+        self.position_embedding = Embedding(max_seq_len, d_model)
+        self.dropout = Dropout(dropout)
+        self.blocks = ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options)
+                                 for _ in range(num_layers))
+        self.norm = _make_norm(block_options.get("norm", "layernorm"), d_model)
+        init_gpt2(self, num_layers)
+
+    def embed(self, idx, offset=0):
+        """Token plus position embeddings for positions ``offset ... offset + seq_len - 1``."""
+        _check_tensor(type(self).__name__, idx)
+        if idx.ndim != 2 or idx.dtype not in ("int64", "int32"):
+            raise ValueError(f"expected token ids of shape (batch, seq_len) and an integer dtype, got {idx.shape} {idx.dtype}")
+        length = idx.shape[1]
+        if offset + length > self.max_seq_len:
+            raise ValueError(f"sequence of {offset + length} positions exceeds max_seq_len={self.max_seq_len}")
+        positions = arange(offset, offset + length, device=idx.device)
+        return self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+
+    def forward(self, idx, mask=None):
+        """``mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
+        x = self.embed(idx)
+        for block in self.blocks:
+            x = block(x, mask=mask)
+        return self.norm(x)
+
+
+class GPT(TransformerEncoder):
+    """A decoder-only language model (GPT-2's architecture, Radford et al. 2019): the
+    :class:`TransformerEncoder` stack with causal self-attention, then a linear layer to
+    the vocabulary whose weight is the token embedding when ``tie_weights`` (Press &
+    Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh approximation, as GPT-2.
+
+    Shapes: ``idx (batch, seq_len)`` int64 -> logits ``(batch, seq_len, vocab_size)`` float32.
+
+    ``config`` holds the constructor's arguments, so ``GPT(**model.config)`` rebuilds it
+    (checkpoints store it).
+    """
+
+    def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
+                 dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
+                 attn_impl="naive"):
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout,
+                         norm=norm, activation="tanh", num_kv_heads=num_kv_heads, fused_qkv=fused_qkv,
+                         attn_impl=attn_impl)
+        self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
+                           num_layers=num_layers, max_seq_len=max_seq_len, dropout=dropout,
+                           tie_weights=tie_weights, norm=norm, num_kv_heads=num_kv_heads,
+                           fused_qkv=fused_qkv, attn_impl=attn_impl)
+        self.lm_head = Linear(d_model, vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.token_embedding.weight
+        else:
+            self.lm_head.weight.data = _normal((vocab_size, d_model), 0.02, None, "float32").data
+
+    def forward(self, idx, cache=None, need_weights=False):
+        """Next-token logits for every position.
+
+        Args:
+            idx: ``(batch, seq_len)`` token ids.
+            cache: a :class:`KVCache` from :meth:`new_cache`; ``idx`` then continues the
+                cached sequence (positions start at ``cache.length``).
+            need_weights: also return each layer's attention weights ``(batch, heads, T, T_k)``.
+        Returns:
+            logits ``(batch, seq_len, vocab_size)``, or ``(logits, [weights per layer])``.
+        """
+        x = self.embed(idx, offset=0 if cache is None else cache.length)
+        all_weights = []
+        for i, block in enumerate(self.blocks):
+            x = block(x, is_causal=True, need_weights=need_weights, cache=cache, layer_index=i)
+            if need_weights:
+                x, weights = x
+                all_weights.append(weights)
+        logits = self.lm_head(self.norm(x))
+        return (logits, all_weights) if need_weights else logits
+
+    def new_cache(self):
+        """An empty :class:`KVCache` for incremental generation."""
+        return KVCache(len(self.blocks))
