@@ -14,10 +14,10 @@ from .core.shape_ops import (
     cat, chunk, concat, expand, flatten, masked_fill, permute, reshape, split, squeeze, stack, transpose,
     tril, triu, unsqueeze, where,
 )
-from .core.tensor import (
-    Tensor, arange, bool_, dtype_name, float32, float64, full, int32, int64, ones, ones_like, rand,
-    randint, randn, tensor, zeros, zeros_like,
+from .core.factories import (
+    arange, full, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like,
 )
+from .core.tensor import Tensor, bool_, dtype_name, float32, float64, int32, int64
 
 from . import functional  # import minitorch_attn.functional as F
 from .gradcheck import GradcheckError, GradcheckReport, check_gradients, gradcheck

@@ -24,10 +24,11 @@ from .argtypes import (
     folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_int, probability,
     usable_device,
 )
-from .core.backend import DeviceUnavailableError
+from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
+from .train import run_sample, run_training
 
 
 def add_gradcheck(subparsers):
@@ -94,9 +95,6 @@ def add_train(subparsers):
 
 
 def _run_train(args):
-    from .core.backend import get_default_device
-    from .train import run_training
-
     if args.steps is None and not args.time_budget:
         raise ValueError("--time-budget 0 means no time limit: give --steps too")
     args.device = args.device or get_default_device()
@@ -121,9 +119,6 @@ def add_sample(subparsers):
 
 
 def _run_sample(args):
-    from .core.backend import get_default_device
-    from .train import run_sample
-
     args.device = args.device or get_default_device()
     return run_sample(args)
 

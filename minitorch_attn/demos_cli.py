@@ -20,9 +20,7 @@ from pathlib import Path
 def demos_folder():
     """The ``demos/`` folder of the source checkout this package runs from, else
     ``./demos``; None when neither exists."""
-    import minitorch_attn
-
-    for folder in (Path(minitorch_attn.__file__).resolve().parents[1] / "demos", Path.cwd() / "demos"):
+    for folder in (Path(__file__).resolve().parents[1] / "demos", Path.cwd() / "demos"):
         if folder.is_dir():
             return folder
     return None

@@ -41,7 +41,7 @@ from . import functional as F
 from . import nn, optim
 from .core.autograd import no_grad
 from .core.backend import get_backend, manual_seed
-from .core.tensor import tensor
+from .core.factories import tensor
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 LN2 = math.log(2.0)

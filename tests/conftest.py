@@ -6,6 +6,7 @@ is present. ``torch`` is PyTorch, or a skip when it is not installed.
 """
 
 import functools
+import zlib
 
 import numpy as np
 import pytest
@@ -60,3 +61,10 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "torch" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.torch)
+
+
+@pytest.fixture
+def rng(request):
+    """A NumPy generator seeded from the test's own id: each test draws the same inputs
+    whether it runs alone or in the whole suite, and no test shifts another's numbers."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))

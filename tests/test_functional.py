@@ -19,7 +19,6 @@ from minitorch_attn.core.backend import get_backend
 from minitorch_attn.functional import _attention_common as common
 from tests.conftest import float64_tolerance
 
-rng = np.random.default_rng(0)
 
 
 def _t(values, device, dtype="float64", requires_grad=False):
@@ -113,19 +112,19 @@ def test_log_softmax_of_far_apart_and_far_shifted_rows(device):
 
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
-def test_softmax_and_log_softmax_match_the_composed_primitives(device, dim):
+def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, dim):
     x = rng.standard_normal((3, 4, 5)) * 3
     for ours, composed in ((F.softmax, composed_softmax), (F.log_softmax, composed_log_softmax)):
         _assert_runs_agree(lambda t: ours(t, dim), lambda t: composed(t, dim), [x], device)
 
 
-def test_softmax_and_log_softmax_match_torch(torch):
+def test_softmax_and_log_softmax_match_torch(rng, torch):
     x = rng.standard_normal((4, 6)) * 4
     for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
         _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])
 
 
-def test_softmax_of_minus_inf_entries_is_exactly_zero_with_zero_gradient(device):
+def test_softmax_of_minus_inf_entries_is_exactly_zero_with_zero_gradient(rng, device):
     x = _t([[0.5, -np.inf, 1.0, -np.inf], [-np.inf, -np.inf, 3.0, -np.inf]], device, "float32", requires_grad=True)
     p = F.softmax(x)
     p.backward(_t(rng.standard_normal((2, 4)), device, "float32"))
@@ -167,7 +166,7 @@ def test_cross_entropy_with_label_smoothing(device):
     np.testing.assert_allclose(loss.item(), 2.30760596, rtol=0, atol=float64_tolerance(2.3, 8))
 
 
-def test_cross_entropy_never_indexes_with_the_ignore_index(device):
+def test_cross_entropy_never_indexes_with_the_ignore_index(rng, device):
     logits = _t(rng.standard_normal((3, 4)), device, requires_grad=True)
     for ignore in (-100, 7, -1):  # negative or past the classes: must not be read as an index
         loss = F.cross_entropy(logits, mt.tensor([2, ignore, 0], device=device), ignore_index=ignore)
@@ -183,7 +182,7 @@ def test_cross_entropy_rejects_targets_out_of_range(device, target):
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
-def test_cross_entropy_matches_torch(torch, reduction, smoothing):
+def test_cross_entropy_matches_torch(rng, torch, reduction, smoothing):
     logits = rng.standard_normal((2, 5, 3))                     # (N, C, d1)
     target = np.array([[0, 4, -100], [2, -100, 1]])
     _assert_torch_agrees(
@@ -194,7 +193,7 @@ def test_cross_entropy_matches_torch(torch, reduction, smoothing):
         [logits])
 
 
-def test_cross_entropy_of_one_unbatched_example(device, torch):
+def test_cross_entropy_of_one_unbatched_example(rng, device, torch):
     logits = rng.standard_normal(5)
     _assert_runs_agree(lambda x: F.cross_entropy(x, mt.tensor(3, device=device)),
                        lambda x: F.cross_entropy(x.reshape(1, 5), mt.tensor([3], device=device)), [logits], device)
@@ -203,7 +202,7 @@ def test_cross_entropy_of_one_unbatched_example(device, torch):
                                rtol=1e-14)
 
 
-def test_cross_entropy_matches_the_composed_primitives(device):
+def test_cross_entropy_matches_the_composed_primitives(rng, device):
     logits = rng.standard_normal((5, 4))
     target = np.array([3, 0, 0, 2, 1])
     onehot = np.eye(4)[target]
@@ -241,25 +240,25 @@ def test_gelu_at_one(device, approximate, value, derivative, dtype):
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_and_relu_match_torch(torch, approximate):
+def test_gelu_and_relu_match_torch(rng, torch, approximate):
     x = rng.standard_normal((3, 7)) * 3
     _assert_torch_agrees(torch, lambda t: F.gelu(t, approximate=approximate),
                          lambda t: torch.nn.functional.gelu(t, approximate=approximate), [x])
     _assert_torch_agrees(torch, F.relu, torch.relu, [x])
 
 
-def test_tanh_gelu_matches_the_composed_primitives(device):
+def test_tanh_gelu_matches_the_composed_primitives(rng, device):
     x = rng.standard_normal((4, 5)) * 2
     c = math.sqrt(2 / math.pi)
     _assert_runs_agree(lambda t: F.gelu(t, approximate="tanh"), lambda t: 0.5 * t * (1 + (c * (t + 0.044715 * t ** 3)).tanh()), [x], device)
 
 
-def test_relu_matches_the_composed_primitives(device):
+def test_relu_matches_the_composed_primitives(rng, device):
     x = rng.standard_normal((4, 5))
     _assert_runs_agree(F.relu, lambda t: mt.maximum(t, mt.zeros_like(t)), [np.where(x == 0, 1.0, x)], device)
 
 
-def test_dropout_is_inverted_and_backward_reuses_the_mask(device):
+def test_dropout_is_inverted_and_backward_reuses_the_mask(rng, device):
     x = _t(np.ones((200, 50)), device, "float32", requires_grad=True)
     y = F.dropout(x, p=0.25)
     upstream = rng.standard_normal((200, 50)).astype(np.float32)
@@ -271,7 +270,7 @@ def test_dropout_is_inverted_and_backward_reuses_the_mask(device):
     np.testing.assert_array_equal(grad, upstream * out)     # the same mask, the same scale
 
 
-def test_dropout_identity_zeros_and_seed(device):
+def test_dropout_identity_zeros_and_seed(rng, device):
     x = _t(rng.standard_normal((4, 5)), device, "float32", requires_grad=True)
     assert F.dropout(x, 0.5, training=False) is x and F.dropout(x, 0.0) is x
     y = F.dropout(x, 1.0)
@@ -295,7 +294,7 @@ def test_layer_norm_of_a_far_shifted_row_is_exact(device):
 
 
 @pytest.mark.parametrize("offset", [1.0, 1e3, 4e4])
-def test_layer_norm_is_shift_invariant(device, offset):
+def test_layer_norm_is_shift_invariant(rng, device, offset):
     x = rng.integers(-8, 8, (3, 8)) / 4.0                  # exact in float32 even after the shift
     base = F.layer_norm(_t(x, device, "float32"), 8).numpy()
     shifted = F.layer_norm(_t(x + offset, device, "float32"), 8).numpy()
@@ -330,7 +329,7 @@ def test_layer_norm_of_any_constant_row_is_exactly_the_bias(value, n, dtype):
     assert np.all(w.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
 
 
-def test_layer_norm_over_several_dims_equals_flattening_them(device):
+def test_layer_norm_over_several_dims_equals_flattening_them(rng, device):
     x, w, b = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
     _assert_runs_agree(
         lambda x, w, b: F.layer_norm(x, (2, 4), w, b),
@@ -338,12 +337,12 @@ def test_layer_norm_over_several_dims_equals_flattening_them(device):
         [x, w, b], device)
 
 
-def test_layer_norm_matches_the_composed_primitives(device):
+def test_layer_norm_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 6)), rng.standard_normal(6), rng.standard_normal(6)]
     _assert_runs_agree(lambda x, w, b: F.layer_norm(x, 6, w, b), composed_layer_norm, arrays, device)
 
 
-def test_layer_norm_matches_torch(torch):
+def test_layer_norm_matches_torch(rng, torch):
     arrays = [rng.standard_normal((2, 3, 2, 5)) * 3 + 1, rng.standard_normal((2, 5)), rng.standard_normal((2, 5))]
     _assert_torch_agrees(torch, lambda x, w, b: F.layer_norm(x, (2, 5), w, b, eps=1e-4),
                          lambda x, w, b: torch.nn.functional.layer_norm(x, (2, 5), w, b, eps=1e-4), arrays)
@@ -367,7 +366,7 @@ def test_rms_norm_puts_eps_inside_the_root(device):
     np.testing.assert_allclose(np.abs(y), 1 / math.sqrt(2), rtol=0, atol=1e-6)  # 0.7071, not 0.999
 
 
-def test_rms_norm_of_zero_rows_is_zero_with_finite_gradients(device):
+def test_rms_norm_of_zero_rows_is_zero_with_finite_gradients(rng, device):
     x = _t(np.zeros((2, 4)), device, "float32", requires_grad=True)
     w = _t(rng.standard_normal(4), device, "float32", requires_grad=True)
     y = F.rms_norm(x, 4, w)
@@ -384,14 +383,14 @@ def test_rms_norm_default_eps_is_the_dtype_epsilon(device):
         np.testing.assert_allclose(y, expected, rtol=0, atol=float64_tolerance(expected, 8, dtype))
 
 
-def test_rms_norm_matches_the_composed_primitives(device):
+def test_rms_norm_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 6)), rng.standard_normal(6)]
     _assert_runs_agree(lambda x, w: F.rms_norm(x, 6, w, eps=1e-5), lambda x, w: composed_rms_norm(x, w, 1e-5),
                        arrays, device)
 
 
 @pytest.mark.parametrize("eps", [None, 1e-3])
-def test_rms_norm_matches_torch(torch, eps):
+def test_rms_norm_matches_torch(rng, torch, eps):
     arrays = [rng.standard_normal((3, 2, 4)) * 0.1, rng.standard_normal((2, 4))]
     _assert_torch_agrees(torch, lambda x, w: F.rms_norm(x, (2, 4), w, eps=eps),
                          lambda x, w: torch.nn.functional.rms_norm(x, (2, 4), w, eps=eps), arrays)
@@ -400,12 +399,12 @@ def test_rms_norm_matches_torch(torch, eps):
 # =============================================================================================
 # linear and embedding
 # =============================================================================================
-def test_linear_matches_the_composed_primitives(device):
+def test_linear_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4)), rng.standard_normal(5)]
     _assert_runs_agree(F.linear, lambda x, w, b: x @ w.transpose(0, 1) + b, arrays, device)
 
 
-def test_linear_and_embedding_match_torch(torch):
+def test_linear_and_embedding_match_torch(rng, torch):
     arrays = [rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4)), rng.standard_normal(5)]
     _assert_torch_agrees(torch, F.linear, torch.nn.functional.linear, arrays)
     _assert_torch_agrees(torch, F.linear, torch.nn.functional.linear, arrays[:2])
@@ -414,7 +413,7 @@ def test_linear_and_embedding_match_torch(torch):
                          lambda w: torch.nn.functional.embedding(torch.tensor(index), w), [rng.standard_normal((4, 3))])
 
 
-def test_embedding_accumulates_repeated_rows(device):
+def test_embedding_accumulates_repeated_rows(rng, device):
     w = _t(rng.standard_normal((4, 2)), device, "float32", requires_grad=True)
     y = F.embedding(mt.tensor([1, 3, 1], device=device), w)
     y.backward(_t([[1, 2], [3, 4], [5, 6]], device, "float32"))
@@ -500,7 +499,7 @@ def test_sdpa_causal_alignments(device, how, expected):
         np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(), via_mask.numpy())
 
 
-def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(device):
+def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, "float32", requires_grad=True) for s in [(3, 4), (5, 4), (5, 2)])
     keep = _t(rng.random((3, 5)) < 0.6, device, "bool")
     keep = mt.tensor(np.concatenate([keep.numpy()[:2], np.zeros((1, 5), bool)]), device=device)
@@ -531,7 +530,7 @@ def test_sdpa_finite_minimum_bias_is_an_ordinary_number(device):
     np.testing.assert_allclose(out.numpy(), [[1.0]])
 
 
-def test_sdpa_matches_the_composed_primitives(device):
+def test_sdpa_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal(s) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)]]
     bias = rng.standard_normal((3, 5))
     keep = rng.random((2, 1, 5)) < 0.7
@@ -547,7 +546,7 @@ def test_sdpa_matches_the_composed_primitives(device):
 
 
 @pytest.mark.parametrize("case", ["plain", "causal", "bool mask", "float mask", "gqa", "empty row"])
-def test_sdpa_matches_torch(torch, case):
+def test_sdpa_matches_torch(rng, torch, case):
     q, k, v = (rng.standard_normal(s) for s in [(2, 4, 3, 5), (2, 4, 6, 5), (2, 4, 6, 2)])
     kw, mask = {}, None
     if case == "causal":
@@ -601,7 +600,7 @@ def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
     _assert_same([out] + grads, [ref_out] + ref_grads)
 
 
-def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(device):
+def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
     q, k, v = (rng.standard_normal(s) for s in [(1, 4, 3, 2), (1, 2, 5, 2), (1, 2, 5, 3)])
     index = mt.tensor([0, 0, 1, 1], device=device)                  # query head h -> kv head h // 2
 
@@ -613,14 +612,14 @@ def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(device):
                        [q, k, v], device)
 
 
-def test_sdpa_float_mask_gradient_has_the_mask_shape(device):
+def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, requires_grad=True) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
     bias = _t(rng.standard_normal((1, 5)), device, requires_grad=True)
     F.scaled_dot_product_attention(q, k, v, attn_mask=bias).sum().backward()
     assert bias.grad.shape == (1, 5) and np.all(np.isfinite(bias.grad.numpy()))
 
 
-def test_sdpa_dropout_uses_one_mask_forward_and_backward(device):
+def test_sdpa_dropout_uses_one_mask_forward_and_backward(rng, device):
     # with V = I the output is the dropped attention matrix itself, P̃, and dV = P̃ᵀ dO
     q, k = _t(rng.standard_normal((6, 3)), device), _t(rng.standard_normal((6, 3)), device)
     v = _t(np.eye(6), device, requires_grad=True)
@@ -638,7 +637,7 @@ def test_sdpa_dropout_uses_one_mask_forward_and_backward(device):
     np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).numpy(), first)
 
 
-def test_attention_weights_are_what_sdpa_applies(device, torch):
+def test_attention_weights_are_what_sdpa_applies(rng, device, torch):
     q, k, v = (_t(rng.standard_normal(s), device) for s in [(2, 4, 3, 5), (2, 2, 6, 5), (2, 2, 6, 3)])
     w = F.attention_weights(q, k, is_causal=True, enable_gqa=True)
     assert w.shape == (2, 4, 3, 6)

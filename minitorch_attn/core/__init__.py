@@ -5,7 +5,7 @@ Read it in this order:
 1. :mod:`.backend`   -- one array namespace per device (NumPy, CuPy, array-api-strict) and
    the few kernels the array API standard lacks;
 2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
-3. :mod:`.tensor`    -- :class:`Tensor` and the factories (``tensor``, ``zeros``, ``randn``, ...);
+3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
 4. :mod:`.ops`       -- the arithmetic, elementwise, matmul and reduction operations;
 5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting.
 
@@ -16,6 +16,6 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, shape_ops
+from . import tensor, ops, shape_ops, factories
 
-__all__ = ["backend", "autograd", "tensor", "ops", "shape_ops"]
+__all__ = ["backend", "autograd", "tensor", "factories", "ops", "shape_ops"]

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.tensor import tensor
+from ..core.factories import tensor
 from .checker import check_gradients
 
 MODULES = tuple(f"minitorch_attn.gradcheck.entries_{topic}" for topic in (

@@ -8,38 +8,37 @@
 from __future__ import annotations
 
 from ..argtypes import folder, positive_int
+from .grade import grade, print_table
+from .make import make
+from .markers import check
 
 
 def add_homework(subparsers):
     p = subparsers.add_parser("homework", help="make student versions of the engine and grade them")
     actions = p.add_subparsers(dest="action", required=True)
 
-    make = actions.add_parser("make", help="write the student tree of one assignment")
-    make.add_argument("--out", required=True, type=folder, help="a new (or empty) folder for the student tree")
-    make.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
-    make.set_defaults(run=_make)
+    make_parser = actions.add_parser("make", help="write the student tree of one assignment")
+    make_parser.add_argument("--out", required=True, type=folder, help="a new (or empty) folder for the student tree")
+    make_parser.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
+    make_parser.set_defaults(run=_make)
 
-    grade = actions.add_parser("grade", help="grade a student tree; writes DIR/results.json (Gradescope format)")
-    grade.add_argument("dir", help="the student's folder")
-    grade.add_argument("--assignment", type=positive_int, default=None,
+    grade_parser = actions.add_parser("grade", help="grade a student tree; writes DIR/results.json (Gradescope format)")
+    grade_parser.add_argument("dir", help="the student's folder")
+    grade_parser.add_argument("--assignment", type=positive_int, default=None,
                        help="assignment number (default: the one recorded in the folder)")
-    grade.set_defaults(run=_grade)
+    grade_parser.set_defaults(run=_grade)
 
-    check = actions.add_parser("check", help="check the solution markers against the manifest")
-    check.set_defaults(run=_check)
+    check_parser = actions.add_parser("check", help="check the solution markers against the manifest")
+    check_parser.set_defaults(run=_check)
 
 
 def _make(args):
-    from .make import make
-
     tasks = make(args.out, args.assignment)  # bad input raises ValueError: main() reports it
     print(f"wrote assignment {args.assignment} to {args.out}: tasks {', '.join(tasks)} are stubbed")
     return 0
 
 
 def _grade(args):
-    from .grade import grade, print_table
-
     results = grade(args.dir, assignment=args.assignment)  # bad input raises ValueError: main() reports it
     print_table(results)
     print(f"wrote {args.dir}/results.json")
@@ -47,8 +46,6 @@ def _grade(args):
 
 
 def _check(args):
-    from .markers import check
-
     problems = check()
     for problem in problems:
         print(problem)

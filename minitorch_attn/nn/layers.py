@@ -9,7 +9,7 @@ import math
 import numbers
 
 from .. import functional as F
-from ..core.tensor import ones, rand, randn, zeros
+from ..core.factories import ones, rand, randn, zeros
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
 

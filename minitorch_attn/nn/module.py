@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..core.backend import backend_of, get_backend
-from ..core.tensor import Tensor, tensor
+from ..core.factories import tensor
+from ..core.tensor import Tensor
 
 
 class Parameter(Tensor):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.tensor import arange, zeros
+from ..core.factories import arange, zeros
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
 from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor

@@ -10,7 +10,6 @@ import minitorch_attn as mt
 
 pytestmark = pytest.mark.instructor
 
-rng = np.random.default_rng(2024)
 
 
 def leaf(array):
@@ -23,7 +22,7 @@ def close(ours, expected):
     np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=tol)
 
 
-def test_task_1_1_a_node_used_twice_accumulates():
+def test_task_1_1_a_node_used_twice_accumulates(rng):
     a = leaf([1.0, -2.0])
     g = rng.standard_normal(2)
     b = a * a + a            # a used three times: d/da = 2a + 1
@@ -34,7 +33,7 @@ def test_task_1_1_a_node_used_twice_accumulates():
     close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g)
 
 
-def test_task_1_2_elementwise_under_a_random_upstream_gradient():
+def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
     x = rng.uniform(0.5, 2.0, (3, 4))
     y = rng.uniform(0.5, 2.0, (3, 4))
     g = rng.standard_normal((3, 4))
@@ -53,7 +52,7 @@ def test_task_1_2_elementwise_under_a_random_upstream_gradient():
         close(b.grad, eb)
 
 
-def test_task_1_3_broadcast_gradients_are_reduced():
+def test_task_1_3_broadcast_gradients_are_reduced(rng):
     x, y = rng.standard_normal((2, 1, 4)), rng.standard_normal((3, 1))
     g = rng.standard_normal((2, 3, 4))
     a, b = leaf(x), leaf(y)
@@ -62,7 +61,7 @@ def test_task_1_3_broadcast_gradients_are_reduced():
     close(b.grad, (g * x).sum(axis=(0, 2))[:, None])
 
 
-def test_task_1_4_reductions_under_a_random_upstream_gradient():
+def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
     x = rng.standard_normal((3, 5))
     g = rng.standard_normal(3)
     for fn, expected in [
@@ -76,7 +75,7 @@ def test_task_1_4_reductions_under_a_random_upstream_gradient():
         close(a.grad, expected())
 
 
-def test_task_1_5_matmul_under_a_random_upstream_gradient():
+def test_task_1_5_matmul_under_a_random_upstream_gradient(rng):
     x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
     g = rng.standard_normal((2, 3, 5))
     a, b = leaf(x), leaf(w)
@@ -94,7 +93,7 @@ def _softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def test_task_2_1_softmax_under_a_random_upstream_gradient():
+def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
     y = F.softmax(t, dim=-1)
@@ -104,7 +103,7 @@ def test_task_2_1_softmax_under_a_random_upstream_gradient():
     close(t.grad, p * (g - (g * p).sum(-1, keepdims=True)))
 
 
-def test_task_2_2_log_softmax_under_a_random_upstream_gradient():
+def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
     y = F.log_softmax(t, dim=-1)
@@ -113,7 +112,7 @@ def test_task_2_2_log_softmax_under_a_random_upstream_gradient():
     close(t.grad, g - _softmax(x) * g.sum(-1, keepdims=True))
 
 
-def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot():
+def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(rng):
     x = rng.standard_normal((5, 7))
     target = np.array([0, 6, 3, 3, 1])
     t = leaf(x)
@@ -135,7 +134,7 @@ def _layer_norm_reference(x, w, b, g, eps=1e-5):
     return xhat * w + b, dx, (g * xhat).sum(0), g.sum(0)
 
 
-def test_task_3_1_layer_norm_under_a_random_upstream_gradient():
+def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
     x, w, b, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (8,), (4, 8)])
     tx, tw, tb = leaf(x), leaf(w), leaf(b)
     y = F.layer_norm(tx, (8,), tw, tb)
@@ -147,7 +146,7 @@ def test_task_3_1_layer_norm_under_a_random_upstream_gradient():
     close(tb.grad, db)
 
 
-def test_task_3_2_rms_norm_under_a_random_upstream_gradient():
+def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
     x, w, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (4, 8)])
     eps = 1e-6
     tx, tw = leaf(x), leaf(w)
@@ -175,7 +174,7 @@ def _attention_reference(q, k, v, dO, causal=False):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "flash"])
-def test_attention_backward_under_a_random_upstream_gradient(attention):
+def test_attention_backward_under_a_random_upstream_gradient(rng, attention):
     q, k, v = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 7, 4)), rng.standard_normal((2, 2, 7, 3))
     dO = rng.standard_normal((2, 2, 5, 3))
     tq, tk, tv = leaf(q), leaf(k), leaf(v)
@@ -191,15 +190,15 @@ def test_attention_backward_under_a_random_upstream_gradient(attention):
     close(tv.grad, dv)
 
 
-def test_task_4_2_attention_under_a_random_upstream_gradient():
-    test_attention_backward_under_a_random_upstream_gradient("sdpa")
+def test_task_4_2_attention_under_a_random_upstream_gradient(rng):
+    test_attention_backward_under_a_random_upstream_gradient(rng, "sdpa")
 
 
-def test_task_5_2_flash_backward_under_a_random_upstream_gradient():
-    test_attention_backward_under_a_random_upstream_gradient("flash")
+def test_task_5_2_flash_backward_under_a_random_upstream_gradient(rng):
+    test_attention_backward_under_a_random_upstream_gradient(rng, "flash")
 
 
-def test_task_4_3_multi_head_attention_matches_a_numpy_reference():
+def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
     from minitorch_attn import nn
 
     d_model, heads, batch, t_q, t_k = 8, 2, 2, 3, 5

@@ -1,0 +1,133 @@
+"""The package's layout: imports point down, modules stay readable in one sitting.
+
+The import graph is read from the source (module-level ``import`` statements, parsed with
+``ast``), so adding a cycle, a function-local import of the package or a very long module
+makes these tests fail before anything runs.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "minitorch_attn"
+CORE_CYCLE = {"minitorch_attn.core.autograd", "minitorch_attn.core.tensor", "minitorch_attn.core.ops",
+              "minitorch_attn.core.shape_ops"}  # Tensor <-> engine <-> operations, said so in core/
+MAX_LINES = 520
+
+
+def module_name(path):
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules():
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(importer, node, known):
+    """The package modules a ``from ... import`` or ``import`` statement loads."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name in known]
+    if node.level:
+        base = importer.split(".")
+        is_package = known[importer].name == "__init__.py"
+        base = base[: len(base) - node.level + (1 if is_package else 0)]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    targets = []
+    for alias in node.names:
+        child = f"{source}.{alias.name}"
+        if child in known:
+            targets.append(child)       # from pkg import submodule
+        elif source in known:
+            targets.append(source)      # from module import name
+    return targets
+
+
+def import_graph(known):
+    """``{module: {modules it imports at module level}}`` within the package."""
+    graph = {}
+    for name, path in known.items():
+        tree = ast.parse(path.read_text())
+        edges = set()
+        for node in tree.body:  # module level only (also inside module-level if/try)
+            for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) else ():
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    edges.update(_resolve(name, sub, known))
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph):
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_leaves_core():
+    for component in cycles(import_graph(modules())):
+        assert component <= CORE_CYCLE, f"import cycle outside core/: {sorted(component)}"
+
+
+def test_the_cycle_check_finds_a_planted_cycle():
+    graph = import_graph(modules())
+    graph["minitorch_attn.functional.softmax"].add("minitorch_attn.nn.layers")  # nn -> F -> nn
+    assert any("minitorch_attn.nn.layers" in c for c in cycles(graph))
+
+
+def test_no_function_imports_the_package():
+    """Imports of the package sit at the top of each module, where a reader sees them."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.ImportFrom) and (sub.level or (sub.module or "").startswith("minitorch_attn")):
+                        found.append(f"{path.name}:{sub.lineno}")
+                    if isinstance(sub, ast.Import) and any(a.name.startswith("minitorch_attn") for a in sub.names):
+                        found.append(f"{path.name}:{sub.lineno}")
+    assert not found, f"function-local imports of the package: {found}"
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_every_module_reads_in_one_sitting(name):
+    lines = modules()[name].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{name} has {lines} lines; split it by topic"
+
+
+def test_no_sys_path_edits_in_the_package_demos_or_gradcheck():
+    root = PACKAGE.parent
+    for folder in ("minitorch_attn", "demos", "gradcheck", "benchmarks"):
+        for path in (root / folder).rglob("*.py"):
+            assert "sys.path" not in path.read_text(), f"{path.relative_to(root)} edits sys.path"
