@@ -1,7 +1,7 @@
 """Train a character-level GPT on the Python language reference, then sample from it.
 
     python demos/train_gpt.py                      # the defaults: about 4 minutes on 2 CPU cores
-    python demos/train_gpt.py --device cuda        # on a GPU (pip install "minitorch-attn[cuda]")
+    python demos/train_gpt.py --device cuda        # on a GPU (pip install -e ".[cuda]")
     python demos/train_gpt.py --text my.txt --steps 2000 --time-budget 0
 
 The same as ``minitorch-attn train`` (see ``minitorch-attn train --help`` for every flag),

@@ -2,7 +2,7 @@
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME", argv)``. The flags are::
 
-    --device cpu|cuda   where the tensors live (cuda needs CuPy: pip install "minitorch-attn[cuda]")
+    --device cpu|cuda   where the tensors live (cuda needs CuPy: pip install -e ".[cuda]")
     --quick             small shapes and few steps: seconds instead of minutes (the smoke test uses it)
     --seed N            seeds minitorch_attn and NumPy, so a run prints the same numbers again
     --out DIR           folder for the pictures (default runs/demos/NAME)
@@ -59,7 +59,7 @@ def pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit('the demos draw with matplotlib: pip install "minitorch-attn[demos]"') from None
+        raise SystemExit('the demos draw with matplotlib: pip install -e ".[demos]"') from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -23,7 +23,7 @@ def test_device_must_be_a_string():
 def test_cuda_without_cupy_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes "import cupy" raise ImportError
     monkeypatch.delitem(backend._backends, "cuda", raising=False)
-    with pytest.raises(RuntimeError, match=r'pip install "minitorch-attn\[cuda\]"'):
+    with pytest.raises(RuntimeError, match=r'pip install -e "\.\[cuda\]"'):
         mt.zeros(2, device="cuda")
 
 
@@ -56,6 +56,20 @@ def test_manual_seed_reproduces_draws(device):
         np.testing.assert_array_equal(a, b)
     mt.manual_seed(124)
     assert not np.array_equal(mt.randn(4, device=device).numpy(), first[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_one_seed_gives_the_same_draws_on_every_host_backed_device(dtype):
+    """cpu and strict share one random-number implementation (a NumPy default_rng)."""
+    draws = {}
+    for device in ("cpu", "strict"):
+        mt.manual_seed(7)
+        draws[device] = [mt.randn(5, dtype=dtype, device=device).numpy(),
+                         mt.rand(3, dtype=dtype, device=device).numpy(),
+                         mt.randint(0, 9, (4,), device=device).numpy(),
+                         backend.get_backend(device).next_seed()]
+    for a, b in zip(draws["cpu"], draws["strict"]):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_manual_seed_rejects_non_int():

@@ -6,7 +6,8 @@ A *device* name picks the namespace:
 
 ====================  ===========================================================
 ``"cpu"``             NumPy (through ``array_api_compat.numpy``)
-``"cuda"``            CuPy on the current CUDA device (``pip install "minitorch-attn[cuda]"``)
+``"cuda"``            CuPy on the current CUDA device (from a source checkout:
+                      ``pip install -e ".[cuda]"``)
 ``"strict"``          ``array_api_strict`` on its non-default device ``device1``: a
                       test backend that rejects any NumPy call or host round-trip
 ====================  ===========================================================
@@ -17,7 +18,8 @@ What the standard does not offer lives here, with one implementation per backend
                       float64 rational approximation accurate to ~1 ulp);
 * ``index_add``    -- scatter-add of rows, for the embedding backward;
 * random numbers   -- ``normal``, ``uniform``, ``integers``, reproducible from
-                      :func:`manual_seed`.
+                      :func:`manual_seed`: one implementation over a ``default_rng``
+                      generator, NumPy's (cpu, strict) or CuPy's (cuda).
 
 The process-wide default device is ``"cpu"``, or the value of the environment variable
 ``MINITORCH_ATTN_DEVICE``; :func:`set_default_device` changes it in code.
@@ -28,7 +30,7 @@ from __future__ import annotations
 import functools
 import os
 
-import array_api_compat
+import numpy
 
 DEVICES = ("cpu", "cuda", "strict")
 
@@ -36,7 +38,9 @@ DEVICES = ("cpu", "cuda", "strict")
 class DeviceUnavailableError(RuntimeError):
     """The device's library (CuPy, array-api-strict) or hardware is missing; the message says
     how to install it."""
-CUDA_INSTALL_HINT = 'pip install "minitorch-attn[cuda]"'
+
+
+CUDA_INSTALL_HINT = 'pip install -e ".[cuda]" (in the project\'s source checkout)'
 
 
 class Backend:
@@ -61,8 +65,6 @@ class Backend:
 
     def to_numpy(self, array):
         """Copy an array of this backend to a NumPy array on the host."""
-        import numpy
-
         return numpy.asarray(array)
 
     def dtype(self, name):
@@ -89,24 +91,26 @@ class Backend:
         return xp.reshape(out, (num_rows, *values.shape[index.ndim:]))
 
     # ---- random numbers ----------------------------------------------------------------
-    def manual_seed(self, seed):
-        import numpy
+    def generator(self, seed):
+        """A ``default_rng``-style generator whose draws are arrays this backend accepts:
+        NumPy's, whose host arrays ``asarray`` places on the device (cpu, strict)."""
+        return numpy.random.default_rng(seed)
 
-        self._seed = int(seed)
-        self._rng = numpy.random.default_rng(self._seed)
+    def manual_seed(self, seed):
+        self._rng = self.generator(int(seed))
 
     def normal(self, shape, dtype):
-        return self.asarray(self._rng.standard_normal(shape), dtype=self.dtype(dtype))
+        return self.asarray(self._rng.standard_normal(shape, dtype=dtype))
 
     def uniform(self, shape, dtype):
-        return self.asarray(self._rng.random(shape), dtype=self.dtype(dtype))
+        return self.asarray(self._rng.random(shape, dtype=dtype))
 
     def integers(self, low, high, shape, dtype):
-        return self.asarray(self._rng.integers(low, high, size=shape), dtype=self.dtype(dtype))
+        return self.asarray(self._rng.integers(low, high, size=shape, dtype=dtype))
 
     def next_seed(self):
         """A fresh 63-bit integer from the seeded stream (for counter-based random masks)."""
-        return int(self._rng.integers(0, 2**63 - 1))
+        return int(self._rng.integers(0, 2**63 - 1, size=()))
 
 
 class NumpyBackend(Backend):
@@ -117,27 +121,10 @@ class NumpyBackend(Backend):
 
         super().__init__(xp, device=None)
 
-    def asarray(self, obj, dtype=None):
-        return self.xp.asarray(obj, dtype=dtype)
-
-    def to_numpy(self, array):
-        return self.xp.asarray(array)
-
     def index_add(self, num_rows, index, values):
-        import numpy
-
         out = numpy.zeros((num_rows, *values.shape[index.ndim:]), dtype=values.dtype)
         numpy.add.at(out, index, values)
         return out
-
-    def normal(self, shape, dtype):
-        return self._rng.standard_normal(shape, dtype=dtype)
-
-    def uniform(self, shape, dtype):
-        return self._rng.random(shape, dtype=dtype)
-
-    def integers(self, low, high, shape, dtype):
-        return self._rng.integers(low, high, size=shape, dtype=dtype)
 
 
 class CupyBackend(Backend):
@@ -163,9 +150,6 @@ class CupyBackend(Backend):
 
         super().__init__(xp, device=None)
 
-    def asarray(self, obj, dtype=None):
-        return self.xp.asarray(obj, dtype=dtype)
-
     def to_numpy(self, array):
         return array.get()
 
@@ -181,23 +165,11 @@ class CupyBackend(Backend):
         cupyx.scatter_add(out, index, values)
         return out
 
-    def manual_seed(self, seed):
+    def generator(self, seed):
+        """CuPy's ``default_rng``: draws are made on the GPU."""
         import cupy
 
-        self._seed = int(seed)
-        self._rng = cupy.random.default_rng(self._seed)
-
-    def normal(self, shape, dtype):
-        return self._rng.standard_normal(shape, dtype=dtype)
-
-    def uniform(self, shape, dtype):
-        return self._rng.random(shape, dtype=dtype)
-
-    def integers(self, low, high, shape, dtype):
-        return self._rng.integers(low, high, size=shape, dtype=dtype)
-
-    def next_seed(self):
-        return int(self._rng.integers(0, 2**63 - 1, size=()).get())
+        return cupy.random.default_rng(seed)
 
 
 class StrictBackend(Backend):
@@ -220,8 +192,6 @@ class StrictBackend(Backend):
         super().__init__(xp, device=xp.Device("device1"))
 
     def to_numpy(self, array):
-        import numpy
-
         host = array.to_device(self.xp.__array_namespace_info__().default_device())
         return numpy.asarray(host)
 
@@ -274,11 +244,6 @@ def _backend_for_type(array_type):
     if module == "array_api_strict":
         return get_backend("strict")
     raise TypeError(f"arrays of type {array_type.__name__} are not supported; expected NumPy, CuPy or array-api-strict")
-
-
-def namespace(*arrays):
-    """The array namespace shared by ``arrays`` (array_api_compat.array_namespace)."""
-    return array_api_compat.array_namespace(*arrays)
 
 
 # ---- default device and seeding ---------------------------------------------------------
