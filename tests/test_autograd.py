@@ -5,6 +5,7 @@ import pytest
 
 import minitorch_attn as mt
 from minitorch_attn import Function
+from minitorch_attn.gradcheck.entries_core import FirstOnly  # backward returns None for b
 
 
 def test_a_node_used_twice_receives_the_sum():
@@ -176,3 +177,36 @@ def test_backward_of_several_outputs_at_once():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     mt.backward([x * 2, x * x], [mt.ones(2), mt.ones(2)])
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 6.0])
+
+
+def test_none_from_a_backward_is_a_zero_gradient_for_a_non_leaf_input():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    y = mt.tensor([3.0, 4.0], requires_grad=True)
+    b = y * 3                                  # not a leaf: its node receives nothing
+    FirstOnly.apply(x, b).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    assert y.grad is None                      # no gradient reached it at all, as in PyTorch
+
+
+def test_none_from_a_backward_adds_nothing_to_the_other_paths():
+    y = mt.tensor([3.0, 4.0], requires_grad=True)
+    b = y * 3
+    (FirstOnly.apply(y, b) + b * b).sum().backward()   # d/dy = 2 + 2·b·3
+    np.testing.assert_array_equal(y.grad.numpy(), 2 + 18 * np.array([3.0, 4.0]))
+
+
+def test_none_for_one_output_of_a_two_output_node():
+    x = mt.tensor([0.5, -1.0], requires_grad=True)
+    first, second = mt.split(x * 1.0, 1)      # one node, two outputs
+    FirstOnly.apply(first, second).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 0.0])
+
+
+def test_errors_of_a_forward_keep_their_own_message():
+    class Strict(Function):
+        @staticmethod
+        def forward(ctx, x):
+            raise ValueError("my input cannot broadcast to what I need")
+
+    with pytest.raises(ValueError, match="^my input cannot broadcast to what I need$"):
+        Strict.apply(mt.randn(2))

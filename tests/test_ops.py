@@ -231,6 +231,10 @@ def test_bad_arguments_are_value_errors_that_say_what_was_expected():
     x = mt.randn(2, 3, 4)
     cases = [
         (lambda: x + mt.randn(5), r"Add: the shapes \(2, 3, 4\), \(5,\) do not broadcast"),
+        (lambda: x * mt.randn(3, 1, 1), r"Mul: the shapes \(2, 3, 4\), \(3, 1, 1\) do not broadcast"),
+        (lambda: mt.maximum(x, mt.randn(2)), r"Maximum: the shapes \(2, 3, 4\), \(2,\) do not broadcast"),
+        (lambda: mt.where(mt.ones(3, dtype="bool"), x, 0.0),
+         r"Where: the shapes \(3,\), \(2, 3, 4\), \(\) do not broadcast"),
         (lambda: mt.arange(0, 5, 0), "step must not be 0"),
         (lambda: mt.chunk(x, 0), "chunks must be a positive int"),
         (lambda: x.reshape(-2, 12), "sizes must be >= 0, or -1"),

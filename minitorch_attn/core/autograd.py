@@ -6,33 +6,49 @@ An operation is a subclass of :class:`Function` with two static methods on raw a
         @staticmethod
         def forward(ctx, x):
             y = ctx.xp.exp(x)
-            ctx.save_for_backward(y)      # what backward will need
+            ctx.save_for_backward(y)          # what backward will need
             return y
 
         @staticmethod
-        def backward(ctx, grad_output):   # dL/dy -> dL/dx
+        def backward(ctx, grad_output):       # dL/dy -> dL/dx
             (y,) = ctx.saved_tensors
-            return grad_output * y        # d exp(x)/dx = exp(x)
+            return grad_output * y            # d exp(x)/dx = exp(x)
 
-    y = Exp.apply(x)                      # x, y are Tensors
+    y = Exp.apply(x)                          # x, y are Tensors
 
-``apply`` unwraps the tensors, calls ``forward``, wraps the result and, if any input
-requires a gradient, records a *node* of the graph: the function, its context and its
-inputs. ``Tensor.backward`` then runs :func:`run_backward`, which
+Every backward in the package calls the upstream gradient ``grad_output`` (``dL/dy`` for
+the output ``y``; ``dO`` inside the attention kernels, where the papers' names rule) and
+returns ``dL/dx`` for each input ``x``.
+
+What the engine computes, derived. A loss ``L`` depends on a tensor ``x`` only through the
+operations that consumed it, ``y_1 = f_1(x, ...)``, ..., ``y_k = f_k(x, ...)``. The chain
+rule, one term per consumer::
+
+    dL/dx = Σ_k  J_k(x)ᵀ · dL/dy_k          (J_k = ∂y_k/∂x, the local Jacobian)
+
+Each ``Function.backward`` computes one term ``J_kᵀ · grad_output`` without forming
+``J_k``. So the engine must (a) hand ``x``'s producer the *complete* sum before that
+producer's own backward runs, and (b) do it once per node. Hence ``run_backward``
 
 1. finds every node the output depends on and counts, for each node, how many edges
    lead into it from later nodes (an iterative walk: no recursion limit);
 2. visits the nodes from the output back to the leaves, each one only after all of its
-   consumers, so every gradient arriving at a node has been summed before its backward
-   runs (``b = a + a`` gives ``a`` the sum of two gradients);
-3. undoes broadcasting in one place, :func:`sum_to_shape`: a backward may return a
-   gradient of the broadcast shape and the engine sums it back to the input's shape and
-   casts it to the input's dtype;
-4. accumulates the result into ``leaf.grad`` (summed across backward calls, as in
+   consumers (a topological order), so every term of the sum above has arrived before
+   its backward runs (``b = a + a`` gives ``a`` the sum of two gradients);
+3. undoes broadcasting in one place, :func:`sum_to_shape`: ``y = broadcast(x)`` copies
+   ``x`` along some axes, so ``J`` is a stack of identities and ``Jᵀ · grad_output`` sums
+   ``grad_output`` over those axes. A backward may return a gradient of the broadcast
+   shape; the engine sums it back to the input's shape and casts it to the input's dtype;
+4. treats ``None`` from a backward as a zero gradient (the term ``J_kᵀ · 0`` adds
+   nothing): nothing is sent, and a node that receives nothing from any consumer is
+   skipped, since all its terms would be zero (a leaf reached only that way keeps
+   ``grad = None``, as in PyTorch);
+5. accumulates the result into ``leaf.grad`` (summed across backward calls, as in
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
-Source: the Function/ctx design of torch.autograd.Function and minitorch.
+Source: the Function/ctx design of torch.autograd.Function and minitorch; the chain rule
+in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 """
 
 from __future__ import annotations
@@ -87,7 +103,6 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self._saved = ()
         self._released = False
-        self._non_differentiable = ()
 
     def save_for_backward(self, *arrays):
         """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
@@ -102,10 +117,6 @@ class Context:
                 "if you need to backward through the graph twice."
             )
         return self._saved
-
-    def mark_non_differentiable(self, *arrays):
-        """Declare outputs of ``forward`` (by identity) that carry no gradient, e.g. indices."""
-        self._non_differentiable = arrays
 
     def release(self):
         """Drop the saved arrays and any other array attributes kept for backward."""
@@ -136,9 +147,11 @@ class Function:
 
     Subclasses define ``forward(ctx, *args, **options)`` returning an array (or a tuple of
     arrays) and ``backward(ctx, *grad_outputs)`` returning one gradient per positional
-    argument of ``forward`` (``None`` for arguments without one). Both work on raw arrays
-    of the backend in ``ctx.xp``. A gradient may have the broadcast shape of the output:
-    the engine sums it back to the input's shape.
+    argument of ``forward``. ``None`` stands for a zero gradient: return it for arguments
+    that are not tensors, and may return it for any other (the engine then sends
+    nothing; see step 4 of the module docstring). Both methods work on raw arrays of the
+    backend in ``ctx.xp``. A gradient may have the broadcast shape of the output: the
+    engine sums it back to the input's shape.
 
     Call an operation with ``MyOp.apply(*args, **options)``; Tensors may be mixed with
     Python numbers and other plain values, and keyword options are passed to ``forward``
@@ -180,14 +193,7 @@ class Function:
         needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         record = _grad_enabled and any(needs_input_grad)
         ctx = Context(backend, needs_input_grad)
-        try:
-            result = cls.forward(ctx, *raw, **options)
-        except ValueError as exc:
-            if "broadcast" not in str(exc):
-                raise
-            shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, Tensor))
-            raise ValueError(f"{cls.__name__}: the shapes {shapes} do not broadcast together "
-                             f"(NumPy rules: trailing dims must be equal or 1)") from None
+        result = cls.forward(ctx, *raw, **options)
 
         outputs = result if isinstance(result, tuple) else (result,)
         node = None
@@ -195,9 +201,8 @@ class Function:
             node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs))
         wrapped = []
         for index, array in enumerate(outputs):
-            differentiable = record and not any(array is nd for nd in ctx._non_differentiable)
-            tensor = Tensor(array, requires_grad=differentiable)
-            if differentiable:
+            tensor = Tensor(array, requires_grad=record)
+            if record:
                 tensor.grad_fn = node
                 tensor._output_nr = index
             wrapped.append(tensor)
@@ -298,7 +303,10 @@ def run_backward(seeds, retain_graph=False):
                 "freed by the first backward(). Pass retain_graph=True to the first call "
                 "if you need to backward through it twice."
             )
-        received = grads.pop(node)
+        received = grads.pop(node, None)
+        if received is None:  # every consumer returned None for it: all its terms are zero
+            _finish(node, pending, ready, retain_graph)
+            continue
         grad_outputs = [
             received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
             for i, (shape, dtype) in enumerate(node.output_meta)
@@ -321,14 +329,19 @@ def run_backward(seeds, retain_graph=False):
             else:
                 _send(grads, tensor, g)
             # END SOLUTION
-        for parent in _parents(node):
-            # BEGIN SOLUTION 1.1
-            pending[parent] -= 1
-            if pending[parent] == 0:
-                ready.append(parent)
-            # END SOLUTION
-        if not retain_graph:
-            ctx.release()
+        _finish(node, pending, ready, retain_graph)
+
+
+def _finish(node, pending, ready, retain_graph):
+    """After ``node``'s backward: each parent has one consumer fewer to wait for."""
+    for parent in _parents(node):
+        # BEGIN SOLUTION 1.1
+        pending[parent] -= 1
+        if pending[parent] == 0:
+            ready.append(parent)
+        # END SOLUTION
+    if not retain_graph:
+        node.ctx.release()
 
 
 def _parents(node):
@@ -337,9 +350,8 @@ def _parents(node):
 
 def _accumulate(leaf, grad, xp):
     """``leaf.grad += grad``, out of place; the first gradient is copied so that no two
-    leaves (nor the caller's seed array) ever share one buffer."""
-    if grad.dtype != leaf.data.dtype:
-        grad = xp.astype(grad, leaf.data.dtype)
+    leaves (nor the caller's seed array) ever share one buffer. ``grad`` already has the
+    leaf's dtype (:func:`_gradient_for`, ``Tensor._seed_gradient``)."""
     # BEGIN SOLUTION 1.1
     if leaf.grad is None:
         leaf.grad = Tensor(xp.asarray(grad, copy=True))

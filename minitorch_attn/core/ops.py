@@ -1,9 +1,9 @@
 """The primitive differentiable operations, each a :class:`Function` with its backward.
 
-Every backward returns ``dL/d(input)`` from ``dL/d(output)`` (``g`` below). Gradients
+Every backward returns ``dL/d(input)`` from ``grad_output = dL/d(output)``. Gradients
 may keep the broadcast shape of the output: the engine sums them back to each input's
-shape (:func:`minitorch_attn.autograd.sum_to_shape`), so no backward here un-broadcasts.
-No backward modifies ``g`` in place.
+shape (:func:`minitorch_attn.core.autograd.sum_to_shape`), so no backward here un-broadcasts.
+No backward modifies ``grad_output`` in place.
 
 Shapes follow NumPy broadcasting; dtypes follow NumPy/PyTorch promotion (float32 stays
 float32, also with Python-float operands). Sources: the derivative of each elementary
@@ -37,8 +37,35 @@ def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
+# ---- broadcasting, checked where it can fail ------------------------------------------------------
+def broadcast_shapes(*shapes):
+    """NumPy's broadcast of several shapes, or None when they do not broadcast: compared
+    from the last dim backwards, sizes must be equal or 1 (a missing dim counts as 1)."""
+    out = []
+    for i in range(1, builtins.max((len(s) for s in shapes), default=0) + 1):
+        sizes = {s[-i] for s in shapes if i <= len(s)} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(reversed(out))
+
+
+class Broadcasting(Function):
+    """An elementwise operation whose operands (Tensors or Python numbers) broadcast
+    together. ``apply`` checks their shapes first, so a mismatch is a ValueError naming
+    them instead of an error from inside the array library."""
+
+    @classmethod
+    def apply(cls, *args, **options):
+        shapes = [tuple(getattr(a, "shape", ())) for a in args]
+        if broadcast_shapes(*shapes) is None:
+            raise ValueError(f"{cls.__name__}: the shapes {', '.join(map(str, shapes))} do not broadcast "
+                             f"together (NumPy rules: trailing dims must be equal or 1)")
+        return super().apply(*args, **options)
+
+
 # ---- elementwise arithmetic -------------------------------------------------------------------
-class Add(Function):
+class Add(Broadcasting):
     """``a + b`` with broadcasting.  d/da = 1, d/db = 1."""
 
     @staticmethod
@@ -46,11 +73,11 @@ class Add(Function):
         return a + b
 
     @staticmethod
-    def backward(ctx, g):
-        return g, g
+    def backward(ctx, grad_output):
+        return grad_output, grad_output
 
 
-class Sub(Function):
+class Sub(Broadcasting):
     """``a - b`` with broadcasting.  d/da = 1, d/db = -1."""
 
     @staticmethod
@@ -58,11 +85,11 @@ class Sub(Function):
         return a - b
 
     @staticmethod
-    def backward(ctx, g):
-        return g, -g
+    def backward(ctx, grad_output):
+        return grad_output, -grad_output
 
 
-class Mul(Function):
+class Mul(Broadcasting):
     """``a * b`` with broadcasting.  d/da = b, d/db = a."""
 
     @staticmethod
@@ -71,15 +98,15 @@ class Mul(Function):
         return a * b
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         a, b = ctx.saved_tensors
-        return (g * b if ctx.needs_input_grad[0] else None,
-                g * a if ctx.needs_input_grad[1] else None)
+        return (grad_output * b if ctx.needs_input_grad[0] else None,
+                grad_output * a if ctx.needs_input_grad[1] else None)
         # END SOLUTION
 
 
-class Div(Function):
+class Div(Broadcasting):
     """``a / b`` with broadcasting.  d/da = 1/b, d/db = -a/b^2 = -(a/b)/b."""
 
     @staticmethod
@@ -88,10 +115,10 @@ class Div(Function):
         return a / b
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         a, b = ctx.saved_tensors
-        grad_a = g / b
+        grad_a = grad_output / b
         return grad_a, (-grad_a * a / b if ctx.needs_input_grad[1] else None)
         # END SOLUTION
 
@@ -104,8 +131,8 @@ class Neg(Function):
         return -x
 
     @staticmethod
-    def backward(ctx, g):
-        return -g
+    def backward(ctx, grad_output):
+        return -grad_output
 
 
 class Pow(Function):
@@ -118,11 +145,11 @@ class Pow(Function):
         return x ** exponent
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         (x,) = ctx.saved_tensors
         p = ctx.exponent
-        return g * (p * x ** (p - 1)) if p != 0 else g * 0, None
+        return grad_output * (p * x ** (p - 1)) if p != 0 else grad_output * 0, None
         # END SOLUTION
 
 
@@ -143,10 +170,10 @@ class Exp(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
-        return g * y
+        return grad_output * y
         # END SOLUTION
 
 
@@ -159,10 +186,10 @@ class Log(Function):
         return ctx.xp.log(x)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         (x,) = ctx.saved_tensors
-        return g / x
+        return grad_output / x
         # END SOLUTION
 
 
@@ -176,10 +203,10 @@ class Sqrt(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
-        return g / (2 * y)
+        return grad_output / (2 * y)
         # END SOLUTION
 
 
@@ -193,10 +220,10 @@ class Tanh(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         (y,) = ctx.saved_tensors
-        return g * (1 - y * y)
+        return grad_output * (1 - y * y)
         # END SOLUTION
 
 
@@ -209,13 +236,13 @@ class Abs(Function):
         return ctx.xp.abs(x)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        return g * ctx.xp.sign(x)
+        return grad_output * ctx.xp.sign(x)
 
 
-class Maximum(Function):
-    """Elementwise ``max(a, b)``.  The larger input gets ``g``; a tie splits it half/half."""
+class Maximum(Broadcasting):
+    """Elementwise ``max(a, b)``.  The larger input gets ``grad_output``; a tie splits it half/half."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -223,15 +250,15 @@ class Maximum(Function):
         return ctx.xp.maximum(a, b)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
         xp = ctx.xp
-        share_a = xp.astype(a > b, g.dtype) + 0.5 * xp.astype(a == b, g.dtype)
-        return g * xp.astype(share_a, g.dtype), g * xp.astype(1.0 - share_a, g.dtype)
+        share_a = xp.astype(a > b, grad_output.dtype) + 0.5 * xp.astype(a == b, grad_output.dtype)
+        return grad_output * xp.astype(share_a, grad_output.dtype), grad_output * xp.astype(1.0 - share_a, grad_output.dtype)
 
 
-class Minimum(Function):
-    """Elementwise ``min(a, b)``.  The smaller input gets ``g``; a tie splits it half/half."""
+class Minimum(Broadcasting):
+    """Elementwise ``min(a, b)``.  The smaller input gets ``grad_output``; a tie splits it half/half."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -239,11 +266,11 @@ class Minimum(Function):
         return ctx.xp.minimum(a, b)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         a, b = ctx.saved_tensors
         xp = ctx.xp
-        share_a = xp.astype(a < b, g.dtype) + 0.5 * xp.astype(a == b, g.dtype)
-        return g * xp.astype(share_a, g.dtype), g * xp.astype(1.0 - share_a, g.dtype)
+        share_a = xp.astype(a < b, grad_output.dtype) + 0.5 * xp.astype(a == b, grad_output.dtype)
+        return grad_output * xp.astype(share_a, grad_output.dtype), grad_output * xp.astype(1.0 - share_a, grad_output.dtype)
 
 
 def maximum(a, b):
@@ -272,7 +299,7 @@ class Clamp(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         low, high = ctx.bounds
         keep = ctx.xp.ones_like(x, dtype=ctx.xp.bool)
@@ -280,7 +307,7 @@ class Clamp(Function):
             keep = keep & (x >= low)
         if high is not None:
             keep = keep & (x <= high)
-        return ctx.xp.where(keep, g, 0.0)
+        return ctx.xp.where(keep, grad_output, 0.0)
 
 
 def clamp(x, min=None, max=None):
@@ -296,8 +323,8 @@ class Cast(Function):
         return ctx.xp.astype(x, ctx.backend.dtype(dtype))
 
     @staticmethod
-    def backward(ctx, g):
-        return g  # the engine casts every gradient to its input's dtype
+    def backward(ctx, grad_output):
+        return grad_output  # the engine casts every gradient to its input's dtype
 
 
 # ---- matrix product ------------------------------------------------------------------------------
@@ -339,18 +366,18 @@ class MatMul(Function):
         return ctx.xp.matmul(a, b)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.5
         a, b = ctx.saved_tensors
         xp = ctx.xp
         a2 = a[None, :] if a.ndim == 1 else a       # (k,) -> (1, k)
         b2 = b[:, None] if b.ndim == 1 else b       # (k,) -> (k, 1)
         if a.ndim == 1:
-            g = xp.expand_dims(g, axis=g.ndim - 1 if b.ndim > 1 else 0)
+            grad_output = xp.expand_dims(grad_output, axis=grad_output.ndim - 1 if b.ndim > 1 else 0)
         if b.ndim == 1:
-            g = xp.expand_dims(g, axis=g.ndim)
-        grad_a = matmul_transposed(xp, g, b2) if ctx.needs_input_grad[0] else None  # dA = dC Bᵀ
-        grad_b = xp.matmul(xp.matrix_transpose(a2), g) if ctx.needs_input_grad[1] else None  # dB = Aᵀ dC
+            grad_output = xp.expand_dims(grad_output, axis=grad_output.ndim)
+        grad_a = matmul_transposed(xp, grad_output, b2) if ctx.needs_input_grad[0] else None  # dA = dC Bᵀ
+        grad_b = xp.matmul(xp.matrix_transpose(a2), grad_output) if ctx.needs_input_grad[1] else None  # dB = Aᵀ dC
         if a.ndim == 1 and grad_a is not None:
             grad_a = xp.reshape(xp.sum(grad_a, axis=tuple(range(grad_a.ndim - 2))) if grad_a.ndim > 2 else grad_a, (-1,))
         if b.ndim == 1 and grad_b is not None:
@@ -366,8 +393,8 @@ def matmul(a, b):
 
 # ---- reductions -----------------------------------------------------------------------------------
 class Sum(Function):
-    """Sum over ``dim`` (None = all).  Backward: every summed element receives ``g``,
-    i.e. ``g`` broadcast back over the reduced axes."""
+    """Sum over ``dim`` (None = all).  Backward: every summed element receives ``grad_output``,
+    i.e. ``grad_output`` broadcast back over the reduced axes."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -376,16 +403,16 @@ class Sum(Function):
         return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.4
         xp = ctx.xp
-        g = xp.reshape(g, _keepdim_shape(ctx.shape, ctx.axes))
-        return xp.broadcast_to(g, ctx.shape)
+        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
+        return xp.broadcast_to(grad_output, ctx.shape)
         # END SOLUTION
 
 
 class Mean(Function):
-    """Mean over ``dim`` (None = all).  Backward: ``g / n`` broadcast back, n = count reduced."""
+    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -395,16 +422,16 @@ class Mean(Function):
         return ctx.xp.mean(x, axis=axes, keepdims=keepdim)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.4
         xp = ctx.xp
-        g = xp.reshape(g, _keepdim_shape(ctx.shape, ctx.axes))
-        return xp.broadcast_to(g / ctx.count, ctx.shape)
+        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
+        return xp.broadcast_to(grad_output / ctx.count, ctx.shape)
         # END SOLUTION
 
 
 class Max(Function):
-    """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``g`` goes to the
+    """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
     position(s) of the maximum; ties share it evenly."""
 
     @staticmethod
@@ -417,13 +444,13 @@ class Max(Function):
         return y if keepdim else xp.reshape(y, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.4
         x, y = ctx.saved_tensors
         xp = ctx.xp
-        hit = xp.astype(x == y, g.dtype)
+        hit = xp.astype(x == y, grad_output.dtype)
         share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
-        return xp.reshape(g, y.shape) * share
+        return xp.reshape(grad_output, y.shape) * share
         # END SOLUTION
 
 
@@ -445,11 +472,11 @@ class Var(Function):
         return v
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.4
         (centered,) = ctx.saved_tensors
-        g = ctx.xp.reshape(g, _keepdim_shape(centered.shape, ctx.axes))
-        return g * centered * (2.0 / ctx.denominator)
+        grad_output = ctx.xp.reshape(grad_output, _keepdim_shape(centered.shape, ctx.axes))
+        return grad_output * centered * (2.0 / ctx.denominator)
         # END SOLUTION
 
 

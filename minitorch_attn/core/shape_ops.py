@@ -13,12 +13,12 @@ import math
 
 from .autograd import Function
 from .backend import backend_of
-from .ops import _normalize_dims
+from .ops import Broadcasting, _normalize_dims
 from .tensor import Tensor
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
-    """Same data, new shape (one entry may be -1).  Backward: reshape ``g`` back."""
+    """Same data, new shape (one entry may be -1).  Backward: reshape ``grad_output`` back."""
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -29,12 +29,12 @@ class Reshape(Function):
             raise ValueError(f"cannot reshape a tensor of shape {tuple(x.shape)} to {shape}") from exc
 
     @staticmethod
-    def backward(ctx, g):
-        return ctx.xp.reshape(g, ctx.shape)
+    def backward(ctx, grad_output):
+        return ctx.xp.reshape(grad_output, ctx.shape)
 
 
 class Permute(Function):
-    """Reorder dims by ``dims``.  Backward: permute ``g`` by the inverse permutation."""
+    """Reorder dims by ``dims``.  Backward: permute ``grad_output`` by the inverse permutation."""
 
     @staticmethod
     def forward(ctx, x, dims):
@@ -45,8 +45,8 @@ class Permute(Function):
         return ctx.xp.permute_dims(x, dims)
 
     @staticmethod
-    def backward(ctx, g):
-        return ctx.xp.permute_dims(g, ctx.inverse)
+    def backward(ctx, grad_output):
+        return ctx.xp.permute_dims(grad_output, ctx.inverse)
 
 
 class Transpose(Function):
@@ -61,12 +61,12 @@ class Transpose(Function):
         return ctx.xp.permute_dims(x, ctx.dims)
 
     @staticmethod
-    def backward(ctx, g):
-        return ctx.xp.permute_dims(g, ctx.dims)
+    def backward(ctx, grad_output):
+        return ctx.xp.permute_dims(grad_output, ctx.dims)
 
 
 class Expand(Function):
-    """Broadcast to a larger shape (a view in NumPy).  Backward: ``g`` as is; the engine
+    """Broadcast to a larger shape (a view in NumPy).  Backward: ``grad_output`` as is; the engine
     sums it over the expanded axes."""
 
     @staticmethod
@@ -77,8 +77,8 @@ class Expand(Function):
             raise ValueError(f"cannot expand a tensor of shape {tuple(x.shape)} to {shape}") from exc
 
     @staticmethod
-    def backward(ctx, g):
-        return g
+    def backward(ctx, grad_output):
+        return grad_output
 
 
 def expand(x, shape):
@@ -122,7 +122,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 class GetItem(Function):
     """``x[key]`` for basic keys: ints, slices and ``...`` (``None`` is handled by :func:`getitem`).
 
-    Backward: a zero array of ``x``'s shape with ``g`` written into the selected places
+    Backward: a zero array of ``x``'s shape with ``grad_output`` written into the selected places
     (each place is selected at most once by a basic key, so writing is adding)."""
 
     @staticmethod
@@ -131,10 +131,10 @@ class GetItem(Function):
         return x[key]
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         xp = ctx.xp
-        grad = xp.zeros(ctx.shape, dtype=g.dtype, device=ctx.backend.device)
-        grad[ctx.key] = g
+        grad = xp.zeros(ctx.shape, dtype=grad_output.dtype, device=ctx.backend.device)
+        grad[ctx.key] = grad_output
         return grad
 
 
@@ -142,7 +142,7 @@ class Take(Function):
     """``x[index]`` with an integer tensor ``index`` on the first axis (an embedding lookup).
 
     Shapes: ``x (n, *rest)``, ``index (*idx)`` -> ``(*idx, *rest)``.
-    Backward: row ``index[i]`` of the gradient is the sum of ``g[i]`` over every ``i`` that
+    Backward: row ``index[i]`` of the gradient is the sum of ``grad_output[i]`` over every ``i`` that
     picked it (a scatter-add: repeated indices accumulate), via ``backend.index_add``."""
 
     @staticmethod
@@ -161,9 +161,9 @@ class Take(Function):
         return xp.reshape(out, (*index.shape, *x.shape[1:]))
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (index,) = ctx.saved_tensors
-        return ctx.backend.index_add(ctx.num_rows, index, g), None
+        return ctx.backend.index_add(ctx.num_rows, index, grad_output), None
 
 
 def getitem(x, key):
@@ -200,7 +200,7 @@ def _backend_array(like, values):
 
 # ---- joining and splitting ---------------------------------------------------------------------
 class Concat(Function):
-    """Join tensors along an existing ``dim``.  Backward: cut ``g`` back into the pieces."""
+    """Join tensors along an existing ``dim``.  Backward: cut ``grad_output`` back into the pieces."""
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
@@ -212,18 +212,18 @@ class Concat(Function):
             raise ValueError(f"concat: shapes {[tuple(a.shape) for a in arrays]} differ outside dim {dim}") from exc
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         grads, start = [], 0
         for size in ctx.sizes:
-            index = [slice(None)] * g.ndim
+            index = [slice(None)] * grad_output.ndim
             index[ctx.axis] = slice(start, start + size)
-            grads.append(g[tuple(index)])
+            grads.append(grad_output[tuple(index)])
             start += size
         return tuple(grads)
 
 
 class Stack(Function):
-    """Join tensors of one shape along a new ``dim``.  Backward: take slice i of ``g``."""
+    """Join tensors of one shape along a new ``dim``.  Backward: take slice i of ``grad_output``."""
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
@@ -234,8 +234,8 @@ class Stack(Function):
         return ctx.xp.stack(arrays, axis=ctx.axis)
 
     @staticmethod
-    def backward(ctx, g):
-        return tuple(g[(slice(None),) * ctx.axis + (i, ...)] for i in range(g.shape[ctx.axis]))
+    def backward(ctx, grad_output):
+        return tuple(grad_output[(slice(None),) * ctx.axis + (i, ...)] for i in range(grad_output.shape[ctx.axis]))
 
 
 def concat(tensors, dim=0):
@@ -281,8 +281,8 @@ def chunk(x, chunks, dim=0):
 
 
 # ---- selection and masks ----------------------------------------------------------------------
-class Where(Function):
-    """``condition ? a : b`` elementwise, broadcasting.  Backward: ``g`` flows to ``a``
+class Where(Broadcasting):
+    """``condition ? a : b`` elementwise, broadcasting.  Backward: ``grad_output`` flows to ``a``
     where the condition holds and to ``b`` elsewhere."""
 
     @staticmethod
@@ -291,13 +291,13 @@ class Where(Function):
         return ctx.xp.where(condition, a, b)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (condition,) = ctx.saved_tensors
         xp = ctx.xp
-        zero = xp.zeros((), dtype=g.dtype, device=ctx.backend.device)
+        zero = xp.zeros((), dtype=grad_output.dtype, device=ctx.backend.device)
         return (None,
-                xp.where(condition, g, zero) if ctx.needs_input_grad[1] else None,
-                xp.where(condition, zero, g) if ctx.needs_input_grad[2] else None)
+                xp.where(condition, grad_output, zero) if ctx.needs_input_grad[1] else None,
+                xp.where(condition, zero, grad_output) if ctx.needs_input_grad[2] else None)
 
 
 def _check_bool(mask, what):
@@ -313,13 +313,13 @@ def where(condition, a, b):
 
 def masked_fill(x, mask, value):
     """``x`` with ``value`` written where the bool ``mask`` (broadcastable to x) is True.
-    Backward: ``g`` where the mask is False, 0 where it is True."""
+    Backward: ``grad_output`` where the mask is False, 0 where it is True."""
     _check_bool(mask, "masked_fill: mask")
     return Where.apply(mask, value, x)
 
 
 class Tril(Function):
-    """Keep the lower triangle (``j <= i + diagonal``) of the last two dims.  Backward: same mask on ``g``."""
+    """Keep the lower triangle (``j <= i + diagonal``) of the last two dims.  Backward: same mask on ``grad_output``."""
 
     @staticmethod
     def forward(ctx, x, diagonal=0):
@@ -327,12 +327,12 @@ class Tril(Function):
         return ctx.xp.tril(x, k=diagonal)
 
     @staticmethod
-    def backward(ctx, g):
-        return ctx.xp.tril(g, k=ctx.diagonal)
+    def backward(ctx, grad_output):
+        return ctx.xp.tril(grad_output, k=ctx.diagonal)
 
 
 class Triu(Function):
-    """Keep the upper triangle (``j >= i + diagonal``) of the last two dims.  Backward: same mask on ``g``."""
+    """Keep the upper triangle (``j >= i + diagonal``) of the last two dims.  Backward: same mask on ``grad_output``."""
 
     @staticmethod
     def forward(ctx, x, diagonal=0):
@@ -340,8 +340,8 @@ class Triu(Function):
         return ctx.xp.triu(x, k=diagonal)
 
     @staticmethod
-    def backward(ctx, g):
-        return ctx.xp.triu(g, k=ctx.diagonal)
+    def backward(ctx, grad_output):
+        return ctx.xp.triu(grad_output, k=ctx.diagonal)
 
 
 def _check_matrix(x, what):

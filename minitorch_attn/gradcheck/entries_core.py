@@ -1,8 +1,27 @@
-"""Gradient-check entries for the primitive operations of minitorch_attn.ops."""
+"""Gradient-check entries for the engine and the primitive operations of minitorch_attn.core."""
 
 import minitorch_attn as mt
 
 from .suite import Entry
+
+
+class FirstOnly(mt.Function):
+    """``f(a, b) = 2a``: ``b`` takes part only through its shape, so its gradient is zero
+    and backward says so with ``None``, which the engine treats as a zero gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * 2, None
+
+
+def first_only_of_a_non_leaf(a, b):
+    """``FirstOnly(a, exp(b)) + b``: the None reaches a node that is not a leaf, and ``b``
+    still gets its gradient (1) along the other path."""
+    return FirstOnly.apply(a, b.exp()) + b
 
 ENTRIES = [
     Entry("add (broadcast)", lambda d: [d.randn(3, 4), d.randn(4)], lambda a, b: a + b),
@@ -45,4 +64,5 @@ ENTRIES = [
     Entry("masked_fill", lambda d: [d.randn(3, 4), d.mask(1, 4)], lambda a, m: a.masked_fill(m, -2.0)),
     Entry("tril/triu", lambda d: [d.randn(2, 4, 4)], lambda a: mt.tril(a, -1) + 2 * mt.triu(a, 1)),
     Entry("cast to float64", lambda d: [d.randn(3)], lambda a: a.double() * 2),
+    Entry("custom Function returning None", lambda d: [d.randn(2, 3), d.randn(2, 3)], first_only_of_a_non_leaf),
 ]
