@@ -141,6 +141,23 @@ def test_log_softmax_with_minus_inf_entries_has_finite_gradient(device):
     assert y.numpy()[0, 1] == -np.inf and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero encountered", "ignore:invalid value encountered")
+def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(device):
+    """The counterexample of the softmax docstring: x = [0, -inf], p = [1, 0]. Composing
+    log(softmax(x)) differentiates through 1/p and gets NaN; the fused kernels give the
+    exact gradients: p ∘ (g - Σ g p) = [0, 0] and g - p Σ g = [1 - 3, 2 - 0]."""
+    upstream = _t([1.0, 2.0], device)
+    grads = {}
+    for name, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax),
+                     ("log(softmax)", lambda t: mt.log(F.softmax(t)))):
+        x = _t([0.0, -np.inf], device, requires_grad=True)
+        fn(x).backward(upstream)
+        grads[name] = x.grad.numpy()
+    np.testing.assert_array_equal(grads["softmax"], [0.0, 0.0])
+    np.testing.assert_array_equal(grads["log_softmax"], [-2.0, 2.0])
+    assert np.isnan(grads["log(softmax)"]).any()
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # NumPy's note on -inf - (-inf)
 def test_an_all_minus_inf_row_gives_nan_as_in_torch(device):
     x = _t([[-np.inf, -np.inf], [0.0, 0.0]], device, "float32")

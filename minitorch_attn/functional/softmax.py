@@ -1,54 +1,110 @@
 """The softmax family: softmax, log-softmax and cross-entropy, with hand-written backward passes.
 
-All three exponentiate, so all three subtract the row maximum first (the log-sum-exp
-trick); the forward of each keeps what its backward needs, and no backward divides by a
-probability.
+All three start from one log-sum-exp, :func:`_shifted_logsumexp`: with ``m`` the row
+maximum, ``z = x - m`` and ``lse(z) = log Σ_j exp(z_j)``, so that no exponential overflows.
+Then
+
+    log_softmax(x) = z - lse(z)          softmax(x) = exp(z - lse(z))
+
+and cross-entropy is ``-Σ_c q_c log_softmax(x)_c`` for a target distribution ``q``.
+
+Notation (as in every backward of the package): ``grad_output`` is the upstream gradient
+``dL/dy`` of the output ``y`` (``g`` in the derivations); ``p = softmax(x)``; ``δ_ij`` is 1
+when i = j, else 0.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..core.autograd import Function
 from ..core.tensor import Tensor
 from ._checks import _axis, _check_float, _check_probability
 
 
-class Softmax(Function):
-    """``p = exp(x - max) / sum(exp(x - max))`` along ``dim``.
+def _shifted_logsumexp(xp, x, axis):
+    """``(z, lse_z)`` for a raw array: ``z = x - m`` with ``m`` the row maximum along
+    ``axis``, and ``lse_z = log Σ_j exp(z_j)``, kept as a size-1 dim.
 
-    Backward (Jacobian ``dp_i/dx_j = p_i (δ_ij - p_j)``):
-        ``dx = p ∘ (g - sum(g ∘ p))``, with no division by p, so entries with p = 0
-        (``x = -inf``) get exactly 0.
-    A row of all ``-inf`` gives NaN, as in PyTorch (attention handles such rows itself).
-    Source: Bridle 1990; the max shift is the standard overflow guard.
+    ``lse(x) = m + lse_z``, but callers use ``z - lse_z`` (which is ``x - lse(x)``) so that
+    a row far from 0, such as ``[-1e4, -1e4 - 1]`` in float32, keeps its digits: ``m + lse_z``
+    would round ``lse_z`` to the coarse spacing of floats near ``m``.
+
+    Why the shift: the largest exponential is ``exp(0) = 1``, so none overflows. Why it does
+    not change the result or any gradient taken through it: ``lse(x) = m + lse(x - m)`` for
+    every constant ``m``, so ``x - lse(x)`` is one and the same function of ``x`` whichever
+    ``m`` the code picks, and ``m`` needs no derivative of its own.
+
+    A row whose maximum is not finite (all ``-inf``) is shifted by 0 instead, and so is a
+    row of length 0: their sum is 0 and their ``lse_z`` is ``-inf`` (the log of an empty
+    sum), formed without taking ``log(0)``.
+    """
+    if x.shape[axis] == 0:
+        m = xp.sum(x, axis=axis, keepdims=True)          # an empty row: zeros, nothing to shift
+    else:
+        m = xp.max(x, axis=axis, keepdims=True)
+    z = x - xp.where(xp.isfinite(m), m, 0.0)
+    total = xp.sum(xp.exp(z), axis=axis, keepdims=True)
+    return z, xp.where(total > 0, xp.log(xp.where(total > 0, total, 1.0)), -math.inf)
+
+
+class Softmax(Function):
+    """``p = softmax(x) = exp(x - lse(x))`` along ``dim`` (Bridle 1990).
+
+    Forward::
+
+        1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
+        2. p = exp(z - lse_z)                              (= exp(x - lse(x)))
+
+    Backward. Differentiate ``p_i = exp(x_i - lse)``: ``dp_i/dx_j = p_i (δ_ij - dlse/dx_j)``
+    and ``dlse/dx_j = exp(x_j - lse) = p_j``, so the Jacobian is ``p_i (δ_ij - p_j)``.
+    Multiply by ``grad_output`` (call it ``g``) from the left::
+
+        2-1. dx_j = Σ_i g_i p_i (δ_ij - p_j) = p_j (g_j - Σ_i g_i p_i)
+
+    The max shift of 1 does not change this: ``p(x - c) = p(x)`` for every constant ``c``.
+
+    Why the formula avoids dividing by p: for ``x = [0, -inf]``, ``p = [1, 0]``. The same
+    gradient taken through the logarithm (``dp_j = p_j d(log p_j)``, as when composing
+    ``exp(log_softmax(x))``, or ``d(log p_j) = dp_j / p_j`` for ``log(softmax(x))``)
+    forms ``0 · inf`` or ``0 / 0`` at ``j = 2``: NaN. Here ``dx_2 = 0 · (g_2 - …) = 0``.
     """
 
     @staticmethod
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.1
         xp = ctx.xp
-        ctx.axis = dim
-        p = xp.exp(x - xp.max(x, axis=dim, keepdims=True))        # 1. shift by the row max, exponentiate
-        p /= xp.sum(p, axis=dim, keepdims=True)                     # 2. normalize (in place: p is ours)
+        z, lse_z = _shifted_logsumexp(xp, x, dim)                               # 1
+        p = xp.exp(z - lse_z)                                                   # 2
         ctx.save_for_backward(p)
+        ctx.axis = dim
         return p
         # END SOLUTION
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 2.1
         (p,) = ctx.saved_tensors
         xp = ctx.xp
-        grad = g * p                                                # undoes 2 and 1 at once:
-        grad -= p * xp.sum(grad, axis=ctx.axis, keepdims=True)     # p ∘ g - p ∘ sum(g ∘ p)
-        return grad
+        row_term = xp.sum(grad_output * p, axis=ctx.axis, keepdims=True)         # Σ_i g_i p_i
+        return p * (grad_output - row_term)                                     # 2-1
         # END SOLUTION
 
 
 class LogSoftmax(Function):
-    """``y = x - max - log(sum(exp(x - max)))`` along ``dim``.
+    """``y = log_softmax(x) = x - lse(x)`` along ``dim``.
 
-    Backward (``dy_i/dx_j = δ_ij - softmax_j``): ``dx = g - softmax ∘ sum(g)``, with
-    ``softmax = exp(y)`` recomputed from the output.
+    Forward::
+
+        1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
+        2. y = z - lse_z                                   (= x - lse(x))
+
+    Backward. ``dy_i/dx_j = δ_ij - dlse/dx_j = δ_ij - p_j`` with ``p = softmax(x) = exp(y)``
+    (recomputed from the saved output)::
+
+        2-1. dx_j = Σ_i g_i (δ_ij - p_j) = g_j - p_j Σ_i g_i
+
+    The max shift of 1 does not change this: ``y(x - c) = y(x)`` for every constant ``c``.
     Exact for large offsets: ``log_softmax([1000, 0]) == [0, -1000]``.
     """
 
@@ -56,31 +112,31 @@ class LogSoftmax(Function):
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.2
         xp = ctx.xp
-        ctx.axis = dim
-        y = x - xp.max(x, axis=dim, keepdims=True)                                   # 1. shift
-        y -= xp.log(xp.sum(xp.exp(y), axis=dim, keepdims=True))                      # 2. minus log-sum-exp
+        z, lse_z = _shifted_logsumexp(xp, x, dim)                               # 1
+        y = z - lse_z                                                           # 2
         ctx.save_for_backward(y)
+        ctx.axis = dim
         return y
         # END SOLUTION
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 2.2
         (y,) = ctx.saved_tensors
         xp = ctx.xp
-        softmax_times_sum = xp.exp(y)                                                # undoes 2 (1 is a shift)
-        softmax_times_sum *= xp.sum(g, axis=ctx.axis, keepdims=True)
-        return g - softmax_times_sum
+        p = xp.exp(y)
+        return grad_output - p * xp.sum(grad_output, axis=ctx.axis, keepdims=True)  # 2-1
         # END SOLUTION
 
 
 def softmax(x, dim=-1):
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
-    Shapes and dtypes: any float32/float64 tensor; the output has its shape and dtype.
-    Entries equal to ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a
-    finite entry); a row of all ``-inf`` gives NaN, as in PyTorch. Source: Bridle 1990,
-    "Probabilistic interpretation of feedforward classification network outputs".
+    Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
+    is then empty, as in PyTorch); the output has its shape and dtype. Entries equal to
+    ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a finite entry); a
+    row of all ``-inf`` gives NaN, as in PyTorch. Source: Bridle 1990, "Probabilistic
+    interpretation of feedforward classification network outputs".
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
@@ -104,21 +160,37 @@ def log_softmax(x, dim=-1):
 
 
 class CrossEntropy(Function):
-    """Fused log-softmax + negative log-likelihood over rows ``logits (M, C)``.
+    """Fused log-softmax and cross-entropy over rows ``logits (M, C)``, as PyTorch defines it.
 
-    Forward, for row i with target t_i and smoothing ε (target distribution
-    ``q = (1-ε) onehot(t_i) + ε/C``):
-        1. ``logp = log_softmax(logits)``
-        2. ``loss_i = -sum_c q_c logp_c``  (0 for ignored rows)
-        3. reduce: sum, mean over the non-ignored rows, or none.
-    Backward: ``d loss_i / d logits_i = softmax_i - q_i``, so
-        ``dlogits = (exp(logp) - q) ∘ w_i`` with ``w_i = g`` (sum), ``g / count`` (mean) or
-        ``g_i`` (none), and ``w_i = 0`` on ignored rows. With every row ignored, the mean
-        is NaN and the gradient 0, as in PyTorch.
+    Row ``i`` has target class ``t_i``; with smoothing ``ε`` and class weights ``w`` (all 1
+    without ``weight``) its loss is a cross-entropy against the weighted target
+    distribution ``r_i``::
+
+        1. logp_i = log_softmax(logits_i)                    (see _shifted_logsumexp)
+        2. r_ic   = w_c ((1-ε) [c = t_i] + ε/C)               (0 on ignored rows)
+           loss_i = -Σ_c r_ic logp_ic
+        3. reduce: sum_i loss_i;  mean = Σ_i loss_i / Σ_i w_{t_i} over the rows not
+           ignored;  or none (loss_i itself)
+
+    This is PyTorch's ``(1-ε) nll + ε/C · Σ_c w_c (-logp_c)``: expanding ``r`` gives
+    ``-(1-ε) w_t logp_t - (ε/C) Σ_c w_c logp_c``, the weighted ``nll`` plus the smoothing
+    term. Written as ``-Σ_c r_c logp_c`` its gradient is one line. With
+    ``dlogp_c/dx_j = δ_cj - p_j`` (the log-softmax Jacobian, ``p = softmax(logits_i)``)::
+
+        2-1. dloss_i/dx_j = -Σ_c r_c (δ_cj - p_j) = p_j Σ_c r_c - r_j
+
+    Without weights ``Σ_c r_c = 1`` and this is the familiar ``p - q``, ``q`` the smoothed
+    one-hot. Step 3 multiplies row ``i`` by ``grad_output`` (sum), ``grad_output / Σ w_t``
+    (mean) or ``grad_output_i`` (none). An ignored row has ``r_i = 0``, so it adds nothing
+    to the loss or the gradient; its logits are replaced by zeros first, so that not even
+    ``-inf`` logits (padding) can turn that nothing into ``0 · inf = NaN``. Likewise a
+    term with ``r_c = 0`` is selected away rather than multiplied by a ``-inf`` logp. When
+    the targets' weights sum to 0 (every target ignored), the mean is NaN and the gradient
+    0, as in PyTorch.
     """
 
     @staticmethod
-    def forward(ctx, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    def forward(ctx, logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
         xp = ctx.xp
         M, C = logits.shape
         valid = target != ignore_index
@@ -130,65 +202,69 @@ class CrossEntropy(Function):
             raise ValueError(
                 f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
                 f"{ignore_index}; got values from {low} to {high}")
-        safe_target = xp.where(valid, target, xp.zeros_like(target))     # never index with ignore_index
+        classes = xp.arange(C, device=ctx.backend.device)
+        logits = xp.where(valid[:, None], logits, 0.0)   # an ignored row adds nothing, whatever its logits
 
         # BEGIN SOLUTION 2.3
-        logp = logits - xp.max(logits, axis=1, keepdims=True)            # 1. log-softmax
-        logp -= xp.log(xp.sum(xp.exp(logp), axis=1, keepdims=True))
-        nll = -xp.take_along_axis(logp, safe_target[:, None], axis=1)[:, 0]  # 2. -logp[target]
-        if label_smoothing > 0.0:
-            nll = (1.0 - label_smoothing) * nll - label_smoothing * xp.mean(logp, axis=1)
-        weight = xp.astype(valid, logits.dtype)                          # 0 on ignored rows
-        loss = nll * weight
+        z, lse_z = _shifted_logsumexp(xp, logits, 1)                            # 1
+        logp = z - lse_z
+        onehot = xp.astype((target[:, None] == classes[None, :]) & valid[:, None], logits.dtype)
+        smooth = label_smoothing / C if C else 0.0                              # 2. q = (1-ε) onehot + ε/C
+        q = (1.0 - label_smoothing) * onehot + smooth * xp.astype(valid, logits.dtype)[:, None]
+        r = q if weight is None else q * weight                                 #    r = w ∘ q
+        loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)                 #    -Σ_c r_c logp_c
         # END SOLUTION
 
-        ctx.save_for_backward(logp, safe_target, weight)
-        ctx.options = (label_smoothing, reduction)
-        if reduction == "none":                                          # 3. reduce
+        ctx.save_for_backward(logp, r)
+        ctx.reduction = reduction
+        if reduction == "none":                                                 # 3
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        count = xp.sum(weight)
-        ctx.count = xp.where(count > 0, count, 1.0)                      # backward: no 0/0 when
-        return xp.sum(loss) / xp.where(count > 0, count, xp.nan)         # every row is ignored
+        ctx.total_weight = xp.sum(onehot if weight is None else onehot * weight)   # Σ_i w_{t_i}
+        return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         # BEGIN SOLUTION 2.3
-        logp, safe_target, weight = ctx.saved_tensors
-        label_smoothing, reduction = ctx.options
+        logp, r = ctx.saved_tensors
         xp = ctx.xp
-        C = logp.shape[1]
-        row_weight = weight * (g / ctx.count if reduction == "mean" else g)   # undoes 3
-        grad = xp.exp(logp)                                              # undoes 2 and 1: softmax - q
-        if label_smoothing > 0.0:
-            grad -= label_smoothing / C
-        is_target = safe_target[:, None] == xp.arange(C, device=ctx.backend.device)[None, :]
-        grad = xp.where(is_target, grad - (1.0 - label_smoothing), grad)
-        grad *= row_weight[:, None]
-        return grad, None
+        row_factor = grad_output                                                # 3
+        if ctx.reduction == "mean":
+            total = ctx.total_weight
+            row_factor = xp.where(total != 0, grad_output / xp.where(total != 0, total, 1.0), 0.0)
+        elif ctx.reduction == "none":
+            row_factor = grad_output[:, None]
+        p = xp.exp(logp)                                                        # 2-1
+        return (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor, None, None
         # END SOLUTION
 
 
-def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
     Shapes: ``logits (N, C)`` with ``target (N,)``, ``logits (N, C, d1, ...)`` with
     ``target (N, d1, ...)`` (the class dim is dim 1, as in PyTorch), or unbatched
-    ``logits (C,)`` with a 0-d ``target``. float32/float64 logits, int64/int32 target; the
-    loss has the logits' dtype. Returns a scalar for
-    ``reduction="mean"`` (over the non-ignored targets; NaN if all are ignored, as PyTorch)
-    or ``"sum"``, and the per-target losses ``(N, d1, ...)`` for ``"none"`` (0 where ignored).
-    The gradient goes to ``logits`` only.
+    ``logits (C,)`` with a 0-d ``target``; any of N, C, d1, ... may be 0. float32/float64
+    logits, int64/int32 target; the loss has the logits' dtype. Returns a scalar for
+    ``reduction="mean"`` or ``"sum"``, and the per-target losses ``(N, d1, ...)`` for
+    ``"none"`` (0 where ignored). The gradient goes to ``logits`` only. With no targets,
+    or every target ignored, the mean is NaN (0 / 0) and the sum 0, as in PyTorch.
 
     Args:
-        ignore_index: targets equal to it add nothing to the loss or the gradient, and are
+        weight: optional class weights ``(C,)`` of the logits' dtype and device (no
+            gradient): target class ``c`` scales its row's loss by ``weight[c]``, the
+            smoothing term weighs class ``c`` by ``weight[c]``, and the mean divides by
+            the sum of the weights of the targets not ignored (PyTorch's definition).
+        ignore_index: targets equal to it add nothing to the loss, the mean's
+            denominator or the gradient, whatever their logits (also ``-inf``), and are
             never used as (negative) indices.
         label_smoothing: ε in [0, 1]: the target distribution is ``(1-ε) onehot + ε/C``
             (Szegedy et al. 2016, arXiv:1512.00567 §7).
 
     Raises:
-        TypeError: for non-float logits or a non-integer target.
+        TypeError: for non-float logits or weight, a non-integer target, or a weight of
+            another dtype than the logits.
         ValueError: for mismatched shapes, an unknown reduction, a smoothing outside
             [0, 1], or a target out of range ``[0, C)`` that is not ``ignore_index``.
     """
@@ -210,10 +286,17 @@ def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduct
         raise ValueError(f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
                          f"(N, d1, ...) = {expected}, got {target.shape}")
     C = logits.shape[-1] if logits.ndim == 1 else logits.shape[1]
+    if weight is not None:
+        _check_float(weight, "cross_entropy: weight")
+        if weight.shape != (C,):
+            raise ValueError(f"cross_entropy: weight must have one entry per class, shape ({C},), got {weight.shape}")
+        if weight.dtype != logits.dtype or weight.device != logits.device:
+            raise TypeError(f"cross_entropy: weight is {weight.dtype} on '{weight.device}' but the logits are "
+                            f"{logits.dtype} on '{logits.device}'")
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         rest = tuple(range(2, logits.ndim))
         logits = logits.permute(0, *rest, 1)
-    rows = logits.reshape(-1, C)
-    loss = CrossEntropy.apply(rows, target.reshape(-1).data, ignore_index=ignore_index,
-                              label_smoothing=label_smoothing, reduction=reduction)
+    rows = logits.reshape(math.prod(target.shape), C)
+    loss = CrossEntropy.apply(rows, target.reshape(-1).data, None if weight is None else weight.data,
+                              ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
     return loss.reshape(*target.shape) if reduction == "none" else loss

@@ -3,8 +3,17 @@
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 
+import numpy as np
+
 from .suite import Entry
 from ._inputs import with_neg_inf
+
+
+def padded_logits(d, *shape):
+    """Normal logits whose last row is all -inf (a padding position, ignored by its target)."""
+    values = d.rng.standard_normal(shape)
+    values[-1] = -np.inf
+    return d._tensor(values)
 
 ENTRIES = [
     Entry("softmax (dim -1)", lambda d: [d.randn(3, 5)], F.softmax),
@@ -19,4 +28,12 @@ ENTRIES = [
           lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1, reduction="sum")),
     Entry("cross_entropy (none)", lambda d: [d.randn(4, 3), mt.tensor([1, -1, 0, 2], device=d.device)],
           lambda x, t: F.cross_entropy(x, t, ignore_index=-1, reduction="none")),
+    Entry("cross_entropy (weight,smooth,ignore)",
+          lambda d: [d.randn(6, 5), mt.tensor([0, 4, -100, 2, 2, 1], device=d.device),
+                     d.uniform(5, low=0.2, high=2.0, requires_grad=False)],
+          lambda x, t, w: F.cross_entropy(x, t, weight=w, label_smoothing=0.2)),
+    Entry("cross_entropy (weight, -inf padding)",
+          lambda d: [padded_logits(d, 4, 3), mt.tensor([2, 0, 1, -100], device=d.device),
+                     d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+          lambda x, t, w: F.cross_entropy(x, t, weight=w, reduction="none")),
 ]
