@@ -131,7 +131,7 @@ def test_linear_and_norms_match_pytorch(torch):
     xt = torch.tensor(x.numpy())
     for ours, theirs in [(nn.Linear(6, 4), torch.nn.Linear(6, 4)),
                          (nn.LayerNorm(6), torch.nn.LayerNorm(6)),
-                         (nn.RMSNorm(6), torch.nn.RMSNorm(6, eps=1e-6))]:
+                         (nn.RMSNorm(6), torch.nn.RMSNorm(6))]:
         to_float64(ours)
         theirs = theirs.double()
         ours.weight.data = mt.randn(*ours.weight.shape, dtype="float64").data
@@ -328,8 +328,9 @@ def test_modules_given_something_other_than_a_tensor_raise_type_error(call):
     (lambda: nn.GELU("x"), "approximate must be 'none' or 'tanh'"),
     (lambda: nn.LayerNorm(0), "normalized_shape"),
     (lambda: nn.RMSNorm((4, 0)), "normalized_shape"),
-    (lambda: nn.LayerNorm(4, eps=-1), "eps must be a finite number >= 0"),
-    (lambda: nn.RMSNorm(4, eps="small"), "eps must be a finite number >= 0"),
+    (lambda: nn.LayerNorm(4, eps=-1), "eps must be a finite number > 0"),
+    (lambda: nn.LayerNorm(4, eps=0.0), "eps must be a finite number > 0"),
+    (lambda: nn.RMSNorm(4, eps="small"), "eps must be a finite number > 0"),
     (lambda: nn.GPT(5, num_layers=-1), "num_layers must be a positive int"),
     (lambda: nn.GPT(5, num_layers=0), "num_layers must be a positive int"),
 ])

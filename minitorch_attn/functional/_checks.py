@@ -6,14 +6,24 @@ it expected, before any array is touched.
 
 from __future__ import annotations
 
+import math
 import numbers
+
+import numpy
 
 from ..core.tensor import FLOAT_DTYPES, Tensor
 
 
-def _check_eps(eps, what):
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0:
-        raise ValueError(f"{what}: eps must be a number >= 0, got {eps!r}")
+def _check_eps(eps, what, dtype):
+    """A normalization's ``eps``: a finite number > 0 that stays > 0 in ``dtype``. With
+    eps = 0 a row with nothing to normalize (constant for LayerNorm, all zeros for
+    RMSNorm) would divide 0 by 0: NaN in its output and gradient."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+        raise ValueError(f"{what}: eps must be a finite number > 0, got {eps!r} (with eps = 0 a row with "
+                         f"nothing to normalize would be 0 / 0)")
+    if numpy.asarray(eps, dtype=dtype) == 0:
+        raise ValueError(f"{what}: eps = {eps!r} rounds to 0 in {dtype}; it must be > 0 there "
+                         f"(at least {numpy.finfo(dtype).smallest_subnormal})")
     return float(eps)
 
 

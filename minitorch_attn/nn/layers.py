@@ -6,9 +6,9 @@ Each holds its parameters and calls one operation of :mod:`minitorch_attn.functi
 from __future__ import annotations
 
 import math
-import numbers
 
 from .. import functional as F
+from ..functional._checks import _check_eps
 from ..core.factories import ones, rand, randn, zeros
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
@@ -18,13 +18,11 @@ def _normal(shape, std, device, dtype):
 
 
 
-def _norm_arguments(normalized_shape, eps):
-    """``normalized_shape`` as a tuple of positive ints, after checking it and ``eps``."""
+def _norm_arguments(normalized_shape):
+    """``normalized_shape`` as a tuple of positive ints, after checking it."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     for size in shape:
         _check_positive_int("normalized_shape", size)
-    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not 0.0 <= eps < math.inf:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     return shape
 
 
@@ -128,8 +126,8 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None, dtype="float32"):
         super().__init__()
-        self.normalized_shape = _norm_arguments(normalized_shape, eps)
-        self.eps = eps
+        self.normalized_shape = _norm_arguments(normalized_shape)
+        self.eps = _check_eps(eps, "LayerNorm", dtype)
         if elementwise_affine:
             self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
             self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
@@ -146,12 +144,14 @@ class LayerNorm(Module):
 
 class RMSNorm(Module):
     """Scale the last dimension by the inverse of its root mean square, then by a learned
-    gain (Zhang & Sennrich, arXiv:1910.07467, eq. 4), as ``torch.nn.RMSNorm``."""
+    gain (Zhang & Sennrich, arXiv:1910.07467, eq. 4), as ``torch.nn.RMSNorm``. ``eps=None``
+    (the default, as PyTorch and :func:`minitorch_attn.functional.rms_norm`) means the
+    input dtype's machine epsilon."""
 
-    def __init__(self, normalized_shape, eps=1e-6, device=None, dtype="float32"):
+    def __init__(self, normalized_shape, eps=None, device=None, dtype="float32"):
         super().__init__()
-        self.normalized_shape = _norm_arguments(normalized_shape, eps)
-        self.eps = eps
+        self.normalized_shape = _norm_arguments(normalized_shape)
+        self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
 
     def forward(self, x):
