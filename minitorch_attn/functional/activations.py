@@ -1,4 +1,8 @@
-"""Activations and dropout: GELU, ReLU and inverted dropout, with hand-written backward passes."""
+"""Activations and dropout: GELU, ReLU and inverted dropout, with hand-written backward passes.
+
+Each acts elementwise, so its Jacobian is diagonal and its backward is ``grad_output``
+(``g`` in the derivations) times the local derivative ``dy/dx``.
+"""
 
 from __future__ import annotations
 
@@ -32,13 +36,24 @@ def _dropout_scale(backend, shape, p, dtype):
 class GELU(Function):
     """Gaussian Error Linear Unit, ``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415, eq. 1).
 
-    Exact (``approximate="none"``): ``y = x/2 (1 + erf(x/√2))``,
-        ``dy/dx = Φ(x) + x φ(x)``, ``φ(x) = exp(-x²/2)/√(2π)``.
-    Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's):
-        ``u = √(2/π)(x + 0.044715 x³)``, ``t = tanh(u)``, ``y = x/2 (1 + t)``,
-        ``dy/dx = (1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715 x²)``.
-    The backward reuses ``Φ(x)`` (or ``t``) saved by the forward rather than recomputing
-    it: erf is the expensive part on NumPy.
+    Exact (``approximate="none"``)::
+
+        1. Φ = (1 + erf(x/√2)) / 2          (the standard normal CDF)
+        2. y = x Φ
+
+        2-1. dy/dx = Φ + x dΦ/dx = Φ + x φ,  φ = exp(-x²/2)/√(2π)
+             (product rule; the derivative of a CDF is its density φ)
+
+    Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's)::
+
+        1. u = √(2/π) (x + 0.044715 x³),  t = tanh(u)
+        2. y = x (1 + t) / 2
+
+        2.  dy/dx = (1 + t)/2 + (x/2) dt/dx            (product rule)
+        1.  dt/dx = (1 - t²) du/dx,  du/dx = √(2/π) (1 + 3·0.044715 x²)
+
+    The backward reuses ``Φ`` (or ``t``) saved by the forward rather than recomputing it:
+    erf is the expensive part on NumPy.
     """
 
     @staticmethod
@@ -46,23 +61,23 @@ class GELU(Function):
         xp = ctx.xp
         ctx.approximate = approximate
         if approximate == "tanh":
-            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))      # 1. t = tanh(u)
             ctx.save_for_backward(x, t)
-            return 0.5 * x * (1.0 + t)
-        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))      # Φ(x)
+            return 0.5 * x * (1.0 + t)                                        # 2
+        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))                  # 1. Φ
         ctx.save_for_backward(x, cdf)
-        return x * cdf
+        return x * cdf                                                        # 2
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         x, saved = ctx.saved_tensors
         xp = ctx.xp
         if ctx.approximate == "tanh":
             t = saved
-            du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)
-            return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
-        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                 # φ(x)
-        return g * (saved + x * pdf)
+            dt_dx = (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)   # 1
+            return grad_output * (0.5 * (1.0 + t) + 0.5 * x * dt_dx)                    # 2
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                            # φ
+        return grad_output * (saved + x * pdf)                                # 2-1: Φ + x φ
 
 
 def gelu(x, approximate="none"):
@@ -82,7 +97,8 @@ def gelu(x, approximate="none"):
 
 
 class ReLU(Function):
-    """``max(x, 0)``.  Backward: ``g`` where ``x > 0``, else 0 (0 at x = 0, as PyTorch)."""
+    """``max(x, 0)``.  Backward: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at x = 0, as
+    PyTorch), so ``dx = grad_output`` where ``x > 0`` and 0 elsewhere."""
 
     @staticmethod
     def forward(ctx, x):
@@ -92,10 +108,10 @@ class ReLU(Function):
         return xp.where(positive, x, xp.zeros((), dtype=x.dtype, device=ctx.backend.device))
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (positive,) = ctx.saved_tensors
         xp = ctx.xp
-        return xp.where(positive, g, xp.zeros((), dtype=g.dtype, device=ctx.backend.device))
+        return xp.where(positive, grad_output, xp.zeros((), dtype=grad_output.dtype, device=ctx.backend.device))
 
 
 def relu(x):
@@ -112,7 +128,8 @@ def relu(x):
 class Dropout(Function):
     """Inverted dropout: ``y = x ∘ m`` with ``m = 1/(1-p)`` kept (probability 1-p), else 0.
 
-    Backward: ``dx = g ∘ m``, the very mask of the forward (saved, not redrawn).
+    Backward: ``dy/dx = m`` elementwise, so ``dx = grad_output ∘ m``, with the very mask
+    of the forward (saved, not redrawn).
     Source: Srivastava et al. 2014 (JMLR 15), with the scaling moved to training time.
     """
 
@@ -123,9 +140,9 @@ class Dropout(Function):
         return x * scale
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (scale,) = ctx.saved_tensors
-        return g * scale
+        return grad_output * scale
 
 
 def dropout(x, p=0.5, training=True):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.shape_ops import Take
@@ -12,39 +14,50 @@ from ._checks import _check_float
 class Linear(Function):
     """``y = x Wᵀ + b``: ``x (..., in)``, ``W (out, in)``, ``b (out,)`` -> ``(..., out)``.
 
-    The leading dims are flattened into rows first, ``X (M, in)``, so every product is one
+    Forward, with the leading dims flattened into rows first, so that every product is one
     2-D matrix multiply (a single BLAS call, much faster than a batched one with a
-    broadcast weight). Backward::
+    broadcast weight)::
 
-        dX = G W,   dW = Gᵀ X (summed over the rows),   db = sum_rows(G)
+        1. X = x as (M, in)                 (M = the product of the leading dims)
+        2. Y = X Wᵀ + b                     (M, out):  Y_mi = Σ_k X_mk W_ik + b_i
+
+    Backward, with ``G = grad_output`` as (M, out). From 2, ``dY_mi/dX_mk = W_ik``,
+    ``dY_mi/dW_ik = X_mk`` and ``dY_mi/db_i = 1``; summing each over what it touches::
+
+        2. dX_mk = Σ_i G_mi W_ik   ->  dX = G W
+           dW_ik = Σ_m G_mi X_mk   ->  dW = Gᵀ X    (summed over the rows)
+           db_i  = Σ_m G_mi        ->  db = sum_rows(G)
+        1. dx = dX reshaped back to x's shape
+
+    With ``in = 0`` the sum over k is empty: ``Y = b`` (zeros without a bias), as PyTorch.
     """
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         xp = ctx.xp
-        rows = xp.reshape(x, (-1, x.shape[-1]))                      # (M, in)
+        rows = xp.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))   # 1. (M, in)
         ctx.save_for_backward(rows, weight)
         ctx.x_shape = tuple(x.shape)
-        y = xp.matmul(rows, xp.matrix_transpose(weight))             # (M, out)
-        if bias is not None:
-            y += bias
+        y = xp.matmul(rows, xp.matrix_transpose(weight))                # 2. (M, out)
+        y = y if bias is None else y + bias
         return xp.reshape(y, (*x.shape[:-1], weight.shape[0]))
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         rows, weight = ctx.saved_tensors
         xp = ctx.xp
         need_x, need_w, need_b = ctx.needs_input_grad
-        g = xp.reshape(g, (-1, g.shape[-1]))                         # (M, out)
-        grad_x = xp.reshape(xp.matmul(g, weight), ctx.x_shape) if need_x else None
-        grad_w = xp.matmul(xp.matrix_transpose(g), rows) if need_w else None
-        grad_b = xp.sum(g, axis=0) if need_b else None
+        G = xp.reshape(grad_output, (rows.shape[0], weight.shape[0]))   # (M, out)
+        grad_x = xp.reshape(xp.matmul(G, weight), ctx.x_shape) if need_x else None   # 2, 1
+        grad_w = xp.matmul(xp.matrix_transpose(G), rows) if need_w else None
+        grad_b = xp.sum(G, axis=0) if need_b else None
         return grad_x, grad_w, grad_b
 
 
 def linear(x, weight, bias=None):
     """Affine map ``x Wᵀ + b`` (as ``F.linear``): ``x (..., in)``, ``weight (out, in)``,
-    ``bias (out,)`` or None -> ``(..., out)``.
+    ``bias (out,)`` or None -> ``(..., out)``. Any of the sizes may be 0; with ``in = 0``
+    the result is the bias (zeros without one), as in PyTorch.
 
     Raises:
         TypeError: for non-float tensors or mixed dtypes. ValueError: for mismatched shapes.
