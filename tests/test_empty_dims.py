@@ -40,6 +40,54 @@ CASES = {
 }
 
 
+# attention: q, k, v shapes (and options), each run densely and blockwise
+ATTENTION = {
+    "no keys": ([(1, 1), (0, 1), (0, 1)], {}),                 # PyTorch: [[0.]]
+    "no keys, heads": ([(2, 3, 4, 5), (2, 3, 0, 5), (2, 3, 0, 6)], {}),
+    "no keys, causal bottom-right": ([(1, 2, 3, 4), (1, 2, 0, 4), (1, 2, 0, 4)], {"is_causal": True}),
+    "no queries": ([(2, 0, 4), (2, 3, 4), (2, 3, 5)], {}),
+    "no queries, causal": ([(1, 0, 4), (1, 3, 4), (1, 3, 4)], {"is_causal": True}),
+    "empty batch": ([(0, 2, 3, 4), (0, 2, 3, 4), (0, 2, 3, 4)], {}),
+    "empty batch, GQA": ([(0, 4, 3, 4), (0, 2, 3, 4), (0, 2, 3, 4)], {"enable_gqa": True}),
+    "no value features": ([(2, 3, 4), (2, 5, 4), (2, 5, 0)], {}),
+}
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "flash"])
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_attention_with_empty_dims_matches_torch(rng, torch, kernel, name):
+    shapes, options = ATTENTION[name]
+    ours = {"sdpa": F.scaled_dot_product_attention, "flash": F.flash_attention}[kernel]
+    alignment = {"causal_alignment": "bottom_right"} if "bottom-right" in name else {}
+    arrays = [rng.standard_normal(shape) for shape in shapes]
+    if alignment:   # PyTorch has no bottom-right flag; with no keys every row is empty either way
+        theirs = dict(options, is_causal=False, attn_mask=torch.zeros(shapes[0][-2], 0, dtype=torch.bool))
+    else:
+        theirs = options
+    _assert_torch_agrees(torch, lambda q, k, v: ours(q, k, v, **options, **alignment),
+                         lambda q, k, v: tf(torch).scaled_dot_product_attention(q, k, v, **theirs), arrays)
+
+
+def test_no_keys_give_zero_as_pytorch_documents(device):
+    q = mt.ones(1, 1, dtype="float64", device=device, requires_grad=True)
+    k = mt.zeros(0, 1, dtype="float64", device=device, requires_grad=True)
+    for kernel in (F.scaled_dot_product_attention, F.flash_attention):
+        out = kernel(q, k, k)
+        np.testing.assert_array_equal(out.numpy(), [[0.0]])
+        out.backward(mt.ones(1, 1, dtype="float64", device=device))
+        np.testing.assert_array_equal(q.grad.numpy(), [[0.0]])
+        assert k.grad.shape == (0, 1)
+        q.grad = k.grad = None
+
+
+@pytest.mark.parametrize("shapes", [[(1, 1), (0, 1)], [(2, 0, 3), (2, 4, 3)], [(0, 2, 3, 4), (0, 2, 5, 4)]])
+def test_attention_weights_with_empty_dims_match_torch(rng, torch, shapes):
+    arrays = [rng.standard_normal(shape) for shape in shapes]
+    scale = 1 / np.sqrt(shapes[0][-1])
+    _assert_torch_agrees(torch, F.attention_weights,
+                         lambda q, k: torch.softmax(q @ k.transpose(-2, -1) * scale, -1), arrays)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_empty_dims_match_torch(rng, torch, name):
     ours, theirs, shapes = CASES[name]

@@ -28,7 +28,7 @@ def _t(values, device, dtype="float64", requires_grad=False):
 
 
 def _inputs(shape_q, shape_k, dim_v, seed=0):
-    """Host arrays q (..., L, E), k (..., S, E), v (..., S, dim_v) in float64."""
+    """Host arrays q (..., N_q, E), k (..., N_k, E), v (..., N_k, dim_v) in float64."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal(shape_q), rng.standard_normal(shape_k),
             rng.standard_normal(shape_k[:-1] + (dim_v,)))
@@ -63,13 +63,13 @@ def _logsumexp_reference(q, k, mask=None, is_causal=False, alignment="top_left",
         k = mt.stack([k] * groups, dim=-3).reshape(*q.shape[:-2], *k.shape[-2:])
     scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale
-    L, S = scores.shape[-2:]
+    N_q, N_k = scores.shape[-2:]
     if mask is not None and mask.dtype == "bool":
         scores = scores.masked_fill(~mask, -np.inf)
     elif mask is not None:
         scores = scores + mask
     if is_causal:
-        scores = scores.masked_fill(~F.causal_mask(L, S, alignment, device=q.device), -np.inf)
+        scores = scores.masked_fill(~F.causal_mask(N_q, N_k, alignment, device=q.device), -np.inf)
     top = scores.max(dim=-1, keepdim=True).detach()
     top = mt.where(top == -np.inf, mt.zeros_like(top), top)
     total = (scores - top).exp().sum(dim=-1, keepdim=True)
@@ -90,25 +90,25 @@ def _assert_close(ours, reference, tol=TOL64):
 # ---- float64: exactly the dense attention ---------------------------------------------------------
 CASES = {
     # name: (q shape, k shape, value dim, options)
-    "L > S, ragged": ((2, 3, 7, 4), (2, 3, 5, 4), 3, dict(block_size_q=3, block_size_k=2)),
-    "L < S, ragged": ((2, 3, 5, 4), (2, 3, 9, 4), 4, dict(block_size_q=2, block_size_k=4)),
-    "L = 1": ((2, 2, 1, 3), (2, 2, 6, 3), 2, dict(block_size_q=1, block_size_k=4)),
-    "S = 1": ((2, 2, 6, 3), (2, 2, 1, 3), 2, dict(block_size_q=4, block_size_k=1)),
+    "N_q > N_k, ragged": ((2, 3, 7, 4), (2, 3, 5, 4), 3, dict(block_size_q=3, block_size_k=2)),
+    "N_q < N_k, ragged": ((2, 3, 5, 4), (2, 3, 9, 4), 4, dict(block_size_q=2, block_size_k=4)),
+    "N_q = 1": ((2, 2, 1, 3), (2, 2, 6, 3), 2, dict(block_size_q=1, block_size_k=4)),
+    "N_k = 1": ((2, 2, 6, 3), (2, 2, 1, 3), 2, dict(block_size_q=4, block_size_k=1)),
     "blocks of 1": ((1, 2, 4, 3), (1, 2, 5, 3), 2, dict(block_size_q=1, block_size_k=1)),
     "blocks larger than the sequence": ((2, 2, 5, 3), (2, 2, 6, 3), 2, dict(block_size_q=64, block_size_k=64)),
     "default blocks, 3-D": ((3, 9, 5), (3, 11, 5), 4, {}),
     "head dim 1": ((1, 2, 6, 1), (1, 2, 7, 1), 1, dict(block_size_q=4, block_size_k=3)),
     "head dim 59, value dim 7": ((1, 2, 9, 59), (1, 2, 10, 59), 7, dict(block_size_q=4, block_size_k=3)),
     "head dim 111": ((1, 1, 6, 111), (1, 1, 5, 111), 111, dict(block_size_q=4, block_size_k=2)),
-    "causal top-left, L = S": ((2, 2, 9, 3), (2, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=3)),
-    "causal top-left, L < S": ((1, 2, 5, 3), (1, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=2)),
-    "causal top-left, L > S": ((1, 2, 9, 3), (1, 2, 5, 3), 2, dict(is_causal=True, block_size_q=4, block_size_k=2)),
-    "causal bottom-right, L < S": ((1, 2, 5, 3), (1, 2, 9, 3), 2,
+    "causal top-left, N_q = N_k": ((2, 2, 9, 3), (2, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=3)),
+    "causal top-left, N_q < N_k": ((1, 2, 5, 3), (1, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=2)),
+    "causal top-left, N_q > N_k": ((1, 2, 9, 3), (1, 2, 5, 3), 2, dict(is_causal=True, block_size_q=4, block_size_k=2)),
+    "causal bottom-right, N_q < N_k": ((1, 2, 5, 3), (1, 2, 9, 3), 2,
                                    dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2, block_size_k=3)),
-    "causal bottom-right, L > S (empty rows)": ((1, 2, 9, 3), (1, 2, 5, 3), 2,
+    "causal bottom-right, N_q > N_k (empty rows)": ((1, 2, 9, 3), (1, 2, 5, 3), 2,
                                                 dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2,
                                                      block_size_k=2)),
-    "causal, L = 1, bottom-right": ((2, 1, 1, 3), (2, 1, 7, 3), 2,
+    "causal, N_q = 1, bottom-right": ((2, 1, 1, 3), (2, 1, 7, 3), 2,
                                     dict(is_causal=True, causal_alignment="bottom_right", block_size_q=1, block_size_k=3)),
     "GQA": ((2, 6, 5, 3), (2, 2, 7, 3), 2, dict(enable_gqa=True, block_size_q=2, block_size_k=3)),
     "GQA, causal, scale": ((1, 4, 6, 3), (1, 1, 6, 3), 4, dict(enable_gqa=True, is_causal=True, scale=0.3,
@@ -128,12 +128,12 @@ def test_equals_dense_attention_in_float64(device, name):
 
 MASKS = {
     # name: (q shape, k shape, mask shape, kind)
-    "key padding (B, 1, 1, S)": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 1, 1, 7), "padding"),
-    "bool (B, H, L, S) with empty rows": ((2, 2, 5, 3), (2, 2, 6, 3), (2, 2, 5, 6), "bool"),
-    "bool (L, S)": ((2, 2, 5, 3), (2, 2, 6, 3), (5, 6), "bool"),
-    "additive (B, 1, L, S) with -inf": ((2, 3, 5, 3), (2, 3, 6, 3), (2, 1, 5, 6), "float"),
-    "additive (H, 1, S) under GQA": ((1, 4, 5, 3), (1, 2, 6, 3), (4, 1, 6), "float"),
-    "additive (1, H, L, 1)": ((2, 2, 5, 3), (2, 2, 6, 3), (1, 2, 5, 1), "float"),
+    "key padding (B, 1, 1, N_k)": ((2, 3, 5, 4), (2, 3, 7, 4), (2, 1, 1, 7), "padding"),
+    "bool (B, H, N_q, N_k) with empty rows": ((2, 2, 5, 3), (2, 2, 6, 3), (2, 2, 5, 6), "bool"),
+    "bool (N_q, N_k)": ((2, 2, 5, 3), (2, 2, 6, 3), (5, 6), "bool"),
+    "additive (B, 1, N_q, N_k) with -inf": ((2, 3, 5, 3), (2, 3, 6, 3), (2, 1, 5, 6), "float"),
+    "additive (H, 1, N_k) under GQA": ((1, 4, 5, 3), (1, 2, 6, 3), (4, 1, 6), "float"),
+    "additive (1, H, N_q, 1)": ((2, 2, 5, 3), (2, 2, 6, 3), (1, 2, 5, 1), "float"),
 }
 
 
@@ -239,7 +239,7 @@ def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
 
 
 def test_keys_no_query_sees_get_exactly_zero_gradients(device):
-    # top-left causal with S > L: keys j >= L are above the diagonal for every query, and
+    # top-left causal with N_k > N_q: keys j >= N_q are above the diagonal for every query, and
     # whole key blocks there are skipped
     (out,), (dq, dk, dv) = _run(
         lambda q, k, v, m: flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
@@ -258,20 +258,20 @@ def test_causal_tiles_above_the_diagonal_are_never_computed(monkeypatch):
         return original(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1)
 
     monkeypatch.setattr(flash_module, "_scores", recording)
-    for alignment, L, S in (("top_left", 10, 10), ("bottom_right", 6, 11), ("bottom_right", 11, 6)):
-        offset = 0 if alignment == "top_left" else S - L
+    for alignment, N_q, N_k in (("top_left", 10, 10), ("bottom_right", 6, 11), ("bottom_right", 11, 6)):
+        offset = 0 if alignment == "top_left" else N_k - N_q
         visited["forward"].clear()
         visited["backward"].clear()
         phase[0] = "forward"
-        q, k, v = (_t(a, "cpu", requires_grad=True) for a in _inputs((1, 1, L, 2), (1, 1, S, 2), 2))
+        q, k, v = (_t(a, "cpu", requires_grad=True) for a in _inputs((1, 1, N_q, 2), (1, 1, N_k, 2), 2))
         out = flash_attention(q, k, v, is_causal=True, causal_alignment=alignment, block_size_q=3, block_size_k=2)
         phase[0] = "backward"
         out.sum().backward()
         assert sorted(visited["forward"]) == sorted(visited["backward"])
         expected = set()
-        for i0 in range(0, L, 3):
-            for j0 in range(0, S, 2):
-                i1, j1 = min(i0 + 3, L), min(j0 + 2, S)
+        for i0 in range(0, N_q, 3):
+            for j0 in range(0, N_k, 2):
+                i1, j1 = min(i0 + 3, N_q), min(j0 + 2, N_k)
                 if j0 <= i1 - 1 + offset:  # some key of the tile is visible to some query
                     expected.add((i0, j0, "all" if j1 - 1 <= i0 + offset else "some"))
         assert set(visited["forward"]) == expected
@@ -369,12 +369,12 @@ def test_dtype_and_shapes(device):
     assert out.dtype == "float32" and lse.dtype == "float32"
 
 
-@pytest.mark.parametrize("L, S", [(3, 0), (0, 3)])
-def test_empty_sequences(device, L, S):
-    q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, L, 4), (1, 2, S, 4), 5))
+@pytest.mark.parametrize("N_q, N_k", [(3, 0), (0, 3)])
+def test_empty_sequences(device, N_q, N_k):
+    q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, N_q, 4), (1, 2, N_k, 4), 5))
     out, lse = flash_attention(q, k, v, return_lse=True)
     out.sum().backward()
-    assert out.shape == (1, 2, L, 5) and lse.shape == (1, 2, L)
+    assert out.shape == (1, 2, N_q, 5) and lse.shape == (1, 2, N_q)
     assert np.all(out.numpy() == 0) and np.all(lse.numpy() == np.inf)
     assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
 

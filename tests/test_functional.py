@@ -474,14 +474,29 @@ def test_check_attention_inputs_returns_the_group_size():
         common._check_attention_inputs(q, k, k)
 
 
-def test_prepare_attention_mask_gives_full_trailing_dims(device):
+def test_the_causal_rule_and_its_offset_are_one_function(device):
     backend = get_backend(device)
-    keep, bias = common._prepare_attention_mask(backend, None, 3, 4, is_causal=True, causal_alignment="bottom_right")
-    assert bias is None and tuple(keep.shape) == (3, 4)
-    keep, bias = common._prepare_attention_mask(backend, mt.ones(2, 1, 1, 4, device=device).data, 3, 4)
-    assert keep is None and tuple(bias.shape) == (2, 1, 3, 4)
-    keep, _ = common._prepare_attention_mask(backend, (mt.ones(4, device=device) > 0).data, 3, 4)
-    assert tuple(keep.shape) == (3, 4)
+    assert common.causal_offset("top_left", 3, 5) == 0 and common.causal_offset("bottom_right", 3, 5) == 2
+    tile = backend.to_numpy(common.causal_keep(backend.xp, backend.device, 1, 3, 2, 5, offset=0))
+    np.testing.assert_array_equal(tile, [[0, 0, 0], [1, 0, 0]])     # queries 1-2, keys 2-4: j <= i
+    for call in (lambda: F.causal_mask(2, 2, "middle"),
+                 lambda: F.scaled_dot_product_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle"),
+                 lambda: F.attention_weights(mt.zeros(2, 2), mt.zeros(2, 2), causal_alignment="middle"),
+                 lambda: F.flash_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle")):
+        with pytest.raises(ValueError, match=r"causal_alignment must be one of \('top_left', 'bottom_right'\)"):
+            call()
+
+
+def test_gqa_layout_is_a_view_where_head_h_meets_key_head_h_over_g(device):
+    backend = get_backend(device)
+    xp = backend.xp
+    q, k, mask = mt.zeros(2, 6, 3, 4, device=device), mt.zeros(2, 2, 5, 4, device=device), mt.zeros(6, 1, 5, device=device)
+    lq, lk, lv, lmask = common.gqa_layout(xp, q.data, k.data, k.data, mask.data, groups=3)
+    assert tuple(lq.shape) == (2, 2, 3, 3, 4) and tuple(lk.shape) == tuple(lv.shape) == (2, 2, 1, 5, 4)
+    assert tuple(lmask.shape) == (1, 2, 3, 1, 5)                    # the mask's heads split as (H_kv, G)
+    grad = backend.asarray(np.arange(2 * 2 * 3 * 5 * 4, dtype=np.float64).reshape(2, 2, 3, 5, 4))
+    summed = backend.to_numpy(common.sum_over_group(xp, grad))
+    np.testing.assert_array_equal(summed, backend.to_numpy(grad).sum(axis=2, keepdims=True))
 
 
 # =============================================================================================

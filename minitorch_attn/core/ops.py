@@ -51,9 +51,8 @@ def broadcast_shapes(*shapes):
 
 
 class Broadcasting(Function):
-    """An elementwise operation whose operands (Tensors or Python numbers) broadcast
-    together. ``apply`` checks their shapes first, so a mismatch is a ValueError naming
-    them instead of an error from inside the array library."""
+    """An elementwise operation whose operands (Tensors or Python numbers) broadcast together:
+    ``apply`` checks their shapes first, so a mismatch is a ValueError that names them."""
 
     @classmethod
     def apply(cls, *args, **options):
@@ -254,23 +253,7 @@ class Maximum(Broadcasting):
         a, b = ctx.saved_tensors
         xp = ctx.xp
         share_a = xp.astype(a > b, grad_output.dtype) + 0.5 * xp.astype(a == b, grad_output.dtype)
-        return grad_output * xp.astype(share_a, grad_output.dtype), grad_output * xp.astype(1.0 - share_a, grad_output.dtype)
-
-
-class Minimum(Broadcasting):
-    """Elementwise ``min(a, b)``.  The smaller input gets ``grad_output``; a tie splits it half/half."""
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-        xp = ctx.xp
-        share_a = xp.astype(a < b, grad_output.dtype) + 0.5 * xp.astype(a == b, grad_output.dtype)
-        return grad_output * xp.astype(share_a, grad_output.dtype), grad_output * xp.astype(1.0 - share_a, grad_output.dtype)
+        return grad_output * share_a, grad_output * (1.0 - share_a)
 
 
 def maximum(a, b):
@@ -279,8 +262,9 @@ def maximum(a, b):
 
 
 def minimum(a, b):
-    """Elementwise minimum of two tensors (or a tensor and a number), broadcasting."""
-    return Minimum.apply(a, b)
+    """Elementwise minimum of two tensors (or a tensor and a number), broadcasting:
+    ``min(a, b) = -max(-a, -b)``, so the smaller input gets the gradient and a tie splits it."""
+    return -Maximum.apply(-a, -b)
 
 
 class Clamp(Function):
@@ -328,15 +312,18 @@ class Cast(Function):
 
 
 # ---- matrix product ------------------------------------------------------------------------------
-def matmul_transposed(xp, a, b):
-    """``a @ bᵀ`` on raw arrays: ``(..., m, k) @ (..., n, k)ᵀ -> (..., m, n)``.
+def transposed_copy(xp, x):
+    """``xᵀ`` (the last two axes swapped) as a row-major array of its own. speed: NumPy's
+    *batched* matmul with a transposed view as its second operand misses its BLAS fast
+    path and is 10 to 300 times slower; the copy is small next to the product."""
+    x_t = xp.matrix_transpose(x)
+    return xp.reshape(x_t, x_t.shape, copy=True)
 
-    ``bᵀ`` is first copied into a row-major array of its own (``reshape(copy=True)``):
-    NumPy's *batched* matmul with a transposed view as its second operand misses its
-    BLAS fast path and is 10 to 300 times slower; the copy is small next to the product.
-    """
-    b_t = xp.matrix_transpose(b)
-    return xp.matmul(a, xp.reshape(b_t, b_t.shape, copy=True))
+
+def matmul_transposed(xp, a, b):
+    """``a @ bᵀ`` on raw arrays: ``(..., m, k) @ (..., n, k)ᵀ -> (..., m, n)``, with ``bᵀ``
+    copied first (see :func:`transposed_copy`)."""
+    return xp.matmul(a, transposed_copy(xp, b))
 
 
 class MatMul(Function):
@@ -468,8 +455,7 @@ class Var(Function):
         centered = x - xp.mean(x, axis=axes, keepdims=True)
         ctx.save_for_backward(centered)
         ctx.axes, ctx.denominator = axes, n - correction
-        v = xp.sum(centered * centered, axis=axes, keepdims=keepdim) / (n - correction)
-        return v
+        return xp.sum(centered * centered, axis=axes, keepdims=keepdim) / ctx.denominator
 
     @staticmethod
     def backward(ctx, grad_output):

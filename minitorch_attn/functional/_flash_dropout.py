@@ -15,19 +15,19 @@ from ..core.backend import get_backend
 from ..core.tensor import Tensor
 
 
-def dropout_mask(seed, batch_shape, L, S, dropout_p, device=None):
-    """The keep-mask ``flash_attention`` uses for a seed: a bool Tensor ``(*batch_shape, L, S)``.
+def dropout_mask(seed, batch_shape, N_q, N_k, dropout_p, device=None):
+    """The keep-mask ``flash_attention`` uses for a seed: a bool Tensor ``(*batch_shape, N_q, N_k)``.
 
     ``batch_shape`` is the query's shape without its last two dims, ``(*batch, H_q)``;
     True marks kept weights. Element ``(b, i, j)`` (``b`` the flat batch-head index) is
     kept when ``hash(seed, b, i, j) >= dropout_p * 2**32`` for the counter-based hash of
     :func:`_keep_tile`, so any tile can be regenerated in any order. Forms the full
-    ``(L, S)`` matrix: for tests and for naive attention with the same mask.
+    ``(N_q, N_k)`` matrix: for tests and for naive attention with the same mask.
     """
     backend = get_backend(device)
     xp = backend.xp
     row_keys = _row_keys(xp, backend.device, seed, tuple(batch_shape) + (1, 1))
-    return Tensor(_keep_tile(xp, backend.device, row_keys, 0, L, 0, S, _drop_threshold(dropout_p)))
+    return Tensor(_keep_tile(xp, backend.device, row_keys, 0, N_q, 0, N_k, _drop_threshold(dropout_p)))
 
 
 

@@ -1,7 +1,8 @@
 """Dense attention: scaled dot-product attention and its weights, with hand-written backward passes.
 
-The (L, S) matrix of weights is formed and kept for the backward; :mod:`.flash` computes
-the same result blockwise. What the two share lives in :mod:`._attention_common`.
+The ``(N_q, N_k)`` matrix of weights is formed and kept for the backward; :mod:`.flash`
+computes the same result blockwise. What the two share (argument checks, the causal rule,
+the grouped-query layout and the notation) lives in :mod:`._attention_common`.
 """
 
 from __future__ import annotations
@@ -9,66 +10,46 @@ from __future__ import annotations
 from ..core.autograd import Function
 from ..core.ops import matmul_transposed
 from ..core.tensor import Tensor
-from ._attention_common import CAUSAL_ALIGNMENTS, _attention_setup, _prepare_attention_mask
+from ._attention_common import attention_setup, causal_keep, gqa_layout, sum_over_group
 from .activations import _dropout_scale
+from .softmax import _shifted_logsumexp
 
 
-def _repeat_kv(xp, x, groups):
-    """``(..., Hkv, S, D) -> (..., Hkv * groups, S, D)``, each head repeated ``groups`` times
-    side by side (repeat-interleave, not tile: head h of the result is head ``h // groups``)."""
-    if groups == 1:
-        return x
-    *lead, h, s, d = x.shape
-    x = xp.broadcast_to(xp.expand_dims(x, axis=-3), (*lead, h, groups, s, d))
-    return xp.reshape(x, (*lead, h * groups, s, d))
+def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
+    """Passes 1-3 of attention on raw arrays in the GQA layout: ``P (..., N_q, N_k)``.
 
-
-def _sum_groups(xp, grad, groups):
-    """Undo :func:`_repeat_kv` for a gradient: sum the ``groups`` copies of each head."""
-    if groups == 1:
-        return grad
-    *lead, hq, s, d = grad.shape
-    return xp.sum(xp.reshape(grad, (*lead, hq // groups, groups, s, d)), axis=-3)
-
-
-def _attention_probabilities(xp, q, k, scale, keep, bias):
-    """Passes 1-3 of attention on raw arrays: scores, mask, softmax -> ``P (..., L, S)``.
-
-    A row where no key takes part (every entry masked or -inf) gets ``P = 0``, not NaN.
+    A row where no key takes part (every entry masked or -inf, or no key at all) gets
+    ``P = 0``, not NaN: its log-sum-exp is set to ``+inf`` (as flash attention's), so that
+    ``P = exp(S - lse) = exp(-inf) = 0``.
     """
     # BEGIN SOLUTION 4.1
-    scores = matmul_transposed(xp, q, k)                           # 1. scores = scale · Q Kᵀ
-    scores *= scale                                                 #    (in place: a new array)
-    if bias is not None:                                            # 2. mask: add the bias ...
-        scores += bias
-    if keep is not None:                                            #    ... and remove what is masked
-        scores = xp.where(keep, scores, -xp.inf)
-    row_max = xp.max(scores, axis=-1, keepdims=True)                # 3. softmax, stable
-    row_max = xp.where(row_max == -xp.inf, xp.zeros_like(row_max), row_max)  # empty row: no -inf - -inf
-    scores -= row_max
-    P = xp.exp(scores)
-    total = xp.sum(P, axis=-1, keepdims=True)
-    P /= xp.where(total == 0, xp.ones_like(total), total)           #    empty row: 0 / 1 = 0
-    return P
+    S = scale * matmul_transposed(xp, q, k)                         # 1. S = scale · Q Kᵀ
+    if mask is not None and mask.dtype != xp.bool:                  # 2. add the bias ...
+        S = S + mask
+    if mask is not None and mask.dtype == xp.bool:                  #    ... remove what is masked
+        S = xp.where(mask, S, -xp.inf)
+    if causal_offset is not None:
+        S = xp.where(causal_keep(xp, device, 0, S.shape[-2], 0, S.shape[-1], causal_offset), S, -xp.inf)
+    z, lse_z = _shifted_logsumexp(xp, S, -1)                        # 3. P = softmax(S) = exp(S - lse)
+    lse_z = xp.where(lse_z == -xp.inf, xp.inf, lse_z)               #    no key: lse = +inf, P = 0
+    return xp.exp(z - lse_z)
     # END SOLUTION
 
 
-def _attention_scores_backward(xp, dP, P, q, k, scale, D=None):
-    """Backward of passes 3-1: from ``dP`` to ``(dS, dQ, dK)``.
+def _scores_backward(xp, dP, P, q, k, scale, D):
+    """Backward of passes 3-1 in the GQA layout: from ``dP`` to ``(dS, dQ, dK)``.
 
-    3. softmax: ``dS = P ∘ (dP - D)`` with ``D = rowsum(dP ∘ P)``; masked and empty-row
-       entries have ``P = 0`` and so ``dS = 0`` (this is also the gradient of the bias, 2).
-    1. ``dQ = scale · dS K``,  ``dK = scale · dSᵀ Q``.
+    3. softmax: ``dS = P ∘ (dP - D)`` with ``D = rowsum(dP ∘ P)`` (the softmax backward of
+       :class:`~minitorch_attn.functional.softmax.Softmax`, row by row); masked and
+       empty-row entries have ``P = 0`` and so ``dS = 0``. This is also the gradient of
+       the additive bias of 2, which adds ``S`` one to one.
+    1. ``S = scale · Q Kᵀ``: ``dQ = scale · dS K``, ``dK = scale · dSᵀ Q`` summed over the
+       query heads of each group.
     """
     # BEGIN SOLUTION 4.2
-    if D is None:
-        D = xp.sum(dP * P, axis=-1, keepdims=True)
-    dS = dP - D                                                     # 3 (a new array; dP may be g)
-    dS *= P
-    dQ = xp.matmul(dS, k)                                           # 1
-    dQ *= scale
-    dK = xp.matmul(xp.matrix_transpose(dS), q)
-    dK *= scale
+    dS = P * (dP - D)                                               # 3
+    dQ = scale * xp.matmul(dS, k)                                   # 1
+    dK = scale * sum_over_group(xp, xp.matmul(xp.matrix_transpose(dS), q))
     return dS, dQ, dK
     # END SOLUTION
 
@@ -79,137 +60,140 @@ class ScaledDotProductAttention(Function):
 
     Forward::
 
-        0. K, V repeated to the query heads (GQA; a no-op otherwise)
-        1. S  = scale · Q Kᵀ                                    (..., L, S)
+        0. Q, K, V, mask in the GQA layout (views: K and V broadcast over G query heads)
+        1. S  = scale · Q Kᵀ                                    (..., N_q, N_k)
         2. S  = S + bias;  S = where(keep, S, -inf)
-        3. P  = softmax(S) along keys; rows with no key -> 0
+        3. P  = softmax(S) = exp(S - lse) along keys;  rows with no key: lse = +inf, P = 0
         4. P̃  = P ∘ M,  M = 1/(1-p) kept, 0 dropped
-        5. O  = P̃ V                                            (..., L, Ev)
+        5. O  = P̃ V                                            (..., N_q, E_v)
 
     Backward, walking the passes in reverse::
 
-        5. dV = P̃ᵀ dO,   dP̃ = dO Vᵀ
+        5. dV = P̃ᵀ dO,   dP̃ = dO Vᵀ               (the matmul rule of C = A B)
         4. dP = dP̃ ∘ M
-        3. dS = P ∘ (dP - D),  D = rowsum(dO ∘ O)   (= rowsum(dP ∘ P), as FlashAttention-2)
+        3. dS = P ∘ (dP - D),   D = rowsum(dP ∘ P) = rowsum(dO ∘ O)
         2. dbias = dS   (the engine sums it to the mask's shape)
         1. dQ = scale · dS K,   dK = scale · dSᵀ Q
-        0. dK, dV summed over each group of query heads
+        0. dK, dV summed over the G query heads of each group
+
+    Step 3 is the softmax backward row by row (``dS_j = P_j (dP_j - Σ_i dP_i P_i)``, see
+    :class:`~minitorch_attn.functional.softmax.Softmax`). Why ``D`` can be taken from
+    ``O`` and ``dO`` alone, without the rows of ``P``: with ``dP̃ = dO Vᵀ``,
+    ``Σ_j P̃_ij dP̃_ij = Σ_j P̃_ij Σ_e dO_ie V_je = Σ_e dO_ie Σ_j P̃_ij V_je = Σ_e dO_ie O_ie``.
+    That is ``rowsum(dP̃ ∘ P̃) = rowsum(dO ∘ O)``. With dropout, ``P̃ = P ∘ M`` and
+    ``dP = dP̃ ∘ M`` carry the same ``M``, so ``dP ∘ P = dP̃ ∘ M ∘ P = dP̃ ∘ P̃`` entry by
+    entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
+    (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
     """
 
     @staticmethod
-    def forward(ctx, query, key, value, attn_mask, scale=1.0, dropout_p=0.0, is_causal=False,
-                groups=1, causal_alignment="top_left"):
+    def forward(ctx, query, key, value, attn_mask, scale=1.0, dropout_p=0.0, causal_offset=None, groups=1):
         xp, backend = ctx.xp, ctx.backend
-        L, S = query.shape[-2], key.shape[-2]
-        keep, bias = _prepare_attention_mask(backend, attn_mask, L, S, is_causal, causal_alignment)
-        k = _repeat_kv(xp, key, groups)                                        # 0
-        v = _repeat_kv(xp, value, groups)
-        P = _attention_probabilities(xp, query, k, scale, keep, bias)              # 1-3
-        drop = None
-        P_dropped = P
-        if dropout_p > 0.0:                                                    # 4
-            drop = _dropout_scale(backend, P.shape, dropout_p, P.dtype)
-            P_dropped = P * drop
+        q, k, v, mask = gqa_layout(xp, query, key, value, attn_mask, groups)            # 0
+        P = _attention_weights(xp, backend.device, q, k, scale, mask, causal_offset)    # 1-3
+        drop = None if dropout_p == 0.0 else _dropout_scale(backend, P.shape, dropout_p, P.dtype)
+        P_dropped = P if drop is None else P * drop                                     # 4
         # BEGIN SOLUTION 4.1
-        out = xp.matmul(P_dropped, v)                                          # 5
+        O = xp.matmul(P_dropped, v)                                                     # 5
         # END SOLUTION
-        ctx.save_for_backward(query, k, v, P, drop, out)
-        ctx.scale, ctx.groups = scale, groups
-        return out
+        ctx.save_for_backward(q, k, v, P, drop, O)
+        ctx.scale, ctx.shapes = scale, (query.shape, key.shape, value.shape)
+        return xp.reshape(O, query.shape[:-1] + (value.shape[-1],))
 
     @staticmethod
     def backward(ctx, dO):
-        q, k, v, P, drop, out = ctx.saved_tensors
+        q, k, v, P, drop, O = ctx.saved_tensors
         xp = ctx.xp
+        query_shape, key_shape, value_shape = ctx.shapes
+        dO = xp.reshape(dO, O.shape)
         P_dropped = P if drop is None else P * drop
         # BEGIN SOLUTION 4.2
-        dV = xp.matmul(xp.matrix_transpose(P_dropped), dO)                    # 5
+        dV = sum_over_group(xp, xp.matmul(xp.matrix_transpose(P_dropped), dO))         # 5, 0
         dP = matmul_transposed(xp, dO, v)
-        if drop is not None:                                                   # 4
-            dP *= drop
-        D = xp.sum(dO * out, axis=-1, keepdims=True)                           # 3-1
-        dS, dQ, dK = _attention_scores_backward(xp, dP, P, q, k, ctx.scale, D)
+        dP = dP if drop is None else dP * drop                                          # 4
+        D = xp.sum(dO * O, axis=-1, keepdims=True)                                      # 3-1
+        dS, dQ, dK = _scores_backward(xp, dP, P, q, k, ctx.scale, D)
         # END SOLUTION
-        need_mask = ctx.needs_input_grad[3]
-        return (dQ, _sum_groups(xp, dK, ctx.groups), _sum_groups(xp, dV, ctx.groups),  # 0
-                dS if need_mask else None)
-
+        dbias = xp.reshape(dS, query_shape[:-1] + (key_shape[-2],)) if ctx.needs_input_grad[3] else None  # 2
+        return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape), dbias)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False, causal_alignment="top_left"):
     """Scaled dot-product attention with PyTorch's semantics (``F.scaled_dot_product_attention``).
 
-    Shapes: ``query (..., Hq, L, E)``, ``key (..., Hkv, S, E)``, ``value (..., Hkv, S, Ev)``
-    -> ``(..., Hq, L, Ev)``; without GQA the leading dims of the three are equal (the heads
-    dim is then optional). float32 or float64, output of the same dtype.
+    Shapes: ``query (..., H_q, N_q, E)``, ``key (..., H_kv, N_k, E)``, ``value (..., H_kv,
+    N_k, E_v)`` -> ``(..., H_q, N_q, E_v)``; without GQA the leading dims of the three are
+    equal (the heads dim is then optional). Any size may be 0: with no keys (``N_k = 0``)
+    the output is 0, as PyTorch's. float32 or float64, output of the same dtype. (PyTorch's
+    docs call the lengths L and S.)
 
     Args:
         attn_mask: bool (True = takes part) or a float additive bias, broadcastable to
-            ``(..., L, S)``; a float mask receives a gradient if it requires one.
+            ``(..., N_q, N_k)``; a float mask receives a gradient if it requires one.
         dropout_p: probability of dropping each attention weight (applied whenever > 0,
             as in PyTorch; modules pass 0 in eval mode). One keep-mask serves forward and
             backward, drawn from the seeded stream.
         is_causal: query i sees keys ``j <= i`` (top-left, as PyTorch); cannot be combined
-            with ``attn_mask``. ``causal_alignment="bottom_right"`` makes it ``j <= i + S - L``
-            (or pass ``causal_mask(L, S, "bottom_right")`` as ``attn_mask``).
+            with ``attn_mask``. ``causal_alignment="bottom_right"`` makes it
+            ``j <= i + N_k - N_q`` (or pass ``causal_mask(N_q, N_k, "bottom_right")`` as
+            ``attn_mask``).
         scale: multiplies ``Q Kᵀ`` before the mask is added; default ``1/sqrt(E)``.
         enable_gqa: grouped-query attention; query head h uses key/value head
-            ``h // (Hq // Hkv)``.
+            ``h // (H_q // H_kv)``.
 
     A query row with no allowed key outputs 0 and gets gradient 0 (PyTorch's math path,
     FlashAttention). A finite bias such as ``finfo(float32).min`` is an ordinary number.
     Source: arXiv:1706.03762 eq. 1; GQA: arXiv:2305.13245.
 
     Raises:
-        TypeError / ValueError: see :func:`_check_attention_inputs`; ValueError for a
-        ``dropout_p`` outside [0, 1] or an unknown ``causal_alignment``.
+        TypeError / ValueError: see :func:`._attention_common.attention_setup`: non-Tensor
+        or mismatched inputs, a ``dropout_p`` outside [0, 1], an unknown
+        ``causal_alignment``, ``attn_mask`` together with ``is_causal``.
     """
     if not isinstance(value, Tensor):
         raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
-    groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value, dropout_p)
-    if causal_alignment not in CAUSAL_ALIGNMENTS:
-        raise ValueError(f"causal_alignment must be one of {CAUSAL_ALIGNMENTS}, got {causal_alignment!r}")
-    return ScaledDotProductAttention.apply(
-        query, key, value, attn_mask, scale=scale, dropout_p=float(dropout_p), is_causal=is_causal,
-        groups=groups, causal_alignment=causal_alignment)
+    setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
+    return ScaledDotProductAttention.apply(query, key, value, attn_mask, scale=setup.scale,
+                                           dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
+                                           groups=setup.groups)
 
 
 class AttentionWeights(Function):
-    """The attention probabilities ``P = softmax(scale · Q Kᵀ + mask)`` of
+    """The attention weights ``P = softmax(scale · Q Kᵀ + mask)`` of
     :class:`ScaledDotProductAttention` (its passes 0-3, no dropout), for pictures.
 
-    Backward: passes 3-0 of that class, with ``D = rowsum(dP ∘ P)``.
+    Backward: passes 3-0 of that class, with ``D = rowsum(dP ∘ P)`` formed from ``P``
+    itself (there is no ``O`` here).
     """
 
     @staticmethod
-    def forward(ctx, query, key, attn_mask, scale=1.0, is_causal=False, groups=1,
-                causal_alignment="top_left"):
-        xp, backend = ctx.xp, ctx.backend
-        keep, bias = _prepare_attention_mask(backend, attn_mask, query.shape[-2], key.shape[-2],
-                                             is_causal, causal_alignment)
-        k = _repeat_kv(xp, key, groups)
-        P = _attention_probabilities(xp, query, k, scale, keep, bias)
-        ctx.save_for_backward(query, k, P)
-        ctx.scale, ctx.groups = scale, groups
-        return P
+    def forward(ctx, query, key, attn_mask, scale=1.0, causal_offset=None, groups=1):
+        xp = ctx.xp
+        q, k, _, mask = gqa_layout(xp, query, key, None, attn_mask, groups)
+        P = _attention_weights(xp, ctx.backend.device, q, k, scale, mask, causal_offset)
+        ctx.save_for_backward(q, k, P)
+        ctx.scale, ctx.shapes = scale, (query.shape, key.shape)
+        return xp.reshape(P, query.shape[:-1] + (key.shape[-2],))
 
     @staticmethod
     def backward(ctx, dP):
         q, k, P = ctx.saved_tensors
         xp = ctx.xp
-        dS, dQ, dK = _attention_scores_backward(xp, dP, P, q, k, ctx.scale)
-        return dQ, _sum_groups(xp, dK, ctx.groups), dS if ctx.needs_input_grad[2] else None
+        query_shape, key_shape = ctx.shapes
+        dP = xp.reshape(dP, P.shape)
+        dS, dQ, dK = _scores_backward(xp, dP, P, q, k, ctx.scale, xp.sum(dP * P, axis=-1, keepdims=True))
+        dbias = xp.reshape(dS, query_shape[:-1] + (key_shape[-2],)) if ctx.needs_input_grad[2] else None
+        return xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), dbias
 
 
 def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
                       causal_alignment="top_left"):
-    """The attention weights ``(..., Hq, L, S)`` that :func:`scaled_dot_product_attention`
+    """The attention weights ``(..., H_q, N_q, N_k)`` that :func:`scaled_dot_product_attention`
     with the same arguments applies to the values (before dropout); each row sums to 1,
-    or is all 0 when no key is allowed. Differentiable. Arguments and errors as there.
+    or is all 0 when no key is allowed (also when ``N_k = 0``). Differentiable. Arguments
+    and errors as there.
     """
-    groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa)
-    if causal_alignment not in CAUSAL_ALIGNMENTS:
-        raise ValueError(f"causal_alignment must be one of {CAUSAL_ALIGNMENTS}, got {causal_alignment!r}")
-    return AttentionWeights.apply(query, key, attn_mask, scale=scale, is_causal=is_causal,
-                                  groups=groups, causal_alignment=causal_alignment)
+    setup = attention_setup(query, key, None, attn_mask, is_causal, causal_alignment, scale, 0.0, enable_gqa)
+    return AttentionWeights.apply(query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset,
+                                  groups=setup.groups)

@@ -1,46 +1,59 @@
-"""Flash attention: exact attention in blocks, without the (seq_len x seq_len) matrix.
+"""Flash attention: exact attention in blocks, without the ``(N_q, N_k)`` matrix.
 
-``scaled_dot_product_attention`` builds the score matrix ``S = scale * Q Kᵀ`` of shape
-``(L, S)`` per head, its softmax ``P`` and then ``O = P V``: memory grows as ``L * S``.
-:func:`flash_attention` computes the *same* ``O`` (to rounding) while holding only one
-``(block_size_q, block_size_k)`` tile of ``S`` at a time, so its memory grows as ``L + S``.
-The trick is the *online softmax* (Milakov & Gimelshein, arXiv:1805.02867): softmax
-needs the row maximum and the row sum of exponentials, and both can be carried along
-while the keys stream past in blocks::
+``scaled_dot_product_attention`` builds the scores ``S = scale · Q Kᵀ`` of shape
+``(N_q, N_k)`` per head, its softmax ``P`` and then ``O = P V``: memory grows as
+``N_q · N_k``. :func:`flash_attention` computes the *same* ``O`` (to rounding) while
+holding only one tile ``S_ij`` of ``(block_size_q, block_size_k)`` scores at a time, so its
+memory grows as ``N_q + N_k``. The trick is the *online softmax* (Milakov & Gimelshein,
+arXiv:1805.02867): the softmax needs each row's maximum and sum of exponentials, and both
+can be carried along while the key blocks ``j = 1, 2, ...`` stream past::
 
-    m  = running row max          (m_new = max(m, rowmax(S_block)))
-    ℓ  = running Σ exp(S - m)      (ℓ_new = exp(m - m_new) ℓ + rowsum(exp(S_block - m_new)))
-    Õ  = running Σ exp(S - m) V    (Õ_new = exp(m - m_new) Õ + exp(S_block - m_new) V_block)
+    m^(j) = max(m^(j-1), rowmax(S_ij))                                  running row max
+    ℓ^(j) = e^(m^(j-1) - m^(j)) ℓ^(j-1) + rowsum(exp(S_ij - m^(j)))      running Σ exp(S - m)
+    Õ^(j) = e^(m^(j-1) - m^(j)) Õ^(j-1) + exp(S_ij - m^(j)) V_j          running Σ exp(S - m) V
 
-and at the end ``O = Õ / ℓ``. When the max grows, everything summed so far was scaled by
-the old max and is rescaled by ``exp(m_old - m_new) <= 1``. The forward saves only ``O``
-and the log-sum-exp ``L = m + log ℓ`` (one number per query row); the backward
-*recomputes* each tile of ``P = exp(S - L)`` from ``Q``, ``K`` and ``L`` instead of
-storing it. This is FlashAttention-2 (Dao, arXiv:2307.08691), Algorithm 1 (forward) and
-Algorithm 2 (backward), written with the batch and head dimensions vectorized: Python
-loops run only over blocks.
+Why this is exact, by induction over the blocks: if ``ℓ^(j-1) = Σ_k exp(S_k - m^(j-1))``
+over the keys seen so far, multiplying by ``e^(m^(j-1) - m^(j))`` turns every term into
+``exp(S_k - m^(j))``, and adding the new block's terms makes ``ℓ^(j)`` that sum over all
+keys seen; the same holds for ``Õ``. After the last block ``m`` is the row's maximum, so
+``O = Õ / ℓ = Σ_k exp(S_k - m) V_k / Σ_k exp(S_k - m) = softmax(S) V`` and
+``lse = m + log ℓ = log Σ_k exp(S_k)``. The rescaling factor ``e^(m^(j-1) - m^(j))`` is
+``<= 1``, so nothing overflows.
 
-Layout used inside this module
-------------------------------
-Inputs are reshaped (views, no copies) to a common layout where grouped-query attention
-(GQA) is plain broadcasting::
+The forward saves only ``O`` and ``lse`` (one number per query row); the backward
+*recomputes* each tile ``P_ij = exp(S_ij - lse_i)``, which equals ``exp(S_ij - m)/ℓ``, from
+``Q``, ``K`` and ``lse`` instead of storing ``P``, then takes dense attention's backward
+(:class:`~minitorch_attn.functional.attention.ScaledDotProductAttention`, passes 5-1) one
+tile at a time. Every gradient there is a sum over tiles of products of tiles
+(``dV = Pᵀ dO`` sums over query blocks, ``dQ = dS K`` over key blocks), so adding up the
+tiles' contributions gives the dense result. ``D = rowsum(dO ∘ O)``, the softmax's row
+term, is formed once from ``O`` and ``dO`` (why that equals ``rowsum(dP ∘ P)``, also with
+dropout, is shown there).
 
-    q    (*batch, H_kv, G, L, E)     G = H_q / H_kv query heads share one key/value head
-    k    (*batch, H_kv, 1, S, E)
-    v    (*batch, H_kv, 1, S, E_v)
-    mask (*batch or 1, H_kv or 1, G or 1, L or 1, S or 1)
+This is FlashAttention-2 (Dao, arXiv:2307.08691): :func:`_forward_chunk` is its Algorithm
+1 and :func:`_backward_chunk` its Algorithm 2, each comment numbered after the line of the
+algorithm it implements, and the backward's comments name the forward line each step
+undoes. Python loops run only over blocks: the batch and head dimensions are vectorized.
 
-so query head ``h`` meets key/value head ``h // G``, which is exactly PyTorch's
-``repeat_interleave`` rule, without copying keys or values ``G`` times. Without GQA,
-``G = 1``.
+Names follow the paper: blocks ``Q_i``, ``K_j``, ``V_j``, ``O_i``, ``dO_i``; tiles
+``S_ij``, ``P_ij``, ``dP_ij``, ``dS_ij``; the running ``m_i``, ``ell_i`` (ℓ); ``lse`` for the
+paper's log-sum-exp ``L``, and ``N_q``, ``N_k`` for its sequence length ``N``, so that no
+letter means two things (see :mod:`._attention_common` for the notation). Inside this
+module ``Q`` is already multiplied by the scale.
+
+Layout: the inputs are reshaped (views, no copies) by
+:func:`._attention_common.gqa_layout`, where grouped-query attention is broadcasting:
+``Q (*batch, H_kv, G, N_q, E)`` against ``K (*batch, H_kv, 1, N_k, E)``.
 
 Speed choices (all optional for correctness; each is marked "speed:" in the code)
 -------------------------------------------------------------------------------
-* the softmax scale is folded into ``Q`` once, instead of into every tile of ``S``;
+* the softmax scale is folded into ``Q`` once, instead of into every tile ``S_ij``;
 * ``Kᵀ`` and ``Vᵀ`` are copied once into row-major arrays (NumPy's batched matmul is slow
   on a transposed view);
-* elementwise work is done in place (``s -= m``; ``exp`` into the same buffer where the
-  namespace allows ``out=``, i.e. NumPy and CuPy), so a tile is allocated once per step;
+* elementwise work on a tile is done in place (``S_ij -= m``; ``exp`` into the same buffer
+  where the namespace allows ``out=``, i.e. NumPy and CuPy), so a tile is allocated once
+  per step;
+* tiles that the causal rule hides entirely are skipped, in both passes;
 * the default block sizes are tuned per shape (:func:`default_block_sizes`);
 * on NumPy the independent (batch, head) slices are split over a small thread pool:
   NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads run
@@ -60,8 +73,10 @@ import math
 
 from ..core.autograd import Function
 from ..core.backend import backend_of
-from ._attention_common import CAUSAL_ALIGNMENTS, _attention_setup
+from ..core.ops import transposed_copy
+from ._attention_common import attention_setup, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
+from ._flash_tiles import _add_tile, _check_block_size, _exp_, _join_blocks, _scores, _tile_visibility
 from ._parallel import _chunks, _concat, _run, _take, _thread_count
 
 
@@ -72,22 +87,23 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
     """Attention computed blockwise with an online softmax (FlashAttention-2).
 
     Same result as ``scaled_dot_product_attention`` (to rounding) with memory linear in
-    the sequence lengths: no ``(L, S)`` matrix is ever formed, in the forward or the
+    the sequence lengths: no ``(N_q, N_k)`` matrix is ever formed, in the forward or the
     backward.
 
     Args:
-        query: ``(*batch, H_q, L, E)`` float32 or float64 (or ``(L, E)``, ``(*batch, L, E)``).
-        key: ``(*batch, H_kv, S, E)``, same dtype.
-        value: ``(*batch, H_kv, S, E_v)``, same dtype; ``E_v`` may differ from ``E``.
+        query: ``(*batch, H_q, N_q, E)`` float32 or float64 (or ``(N_q, E)``,
+            ``(*batch, N_q, E)``). Any size may be 0; with no keys the output is 0.
+        key: ``(*batch, H_kv, N_k, E)``, same dtype.
+        value: ``(*batch, H_kv, N_k, E_v)``, same dtype; ``E_v`` may differ from ``E``.
         attn_mask: None, a bool tensor (True = the key takes part) or a float tensor of
             the query's dtype added to the scaled scores, broadcastable to
-            ``(*batch, H_q, L, S)``: e.g. a key-padding mask ``(B, 1, 1, S)``. A float
+            ``(*batch, H_q, N_q, N_k)``: e.g. a key-padding mask ``(B, 1, 1, N_k)``. A float
             mask that requires grad receives its gradient. Cannot be combined with
             ``is_causal`` (as in PyTorch; put the causal pattern into the mask instead).
         is_causal: query ``i`` sees only keys ``j <= i + offset`` (see ``causal_alignment``).
             Tiles entirely above that diagonal are skipped, in the forward and the backward.
         causal_alignment: ``"top_left"`` (offset 0, PyTorch's ``is_causal``) or
-            ``"bottom_right"`` (offset ``S - L``: the last query sees every key, as when
+            ``"bottom_right"`` (offset ``N_k - N_q``: the last query sees every key, as when
             new queries attend to a cache of earlier keys).
         scale: multiplies ``Q Kᵀ``; default ``1 / sqrt(E)``.
         dropout_p: probability of dropping each attention weight (after the softmax,
@@ -103,8 +119,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
         return_lse: also return the log-sum-exp of the scaled (and masked) scores.
 
     Returns:
-        ``out`` of shape ``(*batch, H_q, L, E_v)`` and dtype of ``query``; with
-        ``return_lse=True`` the pair ``(out, lse)``, ``lse`` of shape ``(*batch, H_q, L)``,
+        ``out`` of shape ``(*batch, H_q, N_q, E_v)`` and dtype of ``query``; with
+        ``return_lse=True`` the pair ``(out, lse)``, ``lse`` of shape ``(*batch, H_q, N_q)``,
         itself differentiable (``d lse_i / d S_ij = P_ij``). A query row with no allowed
         key gets ``out = 0``, zero gradients and ``lse = +inf``.
 
@@ -119,38 +135,33 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
     Source: Dao, "FlashAttention-2", arXiv:2307.08691, Algorithms 1 and 2; online
     softmax from Milakov & Gimelshein, arXiv:1805.02867.
     """
-    groups, scale = _attention_setup(query, key, attn_mask, is_causal, scale, enable_gqa, value, dropout_p)
-    if causal_alignment not in CAUSAL_ALIGNMENTS:
-        raise ValueError(f"flash_attention: causal_alignment must be one of {CAUSAL_ALIGNMENTS}, "
-                         f"got {causal_alignment!r}")
-    L, S = query.shape[-2], key.shape[-2]
-    default_q, default_k = default_block_sizes(L, S)
+    setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
+    default_q, default_k = default_block_sizes(query.shape[-2], key.shape[-2])
     backend = backend_of(query.data)
     plan = _Plan(
-        scale=scale,
-        causal_offset=(0 if causal_alignment == "top_left" else S - L) if is_causal else None,
+        scale=setup.scale,
+        causal_offset=setup.causal_offset,
         dropout_p=float(dropout_p),
         seed=backend.next_seed() if dropout_p > 0 else 0,
         block_q=_check_block_size(block_size_q, default_q, "block_size_q"),
         block_k=_check_block_size(block_size_k, default_k, "block_size_k"),
-        groups=groups,
+        groups=setup.groups,
         threads=_thread_count(backend),
     )
     out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
     return (out, lse) if return_lse else out
 
 
-def default_block_sizes(L, S):
-    """Tile sizes ``(block_size_q, block_size_k)`` for query length ``L`` and key length ``S``.
+def default_block_sizes(N_q, N_k):
+    """Tile sizes ``(block_size_q, block_size_k)`` for ``N_q`` queries and ``N_k`` keys.
 
     A tile costs a fixed Python overhead (a dozen array calls) plus work proportional to
     its area, so bigger tiles are faster until they stop fitting in the CPU's caches:
     256 x 256 (a float32 tile of 256 KiB per head) measured best at d = 64 on NumPy, a
-    few percent ahead of 128 x 256 and 256 x 128. Memory stays linear in ``L + S`` because the tile does not
-    grow with the sequence.
+    few percent ahead of 128 x 256 and 256 x 128. Memory stays linear in ``N_q + N_k``
+    because the tile does not grow with the sequence.
     """
-    return max(1, min(L, 256)), max(1, min(S, 256))
-
+    return max(1, min(N_q, 256)), max(1, min(N_k, 256))
 
 
 # ---- the autograd Function --------------------------------------------------------------------------
@@ -174,273 +185,168 @@ class FlashAttention(Function):
     @staticmethod
     def forward(ctx, query, key, value, mask, *, plan):
         xp = ctx.xp
-        q, k, v, mask_c = _to_layout(xp, query, key, value, mask, plan.groups)
-        q = q * plan.scale   # speed: scale Q once instead of every tile of S = scale Q Kᵀ
-        row_keys = _row_keys(xp, ctx.backend.device, plan.seed, q.shape[:-2] + (1, 1)) \
+        Q, K, V, mask_g = gqa_layout(xp, query, key, value, mask, plan.groups)
+        Q = Q * plan.scale   # speed: scale Q once instead of every tile S_ij = scale Q_i K_jᵀ
+        row_keys = _row_keys(xp, ctx.backend.device, plan.seed, Q.shape[:-2] + (1, 1)) \
             if plan.dropout_p > 0 else None
-        chunks = _chunks(q.shape[:-3], plan.threads)
+        chunks = _chunks(Q.shape[:-3], plan.threads)
         results = _run(plan.threads, [
             functools.partial(_forward_chunk, xp, ctx.backend.device, plan,
-                              *(_take(a, c) for a in (q, k, v, mask_c, row_keys)))
+                              *(_take(a, c) for a in (Q, K, V, mask_g, row_keys)))
             for c in chunks])
-        o, lse = (_concat(xp, [r[n] for r in results], chunks) for n in range(2))
+        O, lse = (_concat(xp, [r[n] for r in results], chunks) for n in range(2))
 
         ctx.plan, ctx.shapes = plan, (query.shape, key.shape, value.shape)
         ctx.mask_shape = None if mask is None else mask.shape
-        ctx.save_for_backward(q, k, v, mask_c, row_keys, o, lse)
-        out = xp.reshape(o, query.shape[:-1] + (value.shape[-1],))
-        return out, xp.reshape(lse, query.shape[:-1])
+        ctx.save_for_backward(Q, K, V, mask_g, row_keys, O, lse)
+        return (xp.reshape(O, query.shape[:-1] + (value.shape[-1],)),
+                xp.reshape(lse, query.shape[:-1]))
 
     @staticmethod
-    def backward(ctx, grad_out, grad_lse):
+    def backward(ctx, dO, dlse):
         xp, plan = ctx.xp, ctx.plan
-        q, k, v, mask_c, row_keys, o, lse = ctx.saved_tensors
+        Q, K, V, mask_g, row_keys, O, lse = ctx.saved_tensors
         (query_shape, key_shape, value_shape) = ctx.shapes
-        do = xp.reshape(grad_out, o.shape)
-        # D_i = rowsum(dO ∘ O) = Σ_j P_ij dP_ij: the softmax backward's row term, from O
-        # and dO alone, so no row of P is needed to form it (Alg. 2, line 4).
-        # The lse output adds its own term: d lse_i / d S_ij = P_ij, so an upstream dlse_i
-        # adds dlse_i P_ij to dS_ij, which is the same as subtracting it from D_i.
-        delta = xp.sum(do * o, axis=-1, keepdims=True) - xp.reshape(grad_lse, lse.shape)
+        dO = xp.reshape(dO, O.shape)
+        # Algorithm 2, line 4: D = rowsum(dO ∘ O), the softmax backward's row term
+        # rowsum(dP ∘ P), from O and dO alone (the proof is in ScaledDotProductAttention).
+        # The lse output adds its own term: d lse_i / d S_ij = P_ij (it undoes forward
+        # line 13), so an upstream dlse_i adds dlse_i P_ij to dS_ij = P_ij (dP_ij - D_i),
+        # which is the same as subtracting dlse_i from D_i.
+        D = xp.sum(dO * O, axis=-1, keepdims=True) - xp.reshape(dlse, lse.shape)
         mask_needs_grad = ctx.needs_input_grad[3]
-        chunks = _chunks(q.shape[:-3], plan.threads)
+        chunks = _chunks(Q.shape[:-3], plan.threads)
         results = _run(plan.threads, [
             functools.partial(_backward_chunk, xp, ctx.backend.device, plan,
-                              *(_take(a, c) for a in (q, k, v, mask_c, row_keys, lse, do, delta)),
+                              *(_take(a, c) for a in (Q, K, V, mask_g, row_keys, lse, dO, D)),
                               mask_needs_grad)
             for c in chunks])
-        dq, dk, dv = (_concat(xp, [r[n] for r in results], chunks) for n in range(3))
-        dq = dq * plan.scale  # S = scale Q Kᵀ  =>  dQ = scale dS K   (the scale was left out of the loop)
+        dQ, dK, dV = (_concat(xp, [r[n] for r in results], chunks) for n in range(3))
+        dQ = dQ * plan.scale  # S = (scale Q) Kᵀ  =>  dQ = scale dS K  (the scale was left out of the loop)
         dmask = None
         if mask_needs_grad:
             parts = [r[3] for r in results]
             # a mask shared by all chunks (size 1 on the chunk axis) sums their gradients
-            shared = len(parts) > 1 and mask_c.shape[chunks[0].axis] == 1
+            shared = len(parts) > 1 and mask_g.shape[chunks[0].axis] == 1
             dmask = functools.reduce(lambda a, b: a + b, parts) if shared else _concat(xp, parts, chunks)
             dmask = xp.reshape(dmask, ctx.mask_shape)
-        return (xp.reshape(dq, query_shape), xp.reshape(dk, key_shape), xp.reshape(dv, value_shape),
+        return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape),
                 dmask)
 
 
 # ---- Algorithm 1: the forward of one chunk of (batch, head) slices ---------------------------------
-def _forward_chunk(xp, device, plan, q, k, v, mask, row_keys):
-    """Forward over all tiles of one chunk; returns ``O`` and ``lse`` (keepdims).
+def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
+    """FlashAttention-2's Algorithm 1 over one chunk; returns ``O`` and ``lse`` (keepdims).
 
-    q: (..., G, L, E), already scaled; k: (..., 1, S, E); v: (..., 1, S, E_v).
+    ``Q (..., G, N_q, E)`` already scaled, ``K (..., 1, N_k, E)``, ``V (..., 1, N_k, E_v)``.
+    The numbers are the lines of Algorithm 1. Dropout (not in the algorithm) zeroes the
+    dropped entries of ``P̃_ij`` between lines 9 and 10, after ``ℓ`` has summed them (the
+    softmax is taken before dropout), and scales the survivors by ``1/(1-p)`` at line 12.
     """
-    L, S = q.shape[-2], k.shape[-2]
-    kT = _transposed_copy(xp, k)
+    N_q, N_k = Q.shape[-2], K.shape[-2]
+    K_T = transposed_copy(xp, K)                                  # speed: row-major Kᵀ, once
     threshold = _drop_threshold(plan.dropout_p)
-    out_rows, lse_rows = [], []
-    for i0 in range(0, L, plan.block_q):                          # outer loop: query blocks
-        i1 = min(i0 + plan.block_q, L)
-        q_i = q[..., i0:i1, :]
-        rows = q_i.shape[:-1] + (1,)
-        m = xp.full(rows, -math.inf, dtype=q.dtype, device=device)   # running row max
-        ell = xp.zeros(rows, dtype=q.dtype, device=device)           # running Σ exp(S - m)
-        acc = xp.zeros(q_i.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=device)  # Σ exp(S - m) V
-        for j0 in range(0, S, plan.block_k):                      # inner loop: key/value blocks
-            j1 = min(j0 + plan.block_k, S)
+    O_blocks, lse_blocks = [], []
+    for i0 in range(0, N_q, plan.block_q):                        # 1, 3: for each query block i
+        i1 = min(i0 + plan.block_q, N_q)
+        Q_i = Q[..., i0:i1, :]                                    # 4: load Q_i
+        rows = Q_i.shape[:-1] + (1,)
+        O_i = xp.zeros(Q_i.shape[:-1] + (V.shape[-1],), dtype=Q.dtype, device=device)  # 5: O_i = 0,
+        ell_i = xp.zeros(rows, dtype=Q.dtype, device=device)                           #    ℓ_i = 0,
+        m_i = xp.full(rows, -math.inf, dtype=Q.dtype, device=device)                   #    m_i = -inf
+        for j0 in range(0, N_k, plan.block_k):                    # 1, 6: for each key/value block j
+            j1 = min(j0 + plan.block_k, N_k)                      # 7: load K_j, V_j (slices below)
             visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
             if visible == "none":
-                continue                                          # above the causal diagonal: skipped
-            # 1. scores of the tile, masked entries -inf
-            s = _scores(xp, device, q_i, kT[..., j0:j1], mask, plan.causal_offset, visible, i0, i1, j0, j1)
-            # 2. new running max; a row that has seen only masked scores keeps m = -inf, and
-            #    uses 0 in its place below so that exp(-inf - (-inf)) = nan never happens
+                continue                                          # speed: above the causal diagonal
+            S_ij = _scores(xp, device, Q_i, K_T[..., j0:j1], mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 8
             # BEGIN SOLUTION 5.1
-            m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))
-            m_safe = xp.where(m_new == -math.inf, 0.0, m_new)
-            # 3. unnormalized probabilities of the tile, P̃ = exp(S - m_new)
-            s -= m_safe
-            p = _exp_(xp, s)
-            # 4. rescale what was summed under the old max, then add this tile
-            alpha = xp.exp(m - m_safe)                            # exp(m_old - m_new) <= 1
-            ell *= alpha
-            ell += xp.sum(p, axis=-1, keepdims=True)              # ℓ is the softmax's: no dropout
-            if row_keys is not None:                              # dropout zeroes weights after the
+            # 9: m_new = max(m_i, rowmax(S_ij)); a row that has seen only masked scores keeps
+            #    m = -inf and is shifted by 0 instead, so exp(-inf - (-inf)) = NaN never forms
+            m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))
+            m_shift = xp.where(m_new == -math.inf, 0.0, m_new)
+            S_ij -= m_shift                                       # speed: in place (S_ij is this step's own)
+            P_ij = _exp_(xp, S_ij)                                #    P̃_ij = exp(S_ij - m_new)
+            rescale = xp.exp(m_i - m_shift)                       #    e^(m_old - m_new) <= 1
+            ell_i = rescale * ell_i + xp.sum(P_ij, axis=-1, keepdims=True)   # ℓ_i: before dropout
+            if row_keys is not None:                              # (dropout: zero the dropped weights)
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
-                p = xp.where(keep, p, 0.0)                        # softmax (1/(1-p) comes in 5.)
-            acc *= alpha
-            acc += xp.matmul(p, v[..., j0:j1, :])
-            m = m_new
+                P_ij = xp.where(keep, P_ij, 0.0)
+            O_i *= rescale                                        # 10: O_i = diag(e^(m_old - m_new)) O_i
+            O_i += xp.matmul(P_ij, V[..., j0:j1, :])              #         + P̃_ij V_j   (speed: in place)
+            m_i = m_new
             # END SOLUTION
-        # 5. normalize once: O = Õ / ℓ and L = m + log ℓ; a row with no allowed key has ℓ = 0:
-        #    O = 0 (Õ is 0 there) and L = +inf, so that exp(S - L) = 0 in the backward
         # BEGIN SOLUTION 5.1
-        seen = ell > 0
-        ell_safe = xp.where(seen, ell, 1.0)
+        # 12: O_i = O_i / ℓ_i;  13: lse_i = m_i + log ℓ_i. A row with no allowed key has
+        #     ℓ_i = 0 and O_i = 0 (nothing was added): its O stays 0 and lse = +inf, so that
+        #     the backward's P = exp(S - lse) is 0 there
+        seen = ell_i > 0
+        ell_safe = xp.where(seen, ell_i, 1.0)
         if plan.dropout_p > 0:
-            acc *= _keep_scale(plan.dropout_p)                    # survivors are scaled by 1/(1-p)
-        out_rows.append(acc / ell_safe)
-        lse_rows.append(xp.where(seen, m + xp.log(ell_safe), math.inf))
+            O_i *= _keep_scale(plan.dropout_p)                    # (dropout: survivors times 1/(1-p))
+        O_blocks.append(O_i / ell_safe)                           # 12, 14: O_i is the i-th block of O
+        lse_blocks.append(xp.where(seen, m_i + xp.log(ell_safe), math.inf))  # 13, 15
         # END SOLUTION
-    return (_join_blocks(xp, out_rows, q.shape[:-2] + (0, v.shape[-1]), q.dtype, device),
-            _join_blocks(xp, lse_rows, q.shape[:-2] + (0, 1), q.dtype, device))
+    return (_join_blocks(xp, O_blocks, Q.shape[:-2] + (0, V.shape[-1]), Q.dtype, device),  # 17
+            _join_blocks(xp, lse_blocks, Q.shape[:-2] + (0, 1), Q.dtype, device))
 
 
 # ---- Algorithm 2: the backward of one chunk ---------------------------------------------------------
-def _backward_chunk(xp, device, plan, q, k, v, mask, row_keys, lse, do, delta, mask_needs_grad):
-    """Gradients of one chunk: ``(dQ / scale, dK, dV, dmask or None)``.
+def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_needs_grad):
+    """FlashAttention-2's Algorithm 2 over one chunk: ``(dQ / scale, dK, dV, dmask or None)``.
 
-    The forward of a tile, recomputed here from the saved L (scale folded into q, Z the
-    dropout keep-mask), and the backward step that undoes each line, walked bottom-up::
-
-        1. S   = q Kᵀ + bias (-inf where masked)   1'. dq += dS K, dK += dSᵀ q, dbias += dS
-        2. P   = exp(S - L)                        2'. dS  = P ∘ (dP - D)     (softmax)
-        3. P_d = P ∘ Z / (1 - p)                   3'. dP  = dP_d ∘ Z / (1 - p)
-        4. O  += P_d V                             4'. dV += P_dᵀ dO,  dP_d = dO Vᵀ
-
-    with D = rowsum(dO ∘ O) computed once beforehand. The outer loop runs over key/value
-    blocks, so dK and dV of a block are complete when its inner loop ends (FlashAttention
-    keeps them in on-chip memory; here they are small local arrays); dQ accumulates
-    across the outer loop, one array per query block.
+    The numbers are the lines of Algorithm 2; each step names the line of Algorithm 1 (the
+    forward) that it recomputes or undoes. ``D`` (line 4) was formed by the caller. The
+    outer loop runs over key/value blocks, so ``dK_j`` and ``dV_j`` are complete when
+    their inner loop ends (FlashAttention keeps them in on-chip memory; here they are
+    small local arrays); ``dQ`` accumulates across the outer loop, one array per query
+    block. With dropout (keep-mask ``Z``), the forward used ``P̃ = P ∘ Z / (1-p)`` at its
+    line 10, so lines 12-13 use ``P̃`` and pass ``dP = dP̃ ∘ Z / (1-p)`` on.
     """
-    L, S = q.shape[-2], k.shape[-2]
-    groups_axis = q.ndim - 3                      # G: summed for dK, dV (GQA)
-    kT, vT = _transposed_copy(xp, k), _transposed_copy(xp, v)
+    N_q, N_k = Q.shape[-2], K.shape[-2]
+    K_T, V_T = transposed_copy(xp, K), transposed_copy(xp, V)     # speed: row-major Kᵀ, Vᵀ, once
     threshold = _drop_threshold(plan.dropout_p)
     keep_scale = _keep_scale(plan.dropout_p)
-    q_starts = range(0, L, plan.block_q)
-    dq_rows = [xp.zeros(q[..., i0:min(i0 + plan.block_q, L), :].shape, dtype=q.dtype, device=device)
-               for i0 in q_starts]
+    q_starts = range(0, N_q, plan.block_q)
+    dQ_blocks = [xp.zeros(Q[..., i0:min(i0 + plan.block_q, N_q), :].shape, dtype=Q.dtype, device=device)
+                 for i0 in q_starts]                              # 3: dQ = 0, in blocks dQ_i
     dmask = xp.zeros(mask.shape, dtype=mask.dtype, device=device) if mask_needs_grad else None
-    dk_rows, dv_rows = [], []
-    for j0 in range(0, S, plan.block_k):                          # outer loop: key/value blocks
-        j1 = min(j0 + plan.block_k, S)
-        k_j, kT_j, vT_j = k[..., j0:j1, :], kT[..., j0:j1], vT[..., j0:j1]
-        dk_j = xp.zeros(q.shape[:-2] + k_j.shape[-2:], dtype=q.dtype, device=device)
-        dv_j = xp.zeros(q.shape[:-2] + (j1 - j0, v.shape[-1]), dtype=q.dtype, device=device)
-        for n, i0 in enumerate(q_starts):                         # inner loop: query blocks
-            i1 = min(i0 + plan.block_q, L)
+    dK_blocks, dV_blocks = [], []
+    for j0 in range(0, N_k, plan.block_k):                        # 1, 5: for each key/value block j
+        j1 = min(j0 + plan.block_k, N_k)
+        K_j, K_T_j, V_T_j = K[..., j0:j1, :], K_T[..., j0:j1], V_T[..., j0:j1]        # 6: load K_j, V_j
+        dK_j = xp.zeros(Q.shape[:-2] + K_j.shape[-2:], dtype=Q.dtype, device=device)  # 7: dK_j = 0,
+        dV_j = xp.zeros(Q.shape[:-2] + (j1 - j0, V.shape[-1]), dtype=Q.dtype, device=device)  # dV_j = 0
+        for n, i0 in enumerate(q_starts):                         # 1, 8: for each query block i
+            i1 = min(i0 + plan.block_q, N_q)
             visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
             if visible == "none":
-                continue                                          # same tiles as the forward skipped
-            q_i, do_i = q[..., i0:i1, :], do[..., i0:i1, :]
-            # 1.-2. recompute the tile of probabilities from the saved log-sum-exp
-            s = _scores(xp, device, q_i, kT_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)
+                continue                                          # speed: the tiles the forward skipped
+            Q_i, dO_i = Q[..., i0:i1, :], dO[..., i0:i1, :]       # 9: load Q_i, dO_i, lse_i, D_i
+            lse_i, D_i = lse[..., i0:i1, :], D[..., i0:i1, :]
+            S_ij = _scores(xp, device, Q_i, K_T_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 10
             # BEGIN SOLUTION 5.2
-            s -= lse[..., i0:i1, :]                               # masked: -inf - L; empty row: L = +inf
-            p = _exp_(xp, s)                                      # either way exp(-inf) = 0
-            dp = xp.matmul(do_i, vT_j)                            # 4'. dP_d = dO Vᵀ
-            if row_keys is not None:                              # 3. the same keep-mask as the forward
+            S_ij -= lse_i                                         # 11: P_ij = exp(S_ij - lse_i), forward
+            P_ij = _exp_(xp, S_ij)                                #     lines 9, 12, 13 at once (speed: in place)
+            if row_keys is not None:                              #     masked: exp(-inf) = 0; empty row: lse = +inf
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
-                p_dropped = xp.where(keep, p * keep_scale, 0.0)
-                dp = xp.where(keep, dp * keep_scale, 0.0)         # 3'. dP = dP_d ∘ Z / (1 - p)
+                P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P̃_ij, the dropped weights of line 10
             else:
-                p_dropped = p
-            dv_j += xp.matmul(xp.matrix_transpose(p_dropped), do_i)  # 4'. dV += P_dᵀ dO
-            dp -= delta[..., i0:i1, :]                            # 2'. dS = P ∘ (dP - D), in place
-            dp *= p
-            ds = dp
-            dq_rows[n] += xp.matmul(ds, k_j)                      # 1'. dq += dS K  (times scale later)
-            dk_j += xp.matmul(xp.matrix_transpose(ds), q_i)       #     dK += dSᵀ (scale Q)
-            if dmask is not None:                                 #     dbias = dS
-                _add_tile(xp, dmask, ds, i0, i1, j0, j1)
+                P_used = P_ij
+            dV_j += xp.matmul(xp.matrix_transpose(P_used), dO_i)  # 12: dV_j += P̃_ijᵀ dO_i   (undoes line 10 for V_j)
+            dP_ij = xp.matmul(dO_i, V_T_j)                        # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P̃_ij)
+            if row_keys is not None:                              #     dropout: dP = dP̃ ∘ Z / (1-p)
+                dP_ij = xp.where(keep, dP_ij * keep_scale, 0.0)
+            dP_ij -= D_i                                          # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
+            dP_ij *= P_ij                                         #     lines 9 and 12, the softmax; speed: in place)
+            dS_ij = dP_ij
+            dQ_blocks[n] += xp.matmul(dS_ij, K_j)                 # 15: dQ_i += dS_ij K_j     (undoes line 8 for Q_i)
+            dK_j += xp.matmul(xp.matrix_transpose(dS_ij), Q_i)    # 16: dK_j += dS_ijᵀ Q_i    (undoes line 8 for K_j)
+            if dmask is not None:                                 #     the bias added at line 8: dbias = dS
+                _add_tile(xp, dmask, dS_ij, i0, i1, j0, j1)
             # END SOLUTION
-        # key/value head h_kv received from all G query heads of its group
-        dk_rows.append(xp.sum(dk_j, axis=groups_axis, keepdims=True) if dk_j.shape[groups_axis] > 1 else dk_j)
-        dv_rows.append(xp.sum(dv_j, axis=groups_axis, keepdims=True) if dv_j.shape[groups_axis] > 1 else dv_j)
-    return (_join_blocks(xp, dq_rows, q.shape, q.dtype, device),
-            _join_blocks(xp, dk_rows, k.shape, q.dtype, device),
-            _join_blocks(xp, dv_rows, v.shape, q.dtype, device), dmask)
-
-
-# ---- pieces shared by the two passes --------------------------------------------------------------
-def _tile_visibility(offset, i0, i1, j0, j1):
-    """Which entries of tile (queries i0..i1-1, keys j0..j1-1) the causal rule
-    ``j <= i + offset`` lets through: "all", "none" or "some". The forward and the
-    backward ask this same function, so they skip exactly the same tiles."""
-    if offset is None or j1 - 1 <= i0 + offset:     # its top-right corner is allowed
-        return "all"
-    if j0 > i1 - 1 + offset:                        # its bottom-left corner is not
-        return "none"
-    return "some"
-
-
-def _scores(xp, device, q_i, kT_j, mask, offset, visible, i0, i1, j0, j1):
-    """One tile of scores ``S = q Kᵀ``, with the attention mask and, on a tile that
-    crosses the causal diagonal, the causal mask applied (-inf where not allowed)."""
-    s = xp.matmul(q_i, kT_j)
-    if mask is not None:
-        m = _mask_tile(mask, i0, i1, j0, j1)
-        if m.dtype == xp.bool:
-            s = xp.where(m, s, -math.inf)
-        else:
-            s += m                                  # additive bias (may hold -inf itself)
-    if visible == "some":
-        rows = xp.arange(i0, i1, device=device)[:, None]
-        cols = xp.arange(j0, j1, device=device)[None, :]
-        s = xp.where(cols <= rows + offset, s, -math.inf)
-    return s
-
-
-def _join_blocks(xp, blocks, empty_shape, dtype, device):
-    """The per-block results joined along the sequence axis (an empty sequence has no
-    block: then an array of ``empty_shape``, of length 0 there)."""
-    if not blocks:
-        return xp.zeros(empty_shape, dtype=dtype, device=device)
-    return xp.concat(blocks, axis=-2)
-
-
-def _transposed_copy(xp, x):
-    """``xᵀ`` (last two axes) as a row-major array of its own, made once per call.
-    speed: NumPy's batched matmul misses its BLAS path when the right operand is a
-    transposed view (see :func:`minitorch_attn.ops.matmul_transposed`)."""
-    x_t = xp.matrix_transpose(x)
-    return xp.reshape(x_t, x_t.shape, copy=True)
-
-
-def _mask_tile(mask, i0, i1, j0, j1):
-    """The part of a broadcastable mask over a tile (its size-1 axes are kept as they are)."""
-    rows = slice(i0, i1) if mask.shape[-2] > 1 else slice(None)
-    cols = slice(j0, j1) if mask.shape[-1] > 1 else slice(None)
-    return mask[..., rows, cols]
-
-
-def _add_tile(xp, dmask, ds, i0, i1, j0, j1):
-    """``dmask[tile] += ds``, first summing ``ds`` over the axes where the mask broadcast."""
-    axes = tuple(a for a in range(ds.ndim) if dmask.shape[a] == 1 and ds.shape[a] > 1)
-    if axes:
-        ds = xp.sum(ds, axis=axes, keepdims=True)
-    rows = slice(i0, i1) if dmask.shape[-2] > 1 else slice(None)
-    cols = slice(j0, j1) if dmask.shape[-1] > 1 else slice(None)
-    dmask[..., rows, cols] += ds
-
-
-def _exp_(xp, x):
-    """``exp(x)``, overwriting ``x`` where the namespace takes ``out=`` (NumPy, CuPy).
-    speed: saves allocating and page-faulting one tile per step; ``x`` must be a fresh
-    temporary of the caller."""
-    try:
-        return xp.exp(x, out=x)
-    except TypeError:  # array-api-strict: the standard has no out=
-        return xp.exp(x)
-
-
-# ---- input checks and layout ----------------------------------------------------------------------
-def _check_block_size(value, default, name):
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"flash_attention: {name} must be an int >= 1, got {value!r}")
-    return value
-
-
-def _to_layout(xp, query, key, value, mask, groups):
-    """Reshape to the module's layout (see the module docstring); views, no copies."""
-    L, E = query.shape[-2:]
-    S = key.shape[-2]
-    lead = query.shape[:-3] if query.ndim >= 3 else ()
-    heads = query.shape[-3] if query.ndim >= 3 else 1
-    q = xp.reshape(query, lead + (heads // groups, groups, L, E))
-    k = xp.reshape(key, lead + (heads // groups, 1, S, E))
-    v = xp.reshape(value, lead + (heads // groups, 1, S, value.shape[-1]))
-    if mask is not None:
-        padded = (1,) * (query.ndim - mask.ndim) + tuple(mask.shape)
-        mask_heads = padded[-3] if query.ndim >= 3 else 1
-        split = (1, 1) if mask_heads == 1 else (heads // groups, groups)
-        mask = xp.reshape(mask, padded[:-3] + split + padded[-2:])
-    return q, k, v, mask
-
-
+        dK_blocks.append(sum_over_group(xp, dK_j))                # 18: write dK_j, dV_j, each summed over
+        dV_blocks.append(sum_over_group(xp, dV_j))                #     the G query heads of its group (GQA)
+    return (_join_blocks(xp, dQ_blocks, Q.shape, Q.dtype, device),   # 20
+            _join_blocks(xp, dK_blocks, K.shape, Q.dtype, device),
+            _join_blocks(xp, dV_blocks, V.shape, Q.dtype, device), dmask)

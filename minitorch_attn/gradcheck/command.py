@@ -29,18 +29,18 @@ def main(argv=None, prog="python -m gradcheck"):
         print(f"no gradcheck entry matches {args.only!r}", file=sys.stderr)
         return 2
     print(f"gradcheck on device={args.device} dtype={args.dtype}")
-    print(f"{'op':<36} {'max abs err':>12} {'max rel err':>12}  result")
+    print(f"{'op':<40} {'max abs err':>12} {'max rel err':>12}  result")
     failures = []
     start = time.perf_counter()
     for entry in selected:
         try:
             report = entry.run(args.device, args.dtype, args.seed)
             status = "pass" if report.passed else "FAIL"
-            row = f"{entry.name:<36} {report.max_abs_error:>12.2e} {report.max_rel_error:>12.2e}  {status}"
+            row = f"{entry.name:<40} {report.max_abs_error:>12.2e} {report.max_rel_error:>12.2e}  {status}"
             if not report.passed:
                 failures.append((entry.name, report.failure))
         except Exception as exc:  # an entry that crashes is a failure too, reported in the table
-            row = f"{entry.name:<36} {'-':>12} {'-':>12}  ERROR"
+            row = f"{entry.name:<40} {'-':>12} {'-':>12}  ERROR"
             failures.append((entry.name, f"{type(exc).__name__}: {exc}"))
         print(row, flush=True)
     print(f"{len(selected) - len(failures)} passed, {len(failures)} failed "

@@ -18,7 +18,7 @@ ENTRIES = [
     Entry("sdpa (float mask with grad)",
           lambda d: [d.randn(2, 3, 4), d.randn(2, 4, 4), d.randn(2, 4, 2), d.randn(3, 4)],
           lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)),
-    Entry("sdpa (-inf bias, bottom-right L > S)",
+    Entry("sdpa (-inf bias, bottom-right N_q > N_k)",
           lambda d: [d.randn(2, 4, 3), d.randn(2, 3, 3), d.randn(2, 3, 3), float_mask(d, 2, 4, 3)],
           lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
           + F.scaled_dot_product_attention(q, k, v, is_causal=True, causal_alignment="bottom_right")),

@@ -38,19 +38,19 @@ def bias_with_neg_inf(d, *shape):
 
 
 ENTRIES = [
-    Entry("flash (L > S, ragged blocks, lse)",
+    Entry("flash (N_q > N_k, ragged blocks, lse)",
           lambda d: [d.randn(2, 2, 7, 3), d.randn(2, 2, 5, 3), d.randn(2, 2, 5, 2)],
           flash(return_lse=True)),
-    Entry("flash (L < S, blocks 1 and 4)",
+    Entry("flash (N_q < N_k, blocks 1 and 4)",
           lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 4)],
           flash(block_size_q=1, block_size_k=4)),
     Entry("flash (causal, top-left, scale)",
           lambda d: [d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 2)],
           flash(is_causal=True, scale=0.7, return_lse=True)),
-    Entry("flash (causal, bottom-right, L < S)",
+    Entry("flash (causal, bottom-right, N_q < N_k)",
           lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 3)],
           flash(is_causal=True, causal_alignment="bottom_right", return_lse=True)),
-    Entry("flash (causal, bottom-right, L > S)",  # the first L - S queries see no key: out 0
+    Entry("flash (causal, bottom-right, N_q > N_k)",  # the first N_q - N_k queries see no key: out 0
           lambda d: [d.randn(1, 2, 7, 2), d.randn(1, 2, 5, 2), d.randn(1, 2, 5, 3)],
           flash(is_causal=True, causal_alignment="bottom_right")),
     Entry("flash (key-padding mask)",
