@@ -112,9 +112,9 @@ def test_a_planted_shortcut_loses_exactly_its_task(tmp_path):
         source = ROOT / "minitorch_attn" / name
         text = markers.strip_solutions(source.read_text(), source, set(), {})
         if name == "core/ops.py":
-            exp_backward = "        (y,) = ctx.saved_tensors\n        return grad_output * y\n"
+            exp_backward = "xp.exp(x))\n\n    @staticmethod\n    def derivative(xp, x, y):\n        return y\n"
             assert text.count(exp_backward) == 1
-            text = text.replace(exp_backward, "        return grad_output\n")
+            text = text.replace(exp_backward, exp_backward.replace("return y", "return 1.0"))
         (tree / "minitorch_attn" / name).write_text(text)
     results = grade(tree)
     scores = {row["name"].split(":")[0]: (row["score"], row["max_score"]) for row in results["tests"]}

@@ -159,85 +159,77 @@ def pow(x, exponent):
     return Pow.apply(x, exponent)
 
 
-class Exp(Function):
-    """``exp(x)``.  d/dx = exp(x), reusing the output."""
+class Elementwise(Function):
+    """``y = f(x)`` element by element, for the functions below: each gives ``function``
+    (``f``) and its ``derivative`` (``f'``), written from the input ``x`` or from the
+    output ``y``, whichever is cheaper. The Jacobian is diagonal, so the backward is
+    ``grad_output · f'(x)``, here once for all of them."""
 
-    @staticmethod
-    def forward(ctx, x):
-        y = ctx.xp.exp(x)
-        ctx.save_for_backward(y)
+    @classmethod
+    def forward(cls, ctx, x):
+        y = cls.function(ctx.xp, x)
+        ctx.save_for_backward(x, y)
         return y
 
+    @classmethod
+    def backward(cls, ctx, grad_output):
+        x, y = ctx.saved_tensors
+        return grad_output * cls.derivative(ctx.xp, x, y)
+
+
+class Exp(Elementwise):
+    """``exp(x)``.  d/dx = exp(x): the output itself."""
+
+    function = staticmethod(lambda xp, x: xp.exp(x))
+
     @staticmethod
-    def backward(ctx, grad_output):
+    def derivative(xp, x, y):
         # BEGIN SOLUTION 1.2
-        (y,) = ctx.saved_tensors
-        return grad_output * y
+        return y
         # END SOLUTION
 
 
-class Log(Function):
+class Log(Elementwise):
     """``log(x)`` (natural).  d/dx = 1/x."""
 
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.log(x)
+    function = staticmethod(lambda xp, x: xp.log(x))
 
     @staticmethod
-    def backward(ctx, grad_output):
+    def derivative(xp, x, y):
         # BEGIN SOLUTION 1.2
-        (x,) = ctx.saved_tensors
-        return grad_output / x
+        return 1.0 / x
         # END SOLUTION
 
 
-class Sqrt(Function):
-    """``sqrt(x)``.  d/dx = 1 / (2 sqrt(x)), reusing the output."""
+class Sqrt(Elementwise):
+    """``sqrt(x)``.  d/dx = 1 / (2 sqrt(x)) = 1 / (2y), from the output."""
+
+    function = staticmethod(lambda xp, x: xp.sqrt(x))
 
     @staticmethod
-    def forward(ctx, x):
-        y = ctx.xp.sqrt(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
+    def derivative(xp, x, y):
         # BEGIN SOLUTION 1.2
-        (y,) = ctx.saved_tensors
-        return grad_output / (2 * y)
+        return 0.5 / y
         # END SOLUTION
 
 
-class Tanh(Function):
-    """``tanh(x)``.  d/dx = 1 - tanh(x)^2, reusing the output."""
+class Tanh(Elementwise):
+    """``tanh(x)``.  d/dx = 1 - tanh(x)² = 1 - y², from the output."""
+
+    function = staticmethod(lambda xp, x: xp.tanh(x))
 
     @staticmethod
-    def forward(ctx, x):
-        y = ctx.xp.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
+    def derivative(xp, x, y):
         # BEGIN SOLUTION 1.2
-        (y,) = ctx.saved_tensors
-        return grad_output * (1 - y * y)
+        return 1.0 - y * y
         # END SOLUTION
 
 
-class Abs(Function):
+class Abs(Elementwise):
     """``|x|``.  d/dx = sign(x) (0 at x = 0, as PyTorch)."""
 
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.xp.abs(x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        return grad_output * ctx.xp.sign(x)
+    function = staticmethod(lambda xp, x: xp.abs(x))
+    derivative = staticmethod(lambda xp, x, y: xp.sign(x))
 
 
 class Maximum(Broadcasting):
@@ -245,14 +237,15 @@ class Maximum(Broadcasting):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return ctx.xp.maximum(a, b)
+        xp = ctx.xp
+        y = xp.maximum(a, b)
+        share_a = xp.astype(a > b, y.dtype) + 0.5 * xp.astype(a == b, y.dtype)   # a's share of the gradient
+        ctx.save_for_backward(share_a)
+        return y
 
     @staticmethod
     def backward(ctx, grad_output):
-        a, b = ctx.saved_tensors
-        xp = ctx.xp
-        share_a = xp.astype(a > b, grad_output.dtype) + 0.5 * xp.astype(a == b, grad_output.dtype)
+        (share_a,) = ctx.saved_tensors
         return grad_output * share_a, grad_output * (1.0 - share_a)
 
 

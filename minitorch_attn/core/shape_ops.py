@@ -318,30 +318,20 @@ def masked_fill(x, mask, value):
     return Where.apply(mask, value, x)
 
 
-class Tril(Function):
-    """Keep the lower triangle (``j <= i + diagonal``) of the last two dims.  Backward: same mask on ``grad_output``."""
+class Triangle(Function):
+    """Keep the lower (``j <= i + diagonal``) or, with ``upper=True``, the upper
+    (``j >= i + diagonal``) triangle of the last two dims, zeroing the rest.
+    Backward: the same mask on ``grad_output``."""
 
     @staticmethod
-    def forward(ctx, x, diagonal=0):
+    def forward(ctx, x, diagonal=0, upper=False):
+        ctx.keep = ctx.xp.triu if upper else ctx.xp.tril
         ctx.diagonal = diagonal
-        return ctx.xp.tril(x, k=diagonal)
+        return ctx.keep(x, k=diagonal)
 
     @staticmethod
     def backward(ctx, grad_output):
-        return ctx.xp.tril(grad_output, k=ctx.diagonal)
-
-
-class Triu(Function):
-    """Keep the upper triangle (``j >= i + diagonal``) of the last two dims.  Backward: same mask on ``grad_output``."""
-
-    @staticmethod
-    def forward(ctx, x, diagonal=0):
-        ctx.diagonal = diagonal
-        return ctx.xp.triu(x, k=diagonal)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        return ctx.xp.triu(grad_output, k=ctx.diagonal)
+        return ctx.keep(grad_output, k=ctx.diagonal)
 
 
 def _check_matrix(x, what):
@@ -352,13 +342,13 @@ def _check_matrix(x, what):
 def tril(x, diagonal=0):
     """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
     _check_matrix(x, "tril")
-    return Tril.apply(x, diagonal=diagonal)
+    return Triangle.apply(x, diagonal=diagonal)
 
 
 def triu(x, diagonal=0):
     """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
     _check_matrix(x, "triu")
-    return Triu.apply(x, diagonal=diagonal)
+    return Triangle.apply(x, diagonal=diagonal, upper=True)
 
 
 def reshape(x, *shape):

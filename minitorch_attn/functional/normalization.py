@@ -22,6 +22,46 @@ from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
 
 
+class _Rows:
+    """The rows a norm works on: the trailing ``axes`` of an array of ``shape`` hold each
+    row's ``n`` normalized elements, the leading axes count the rows."""
+
+    def __init__(self, xp, shape, axes):
+        self.xp, self.axes = xp, axes
+        self.n = max(math.prod(shape[a] for a in axes), 1)       # an empty row: 0 / 1, not 0 / 0
+        self.leading = tuple(range(len(shape) - len(axes)))
+
+    def mean(self, a):
+        """``mean(a)`` over each row, kept as size-1 dims so that it broadcasts back."""
+        return self.xp.sum(a, axis=self.axes, keepdims=True) / self.n
+
+    def total(self, a):
+        """``sum_rows(a)``: the sum over all rows, shaped like one row (a gain's gradient)."""
+        return self.xp.sum(a, axis=self.leading)
+
+
+def _unit_rms(rows, a, eps):
+    """``(â, r)``: each row of ``a`` scaled by ``r = 1 / sqrt(mean(a²) + eps)`` to a root mean
+    square of 1 (up to eps). RMSNorm applies it to ``x``; LayerNorm to the centered
+    ``xc``, whose mean square is its variance."""
+    r = 1.0 / rows.xp.sqrt(rows.mean(a * a) + eps)
+    return a * r, r
+
+
+def _gain(xhat, weight, bias):
+    """The last forward step of both norms: ``y = x̂ · w + b`` (w and b may be None)."""
+    y = xhat if weight is None else xhat * weight
+    return y if bias is None else y + bias
+
+
+def _gain_backward(rows, grad_output, xhat, weight, needs_weight, needs_bias):
+    """Undo :func:`_gain`: ``dw = sum_rows(g · x̂)``, ``db = sum_rows(g)`` (each weight and
+    bias entry is used once in every row), and ``dx̂ = g · w`` for the norm's own backward."""
+    grad_w = rows.total(grad_output * xhat) if needs_weight else None
+    grad_b = rows.total(grad_output) if needs_bias else None
+    return (grad_output if weight is None else grad_output * weight), grad_w, grad_b
+
+
 class LayerNorm(Function):
     """LayerNorm over the trailing ``axes`` (Ba et al. 2016, arXiv:1607.06450, eqs. 3-4).
 
@@ -33,7 +73,7 @@ class LayerNorm(Function):
         2.  xc   = x - mean                     (two passes: exact for shifted rows)
         3.  var  = sum(xc²) / n                 (biased, as PyTorch)
         4.  rstd = 1 / sqrt(var + eps)
-        5.  x̂    = xc · rstd
+        5.  x̂    = xc · rstd                    (3-5: RMSNorm's scaling, of xc)
         6.  y    = x̂ · w + b
 
     Derivation of the backward. From 3-4, ``dvar/dx_j = 2 xc_j / n`` (the term through the
@@ -60,40 +100,28 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
+        rows = ctx.rows = _Rows(ctx.xp, x.shape, axes)
         # BEGIN SOLUTION 3.1
-        xp = ctx.xp
-        n = max(math.prod(x.shape[a] for a in axes), 1)          # an empty row: statistics 0, not 0/0
-        mean = xp.sum(x, axis=axes, keepdims=True) / n                      # 1
-        mean = mean + xp.sum(x - mean, axis=axes, keepdims=True) / n        # 1'
+        mean = rows.mean(x)                                                 # 1
+        mean = mean + rows.mean(x - mean)                                   # 1'
         xc = x - mean                                                       # 2
-        var = xp.sum(xc * xc, axis=axes, keepdims=True) / n                 # 3
-        rstd = 1.0 / xp.sqrt(var + eps)                                     # 4
-        xhat = xc * rstd                                                    # 5
-        y = xhat if weight is None else xhat * weight                       # 6
-        y = y if bias is None else y + bias
-        ctx.save_for_backward(xhat, rstd, weight)
-        ctx.axes, ctx.n = axes, n
-        return y
+        xhat, rstd = _unit_rms(rows, xc, eps)                               # 3-5
         # END SOLUTION
+        ctx.save_for_backward(xhat, rstd, weight)
+        return _gain(xhat, weight, bias)                                    # 6
 
     @staticmethod
     def backward(ctx, grad_output):
-        # BEGIN SOLUTION 3.1
         xhat, rstd, weight = ctx.saved_tensors
-        xp = ctx.xp
-        axes, n = ctx.axes, ctx.n
-        rows = tuple(range(grad_output.ndim - len(axes)))                   # the leading (batch) dims
         need_x, need_w, need_b = ctx.needs_input_grad
-        grad_b = xp.sum(grad_output, axis=rows) if need_b else None         # 6
-        grad_w = xp.sum(grad_output * xhat, axis=rows) if need_w else None
-        grad_x = None
-        if need_x:
-            dxhat = grad_output if weight is None else grad_output * weight
-            mean_dxhat = xp.sum(dxhat, axis=axes, keepdims=True) / n
-            mean_dxhat_xhat = xp.sum(dxhat * xhat, axis=axes, keepdims=True) / n
-            grad_x = rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat)   # 5-1
-        return grad_x, grad_w, grad_b
+        dxhat, grad_w, grad_b = _gain_backward(ctx.rows, grad_output, xhat, weight, need_w, need_b)  # 6
+        if not need_x:
+            return None, grad_w, grad_b
+        # BEGIN SOLUTION 3.1
+        mean = ctx.rows.mean
+        grad_x = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   # 5-1
         # END SOLUTION
+        return grad_x, grad_w, grad_b
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -150,34 +178,22 @@ class RMSNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight, axes=(-1,), eps=1e-6):
+        ctx.rows = _Rows(ctx.xp, x.shape, axes)
         # BEGIN SOLUTION 3.2
-        xp = ctx.xp
-        n = max(math.prod(x.shape[a] for a in axes), 1)          # an empty row: statistics 0, not 0/0
-        ms = xp.sum(x * x, axis=axes, keepdims=True) / n                    # 1
-        r = 1.0 / xp.sqrt(ms + eps)                                         # 2
-        xhat = x * r                                                        # 3
-        y = xhat if weight is None else xhat * weight                       # 4
-        ctx.save_for_backward(xhat, r, weight)
-        ctx.axes, ctx.n = axes, n
-        return y
+        xhat, r = _unit_rms(ctx.rows, x, eps)                               # 1-3
         # END SOLUTION
+        ctx.save_for_backward(xhat, r, weight)
+        return _gain(xhat, weight, None)                                    # 4
 
     @staticmethod
     def backward(ctx, grad_output):
-        # BEGIN SOLUTION 3.2
         xhat, r, weight = ctx.saved_tensors
-        xp = ctx.xp
-        axes, n = ctx.axes, ctx.n
-        rows = tuple(range(grad_output.ndim - len(axes)))
         need_x, need_w = ctx.needs_input_grad
-        grad_w = xp.sum(grad_output * xhat, axis=rows) if need_w else None  # 4
-        grad_x = None
-        if need_x:
-            dxhat = grad_output if weight is None else grad_output * weight
-            mean_dxhat_xhat = xp.sum(dxhat * xhat, axis=axes, keepdims=True) / n
-            grad_x = r * (dxhat - xhat * mean_dxhat_xhat)                   # 3-1
-        return grad_x, grad_w
+        dxhat, grad_w, _ = _gain_backward(ctx.rows, grad_output, xhat, weight, need_w, False)  # 4
+        # BEGIN SOLUTION 3.2
+        grad_x = r * (dxhat - xhat * ctx.rows.mean(dxhat * xhat)) if need_x else None    # 3-1
         # END SOLUTION
+        return grad_x, grad_w
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):

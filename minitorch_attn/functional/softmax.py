@@ -73,20 +73,18 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.1
-        xp = ctx.xp
-        z, lse_z = _shifted_logsumexp(xp, x, dim)                               # 1
-        p = xp.exp(z - lse_z)                                                   # 2
+        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)                           # 1
+        p = ctx.xp.exp(z - lse_z)                                               # 2
+        # END SOLUTION
         ctx.save_for_backward(p)
         ctx.axis = dim
         return p
-        # END SOLUTION
 
     @staticmethod
     def backward(ctx, grad_output):
-        # BEGIN SOLUTION 2.1
         (p,) = ctx.saved_tensors
-        xp = ctx.xp
-        row_term = xp.sum(grad_output * p, axis=ctx.axis, keepdims=True)         # Σ_i g_i p_i
+        # BEGIN SOLUTION 2.1
+        row_term = ctx.xp.sum(grad_output * p, axis=ctx.axis, keepdims=True)     # Σ_i g_i p_i
         return p * (grad_output - row_term)                                     # 2-1
         # END SOLUTION
 
@@ -100,7 +98,7 @@ class LogSoftmax(Function):
         2. y = z - lse_z                                   (= x - lse(x))
 
     Backward. ``dy_i/dx_j = δ_ij - dlse/dx_j = δ_ij - p_j`` with ``p = softmax(x) = exp(y)``
-    (recomputed from the saved output)::
+    (saved by the forward)::
 
         2-1. dx_j = Σ_i g_i (δ_ij - p_j) = g_j - p_j Σ_i g_i
 
@@ -111,21 +109,18 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.2
-        xp = ctx.xp
-        z, lse_z = _shifted_logsumexp(xp, x, dim)                               # 1
+        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)                           # 1
         y = z - lse_z                                                           # 2
-        ctx.save_for_backward(y)
+        # END SOLUTION
+        ctx.save_for_backward(ctx.xp.exp(y))                                    # p, what the backward needs
         ctx.axis = dim
         return y
-        # END SOLUTION
 
     @staticmethod
     def backward(ctx, grad_output):
+        (p,) = ctx.saved_tensors
         # BEGIN SOLUTION 2.2
-        (y,) = ctx.saved_tensors
-        xp = ctx.xp
-        p = xp.exp(y)
-        return grad_output - p * xp.sum(grad_output, axis=ctx.axis, keepdims=True)  # 2-1
+        return grad_output - p * ctx.xp.sum(grad_output, axis=ctx.axis, keepdims=True)  # 2-1
         # END SOLUTION
 
 
