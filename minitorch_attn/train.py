@@ -237,7 +237,6 @@ def run_training(args):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - eval_seconds) / (step - start_step)
                 schedule.total_steps = int((args.time_budget - eval_seconds) / per_step)
-            schedule.step(step - start_step)
             x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
             logits = model(x)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -246,6 +245,7 @@ def run_training(args):
             optim.clip_grad_norm_(model.parameters(), args.grad_clip)
             opt.step()
             step += 1
+            schedule.step(step - start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
             bpc = loss.item() / LN2
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
             history["step"].append(step)

@@ -266,6 +266,33 @@ def test_transformer_encoder_shapes_and_length_check():
         enc(mt.randn(1, 4))
 
 
+def test_gpt_is_a_decoder_not_an_encoder_and_keeps_its_parameter_names():
+    gpt = nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
+    assert not isinstance(gpt, nn.TransformerEncoder)
+    block = ["attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight", "norm1.bias", "norm2.weight",
+             "norm2.bias", "ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]
+    # the names of checkpoints written before GPT and TransformerEncoder were separated
+    assert list(gpt.state_dict()) == ["token_embedding.weight", "position_embedding.weight",
+                                      *(f"blocks.0.{name}" for name in block), "norm.weight", "norm.bias"]
+
+
+def test_the_mask_argument_is_attn_mask_as_in_functional():
+    mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
+    x = mt.randn(2, 5, 8)
+    causal = F.causal_mask(5)
+    out, weights = mha(x, x, x, attn_mask=causal)
+    np.testing.assert_array_equal(out.numpy(), mha(x, x, x, is_causal=True)[0].numpy())
+    assert np.all(np.triu(weights.numpy(), 1) == 0)
+    with pytest.raises(TypeError, match="mask"):
+        mha(x, x, x, mask=causal)
+    enc = nn.TransformerEncoder(20, 8, 2, 16, 1, max_seq_len=5, dropout=0.0)
+    idx = mt.randint(0, 20, (1, 5))
+    first = enc(idx, attn_mask=causal).numpy()[:, 0]
+    changed = mt.tensor(np.concatenate([idx.numpy()[:, :4], (idx.numpy()[:, 4:] + 1) % 20], axis=1))
+    np.testing.assert_allclose(enc(changed, attn_mask=causal).numpy()[:, 0], first, rtol=1e-6)  # the past only
+    assert not np.allclose(enc(changed).numpy()[:, 0], enc(idx).numpy()[:, 0])
+
+
 def test_gpt_trains_and_reaches_every_parameter():
     gpt = nn.GPT(10, d_model=16, num_heads=2, num_layers=2, max_seq_len=8)
     idx = mt.randint(0, 10, (2, 8))

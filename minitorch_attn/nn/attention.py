@@ -123,14 +123,14 @@ class MultiHeadAttention(Module):
         return x.reshape(batch, kv_heads * group, length, d_k)
         # END SOLUTION
 
-    def forward(self, query, key, value, mask=None, is_causal=False, need_weights=True,
+    def forward(self, query, key, value, attn_mask=None, is_causal=False, need_weights=True,
                 cache=None, layer_index=0):
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
             query: ``(batch, T_q, d_model)``; key, value: ``(batch, T_k, d_model)`` (the
                 same tensor for self-attention, an encoder output for cross-attention).
-            mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
+            attn_mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
                 may attend to a key (as ``torch.nn.functional.scaled_dot_product_attention``).
             is_causal: query ``i`` sees keys ``j <= i`` only (with a cache: ``j <= offset + i``).
             need_weights: also return the attention weights. They are formed by the naive
@@ -160,15 +160,15 @@ class MultiHeadAttention(Module):
 
         weights = None
         if need_weights:  # as in PyTorch, asking for the weights takes the path that forms them
-            weights = F.attention_weights(q, k, attn_mask=mask, is_causal=is_causal, enable_gqa=True,
+            weights = F.attention_weights(q, k, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=True,
                                           causal_alignment=alignment)  # (B, h, T_q, T_k)
             out = self.dropout(weights) @ self._repeat_kv(v)            # (B, h, T_q, d_k)
         elif self.attn_impl == "naive":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
                                                  is_causal=is_causal, enable_gqa=True,
                                                  causal_alignment=alignment)
         else:
-            out = F.flash_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+            out = F.flash_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                     enable_gqa=True, causal_alignment=alignment)
         # BEGIN SOLUTION 4.3
         out = out.transpose(1, 2).reshape(batch, length, self.d_model)  # concat the heads

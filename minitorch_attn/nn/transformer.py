@@ -44,10 +44,11 @@ class TransformerEncoderBlock(Module):
         self.ffn = FeedForward(d_model, d_ff, approximate=activation)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
-    def forward(self, x, mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
-        """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``."""
+    def forward(self, x, attn_mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
+        """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``. ``attn_mask``,
+        ``is_causal``, ``cache`` and ``layer_index`` go to :meth:`MultiHeadAttention.forward`."""
         h = self.norm1(x) if self.norm_first else x
-        a, weights = self.attn(h, h, h, mask=mask, is_causal=is_causal, need_weights=need_weights,
+        a, weights = self.attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal, need_weights=need_weights,
                                cache=cache, layer_index=layer_index)
         x = x + self.dropout1(a)
         if not self.norm_first:
@@ -88,7 +89,7 @@ class TransformerDecoderBlock(Module):
         x = self._residual(x, self.norm1, self.dropout1,
                            lambda h: self.self_attn(h, h, h, is_causal=is_causal, need_weights=False)[0])
         x = self._residual(x, self.norm2, self.dropout2,
-                           lambda h: self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=False)[0])
+                           lambda h: self.cross_attn(h, memory, memory, attn_mask=memory_mask, need_weights=False)[0])
         return self._residual(x, self.norm3, self.dropout3, self.ffn)
 
 
@@ -106,14 +107,12 @@ def init_gpt2(model, num_layers):
             p.data = _normal(p.shape, std, p.device, p.dtype).data
 
 
-class TransformerEncoder(Module):
-    """Token embedding + learned positional embedding, ``num_layers`` Pre-LN encoder blocks
-    and a final norm. Initialized as :func:`init_gpt2`.
-
-    Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
-    Raises:
-        TypeError: if ``idx`` is not a Tensor.
-        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len``, or a token id is outside ``[0, vocab_size)``.
+class _SelfAttentionStack(Module):
+    """What :class:`TransformerEncoder` and :class:`GPT` share: token embedding, learned
+    positional embedding, dropout, ``num_layers`` :class:`TransformerEncoderBlock` s and a
+    final norm, initialized as :func:`init_gpt2`. Each model decides how its blocks attend
+    (an encoder sees the whole sequence, a decoder only the past). Its attribute names are
+    the parameter names of both models' state dicts.
     """
 
     def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1, **block_options):
@@ -139,26 +138,40 @@ class TransformerEncoder(Module):
         positions = arange(offset, offset + length, device=idx.device)
         return self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
 
-    def forward(self, idx, mask=None):
-        """``mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
+
+class TransformerEncoder(_SelfAttentionStack):
+    """An encoder (arXiv:1706.03762, §3.1 "Encoder", Pre-LN by default): token embedding +
+    learned positional embedding, ``num_layers`` encoder blocks in which every position
+    attends to every other (unless ``attn_mask`` says otherwise), and a final norm.
+    Initialized as :func:`init_gpt2`.
+
+    Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
+    Raises:
+        TypeError: if ``idx`` is not a Tensor.
+        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len``, or a token id is outside ``[0, vocab_size)``.
+    """
+
+    def forward(self, idx, attn_mask=None):
+        """``attn_mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
         x = self.embed(idx)
         for block in self.blocks:
-            x = block(x, mask=mask)
+            x = block(x, attn_mask=attn_mask)
         return self.norm(x)
 
 
-class GPT(TransformerEncoder):
+class GPT(_SelfAttentionStack):
     """A decoder-only language model (GPT-2's architecture, Radford et al. 2019): the
-    :class:`TransformerEncoder` stack with causal self-attention, then a linear layer to
-    the vocabulary whose weight is the token embedding when ``tie_weights`` (Press &
-    Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh approximation, as GPT-2.
+    embeddings and blocks of :class:`TransformerEncoder` (not an encoder: every block
+    attends causally, each position to itself and the past only), a final norm, then a
+    linear layer to the vocabulary whose weight is the token embedding when
+    ``tie_weights`` (Press & Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh
+    approximation, as GPT-2.
 
     Shapes: ``idx (batch, seq_len)`` int64 -> logits ``(batch, seq_len, vocab_size)`` float32.
 
     ``config`` holds the constructor's arguments, so ``GPT(**model.config)`` rebuilds it
     (checkpoints store it).
     """
-
     def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
                  dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
                  attn_impl="naive"):
