@@ -331,11 +331,14 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
                  device="cpu", return_logits=False):
     """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
 
-    With ``use_cache`` the prompt runs through the model once and every later step feeds
-    only the newest token, attending to the cached keys and values of all earlier ones.
-    When the sequence reaches ``max_seq_len`` (the learned positions run out), the cache is
-    rebuilt from the last half of the context. Without the cache every step recomputes the
-    last ``max_seq_len`` tokens; both give the same logits (the tests check it).
+    Without the cache every step runs the model on ``model.context(ids)``: the last
+    ``max_seq_len`` ids with learned positions, all of them with rotary ones (whose
+    attention slides over the last ``max_seq_len`` keys). With ``use_cache`` the prompt runs
+    through the model once and every later step feeds only the newest token, attending to
+    the cached keys and values. Both give the same logits at every step, also past
+    ``max_seq_len`` (the tests check it in float64): a rotary cache slides; a learned one is
+    refilled from the window each step once the positions run out, since every token's
+    position then shifts.
 
     Returns:
         the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
@@ -348,7 +351,6 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
     rng = rng if rng is not None else numpy.random.default_rng()
-    limit = model.max_seq_len
     ids, new, all_logits = list(ids), [], []
     was_training = model.training
     model.eval()
@@ -356,12 +358,10 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
         cache, feed = None, None
         for _ in range(max_new_tokens):
             if not use_cache:
-                logits = model(tensor([ids[-limit:]], device=device))
+                logits = model(tensor([model.context(ids)], device=device))
             else:
-                if cache is None:
-                    cache, feed = model.new_cache(), ids[-limit:]
-                elif cache.length + len(feed) > limit:  # out of positions: keep the last half
-                    cache, feed = model.new_cache(), ids[-(limit // 2):]
+                if cache is None or not cache.fits(len(feed)):  # first step, or out of positions
+                    cache, feed = model.new_cache(), model.context(ids)
                 logits = model(tensor([feed], device=device), cache=cache)
             row = logits[0, -1].numpy().astype(numpy.float64)
             next_id = _next_id(row, temperature, top_k, rng)
