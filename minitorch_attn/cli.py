@@ -82,6 +82,9 @@ def add_train(subparsers):
     model.add_argument("--dropout", type=probability, default=0.0, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
+    model.add_argument("--pos-encoding", choices=("learned", "rope"), default="learned",
+                       help="positions: a learned embedding per position (GPT-2) or rotary queries and keys "
+                            "(RoPE), whose attention slides over the last --block-size characters when sampling")
     opt = p.add_argument_group("optimization")
     opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
     opt.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of AdamW")

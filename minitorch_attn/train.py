@@ -196,7 +196,7 @@ def run_training(args):
         vocab = CharVocab.from_text(text)
         config = dict(vocab_size=len(vocab), d_model=args.d_model, num_heads=args.num_heads,
                       num_layers=args.num_layers, max_seq_len=args.block_size, dropout=args.dropout,
-                      norm=args.norm, attn_impl=args.attn_impl)
+                      norm=args.norm, attn_impl=args.attn_impl, pos_encoding=args.pos_encoding)
     block_size = config["max_seq_len"]
     train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
     if vocab.unknown_count:
@@ -218,7 +218,8 @@ def run_training(args):
     log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
         f"val {len(val_ids):,}; bigram baseline {baseline:.3f} bits/char")
     log(f"model: GPT with {model.num_parameters():,} parameters ({config['num_layers']} layers, "
-        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}) on {args.device}")
+        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}, "
+        f"{config.get('pos_encoding', 'learned')} positions) on {args.device}")
 
     total_steps = args.steps if args.steps else 10**9
     # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)

@@ -184,3 +184,24 @@ def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_pat
     train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
     with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
         train.load_model(path)
+
+
+def test_rope_is_trained_saved_and_restored(small_text, tmp_path):
+    out = tmp_path / "rope"
+    assert cli.main(["train", "--text", str(small_text), "--steps", "3", "--out", str(out),
+                     "--pos-encoding", "rope", "--eval-interval", "100", *TINY]) == 0
+    model, vocab, checkpoint = train.load_model(out / "checkpoint.npz")
+    assert checkpoint["config"]["pos_encoding"] == "rope" and model.pos_encoding == "rope"
+    assert "position_embedding.weight" not in model.state_dict()
+    text = train.generate(model, vocab, "The ", max_new_tokens=40, temperature=0)  # past the 32 of --block-size
+    assert len(text) == 44
+
+
+def test_a_checkpoint_without_pos_encoding_loads_with_learned_positions(tmp_path):
+    model = _tiny_gpt()
+    config = {k: v for k, v in model.config.items() if k not in ("pos_encoding", "rope_base")}
+    train.ckpt.save(tmp_path / "old.npz", model, config=config, vocab="abcdefghi", step=0, history={})
+    loaded, _, _ = train.load_model(tmp_path / "old.npz")
+    assert loaded.pos_encoding == "learned"
+    idx = mt.tensor([[1, 2, 3]])
+    np.testing.assert_array_equal(loaded(idx).numpy(), model(idx).numpy())
