@@ -56,6 +56,10 @@ EXPECTED = {
                   "attention_block: 45 tensors, 32 Function calls, 80 arrows"],
                  ["layernorm_graphs.png", "attention_block.png"] if shutil.which("dot") else
                  ["layernorm_primitives.dot", "attention_block.dot"]),
+    "13_rope": (["30 steps each, batch 8, context 32", "positions  parameters  val bits/char",
+                 "learned        16,416", "rope           15,392", "rope minus learned: ",
+                 "sample, learned positions:\nThe ", "sample, rope positions:\nThe "],
+                ["rope_vs_learned.png"]),
 }
 
 
