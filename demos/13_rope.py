@@ -58,9 +58,8 @@ def draw(results, baseline, out):
         ax.plot(steps[-1:], bpc[-1:], "*", color=colour, markersize=12,
                 label=f"{name}: {bpc[-1]:.3f} on the whole validation split")
     ax.axhline(baseline, color="gray", linestyle="--", label=f"bigram baseline ({baseline:.2f})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation bits per character")
-    ax.set_title("Learned vs rotary positions, same model, data and steps")
+    ax.set(xlabel="step", ylabel="validation bits per character",
+           title="Learned vs rotary positions, same model, data and steps")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
