@@ -349,9 +349,9 @@ def test_rope_attention_slides_over_the_last_max_seq_len_keys(rng):
     assert np.abs(after[:, 4] - before[:, 4]).max() > 1e-6
 
 
-@pytest.mark.parametrize("num_kv_heads", [None, 2])
-def test_rope_kv_cache_slides_and_gives_the_same_logits(rng, num_kv_heads):
-    gpt = _rope_gpt(rng, max_seq_len=4, num_kv_heads=num_kv_heads)
+@pytest.mark.parametrize("num_kv_heads, attn_impl", [(None, "naive"), (2, "flash")])
+def test_rope_kv_cache_slides_and_gives_the_same_logits(rng, num_kv_heads, attn_impl):
+    gpt = _rope_gpt(rng, max_seq_len=4, num_kv_heads=num_kv_heads, attn_impl=attn_impl)
     idx = mt.tensor(rng.integers(0, 12, (2, 13)))
     full = gpt(idx).numpy()                                   # one forward, banded causal mask
     cache = gpt.new_cache()
