@@ -16,8 +16,8 @@ fused or separate Q/K/V projections without bias, grouped-query attention, a tan
 tied embeddings, and positions learned or rotary (split-half pairs, sliding-window
 attention over ``max_seq_len`` keys). The tests check that its logits equal ours.
 
-Needs PyTorch (``pip install torch``, or the ``ref`` extra) and, to read the export, the
-``safetensors`` package (the ``export`` extra).
+Needs PyTorch 2.4 or newer (``nn.RMSNorm``; ``pip install torch``, or the ``ref`` extra) and,
+to read the export, the ``safetensors`` package (the ``export`` extra).
 """
 
 from __future__ import annotations
