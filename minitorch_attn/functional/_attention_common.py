@@ -23,22 +23,25 @@ from ._checks import _check_probability
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 
-def _causal_keep(xp, device, L, S, alignment="top_left"):
+def _causal_keep(xp, device, L, S, alignment="top_left", window=None):
     """Raw bool array ``(L, S)``: True where query ``i`` may look at key ``j``.
 
     ``top_left`` (PyTorch's ``is_causal``): ``j <= i``.
     ``bottom_right`` (FlashAttention >= 2.1, KV-cache decoding, where the L queries are the
     *last* L positions of the S keys): ``j <= i + S - L``.
+    ``window`` (sliding-window attention): also ``j > i + offset - window``, the last
+    ``window`` keys up to the query's own position.
     """
     if alignment not in CAUSAL_ALIGNMENTS:
         raise ValueError(f"causal alignment must be one of {CAUSAL_ALIGNMENTS}, got {alignment!r}")
     offset = 0 if alignment == "top_left" else S - L
     rows = xp.arange(L, device=device)[:, None]
     cols = xp.arange(S, device=device)[None, :]
-    return cols <= rows + offset
+    keep = cols <= rows + offset
+    return keep if window is None else keep & (cols > rows + offset - window)
 
 
-def causal_mask(L, S=None, alignment="top_left", device=None):
+def causal_mask(L, S=None, alignment="top_left", device=None, window=None):
     """A bool tensor ``(L, S)`` that is True where query ``i`` may attend to key ``j``.
 
     Pass it as ``attn_mask`` to :func:`scaled_dot_product_attention` (True = takes part,
@@ -52,16 +55,21 @@ def causal_mask(L, S=None, alignment="top_left", device=None):
             when ``L == S``. With bottom-right alignment and ``L > S`` the first ``L - S``
             queries see no key (their attention output is 0).
         device: ``"cpu"``, ``"cuda"`` or ``"strict"`` (default: the default device).
+        window: sliding-window attention (Beltagy et al., arXiv:2004.05150, §3.1; Mistral):
+            each query sees only the last ``window`` keys up to its own position, itself
+            included. None (default): every earlier key.
 
     Raises:
-        ValueError: for a negative size or an unknown alignment.
+        ValueError: for a negative size, a window < 1 or an unknown alignment.
     """
     S = L if S is None else S
     for name, n in (("L", L), ("S", S)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"causal_mask: {name} must be a non-negative int, got {n!r}")
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+        raise ValueError(f"causal_mask: window must be an int >= 1 (or None), got {window!r}")
     backend = get_backend(device)
-    return Tensor(_causal_keep(backend.xp, backend.device, L, S, alignment))
+    return Tensor(_causal_keep(backend.xp, backend.device, L, S, alignment, window))
 
 
 def _broadcast_shape(a, b):
