@@ -21,5 +21,6 @@ from .core.tensor import Tensor, bool_, dtype_name, float32, float64, int32, int
 
 from . import functional  # import minitorch_attn.functional as F
 from .gradcheck import GradcheckError, GradcheckReport, check_gradients, gradcheck
+from .graph import draw_graph
 
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
     minitorch-attn gradcheck [--device cpu] [--dtype float64]   run the gradient-check suite
     minitorch-attn train [--text PATH] [--time-budget 240] ...   train a character-level GPT
     minitorch-attn sample --checkpoint PATH --prompt TEXT        sample text from a trained GPT
+    minitorch-attn export --checkpoint PATH --out M.safetensors  the GPT's weights for PyTorch
     minitorch-attn demo --list | NAME                             the tutorial's demos
     minitorch-attn homework make|grade|check                      student versions and grading
 
@@ -26,6 +27,7 @@ from .argtypes import (
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
+from .export import run_export
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
 from .train import run_sample, run_training
@@ -82,6 +84,9 @@ def add_train(subparsers):
     model.add_argument("--dropout", type=probability, default=0.0, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
+    model.add_argument("--pos-encoding", choices=("learned", "rope"), default="learned",
+                       help="positions: a learned embedding per position (GPT-2) or rotary queries and keys "
+                            "(RoPE), whose attention slides over the last --block-size characters when sampling")
     opt = p.add_argument_group("optimization")
     opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
     opt.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of AdamW")
@@ -123,7 +128,26 @@ def _run_sample(args):
     return run_sample(args)
 
 
-SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_homework, add_demo]
+def add_export(subparsers):
+    p = subparsers.add_parser(
+        "export", help="write a trained GPT's weights for PyTorch (safetensors + JSON config)",
+        description="Write the weights of a checkpoint of the train command as safetensors, under the "
+                    "parameter names of minitorch_attn.torch_gpt.GPT, and its config and vocabulary as "
+                    "JSON beside them (needs the export extra: pip install \"minitorch-attn[export]\").")
+    p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
+    p.add_argument("--out", required=True, metavar="FILE.safetensors", help="the weights to write (FILE.json beside)")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args):
+    try:
+        return run_export(args)
+    except ImportError as error:  # the optional safetensors package: one line, as bad input
+        print(f"minitorch-attn export: {error}", file=sys.stderr)
+        return 2
+
+
+SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, add_demo]
 
 
 def main(argv=None):

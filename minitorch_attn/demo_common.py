@@ -1,4 +1,4 @@
-"""What every demo shares: its command-line flags, its output folder, matplotlib, random inputs.
+"""What the demos share: command-line flags, output folder, matplotlib, random inputs, the tutorial's LayerNorm.
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME", argv)``. The flags are::
 
@@ -80,3 +80,12 @@ def randn(rng, *shape, device="cpu", requires_grad=False):
     (the same numbers on every device for the same seed)."""
     data = rng.standard_normal(shape).astype(numpy.float32)
     return mt.tensor(data, device=device, requires_grad=requires_grad)
+
+
+def layer_norm_from_primitives(x, gamma, beta, eps=1e-5):
+    """The tutorial's LayerNorm: every step a primitive op (mean, var, sqrt, ...), so autograd
+    differentiates it step by step (``F.layer_norm`` is one Function with a closed-form backward)."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, correction=0)   # biased variance, as LayerNorm
+    x_hat = (x - mean) / (var + eps).sqrt()
+    return gamma * x_hat + beta

@@ -285,8 +285,17 @@ class WarmupCosineLR:
     Goyal et al., arXiv:1706.02677). ``total_steps`` may be changed while training (the
     training job re-estimates it when it runs for a time budget rather than a step count).
 
-    Call :meth:`step` once per optimizer step, before ``optimizer.step()``; it writes the
-    rate into every parameter group and returns it.
+    Use it as PyTorch's schedulers: creating it writes the rate of step 0 into every
+    parameter group, and :meth:`step`, called after each ``optimizer.step()``, writes the
+    rate of the next step (and returns it)::
+
+        scheduler = WarmupCosineLR(optimizer, warmup_steps=50, total_steps=1000)
+        for x, y in batches:
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
     """
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
@@ -300,6 +309,7 @@ class WarmupCosineLR:
         self.min_lr_ratio = min_lr_ratio
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.last_step = -1
+        self.step()  # the rate of step 0, as PyTorch's schedulers set it when they are made
 
     def factor(self, step):
         """The multiplier of the base rate at ``step`` (>= 0)."""
@@ -313,6 +323,7 @@ class WarmupCosineLR:
         return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * t))
 
     def step(self, step=None):
+        """Move to the next step (or to ``step``, counted from 0) and write its rate."""
         self.last_step = self.last_step + 1 if step is None else step
         f = self.factor(self.last_step)
         for group, base in zip(self.optimizer.param_groups, self.base_lrs):

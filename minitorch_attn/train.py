@@ -196,7 +196,7 @@ def run_training(args):
         vocab = CharVocab.from_text(text)
         config = dict(vocab_size=len(vocab), d_model=args.d_model, num_heads=args.num_heads,
                       num_layers=args.num_layers, max_seq_len=args.block_size, dropout=args.dropout,
-                      norm=args.norm, attn_impl=args.attn_impl)
+                      norm=args.norm, attn_impl=args.attn_impl, pos_encoding=args.pos_encoding)
     block_size = config["max_seq_len"]
     train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
     if vocab.unknown_count:
@@ -218,7 +218,8 @@ def run_training(args):
     log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
         f"val {len(val_ids):,}; bigram baseline {baseline:.3f} bits/char")
     log(f"model: GPT with {model.num_parameters():,} parameters ({config['num_layers']} layers, "
-        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}) on {args.device}")
+        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}, "
+        f"{config.get('pos_encoding', 'learned')} positions) on {args.device}")
 
     total_steps = args.steps if args.steps else 10**9
     # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
@@ -237,7 +238,6 @@ def run_training(args):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - eval_seconds) / (step - start_step)
                 schedule.total_steps = int((args.time_budget - eval_seconds) / per_step)
-            schedule.step(step - start_step)
             x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
             logits = model(x)
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -246,6 +246,7 @@ def run_training(args):
             optim.clip_grad_norm_(model.parameters(), args.grad_clip)
             opt.step()
             step += 1
+            schedule.step(step - start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
             bpc = loss.item() / LN2
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
             history["step"].append(step)
@@ -331,11 +332,14 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
                  device="cpu", return_logits=False):
     """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
 
-    With ``use_cache`` the prompt runs through the model once and every later step feeds
-    only the newest token, attending to the cached keys and values of all earlier ones.
-    When the sequence reaches ``max_seq_len`` (the learned positions run out), the cache is
-    rebuilt from the last half of the context. Without the cache every step recomputes the
-    last ``max_seq_len`` tokens; both give the same logits (the tests check it).
+    Without the cache every step runs the model on ``model.context(ids)``: the last
+    ``max_seq_len`` ids with learned positions, all of them with rotary ones (whose
+    attention slides over the last ``max_seq_len`` keys). With ``use_cache`` the prompt runs
+    through the model once and every later step feeds only the newest token, attending to
+    the cached keys and values. Both give the same logits at every step, also past
+    ``max_seq_len`` (the tests check it in float64): a rotary cache slides; a learned one is
+    refilled from the window each step once the positions run out, since every token's
+    position then shifts.
 
     Returns:
         the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
@@ -348,7 +352,6 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
     rng = rng if rng is not None else numpy.random.default_rng()
-    limit = model.max_seq_len
     ids, new, all_logits = list(ids), [], []
     was_training = model.training
     model.eval()
@@ -356,12 +359,10 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
         cache, feed = None, None
         for _ in range(max_new_tokens):
             if not use_cache:
-                logits = model(tensor([ids[-limit:]], device=device))
+                logits = model(tensor([model.context(ids)], device=device))
             else:
-                if cache is None:
-                    cache, feed = model.new_cache(), ids[-limit:]
-                elif cache.length + len(feed) > limit:  # out of positions: keep the last half
-                    cache, feed = model.new_cache(), ids[-(limit // 2):]
+                if cache is None or not cache.fits(len(feed)):  # first step, or out of positions
+                    cache, feed = model.new_cache(), model.context(ids)
                 logits = model(tensor([feed], device=device), cache=cache)
             row = logits[0, -1].numpy().astype(numpy.float64)
             next_id = _next_id(row, temperature, top_k, rng)

@@ -4,6 +4,7 @@
 import contextlib
 import io
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,15 @@ EXPECTED = {
                      "Linear before the norm: weight    0.000e+00  vanishes",
                      "LayerNorm: bias", "over the batch (dim 0)         two different inputs -> max |y1 - y2| = 0.000e+00"],
                     ["zero_gamma_gradients.png"]),
+    "12_graph": (["layernorm_primitives: 11 tensors, 8 Function calls, 20 arrows",
+                  "layernorm_fused: 4 tensors, 1 Function call, 4 arrows",
+                  "attention_block: 45 tensors, 32 Function calls, 80 arrows"],
+                 ["layernorm_graphs.png", "attention_block.png"] if shutil.which("dot") else
+                 ["layernorm_primitives.dot", "attention_block.dot"]),
+    "13_rope": (["30 steps each, batch 8, context 32", "positions  parameters  val bits/char",
+                 "learned        16,416", "rope           15,392", "rope minus learned: ",
+                 "sample, learned positions:\nThe ", "sample, rope positions:\nThe "],
+                ["rope_vs_learned.png"]),
 }
 
 

@@ -463,6 +463,17 @@ def test_causal_mask_alignments(device):
         F.causal_mask(2, 2, "middle")
 
 
+def test_causal_mask_with_a_sliding_window(device):
+    band = F.causal_mask(4, window=2, device=device).numpy()
+    np.testing.assert_array_equal(band, [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]])
+    bottom = F.causal_mask(2, 5, "bottom_right", window=3, device=device).numpy()
+    np.testing.assert_array_equal(bottom, [[0, 1, 1, 1, 0], [0, 0, 1, 1, 1]])
+    np.testing.assert_array_equal(F.causal_mask(3, window=3).numpy(), F.causal_mask(3).numpy())
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="window must be an int >= 1"):
+            F.causal_mask(3, window=bad)
+
+
 def test_check_attention_inputs_returns_the_group_size():
     q, k = mt.zeros(2, 6, 3, 4), mt.zeros(2, 2, 5, 4)
     assert common._check_attention_inputs(q, k, mt.zeros(2, 2, 5, 7), enable_gqa=True) == 3

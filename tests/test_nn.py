@@ -266,6 +266,33 @@ def test_transformer_encoder_shapes_and_length_check():
         enc(mt.randn(1, 4))
 
 
+def test_gpt_is_a_decoder_not_an_encoder_and_keeps_its_parameter_names():
+    gpt = nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
+    assert not isinstance(gpt, nn.TransformerEncoder)
+    block = ["attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight", "norm1.bias", "norm2.weight",
+             "norm2.bias", "ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]
+    # the names of checkpoints written before GPT and TransformerEncoder were separated
+    assert list(gpt.state_dict()) == ["token_embedding.weight", "position_embedding.weight",
+                                      *(f"blocks.0.{name}" for name in block), "norm.weight", "norm.bias"]
+
+
+def test_the_mask_argument_is_attn_mask_as_in_functional():
+    mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
+    x = mt.randn(2, 5, 8)
+    causal = F.causal_mask(5)
+    out, weights = mha(x, x, x, attn_mask=causal)
+    np.testing.assert_array_equal(out.numpy(), mha(x, x, x, is_causal=True)[0].numpy())
+    assert np.all(np.triu(weights.numpy(), 1) == 0)
+    with pytest.raises(TypeError, match="mask"):
+        mha(x, x, x, mask=causal)
+    enc = nn.TransformerEncoder(20, 8, 2, 16, 1, max_seq_len=5, dropout=0.0)
+    idx = mt.randint(0, 20, (1, 5))
+    first = enc(idx, attn_mask=causal).numpy()[:, 0]
+    changed = mt.tensor(np.concatenate([idx.numpy()[:, :4], (idx.numpy()[:, 4:] + 1) % 20], axis=1))
+    np.testing.assert_allclose(enc(changed, attn_mask=causal).numpy()[:, 0], first, rtol=1e-6)  # the past only
+    assert not np.allclose(enc(changed).numpy()[:, 0], enc(idx).numpy()[:, 0])
+
+
 def test_gpt_trains_and_reaches_every_parameter():
     gpt = nn.GPT(10, d_model=16, num_heads=2, num_layers=2, max_seq_len=8)
     idx = mt.randint(0, 10, (2, 8))
@@ -288,10 +315,67 @@ def test_kv_cache_gives_the_same_logits(num_kv_heads):
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-4, atol=1e-5)
 
 
+def _rope_gpt(rng, max_seq_len=3, num_layers=2, **options):
+    """A float64 GPT with rotary positions and weights large enough to matter (std 0.3)."""
+    gpt = nn.GPT(12, d_model=16, num_heads=4, num_layers=num_layers, max_seq_len=max_seq_len,
+                 pos_encoding="rope", **options).eval()
+    for p in gpt.parameters():
+        p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
+    return gpt
+
+
+def test_rope_gpt_has_no_position_table_and_reads_any_length(rng):
+    gpt = _rope_gpt(rng)
+    assert "position_embedding.weight" not in gpt.state_dict()
+    assert all(block.attn.rope_base == 10000.0 for block in gpt.blocks)
+    assert gpt(mt.randint(0, 12, (2, 10))).shape == (2, 10, 12)      # longer than max_seq_len = 3
+    with pytest.raises(ValueError, match="exceeds max_seq_len=3"):
+        nn.GPT(12, d_model=16, num_heads=4, num_layers=1, max_seq_len=3)(mt.randint(0, 12, (1, 4)))
+    with pytest.raises(ValueError, match="pos_encoding must be one of"):
+        nn.GPT(12, pos_encoding="sinusoidal")
+    encoder = nn.TransformerEncoder(12, 16, 4, 32, 1, max_seq_len=3, pos_encoding="rope")
+    assert encoder(mt.randint(0, 12, (1, 7))).shape == (1, 7, 16)
+
+
+def test_rope_attention_slides_over_the_last_max_seq_len_keys(rng):
+    """Each layer sees a window of 3 keys, so with 2 layers token 0 reaches positions up to
+    2 + 2 = 4 and no further: the logits at 5.. do not change when it does."""
+    gpt = _rope_gpt(rng, max_seq_len=3, num_layers=2)
+    idx = rng.integers(0, 12, (1, 9))
+    changed = idx.copy()
+    changed[0, 0] = (idx[0, 0] + 1) % 12
+    before, after = gpt(mt.tensor(idx)).numpy(), gpt(mt.tensor(changed)).numpy()
+    np.testing.assert_array_equal(after[:, 5:], before[:, 5:])
+    assert np.abs(after[:, 4] - before[:, 4]).max() > 1e-6
+
+
+@pytest.mark.parametrize("num_kv_heads, attn_impl", [(None, "naive"), (2, "flash")])
+def test_rope_kv_cache_slides_and_gives_the_same_logits(rng, num_kv_heads, attn_impl):
+    gpt = _rope_gpt(rng, max_seq_len=4, num_kv_heads=num_kv_heads, attn_impl=attn_impl)
+    idx = mt.tensor(rng.integers(0, 12, (2, 13)))
+    full = gpt(idx).numpy()                                   # one forward, banded causal mask
+    cache = gpt.new_cache()
+    steps = [gpt(idx[:, :6], cache=cache).numpy()]           # a prompt longer than the window ...
+    assert cache.length == 3 and cache.position == 6          # ... keeps the last window - 1
+    for t in range(6, 13):                                    # ... then one token at a time
+        steps.append(gpt(idx[:, t:t + 1], cache=cache).numpy())
+    assert cache.length == 3 and cache.position == 13
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0,
+                               atol=float64_tolerance(full, n_ops=100, dtype="float64"))
+
+
+def test_rotary_attention_needs_self_attention():
+    mha = nn.MultiHeadAttention(8, 2, rope_base=10000.0)
+    assert "rope_base=10000.0" in repr(mha)
+    with pytest.raises(ValueError, match="rotary positions need self-attention"):
+        mha(mt.randn(1, 3, 8), mt.randn(1, 5, 8), mt.randn(1, 5, 8))
+
+
 @pytest.mark.parametrize("options", [
     dict(),
     dict(num_kv_heads=1, fused_qkv=True, bias=True),
     dict(attn_impl="flash"),
+    dict(rope_base=100.0, num_kv_heads=1),
 ])
 def test_attention_module_gradients_by_finite_differences(options):
     """The module wires the checked ops together (projections, head split, GQA, attention,

@@ -157,7 +157,8 @@ def test_warmup_cosine_schedule():
     p = _param(P0)
     opt = optim.SGD([p], lr=1.0)
     sched = optim.WarmupCosineLR(opt, warmup_steps=4, total_steps=14, min_lr_ratio=0.1)
-    lrs = [sched.step() for _ in range(16)]
+    lrs = [opt.param_groups[0]["lr"]]  # made: the rate of step 0, as PyTorch's schedulers
+    lrs += [sched.step() for _ in range(15)]  # each call after an optimizer step: the next rate
     assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
     assert lrs[4] == pytest.approx(1.0)                        # cosine starts at the top
     assert lrs[9] == pytest.approx(0.1 + 0.9 * 0.5)            # halfway

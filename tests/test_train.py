@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
+import minitorch_attn as mt
 from minitorch_attn import cli, nn, train
+from tests.conftest import float64_tolerance
 
 
 def test_vocab_round_trip_and_unknown_characters():
@@ -55,6 +57,33 @@ def test_cached_and_uncached_generation_give_the_same_logits():
     plain, logits_plain = train.generate_ids(model, prompt, 8, temperature=0, use_cache=False, return_logits=True)
     assert cached == plain
     np.testing.assert_allclose(np.array(logits_cached), np.array(logits_plain), rtol=1e-4, atol=1e-5)
+
+
+def _float64_gpt(rng, **options):
+    """A small GPT in float64 with weights large enough to give distinct logits (std 0.3)."""
+    model = nn.GPT(11, d_model=16, num_heads=4, num_layers=2, **options)
+    for p in model.parameters():
+        p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
+    return model
+
+
+@pytest.mark.parametrize("pos_encoding, max_seq_len, prompt", [
+    ("learned", 2, [1, 2]),                  # the case of the report: positions run out at once
+    ("learned", 4, [3, 1, 4]),
+    ("rope", 3, [1, 2]),                     # the window slides from the third new token on
+    ("rope", 4, [5, 3, 1, 4, 1, 5, 9]),      # a prompt longer than the window
+])
+def test_cached_generation_equals_uncached_past_max_seq_len(rng, pos_encoding, max_seq_len, prompt):
+    """Greedy steps in float64 well past max_seq_len: the same ids and, at every step, the same
+    logits (learned positions: the last max_seq_len tokens; rope: a sliding window)."""
+    model = _float64_gpt(rng, max_seq_len=max_seq_len, pos_encoding=pos_encoding, num_kv_heads=2)
+    steps = 4 * max_seq_len
+    cached, logits_cached = train.generate_ids(model, prompt, steps, temperature=0, use_cache=True, return_logits=True)
+    plain, logits_plain = train.generate_ids(model, prompt, steps, temperature=0, use_cache=False, return_logits=True)
+    reference = np.array(logits_plain)
+    assert cached == plain
+    np.testing.assert_allclose(np.array(logits_cached), reference, rtol=0,
+                               atol=float64_tolerance(reference, n_ops=100, dtype="float64"))
 
 
 def test_generation_runs_past_the_context_and_samples_top_k():
@@ -155,3 +184,24 @@ def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_pat
     train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
     with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
         train.load_model(path)
+
+
+def test_rope_is_trained_saved_and_restored(small_text, tmp_path):
+    out = tmp_path / "rope"
+    assert cli.main(["train", "--text", str(small_text), "--steps", "3", "--out", str(out),
+                     "--pos-encoding", "rope", "--eval-interval", "100", *TINY]) == 0
+    model, vocab, checkpoint = train.load_model(out / "checkpoint.npz")
+    assert checkpoint["config"]["pos_encoding"] == "rope" and model.pos_encoding == "rope"
+    assert "position_embedding.weight" not in model.state_dict()
+    text = train.generate(model, vocab, "The ", max_new_tokens=40, temperature=0)  # past the 32 of --block-size
+    assert len(text) == 44
+
+
+def test_a_checkpoint_without_pos_encoding_loads_with_learned_positions(tmp_path):
+    model = _tiny_gpt()
+    config = {k: v for k, v in model.config.items() if k not in ("pos_encoding", "rope_base")}
+    train.ckpt.save(tmp_path / "old.npz", model, config=config, vocab="abcdefghi", step=0, history={})
+    loaded, _, _ = train.load_model(tmp_path / "old.npz")
+    assert loaded.pos_encoding == "learned"
+    idx = mt.tensor([[1, 2, 3]])
+    np.testing.assert_array_equal(loaded(idx).numpy(), model(idx).numpy())

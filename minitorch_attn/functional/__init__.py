@@ -18,7 +18,8 @@ One module per topic, in reading order:
 * :mod:`.linear`        -- :func:`linear`, :func:`embedding`;
 * :mod:`.attention`     -- :func:`scaled_dot_product_attention`, :func:`attention_weights`,
   and :func:`causal_mask` (from :mod:`._attention_common`);
-* :mod:`.flash`         -- :func:`flash_attention`, the same attention in blocks.
+* :mod:`.flash`         -- :func:`flash_attention`, the same attention in blocks;
+* :mod:`.rotary`        -- :func:`rotary_embedding`, rotary positions for queries and keys.
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
 attention kernels share: masks, causality, grouped-query setup), and flash attention's
@@ -35,10 +36,11 @@ from .attention import attention_weights, scaled_dot_product_attention
 from .flash import flash_attention
 from .linear import embedding, linear
 from .normalization import layer_norm, rms_norm
+from .rotary import rotary_embedding
 from .softmax import cross_entropy, log_softmax, softmax
 
 __all__ = [
     "causal_mask", "softmax", "log_softmax", "cross_entropy", "gelu", "relu", "dropout",
     "layer_norm", "rms_norm", "linear", "embedding", "scaled_dot_product_attention",
-    "attention_weights", "flash_attention",
+    "attention_weights", "flash_attention", "rotary_embedding",
 ]

@@ -46,15 +46,18 @@ def causal_offset(alignment, N_q, N_k):
     return 0 if alignment == "top_left" else N_k - N_q
 
 
-def causal_keep(xp, device, i0, i1, j0, j1, offset):
+def causal_keep(xp, device, i0, i1, j0, j1, offset, window=None):
     """Raw bool array ``(i1 - i0, j1 - j0)`` for queries ``i0..i1-1`` and keys ``j0..j1-1``:
-    True where key ``j`` may be seen by query ``i``, i.e. ``j <= i + offset``."""
+    True where key ``j`` may be seen by query ``i``, i.e. ``j <= i + offset``; with a
+    sliding ``window``, also ``j > i + offset - window`` (the last ``window`` keys up to the
+    query's own position)."""
     rows = xp.arange(i0, i1, device=device)[:, None]
     cols = xp.arange(j0, j1, device=device)[None, :]
-    return cols <= rows + offset
+    keep = cols <= rows + offset
+    return keep if window is None else keep & (cols > rows + offset - window)
 
 
-def causal_mask(N_q, N_k=None, alignment="top_left", device=None):
+def causal_mask(N_q, N_k=None, alignment="top_left", device=None, window=None):
     """A bool tensor ``(N_q, N_k)`` that is True where query ``i`` may attend to key ``j``.
 
     Pass it as ``attn_mask`` to :func:`scaled_dot_product_attention` (True = takes part,
@@ -68,17 +71,22 @@ def causal_mask(N_q, N_k=None, alignment="top_left", device=None):
             The two agree when ``N_q == N_k``. With bottom-right alignment and
             ``N_q > N_k`` the first ``N_q - N_k`` queries see no key (their output is 0).
         device: ``"cpu"``, ``"cuda"`` or ``"strict"`` (default: the default device).
+        window: sliding-window attention (Beltagy et al., arXiv:2004.05150, §3.1; Mistral):
+            each query sees only the last ``window`` keys up to its own position, itself
+            included. None (default): every earlier key.
 
     Raises:
-        ValueError: for a negative size or an unknown alignment.
+        ValueError: for a negative size, a window < 1 or an unknown alignment.
     """
     N_k = N_q if N_k is None else N_k
     for name, n in (("N_q", N_q), ("N_k", N_k)):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"causal_mask: {name} must be a non-negative int, got {n!r}")
+    if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+        raise ValueError(f"causal_mask: window must be an int >= 1 (or None), got {window!r}")
     offset = causal_offset(alignment, N_q, N_k)
     backend = get_backend(device)
-    return Tensor(causal_keep(backend.xp, backend.device, 0, N_q, 0, N_k, offset))
+    return Tensor(causal_keep(backend.xp, backend.device, 0, N_q, 0, N_k, offset, window))
 
 
 # ---- argument checks ------------------------------------------------------------------------------

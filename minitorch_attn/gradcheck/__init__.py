@@ -4,7 +4,7 @@
   differences in float64 under a random upstream gradient;
 * :mod:`.suite`   -- :class:`~.suite.Entry`, :class:`~.suite.Inputs` and :func:`~.suite.entries`;
 * ``entries_<topic>.py`` -- one module of entries per topic of the library (core,
-  softmax, activations, normalization, linear, attention, flash);
+  softmax, activations, normalization, linear, attention, flash, rotary);
 * :mod:`.command` -- the table printed by ``python -m gradcheck`` and
   ``minitorch-attn gradcheck``.
 

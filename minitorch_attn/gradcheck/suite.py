@@ -29,7 +29,7 @@ from ..core.factories import tensor
 from .checker import check_gradients
 
 MODULES = tuple(f"minitorch_attn.gradcheck.entries_{topic}" for topic in (
-    "core", "softmax", "activations", "normalization", "linear", "attention", "flash"))
+    "core", "softmax", "activations", "normalization", "linear", "attention", "flash", "rotary"))
 
 # float64 is the dtype gradcheck is meant for; float32 analytic gradients are compared with
 # float64 differences and can only agree to about sqrt(float32 eps) ~ 3e-4 relative.

@@ -20,7 +20,8 @@ Sources: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (§3.2 at
 §3.3 feed-forward, §3.4 embeddings); Xiong et al., arXiv:2002.04745 (Pre-LN);
 Radford et al. 2019, "Language Models are Unsupervised Multitask Learners" (GPT-2:
 decoder-only, learned positions, N(0, 0.02) initialization, tied embeddings);
-Ainslie et al., arXiv:2305.13245 (grouped-query attention).
+Ainslie et al., arXiv:2305.13245 (grouped-query attention); Su et al., arXiv:2104.09864
+(rotary positions, ``GPT(pos_encoding="rope")``).
 """
 
 from .attention import KVCache, MultiHeadAttention

@@ -3,34 +3,60 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ..core.factories import arange
 from ..core.shape_ops import concat, split
 from .layers import Dropout, Linear
 from .module import Module, _check_positive_int, _check_tensor
 
 
 class KVCache:
-    """The keys and values of every token seen so far, one slot per attention layer, so
+    """The keys and values of the tokens seen so far, one slot per attention layer, so
     that generating token ``t+1`` attends to cached ``K, V`` instead of recomputing the
     whole prefix (the "incremental decoding" of Transformer inference).
 
-    ``layers[i]`` is ``None`` or a pair ``(K, V)`` of shape ``(batch, kv_heads, length, d_k)``.
+    ``layers[i]`` is ``None`` or a pair ``(K, V)`` of shape ``(batch, kv_heads, length, d_k)``;
+    ``seen[i]`` counts the positions layer ``i`` has been given, so the next token's
+    position is ``seen[i]`` (keys are stored as computed there: with rotary positions,
+    already rotated at their absolute positions).
+
+    Args:
+        num_layers: attention layers (slots).
+        window: sliding-window attention: keep only the last ``window - 1`` positions, so
+            that with the next token they make one window of ``window`` keys. None (the
+            default): keep everything.
+        max_positions: the positions the model can embed (learned positions); past them
+            the cache cannot continue (:meth:`fits` says so). None: no limit.
     """
 
-    def __init__(self, num_layers):
+    def __init__(self, num_layers, window=None, max_positions=None):
         self.layers = [None] * num_layers
+        self.seen = [0] * num_layers
+        self.window, self.max_positions = window, max_positions
 
     @property
     def length(self):
-        """How many positions are cached (0 when empty)."""
+        """How many positions are stored (0 when empty)."""
         return 0 if self.layers[0] is None else self.layers[0][0].shape[2]
+
+    @property
+    def position(self):
+        """The position of the next token: how many the cache has been given in all."""
+        return self.seen[0]
+
+    def fits(self, new):
+        """Whether ``new`` more tokens still have positions (always, without ``max_positions``)."""
+        return self.max_positions is None or self.position + new <= self.max_positions
 
     def append(self, layer, k, v):
         """Add this step's ``k, v`` (``(batch, kv_heads, new, d_k)``) to layer ``layer``'s
-        cache and return the full keys and values."""
+        cache and return the keys and values this step attends to: the stored ones, then
+        the new ones. With a ``window``, only the last ``window - 1`` are kept afterwards."""
+        self.seen[layer] += k.shape[2]
         if self.layers[layer] is not None:
             old_k, old_v = self.layers[layer]
             k, v = concat([old_k, k], dim=2), concat([old_v, v], dim=2)
-        self.layers[layer] = (k, v)
+        keep = k.shape[2] if self.window is None else min(k.shape[2], self.window - 1)
+        self.layers[layer] = (k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:])
         return k, v
 
 
@@ -51,6 +77,10 @@ class MultiHeadAttention(Module):
             ``num_heads // num_kv_heads`` query heads. Default: ``num_heads``.
         fused_qkv: one projection ``W_qkv`` of width ``(h + 2 h_kv) d_k`` instead of
             ``W_q, W_k, W_v`` (one matrix product for self-attention; the same function).
+        rope_base: None (default) for no positions inside attention, or the base of rotary
+            position embeddings (:func:`~minitorch_attn.functional.rotary_embedding`,
+            arXiv:2104.09864): queries and keys are rotated at their positions after the
+            head split, before the keys are cached (self-attention only).
         attn_impl: how attention runs when ``need_weights=False``: ``"naive"`` (scores,
             softmax, weights @ V in one op,
             :func:`~minitorch_attn.functional.scaled_dot_product_attention`) or
@@ -63,7 +93,7 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model, num_heads, dropout=0.1, bias=False, num_kv_heads=None,
-                 fused_qkv=False, attn_impl="naive"):
+                 fused_qkv=False, attn_impl="naive", rope_base=None):
         super().__init__()
         _check_positive_int("d_model", d_model)
         _check_positive_int("num_heads", num_heads)
@@ -77,7 +107,7 @@ class MultiHeadAttention(Module):
             raise ValueError(f"attn_impl must be 'naive' or 'flash', got {attn_impl!r}")
         self.d_model, self.num_heads, self.num_kv_heads = d_model, num_heads, num_kv_heads
         self.d_k = d_model // num_heads
-        self.fused_qkv, self.attn_impl = fused_qkv, attn_impl
+        self.fused_qkv, self.attn_impl, self.rope_base = fused_qkv, attn_impl, rope_base
         kv_width = num_kv_heads * self.d_k
         if fused_qkv:
             self.W_qkv = Linear(d_model, d_model + 2 * kv_width, bias=bias)
@@ -123,26 +153,28 @@ class MultiHeadAttention(Module):
         return x.reshape(batch, kv_heads * group, length, d_k)
         # END SOLUTION
 
-    def forward(self, query, key, value, mask=None, is_causal=False, need_weights=True,
+    def forward(self, query, key, value, attn_mask=None, is_causal=False, need_weights=True,
                 cache=None, layer_index=0):
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
             query: ``(batch, T_q, d_model)``; key, value: ``(batch, T_k, d_model)`` (the
                 same tensor for self-attention, an encoder output for cross-attention).
-            mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
+            attn_mask: bool, broadcastable to ``(batch, heads, T_q, T_k)``; True where a query
                 may attend to a key (as ``torch.nn.functional.scaled_dot_product_attention``).
             is_causal: query ``i`` sees keys ``j <= i`` only (with a cache: ``j <= offset + i``).
             need_weights: also return the attention weights. They are formed by the naive
                 path whatever ``attn_impl`` is (the flash kernel never forms them), so
                 pass False for speed when they are not needed, as the blocks do.
             cache: a :class:`KVCache`; this call's keys and values are appended to slot
-                ``layer_index`` and the query attends to all cached positions.
+                ``layer_index`` and the query attends to the cached positions (a sliding
+                cache keeps only the last window: pass the matching ``attn_mask``).
         Returns:
             ``(output (batch, T_q, d_model), weights (batch, heads, T_q, T_k) or None)``.
         Raises:
             TypeError: if an input is not a Tensor.
-            ValueError: if the inputs are not 3-D with last dimension ``d_model``.
+            ValueError: if the inputs are not 3-D with last dimension ``d_model``, or
+                rotary positions are asked of keys of another length than the queries.
         """
         for name, x in (("query", query), ("key", key), ("value", value)):
             _check_tensor(f"MultiHeadAttention {name}", x)
@@ -152,6 +184,13 @@ class MultiHeadAttention(Module):
         q, k, v = self._project(query, key, value)
         q = self._split_heads(q, self.num_heads)                        # (B, h, T_q, d_k)
         k, v = self._split_heads(k, self.num_kv_heads), self._split_heads(v, self.num_kv_heads)
+        if self.rope_base is not None:  # rotary positions, continuing the cached ones
+            if key.shape[1] != length:
+                raise ValueError(f"rotary positions need self-attention: {length} queries but {key.shape[1]} keys")
+            start = 0 if cache is None else cache.seen[layer_index]
+            positions = arange(start, start + length, device=query.device)
+            q = F.rotary_embedding(q, positions, base=self.rope_base)
+            k = F.rotary_embedding(k, positions, base=self.rope_base)
         alignment = "top_left"
         if cache is not None:
             k, v = cache.append(layer_index, k, v)                     # (B, h_kv, offset + T_q, d_k)
@@ -160,15 +199,15 @@ class MultiHeadAttention(Module):
 
         weights = None
         if need_weights:  # as in PyTorch, asking for the weights takes the path that forms them
-            weights = F.attention_weights(q, k, attn_mask=mask, is_causal=is_causal, enable_gqa=True,
+            weights = F.attention_weights(q, k, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=True,
                                           causal_alignment=alignment)  # (B, h, T_q, T_k)
             out = self.dropout(weights) @ self._repeat_kv(v)            # (B, h, T_q, d_k)
         elif self.attn_impl == "naive":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
                                                  is_causal=is_causal, enable_gqa=True,
                                                  causal_alignment=alignment)
         else:
-            out = F.flash_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+            out = F.flash_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                     enable_gqa=True, causal_alignment=alignment)
         # BEGIN SOLUTION 4.3
         out = out.transpose(1, 2).reshape(batch, length, self.d_model)  # concat the heads
@@ -177,4 +216,5 @@ class MultiHeadAttention(Module):
 
     def extra_repr(self):
         kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
-        return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, attn_impl={self.attn_impl!r}"
+        rope = "" if self.rope_base is None else f", rope_base={self.rope_base}"
+        return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, attn_impl={self.attn_impl!r}{rope}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..core.factories import arange, zeros
+from ..functional import causal_mask
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
 from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor
@@ -44,10 +45,11 @@ class TransformerEncoderBlock(Module):
         self.ffn = FeedForward(d_model, d_ff, approximate=activation)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
-    def forward(self, x, mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
-        """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``."""
+    def forward(self, x, attn_mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
+        """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``. ``attn_mask``,
+        ``is_causal``, ``cache`` and ``layer_index`` go to :meth:`MultiHeadAttention.forward`."""
         h = self.norm1(x) if self.norm_first else x
-        a, weights = self.attn(h, h, h, mask=mask, is_causal=is_causal, need_weights=need_weights,
+        a, weights = self.attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal, need_weights=need_weights,
                                cache=cache, layer_index=layer_index)
         x = x + self.dropout1(a)
         if not self.norm_first:
@@ -88,7 +90,7 @@ class TransformerDecoderBlock(Module):
         x = self._residual(x, self.norm1, self.dropout1,
                            lambda h: self.self_attn(h, h, h, is_causal=is_causal, need_weights=False)[0])
         x = self._residual(x, self.norm2, self.dropout2,
-                           lambda h: self.cross_attn(h, memory, memory, mask=memory_mask, need_weights=False)[0])
+                           lambda h: self.cross_attn(h, memory, memory, attn_mask=memory_mask, need_weights=False)[0])
         return self._residual(x, self.norm3, self.dropout3, self.ffn)
 
 
@@ -106,22 +108,38 @@ def init_gpt2(model, num_layers):
             p.data = _normal(p.shape, std, p.device, p.dtype).data
 
 
-class TransformerEncoder(Module):
-    """Token embedding + learned positional embedding, ``num_layers`` Pre-LN encoder blocks
-    and a final norm. Initialized as :func:`init_gpt2`.
+POS_ENCODINGS = ("learned", "rope")
 
-    Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
-    Raises:
-        TypeError: if ``idx`` is not a Tensor.
-        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len``, or a token id is outside ``[0, vocab_size)``.
+
+class _SelfAttentionStack(Module):
+    """What :class:`TransformerEncoder` and :class:`GPT` share: token embedding, positions,
+    dropout, ``num_layers`` :class:`TransformerEncoderBlock` s and a final norm, initialized
+    as :func:`init_gpt2`. Each model decides how its blocks attend (an encoder sees the
+    whole sequence, a decoder only the past). Its attribute names are the parameter names
+    of both models' state dicts.
+
+    Positions (``pos_encoding``):
+
+    * ``"learned"``: a ``position_embedding`` table of ``max_seq_len`` rows added to the
+      token embeddings (GPT-2); a sequence may not be longer than ``max_seq_len``.
+    * ``"rope"``: no table; every attention layer rotates its queries and keys by their
+      positions (:func:`~minitorch_attn.functional.rotary_embedding` with ``rope_base``),
+      so attention sees relative positions and any length can be embedded.
     """
 
-    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1, **block_options):
+    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1,
+                 pos_encoding="learned", rope_base=10000.0, **block_options):
         super().__init__()
         _check_positive_int("num_layers", num_layers)
-        self.max_seq_len = max_seq_len
+        _check_positive_int("max_seq_len", max_seq_len)
+        if pos_encoding not in POS_ENCODINGS:
+            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
+        self.max_seq_len, self.pos_encoding = max_seq_len, pos_encoding
         self.token_embedding = Embedding(vocab_size, d_model)
-        self.position_embedding = Embedding(max_seq_len, d_model)
+        if pos_encoding == "learned":
+            self.position_embedding = Embedding(max_seq_len, d_model)
+        else:
+            block_options["rope_base"] = rope_base
         self.dropout = Dropout(dropout)
         self.blocks = ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options)
                                  for _ in range(num_layers))
@@ -129,29 +147,55 @@ class TransformerEncoder(Module):
         init_gpt2(self, num_layers)
 
     def embed(self, idx, offset=0):
-        """Token plus position embeddings for positions ``offset ... offset + seq_len - 1``."""
+        """Token embeddings, plus the learned embeddings of positions ``offset ...
+        offset + seq_len - 1`` (rotary positions are applied inside attention)."""
         _check_tensor(type(self).__name__, idx)
         if idx.ndim != 2 or idx.dtype not in ("int64", "int32"):
             raise ValueError(f"expected token ids of shape (batch, seq_len) and an integer dtype, got {idx.shape} {idx.dtype}")
-        length = idx.shape[1]
-        if offset + length > self.max_seq_len:
-            raise ValueError(f"sequence of {offset + length} positions exceeds max_seq_len={self.max_seq_len}")
-        positions = arange(offset, offset + length, device=idx.device)
-        return self.dropout(self.token_embedding(idx) + self.position_embedding(positions))
+        x = self.token_embedding(idx)                                   # (B, T, d_model)
+        if self.pos_encoding == "learned":
+            length = idx.shape[1]
+            if offset + length > self.max_seq_len:
+                raise ValueError(f"sequence of {offset + length} positions exceeds max_seq_len={self.max_seq_len}")
+            x = x + self.position_embedding(arange(offset, offset + length, device=idx.device))
+        return self.dropout(x)
 
-    def forward(self, idx, mask=None):
-        """``mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
+
+class TransformerEncoder(_SelfAttentionStack):
+    """An encoder (arXiv:1706.03762, §3.1 "Encoder", Pre-LN by default): token embedding,
+    positions (learned, or rotary with ``pos_encoding="rope"``), ``num_layers`` encoder
+    blocks in which every position attends to every other (unless ``attn_mask`` says
+    otherwise), and a final norm. Initialized as :func:`init_gpt2`.
+
+    Shapes: ``idx (batch, seq_len)`` int64 -> ``(batch, seq_len, d_model)``.
+    Raises:
+        TypeError: if ``idx`` is not a Tensor.
+        ValueError: if ``idx`` is not 2-D integer ids, ``seq_len > max_seq_len`` with learned
+            positions, or a token id is outside ``[0, vocab_size)``; an unknown ``pos_encoding``.
+    """
+
+    def forward(self, idx, attn_mask=None):
+        """``attn_mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
         x = self.embed(idx)
         for block in self.blocks:
-            x = block(x, mask=mask)
+            x = block(x, attn_mask=attn_mask)
         return self.norm(x)
 
 
-class GPT(TransformerEncoder):
+class GPT(_SelfAttentionStack):
     """A decoder-only language model (GPT-2's architecture, Radford et al. 2019): the
-    :class:`TransformerEncoder` stack with causal self-attention, then a linear layer to
-    the vocabulary whose weight is the token embedding when ``tie_weights`` (Press &
-    Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh approximation, as GPT-2.
+    embeddings and blocks of :class:`TransformerEncoder` (not an encoder: every block
+    attends causally, each position to itself and the past only), a final norm, then a
+    linear layer to the vocabulary whose weight is the token embedding when
+    ``tie_weights`` (Press & Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh
+    approximation, as GPT-2.
+
+    Positions: ``pos_encoding="learned"`` (GPT-2, the default) adds a learned embedding
+    per position, so a forward takes at most ``max_seq_len`` tokens. ``"rope"`` rotates
+    queries and keys (RoFormer, arXiv:2104.09864) and attends through a sliding window of
+    ``max_seq_len`` keys: each token sees itself and the ``max_seq_len - 1`` tokens before
+    it, in a forward over any length (a banded causal mask) and in cached generation alike
+    (the cache keeps the last window), so the two give the same logits at every step.
 
     Shapes: ``idx (batch, seq_len)`` int64 -> logits ``(batch, seq_len, vocab_size)`` float32.
 
@@ -161,15 +205,16 @@ class GPT(TransformerEncoder):
 
     def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
                  dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 attn_impl="naive"):
+                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0):
         d_ff = 4 * d_model if d_ff is None else d_ff
         super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout,
-                         norm=norm, activation="tanh", num_kv_heads=num_kv_heads, fused_qkv=fused_qkv,
-                         attn_impl=attn_impl)
+                         pos_encoding=pos_encoding, rope_base=rope_base, norm=norm, activation="tanh",
+                         num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl)
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
                            num_layers=num_layers, max_seq_len=max_seq_len, dropout=dropout,
                            tie_weights=tie_weights, norm=norm, num_kv_heads=num_kv_heads,
-                           fused_qkv=fused_qkv, attn_impl=attn_impl)
+                           fused_qkv=fused_qkv, attn_impl=attn_impl, pos_encoding=pos_encoding,
+                           rope_base=rope_base)
         self.lm_head = Linear(d_model, vocab_size, bias=False)
         if tie_weights:
             self.lm_head.weight = self.token_embedding.weight
@@ -180,17 +225,24 @@ class GPT(TransformerEncoder):
         """Next-token logits for every position.
 
         Args:
-            idx: ``(batch, seq_len)`` token ids.
+            idx: ``(batch, seq_len)`` token ids; at most ``max_seq_len`` positions with
+                learned positions, any number with rotary ones (attention then slides).
             cache: a :class:`KVCache` from :meth:`new_cache`; ``idx`` then continues the
-                cached sequence (positions start at ``cache.length``).
+                cached sequence (positions start at ``cache.position``).
             need_weights: also return each layer's attention weights ``(batch, heads, T, T_k)``.
         Returns:
             logits ``(batch, seq_len, vocab_size)``, or ``(logits, [weights per layer])``.
         """
-        x = self.embed(idx, offset=0 if cache is None else cache.length)
+        x = self.embed(idx, offset=0 if cache is None else cache.position)
+        length = idx.shape[1]
+        keys = length + (0 if cache is None else cache.length)  # keys the new tokens attend over
+        attn_mask = None  # plain causal attention, unless the sliding window cuts into the keys
+        if self.pos_encoding == "rope" and keys > self.max_seq_len:
+            attn_mask = causal_mask(length, keys, "bottom_right", device=idx.device, window=self.max_seq_len)
         all_weights = []
         for i, block in enumerate(self.blocks):
-            x = block(x, is_causal=True, need_weights=need_weights, cache=cache, layer_index=i)
+            x = block(x, attn_mask=attn_mask, is_causal=attn_mask is None, need_weights=need_weights,
+                      cache=cache, layer_index=i)
             if need_weights:
                 x, weights = x
                 all_weights.append(weights)
@@ -198,5 +250,14 @@ class GPT(TransformerEncoder):
         return (logits, all_weights) if need_weights else logits
 
     def new_cache(self):
-        """An empty :class:`KVCache` for incremental generation."""
-        return KVCache(len(self.blocks))
+        """An empty :class:`KVCache` for incremental generation: with rotary positions it
+        slides (keeps the last window), with learned ones it ends at ``max_seq_len``."""
+        if self.pos_encoding == "rope":
+            return KVCache(len(self.blocks), window=self.max_seq_len)
+        return KVCache(len(self.blocks), max_positions=self.max_seq_len)
+
+    def context(self, ids):
+        """The ids that a forward without a cache needs to predict what follows ``ids`` (a
+        list): the last ``max_seq_len`` with learned positions (the embeddings end there);
+        all of them with rotary positions (the sliding window is inside attention)."""
+        return list(ids) if self.pos_encoding == "rope" else list(ids)[-self.max_seq_len:]
