@@ -137,7 +137,7 @@ def test_float32_stays_float32_with_python_floats(device):
 
 def test_custom_function_with_two_outputs():
     class SinCos(Function):
-        """(sin x, cos x); d/dx = cos x · g_sin - sin x · g_cos."""
+        """(sin x, cos x); d/dx = cos x · grad_sin - sin x · grad_cos."""
 
         @staticmethod
         def forward(ctx, x):
@@ -146,10 +146,10 @@ def test_custom_function_with_two_outputs():
             return xp.sin(x), xp.cos(x)
 
         @staticmethod
-        def backward(ctx, g_sin, g_cos):
+        def backward(ctx, grad_sin, grad_cos):
             (x,) = ctx.saved_tensors
             xp = ctx.xp
-            return g_sin * xp.cos(x) - g_cos * xp.sin(x)
+            return grad_sin * xp.cos(x) - grad_cos * xp.sin(x)
 
     x = mt.tensor([0.3, 1.2], dtype="float64", requires_grad=True)
     s, c = SinCos.apply(x)
@@ -165,8 +165,8 @@ def test_backward_returning_the_wrong_number_of_gradients_is_reported():
             return x * 1
 
         @staticmethod
-        def backward(ctx, g):
-            return g, g
+        def backward(ctx, grad_output):
+            return grad_output, grad_output
 
     x = mt.randn(2, requires_grad=True)
     with pytest.raises(RuntimeError, match="Bad.backward returned 2 gradients, expected 1"):

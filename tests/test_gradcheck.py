@@ -21,9 +21,9 @@ class Square(Function):
         return x * x
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        return 2 * x * g
+        return 2 * x * grad_output
 
 
 def test_a_correct_backward_passes(device):
@@ -34,9 +34,9 @@ def test_a_correct_backward_passes(device):
 def test_wrong_sign_is_caught():
     class WrongSign(Square):
         @staticmethod
-        def backward(ctx, g):
+        def backward(ctx, grad_output):
             (x,) = ctx.saved_tensors
-            return -2 * x * g
+            return -2 * x * grad_output
 
     with pytest.raises(GradcheckError, match="gradient of input 0"):
         mt.gradcheck(WrongSign.apply, [f64(3)])
@@ -47,9 +47,9 @@ def test_wrong_sign_is_caught():
 def test_missing_factor_is_caught():
     class MissingFactor(Square):
         @staticmethod
-        def backward(ctx, g):
+        def backward(ctx, grad_output):
             (x,) = ctx.saved_tensors
-            return x * g
+            return x * grad_output
 
     with pytest.raises(GradcheckError):
         mt.gradcheck(MissingFactor.apply, [f64(4)])
@@ -63,15 +63,15 @@ class AddBias(Function):
         return x + b
 
     @staticmethod
-    def backward(ctx, g):
-        return g, ctx.xp.sum(g, axis=0)
+    def backward(ctx, grad_output):
+        return grad_output, ctx.xp.sum(grad_output, axis=0)
 
 
 def test_broadcasting_not_reduced_is_caught():
     class FirstRowOnly(AddBias):
         @staticmethod
-        def backward(ctx, g):
-            return g, g[0, ...]  # forgets that b was used by every row
+        def backward(ctx, grad_output):
+            return grad_output, grad_output[0, ...]  # forgets that b was used by every row
 
     assert mt.gradcheck(AddBias.apply, [f64(3, 4), f64(4)])
     with pytest.raises(GradcheckError, match="gradient of input 1"):
@@ -81,8 +81,8 @@ def test_broadcasting_not_reduced_is_caught():
 def test_a_gradient_of_the_wrong_shape_is_reported_by_the_engine():
     class WrongShape(AddBias):
         @staticmethod
-        def backward(ctx, g):
-            return g, g[:, :2]
+        def backward(ctx, grad_output):
+            return grad_output, grad_output[:, :2]
 
     with pytest.raises(RuntimeError, match=r"gradient of shape \(3, 2\) for an input of shape \(4,\)"):
         mt.gradcheck(WrongShape.apply, [f64(3, 4), f64(4)])
@@ -102,8 +102,8 @@ def test_overwrite_instead_of_accumulate_is_caught(monkeypatch):
 def test_gradients_of_ones_are_caught_by_the_zero_upstream_check():
     class Ones(Square):
         @staticmethod
-        def backward(ctx, g):
-            return ctx.xp.ones_like(g)
+        def backward(ctx, grad_output):
+            return ctx.xp.ones_like(grad_output)
 
     with pytest.raises(GradcheckError, match="zero upstream gradient gave a nonzero gradient"):
         mt.gradcheck(Ones.apply, [f64(3)])
@@ -119,8 +119,8 @@ def test_a_plain_sum_would_hide_what_a_random_upstream_gradient_catches():
             return x - ctx.xp.mean(x)
 
         @staticmethod
-        def backward(ctx, g):
-            return g
+        def backward(ctx, grad_output):
+            return grad_output
 
     x = f64(5)
     y = CenterWrong.apply(x)
@@ -132,9 +132,9 @@ def test_a_plain_sum_would_hide_what_a_random_upstream_gradient_catches():
 def test_nondeterministic_backward_is_caught():
     class Noisy(Square):
         @staticmethod
-        def backward(ctx, g):
+        def backward(ctx, grad_output):
             (x,) = ctx.saved_tensors
-            return 2 * x * g + ctx.backend.normal(x.shape, "float64") * 1e-9
+            return 2 * x * grad_output + ctx.backend.normal(x.shape, "float64") * 1e-9
 
     with pytest.raises(GradcheckError, match="two backward runs differ"):
         mt.gradcheck(Noisy.apply, [f64(3)])
@@ -143,10 +143,10 @@ def test_nondeterministic_backward_is_caught():
 def test_failure_message_names_input_element_values_and_tolerances():
     class WrongAtOne(Square):
         @staticmethod
-        def backward(ctx, g):
+        def backward(ctx, grad_output):
             (x,) = ctx.saved_tensors
-            grad = 2 * x * g
-            grad[1, 0] = grad[1, 0] + g[1, 0]  # one element off by g
+            grad = 2 * x * grad_output
+            grad[1, 0] = grad[1, 0] + grad_output[1, 0]  # one element off by g
             return grad
 
     with pytest.raises(GradcheckError) as info:
