@@ -5,10 +5,12 @@ Import it as PyTorch users import ``torch.nn.functional``::
     import minitorch_attn.functional as F
     y = F.layer_norm(x, (d_model,), weight, bias)
 
-Every backward here is closed-form and written out beside the forward step it undoes;
-none is composed from the primitive ops of :mod:`minitorch_attn.core` (those serve the
-tests as an independent reference; :func:`embedding` is the core's lookup op ``Take``).
-All of them are checked by finite differences in :mod:`minitorch_attn.gradcheck`.
+Every backward here is closed-form: its docstring derives it (the Jacobian or the chain
+of local derivatives, in steps a reader can check with a pencil) and, where there are
+several steps, its code lines carry the number of the forward step they undo. None is composed from the primitive ops of
+:mod:`minitorch_attn.core` (those serve the tests as an independent reference;
+:func:`embedding` is the core's lookup op ``Take``). Each is checked by finite
+differences in :mod:`minitorch_attn.gradcheck` and against PyTorch in the tests.
 
 One module per topic, in reading order:
 
@@ -22,12 +24,15 @@ One module per topic, in reading order:
 * :mod:`.rotary`        -- :func:`rotary_embedding`, rotary positions for queries and keys.
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
-attention kernels share: masks, causality, grouped-query setup), and flash attention's
-:mod:`._flash_dropout` and :mod:`._parallel`.
+attention kernels share: argument checks, the causal rule, the grouped-query layout, and
+their notation), and flash attention's :mod:`._flash_tiles`, :mod:`._flash_dropout` and
+:mod:`._parallel`.
 
 Conventions: ``grad_output`` is the upstream gradient ``dL/d(output)`` (``dO`` inside the
-attention kernels, where the papers' names rule); dtypes are kept (float32 in, float32
-out); operations that exponentiate subtract the row maximum first.
+attention kernels, where the papers' names rule); sequence lengths are ``N_q`` (queries)
+and ``N_k`` (keys), ``S`` is always a matrix of scores and ``lse`` a log-sum-exp; dtypes
+are kept (float32 in, float32 out); operations that exponentiate subtract the row maximum
+first (one helper, ``softmax._shifted_logsumexp``).
 """
 
 from ._attention_common import causal_mask

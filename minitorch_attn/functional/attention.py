@@ -20,7 +20,10 @@ def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
 
     A row where no key takes part (every entry masked or -inf, or no key at all) gets
     ``P = 0``, not NaN: its log-sum-exp is set to ``+inf`` (as flash attention's), so that
-    ``P = exp(S - lse) = exp(-inf) = 0``.
+    ``P = exp(S - lse) = exp(-inf) = 0``. This guard changes no gradient: it touches only
+    rows where softmax is 0/0, whose output PyTorch and FlashAttention define as 0 (and
+    ``P = 0`` makes their gradients 0 in the backward); every row with a key has a finite
+    ``lse`` and is computed as it would be without the guard.
     """
     # BEGIN SOLUTION 4.1
     S = scale * matmul_transposed(xp, q, k)                         # 1. S = scale · Q Kᵀ

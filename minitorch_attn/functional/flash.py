@@ -263,6 +263,7 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
             # BEGIN SOLUTION 5.1
             # 9: m_new = max(m_i, rowmax(S_ij)); a row that has seen only masked scores keeps
             #    m = -inf and is shifted by 0 instead, so exp(-inf - (-inf)) = NaN never forms
+            #    (no gradient changes: the shift cancels in O = Õ/ℓ, and the backward uses lse)
             m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))
             m_shift = xp.where(m_new == -math.inf, 0.0, m_new)
             S_ij -= m_shift                                       # speed: in place (S_ij is this step's own)
