@@ -180,8 +180,9 @@ class CrossEntropy(Function):
     to the loss or the gradient; its logits are replaced by zeros first, so that not even
     ``-inf`` logits (padding) can turn that nothing into ``0 · inf = NaN``. Likewise a
     term with ``r_c = 0`` is selected away rather than multiplied by a ``-inf`` logp. When
-    the targets' weights sum to 0 (every target ignored), the mean is NaN and the gradient
-    0, as in PyTorch.
+    the targets' weights sum to 0, the mean is NaN (0 / 0) and the gradient 0: as PyTorch
+    when every target is ignored (PyTorch's gradient is NaN instead when the targets left
+    have weight 0).
     """
 
     @staticmethod
