@@ -16,7 +16,7 @@ Prints how many tensors, calls and arrows each graph has. Writes ``layernorm_pri
 ``layernorm_fused.svg``, ``attention_block.svg`` and ``layernorm_graphs.png`` (1 beside 2);
 without Graphviz's ``dot`` program (``apt-get install graphviz``) it writes the ``.dot``
 files and says how to render them. Needs the ``graph`` extra (pip install
-"minitorch-attn[graph]").
+-e ".[graph]" from the project root).
 """
 
 import os
@@ -53,7 +53,7 @@ def main(argv=None):
     try:
         import graphviz  # noqa: F401 (only to say how to install it)
     except ImportError:
-        raise SystemExit('this demo draws with the graphviz package: pip install "minitorch-attn[graph]"') from None
+        raise SystemExit('this demo draws with the graphviz package: pip install -e ".[graph]"') from None
     args, out = setup(__doc__, "12_graph", argv)
     d = 8 if args.quick else 16
     x = randn(args.rng, 2, d, device=args.device, requires_grad=True)

@@ -50,7 +50,7 @@ def export(checkpoint, out):
     try:
         from safetensors.numpy import save
     except ImportError:
-        raise ImportError('exporting writes safetensors: pip install "minitorch-attn[export]"') from None
+        raise ImportError('exporting writes safetensors: pip install -e ".[export]"') from None
     out = os.fspath(out)
     stem, suffix = os.path.splitext(out)
     if suffix != ".safetensors":

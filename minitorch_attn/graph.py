@@ -13,7 +13,7 @@ follows those links back from an output, exactly as the engine does, and draws
   by one call (``a + a``) has two arrows into it, and ``backward()`` sums both gradients.
 
 The description is DOT, built with the ``graphviz`` Python package (the ``graph`` extra:
-``pip install "minitorch-attn[graph]"``). Turning DOT into a picture needs Graphviz's
+``pip install -e ".[graph]"``). Turning DOT into a picture needs Graphviz's
 ``dot`` program (``apt-get install graphviz``, ``brew install graphviz``, ``conda install
 graphviz``, or https://graphviz.org/download/); without it :func:`draw_graph` writes the
 ``.dot`` file and says how to render it.
@@ -109,7 +109,7 @@ def draw_graph(output, path=None, show_grad=False, params=None):
     try:
         import graphviz
     except ImportError:
-        raise ImportError('draw_graph builds DOT with the graphviz package: pip install "minitorch-attn[graph]"') from None
+        raise ImportError('draw_graph builds DOT with the graphviz package: pip install -e ".[graph]"') from None
     if not isinstance(output, Tensor):
         raise TypeError(f"draw_graph: expected a Tensor, got {type(output).__name__}")
     if isinstance(params, Module):

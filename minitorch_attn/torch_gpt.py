@@ -32,7 +32,7 @@ try:
     from torch.nn import functional as F
 except ImportError:
     raise ImportError('minitorch_attn.torch_gpt is PyTorch code: pip install torch '
-                      '(or pip install "minitorch-attn[ref]")') from None
+                      '(or pip install -e ".[ref]")') from None
 
 from .train import CharVocab  # noqa: E402 (after the check for torch)
 
@@ -177,7 +177,7 @@ class GPT(nn.Module):
         try:
             from safetensors.torch import load_file
         except ImportError:
-            raise ImportError('reading an export needs safetensors: pip install "minitorch-attn[export]"') from None
+            raise ImportError('reading an export needs safetensors: pip install -e ".[export]"') from None
         with open(os.path.splitext(path)[0] + ".json", encoding="utf-8") as f:
             exported = json.load(f)
         model = cls(**exported["config"])

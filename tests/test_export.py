@@ -89,7 +89,7 @@ def test_export_refuses_a_wrong_suffix_a_missing_folder_and_reports_missing_safe
         assert message in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "safetensors.numpy", None)
     assert cli.main(["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")]) == 2
-    assert 'pip install "minitorch-attn[export]"' in capsys.readouterr().err
+    assert 'pip install -e ".[export]"' in capsys.readouterr().err
     assert not (tmp_path / "m.safetensors").exists()
 
 

@@ -108,5 +108,5 @@ def test_without_dot_the_dot_file_is_written_and_the_warning_says_how_to_render(
 
 def test_without_the_graphviz_package_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "graphviz", None)
-    with pytest.raises(ImportError, match=r'pip install "minitorch-attn\[graph\]"'):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[graph\]"'):
         mt.draw_graph(mt.randn(2, requires_grad=True).exp())
