@@ -12,7 +12,7 @@ Layout of the file (a NumPy ``.npz``: a zip of ``.npy`` arrays, read with
 ======================  ===========================================================
 
 :func:`save` writes a temporary file in the same folder and renames it over the target
-(``os.replace`` is atomic on POSIX and Windows), so a crash or Ctrl-C while saving never
+(:func:`~minitorch_attn.atomic.write_atomically`), so a crash or Ctrl-C while saving never
 leaves a half-written checkpoint and never damages the previous one. :func:`load` turns a
 missing, truncated or foreign file into a :class:`CheckpointError` that says which.
 """
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy
 
+from .atomic import write_atomically
 from .core.backend import backend_of
 from .nn import Module
 from .optim import Optimizer
@@ -78,27 +78,10 @@ def save(path, model, optimizer=None, config=None, **extra):
         meta["optimizer"] = {"type": type(optimizer).__name__, "param_groups": groups, "scalars": scalars}
     arrays["meta"] = numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)
 
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            numpy.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a saved file gets the usual mode
-        os.replace(tmp, path)
-    except BaseException as error:
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(error, OSError):  # no permission, disk full, ...: name the user's path
-            raise CheckpointError(f"cannot save a checkpoint to {path!r}: {error.strerror or error}") from None
-        raise
-
-
-def _umask():
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+        write_atomically(path, lambda f: numpy.savez(f, **arrays), suffix=".npz")
+    except OSError as error:  # no permission, disk full, ...: name the user's path
+        raise CheckpointError(f"cannot save a checkpoint to {path!r}: {error.strerror or error}") from None
 
 
 def load(path):
