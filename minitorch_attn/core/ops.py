@@ -37,6 +37,11 @@ def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
+def _reduced_shape(shape, axes, keepdim):
+    """The shape of a reduction of ``shape`` over ``axes``."""
+    return _keepdim_shape(shape, axes) if keepdim else tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
 # ---- elementwise arithmetic -------------------------------------------------------------------
 class Add(Function):
     """``a + b`` with broadcasting.  d/da = 1, d/db = 1."""
@@ -385,14 +390,21 @@ class Sum(Function):
 
 
 class Mean(Function):
-    """Mean over ``dim`` (None = all).  Backward: ``g / n`` broadcast back, n = count reduced."""
+    """Mean over ``dim`` (None = all).  Backward: ``g / n`` broadcast back, n = count reduced.
+
+    The mean of no elements (a reduced dim of size 0) is NaN, as in PyTorch; its gradient
+    is empty, like the input."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
+        xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
+        count = math.prod(x.shape[a] for a in axes)
         ctx.shape, ctx.axes = tuple(x.shape), axes
-        ctx.count = math.prod(x.shape[a] for a in axes)
-        return ctx.xp.mean(x, axis=axes, keepdims=keepdim)
+        ctx.count = builtins.max(count, 1)  # count 0: the gradient is empty, so any divisor will do
+        if count == 0:
+            return xp.full(_reduced_shape(x.shape, axes, keepdim), math.nan, dtype=x.dtype, device=ctx.backend.device)
+        return xp.mean(x, axis=axes, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -411,6 +423,11 @@ class Max(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
+        empty = [a for a in axes if x.shape[a] == 0]
+        if empty:  # PyTorch raises too: the maximum of no elements does not exist
+            where = "a tensor with no elements" if dim is None else f"dim {empty[0]}, which has size 0,"
+            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}); "
+                             f"reduce over dims whose size is not 0")
         y = xp.max(x, axis=axes, keepdims=True)
         ctx.save_for_backward(x, y)
         ctx.axes = axes
@@ -431,18 +448,26 @@ class Var(Function):
     """Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
 
     Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
-    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero)."""
+    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
+
+    With no degrees of freedom left (``n <= correction``: a single element, or a reduced
+    dim of size 0) the variance is undefined: NaN, or inf where the squares sum to more
+    than 0, as PyTorch; the gradient is then NaN (empty for an empty input)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
         n = math.prod(x.shape[a] for a in axes)
-        centered = x - xp.mean(x, axis=axes, keepdims=True)
+        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (n = 0: no elements)
         ctx.save_for_backward(centered)
-        ctx.axes, ctx.denominator = axes, n - correction
-        v = xp.sum(centered * centered, axis=axes, keepdims=keepdim) / (n - correction)
-        return v
+        ctx.axes = axes
+        squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
+        if n - correction <= 0:
+            ctx.denominator = math.nan
+            return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
+        ctx.denominator = n - correction
+        return squares / ctx.denominator
 
     @staticmethod
     def backward(ctx, g):
