@@ -339,7 +339,7 @@ def test_variance_without_degrees_of_freedom_is_nan_or_inf_as_pytorch(torch):
 
 
 EMPTY_ERRORS = {
-    "max over an empty dim": (lambda x: x.amax(0), (0, 3), "the maximum over dim 0, which has size 0, is undefined"),
+    "max over an empty dim": (lambda x: x.amax(0), (0, 3), r"the maximum over a dim of size 0 is undefined \(shape \(0, 3\), dim 0\)"),
     "max of no elements": (lambda x: x.amax(), (2, 0), "the maximum over a tensor with no elements is undefined"),
     "-1 in a reshape of no elements": (lambda x: x.reshape(0, -1), (0, 3), "it has 0 elements, so the -1 could be any size"),
     "concat of nothing": (lambda x: _lib(x).cat([]), (1,), "concat needs a non-empty sequence"),

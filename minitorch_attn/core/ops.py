@@ -37,11 +37,6 @@ def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
-def _reduced_shape(shape, axes, keepdim):
-    """The shape of a reduction of ``shape`` over ``axes``."""
-    return _keepdim_shape(shape, axes) if keepdim else tuple(s for i, s in enumerate(shape) if i not in axes)
-
-
 # ---- elementwise arithmetic -------------------------------------------------------------------
 class Add(Function):
     """``a + b`` with broadcasting.  d/da = 1, d/db = 1."""
@@ -391,20 +386,15 @@ class Sum(Function):
 
 class Mean(Function):
     """Mean over ``dim`` (None = all).  Backward: ``g / n`` broadcast back, n = count reduced.
-
-    The mean of no elements (a reduced dim of size 0) is NaN, as in PyTorch; its gradient
-    is empty, like the input."""
+    The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
         count = math.prod(x.shape[a] for a in axes)
-        ctx.shape, ctx.axes = tuple(x.shape), axes
-        ctx.count = builtins.max(count, 1)  # count 0: the gradient is empty, so any divisor will do
-        if count == 0:
-            return xp.full(_reduced_shape(x.shape, axes, keepdim), math.nan, dtype=x.dtype, device=ctx.backend.device)
-        return xp.mean(x, axis=axes, keepdims=keepdim)
+        ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
+        total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
+        return total / count if count else total * math.nan
 
     @staticmethod
     def backward(ctx, g):
@@ -423,11 +413,9 @@ class Max(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
-        empty = [a for a in axes if x.shape[a] == 0]
-        if empty:  # PyTorch raises too: the maximum of no elements does not exist
-            where = "a tensor with no elements" if dim is None else f"dim {empty[0]}, which has size 0,"
-            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}); "
-                             f"reduce over dims whose size is not 0")
+        if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
+            where = "a tensor with no elements" if dim is None else "a dim of size 0"
+            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
         y = xp.max(x, axis=axes, keepdims=True)
         ctx.save_for_backward(x, y)
         ctx.axes = axes
@@ -449,24 +437,20 @@ class Var(Function):
 
     Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
     Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
-
-    With no degrees of freedom left (``n <= correction``: a single element, or a reduced
-    dim of size 0) the variance is undefined: NaN, or inf where the squares sum to more
-    than 0, as PyTorch; the gradient is then NaN (empty for an empty input)."""
+    With no degrees of freedom (``n <= correction``) v is NaN, or inf where the squares sum
+    to more than 0 (as PyTorch), and the gradient NaN."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
         n = math.prod(x.shape[a] for a in axes)
-        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (n = 0: no elements)
+        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
-        ctx.axes = axes
+        ctx.axes, ctx.denominator = axes, n - correction if n > correction else math.nan
         squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
-        if n - correction <= 0:
-            ctx.denominator = math.nan
+        if n <= correction:
             return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
-        ctx.denominator = n - correction
         return squares / ctx.denominator
 
     @staticmethod
