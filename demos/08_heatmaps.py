@@ -21,7 +21,9 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.cli import main as cli_main
-from minitorch_attn.train import HEATMAP_SENTENCE, load_corpus, load_model
+from minitorch_attn.data import load_corpus
+from minitorch_attn.sampling import load_model
+from minitorch_attn.train import HEATMAP_SENTENCE
 from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 

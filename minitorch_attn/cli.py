@@ -28,7 +28,8 @@ from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
-from .train import run_sample, run_training
+from .sampling import run_sample
+from .train import run_training
 
 
 def add_gradcheck(subparsers):

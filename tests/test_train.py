@@ -1,76 +1,20 @@
-"""The training job: data helpers, the bigram baseline, sampling with a KV cache, and an
-end-to-end run of the ``train`` and ``sample`` commands on a few kilobytes of text."""
+"""The training job end to end: the ``train`` and ``sample`` commands on a few kilobytes of
+text, resuming, and Ctrl-C."""
 
 import importlib.util
 import json
-import math
 
 import numpy as np
 import pytest
 
-from minitorch_attn import cli, nn, train
-
-
-def test_vocab_round_trip_and_unknown_characters():
-    vocab = train.CharVocab.from_text("hello world")
-    assert vocab.chars == " dehlorw" and len(vocab) == 8
-    assert vocab.decode(vocab.encode("world hello")) == "world hello"
-    assert vocab.decode(vocab.encode("héllo")) == "h llo"      # é was never seen: a space
-    assert vocab.unknown_count == 1
-    with pytest.raises(ValueError):
-        train.CharVocab("aa")
-
-
-def test_split_and_batches():
-    ids = np.arange(100, dtype=np.int64)
-    tr, va = train.split_ids(ids, 0.1)
-    assert len(tr) == 90 and va[0] == 90
-    x, y = train.get_batch(tr, 4, 8, np.random.default_rng(0))
-    assert x.shape == y.shape == (4, 8) and x.dtype == "int64"
-    np.testing.assert_array_equal(x.numpy()[:, 1:], y.numpy()[:, :-1])
-    with pytest.raises(ValueError, match="too few"):
-        train.get_batch(ids[:5], 2, 8, np.random.default_rng(0))
-
-
-def test_bigram_baseline_by_hand():
-    # train "abab...": P(b|a) = (n_ab + 1) / (n_a + 2); val "ab" is one a->b transition
-    tr = np.array([0, 1] * 5)
-    bpc = train.bigram_bpc(tr, np.array([0, 1]), 2)
-    assert bpc == pytest.approx(-math.log2((5 + 1) / (5 + 2)))
-
-
-def test_default_corpus_is_the_python_reference():
-    text = train.load_corpus()
-    assert len(text) > 400_000 and "lambda" in text
-
-
-def _tiny_gpt(vocab_size=9, max_seq_len=12):
-    return nn.GPT(vocab_size, d_model=16, num_heads=2, num_layers=2, max_seq_len=max_seq_len)
-
-
-def test_cached_and_uncached_generation_give_the_same_logits():
-    model = _tiny_gpt()
-    prompt = [1, 2, 3, 4]
-    cached, logits_cached = train.generate_ids(model, prompt, 8, temperature=0, use_cache=True, return_logits=True)
-    plain, logits_plain = train.generate_ids(model, prompt, 8, temperature=0, use_cache=False, return_logits=True)
-    assert cached == plain
-    np.testing.assert_allclose(np.array(logits_cached), np.array(logits_plain), rtol=1e-4, atol=1e-5)
-
-
-def test_generation_runs_past_the_context_and_samples_top_k():
-    model = _tiny_gpt(max_seq_len=6)
-    rng = np.random.default_rng(0)
-    new = train.generate_ids(model, [0], 20, temperature=1.0, top_k=2, rng=rng)
-    assert len(new) == 20 and all(0 <= i < 9 for i in new)
-    vocab = train.CharVocab("abcdefghi")
-    text = train.generate(model, vocab, "a€b", max_new_tokens=5, seed=1)  # unseen € does not crash
-    assert text.startswith("a€b") and len(text) == 8
+from minitorch_attn import checkpoint as ckpt
+from minitorch_attn import cli, data, train
 
 
 @pytest.fixture
 def small_text(tmp_path):
     path = tmp_path / "corpus.txt"
-    path.write_text(train.load_corpus()[:6000], encoding="utf-8")
+    path.write_text(data.load_corpus()[:6000], encoding="utf-8")
     return path
 
 
@@ -89,7 +33,7 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     assert (out / "checkpoint.npz").exists()
     if importlib.util.find_spec("matplotlib"):
         assert (out / "loss.png").exists() and (out / "attention.png").exists()
-    history = train.ckpt.load(out / "checkpoint.npz")["extra"]["history"]
+    history = ckpt.load(out / "checkpoint.npz")["extra"]["history"]
     first, last = np.mean(history["train_bpc"][:5]), np.mean(history["train_bpc"][-5:])
     assert last < first - 1.0, (first, last)  # the loss falls
 
@@ -104,7 +48,7 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
               "--resume", str(out / "checkpoint.npz"), *TINY])
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 45
     # the schedule restarted from the --lr given, not from where the first run's decay ended
-    groups = train.ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
+    groups = ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
     assert groups[0]["lr"] == pytest.approx(1e-2)  # the 5th of 5 warmup steps: the full rate
 
 
@@ -122,7 +66,7 @@ def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
     cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY])
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] and metrics["steps"] == 3
-    assert train.ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
+    assert ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
 
 
 def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
@@ -130,28 +74,3 @@ def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
     bad.write_bytes(b"oops")
     assert cli.main(["sample", "--checkpoint", str(bad)]) == 2
     assert "truncated or corrupt" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("options, message", [
-    (dict(top_k=0), "top_k must be an int >= 1"), (dict(top_k=-1), "top_k must be an int >= 1"),
-    (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
-    (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
-    (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
-])
-def test_generate_rejects_bad_sampling_options(options, message):
-    model, vocab = _tiny_gpt(), train.CharVocab("abcdefghi")
-    with pytest.raises(ValueError, match=message):
-        train.generate(model, vocab, "ab", **{"max_new_tokens": 3, **options})
-    text = train.generate(model, vocab, "ab", max_new_tokens=3, top_k=100, seed=0)  # k > vocabulary: all
-    assert len(text) == 5
-
-
-def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_path):
-    model = _tiny_gpt()
-    path = tmp_path / "c.npz"
-    train.ckpt.save(path, model, config=model.config, vocab="abc", step=0, history={})
-    with pytest.raises(train.ckpt.CheckpointError, match="vocabulary of 3 characters but a model with vocab_size 9"):
-        train.load_model(path)
-    train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
-    with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
-        train.load_model(path)

@@ -1,0 +1,152 @@
+"""Sampling from a trained GPT: temperature and top-k, with a key/value cache so each new
+character attends to cached keys and values instead of recomputing the prefix; loading
+the checkpoints of the training job; the ``minitorch-attn sample`` command.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import sys
+
+import numpy
+
+from . import checkpoint as ckpt
+from . import nn
+from .core.autograd import no_grad
+from .core.factories import tensor
+from .data import CharVocab
+
+
+def _check_sampling(max_new_tokens, temperature, top_k):
+    """Raise a ValueError unless the sampling options make sense."""
+    def is_int(value):
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    if not is_int(max_new_tokens) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
+    if top_k is not None and (not is_int(top_k) or top_k < 1):
+        raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
+
+
+def _next_id(logits_row, temperature, top_k, rng):
+    """Sample one id from a row of logits (NumPy, float64) with temperature and top-k."""
+    if temperature <= 0:
+        return int(numpy.argmax(logits_row))
+    z = logits_row / temperature
+    if top_k is not None and top_k < len(z):
+        z = numpy.where(z < numpy.sort(z)[-top_k], -numpy.inf, z)
+    p = numpy.exp(z - z.max())
+    return int(rng.choice(len(p), p=p / p.sum()))
+
+
+def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=None, use_cache=True,
+                 device="cpu", return_logits=False):
+    """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
+
+    With ``use_cache`` the prompt runs through the model once and every later step feeds
+    only the newest token, attending to the cached keys and values of all earlier ones.
+    When the sequence reaches ``max_seq_len`` (the learned positions run out), the cache is
+    rebuilt from the last half of the context. Without the cache every step recomputes the
+    last ``max_seq_len`` tokens; both give the same logits (the tests check it).
+
+    Returns:
+        the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
+    Raises:
+        ValueError: for an empty prompt, ``max_new_tokens < 0``, a negative or non-finite
+            ``temperature`` (0 = greedy), or ``top_k < 1`` (one larger than the vocabulary
+            keeps every token).
+    """
+    _check_sampling(max_new_tokens, temperature, top_k)
+    if not ids:
+        raise ValueError("generation needs a prompt of at least one token")
+    rng = rng if rng is not None else numpy.random.default_rng()
+    limit = model.max_seq_len
+    ids, new, all_logits = list(ids), [], []
+    was_training = model.training
+    model.eval()
+    with no_grad():
+        cache, feed = None, None
+        for _ in range(max_new_tokens):
+            if not use_cache:
+                logits = model(tensor([ids[-limit:]], device=device))
+            else:
+                if cache is None:
+                    cache, feed = model.new_cache(), ids[-limit:]
+                elif cache.length + len(feed) > limit:  # out of positions: keep the last half
+                    cache, feed = model.new_cache(), ids[-(limit // 2):]
+                logits = model(tensor([feed], device=device), cache=cache)
+            row = logits[0, -1].numpy().astype(numpy.float64)
+            next_id = _next_id(row, temperature, top_k, rng)
+            all_logits.append(row)
+            ids.append(next_id)
+            new.append(next_id)
+            feed = [next_id]
+    model.train(was_training)
+    return (new, all_logits) if return_logits else new
+
+
+def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=None, seed=None, device="cpu"):
+    """The prompt followed by ``max_new_tokens`` sampled characters (a string).
+
+    Characters of the prompt that are not in the vocabulary are replaced by its fallback
+    (see :class:`CharVocab`); an empty prompt starts from a newline (or the first token).
+    """
+    ids = list(vocab.encode(prompt)) if prompt else [vocab.index.get("\n", 0)]
+    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, numpy.random.default_rng(seed),
+                       device=device)
+    return prompt + vocab.decode(new)
+
+
+def load_training_checkpoint(path):
+    """:func:`checkpoint.load` of a file written by the training job, checking the fields
+    that job adds (the vocabulary, matching the config's ``vocab_size``, the step and the
+    loss history).
+
+    Raises:
+        CheckpointError: if the file is not a checkpoint, or not one of the training job.
+    """
+    checkpoint = ckpt.load(path)
+    extra, config = checkpoint["extra"], checkpoint["config"]
+    missing = [key for key in ("vocab", "step", "history") if key not in extra]
+    if missing:
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has no {', '.join(missing)}: it was not written by the training job")
+    if not isinstance(extra["vocab"], str):
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has a vocabulary that is not a string of characters")
+    if len(extra["vocab"]) != config.get("vocab_size"):
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} stores a vocabulary of {len(extra['vocab'])} characters "
+                                   f"but a model with vocab_size {config.get('vocab_size')!r}")
+    return checkpoint
+
+
+def load_model(path, device="cpu"):
+    """``(model, vocab, checkpoint)`` from a checkpoint written by the training job.
+
+    Raises:
+        CheckpointError: if the file is not a training checkpoint or its config does not
+            build a GPT.
+    """
+    checkpoint = load_training_checkpoint(path)
+    try:
+        model = nn.GPT(**checkpoint["config"])
+        vocab = CharVocab(checkpoint["extra"]["vocab"])
+    except (TypeError, ValueError) as error:
+        raise ckpt.CheckpointError(f"{os.fspath(path)!r} does not describe a usable GPT: {error}") from None
+    ckpt.restore(checkpoint, model)
+    return model.to(device), vocab, checkpoint
+
+
+def run_sample(args):
+    """The ``sample`` command: print a continuation of ``--prompt``."""
+    model, vocab, _ = load_model(args.checkpoint, args.device)
+    before = vocab.unknown_count
+    text = generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
+                    args.seed, args.device)
+    if vocab.unknown_count > before:
+        print(f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
+              f"and were read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
+    print(text)
+    return 0
