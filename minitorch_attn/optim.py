@@ -17,9 +17,9 @@ AdamW      as Adam, but the weight decay is decoupled: ``p *= 1 - lr λ`` before
 
 An optimizer takes an iterable of parameters, or of *parameter groups*: dicts with a
 ``"params"`` list and any hyperparameter to override for that group (as in PyTorch;
-the training job uses one group with weight decay for matrices and one without for
-biases, norms and position embeddings). ``optimizer.param_groups[i]["lr"]`` is the
-learning rate a schedule changes.
+the training job, :func:`minitorch_attn.train.make_optimizer`, decays every matrix --
+projections, token and position embeddings -- and leaves biases and norm gains alone).
+``optimizer.param_groups[i]["lr"]`` is the learning rate a schedule changes.
 """
 
 from __future__ import annotations

@@ -65,8 +65,9 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
 
 
 def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
-    """AdamW with weight decay on the matrices (embeddings, projections) only; biases
-    and norm gains are not decayed (as GPT-2 and nanoGPT)."""
+    """AdamW with weight decay on every matrix (the parameters with 2 or more dims: the
+    projections and the token *and position* embeddings) and none on biases and norm gains
+    (vectors), as nanoGPT (``configure_optimizers``). Group 0 decays, group 1 does not."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     return optim.AdamW([{"params": decay, "weight_decay": weight_decay},

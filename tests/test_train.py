@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+import minitorch_attn as mt
 from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import cli, data, train
+from minitorch_attn import cli, data, nn, train
 
 
 @pytest.fixture
@@ -74,3 +75,19 @@ def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
     bad.write_bytes(b"oops")
     assert cli.main(["sample", "--checkpoint", str(bad)]) == 2
     assert "truncated or corrupt" in capsys.readouterr().err
+
+
+def test_weight_decay_reaches_every_matrix_position_embeddings_included_and_no_vector():
+    model = nn.GPT(9, d_model=16, num_heads=2, num_layers=1, max_seq_len=8)
+    opt = train.make_optimizer(model, lr=0.1, weight_decay=0.5)
+    decayed = {id(p) for group in opt.param_groups if group["weight_decay"] for p in group["params"]}
+    names = {name for name, p in model.named_parameters() if id(p) in decayed}
+    assert {"position_embedding.weight", "token_embedding.weight", "blocks.0.attn.W_o.weight"} <= names
+    assert all((id(p) in decayed) == (p.ndim >= 2) for p in model.parameters())
+    before = {name: p.numpy().copy() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = mt.zeros(*p.shape)  # the Adam step is 0: only the decay moves a weight
+    opt.step()
+    for name, p in model.named_parameters():
+        factor = 1 - 0.1 * 0.5 if p.ndim >= 2 else 1.0
+        np.testing.assert_allclose(p.numpy(), before[name] * factor, rtol=1e-6, err_msg=name)
