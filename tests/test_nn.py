@@ -126,6 +126,24 @@ def test_embedding_gradient_accumulates_repeated_ids(device):
     np.testing.assert_allclose(emb.weight.grad.numpy()[:, 0], [1, 3, 0, 0, 2])
 
 
+@pytest.mark.parametrize("padding_idx", [2, -1])
+def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient_as_pytorch(rng, padding_idx, torch):
+    ours = nn.Embedding(6, 4, padding_idx=padding_idx)
+    theirs = torch.nn.Embedding(6, 4, padding_idx=padding_idx)
+    assert repr(ours) == repr(theirs) and ours.padding_idx == theirs.padding_idx
+    row = ours.padding_idx
+    assert not np.any(ours.weight.numpy()[row]) and not theirs.weight[row].any()
+    to_float64(ours)
+    theirs = _torch_twin(ours, torch)
+    idx = rng.integers(0, 6, size=(3, 5))
+    idx[0, :2] = row
+    upstream = rng.standard_normal((3, 5, 4))
+    ours(mt.tensor(idx)).backward(mt.tensor(upstream))
+    theirs(torch.tensor(idx)).backward(torch.tensor(upstream))
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert not np.any(ours.weight.grad.numpy()[row])
+
+
 def test_linear_and_norms_match_pytorch(torch):
     x = x64(2, 3, 6)
     xt = torch.tensor(x.numpy())
@@ -354,7 +372,8 @@ def _torch_twin(ours, torch):
     theirs = {nn.Linear: lambda m: torch.nn.Linear(m.in_features, m.out_features),
               nn.LayerNorm: lambda m: torch.nn.LayerNorm(m.normalized_shape, eps=m.eps),
               nn.RMSNorm: lambda m: torch.nn.RMSNorm(m.normalized_shape, eps=m.eps),
-              nn.Embedding: lambda m: torch.nn.Embedding(m.num_embeddings, m.embedding_dim)}[type(ours)](ours).double()
+              nn.Embedding: lambda m: torch.nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
+              }[type(ours)](ours).double()
     with torch.no_grad():
         for name, p in ours.named_parameters():
             getattr(theirs, name).copy_(torch.tensor(p.numpy()))
