@@ -33,6 +33,7 @@ positive_float = _checked(float, lambda v: 0 < v < math.inf, "a number > 0")
 non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+positive_fraction = _checked(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
 
 

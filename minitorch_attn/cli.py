@@ -21,7 +21,8 @@ import os
 import sys
 
 from .argtypes import (
-    folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_int, probability,
+    folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction, positive_int,
+    probability,
     usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
@@ -92,6 +93,8 @@ def add_train(subparsers):
     sample = p.add_argument_group("sample printed at the end")
     sample.add_argument("--sample-prompt", default="The ", help="prompt of the final sample")
     sample.add_argument("--sample-tokens", type=non_negative_int, default=300, help="characters to generate")
+    sample.add_argument("--top-p", type=positive_fraction, default=None, metavar="P",
+                        help="nucleus sampling: draw among the likeliest characters whose probabilities add up to P")
     p.set_defaults(run=_run_train)
 
 
@@ -113,6 +116,9 @@ def add_sample(subparsers):
     p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
     p.add_argument("--temperature", type=non_negative_float, default=0.8, help="softmax temperature (0 = always the likeliest)")
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters only")
+    p.add_argument("--top-p", type=positive_fraction, default=None, metavar="P",
+                   help="nucleus sampling: draw among the likeliest characters whose probabilities add up to P "
+                        "(the one that crosses P included; after --top-k)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
     p.add_argument("--device", type=usable_device, default=None, help="cpu, cuda or strict")

@@ -1,6 +1,7 @@
-"""Sampling from a trained GPT: temperature and top-k, with a key/value cache so each new
-character attends to cached keys and values instead of recomputing the prefix; loading
-the checkpoints of the training job; the ``minitorch-attn sample`` command.
+"""Sampling from a trained GPT: temperature, top-k and nucleus (top-p) filtering, with a
+key/value cache so each new character attends to cached keys and values instead of
+recomputing the prefix; loading the checkpoints of the training job; the
+``minitorch-attn sample`` command.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .core.factories import tensor
 from .data import CharVocab
 
 
-def _check_sampling(max_new_tokens, temperature, top_k):
+def _check_sampling(max_new_tokens, temperature, top_k, top_p=None):
     """Raise a ValueError unless the sampling options make sense."""
     def is_int(value):
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -30,21 +31,46 @@ def _check_sampling(max_new_tokens, temperature, top_k):
         raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
     if top_k is not None and (not is_int(top_k) or top_k < 1):
         raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
+    if top_p is not None and (not isinstance(top_p, numbers.Real) or isinstance(top_p, bool) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be a number in (0, 1] (or None for the whole vocabulary), got {top_p!r}")
 
 
-def _next_id(logits_row, temperature, top_k, rng):
-    """Sample one id from a row of logits (NumPy, float64) with temperature and top-k."""
-    if temperature <= 0:
-        return int(numpy.argmax(logits_row))
-    z = logits_row / temperature
+def sampling_probabilities(logits_row, temperature=1.0, top_k=None, top_p=None):
+    """The distribution one token is drawn from (NumPy float64, summing to 1), from a row of
+    logits: softmax of ``logits / temperature`` over the tokens that survive both filters.
+
+    - top-k: the ``top_k`` largest logits (ties with the k-th are kept too);
+    - top-p, nucleus sampling (Holtzman et al., arXiv:1904.09751, §3.1): the smallest set of
+      the likeliest tokens whose probabilities add up to at least ``top_p``. The tokens are
+      taken in order of probability (equal ones by id) while the mass *before* each is below
+      ``top_p``, so the token that crosses the threshold is kept.
+
+    ``temperature`` must be > 0 here (0 means "always the likeliest": :func:`_next_id`).
+    """
+    z = numpy.asarray(logits_row, dtype=numpy.float64) / temperature
     if top_k is not None and top_k < len(z):
         z = numpy.where(z < numpy.sort(z)[-top_k], -numpy.inf, z)
     p = numpy.exp(z - z.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
+    p /= p.sum()
+    if top_p is not None and top_p < 1:
+        order = numpy.argsort(-p, kind="stable")                                # likeliest first
+        mass_before = numpy.concatenate(([0.0], numpy.cumsum(p[order])[:-1]))  # of the likelier ones
+        p[order[mass_before >= top_p]] = 0.0             # every token after the one that crosses top_p
+        p /= p.sum()
+    return p
 
 
-def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=None, use_cache=True,
-                 device="cpu", return_logits=False):
+def _next_id(logits_row, temperature, top_k, rng, top_p=None):
+    """Sample one id from a row of logits (NumPy, float64) with temperature, top-k and top-p
+    (:func:`sampling_probabilities`); temperature 0 takes the likeliest."""
+    if temperature <= 0:
+        return int(numpy.argmax(logits_row))
+    p = sampling_probabilities(logits_row, temperature, top_k, top_p)
+    return int(rng.choice(len(p), p=p))
+
+
+def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None, use_cache=True,
+                 device="cpu", return_logits=False, on_token=None):
     """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
 
     With ``use_cache`` the prompt runs through the model once and every later step feeds
@@ -53,14 +79,18 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
     rebuilt from the last half of the context. Without the cache every step recomputes the
     last ``max_seq_len`` tokens; both give the same logits (the tests check it).
 
+    ``temperature``, ``top_k`` and ``top_p`` shape each step's distribution (see
+    :func:`sampling_probabilities`); ``on_token(id)``, when given, is called with each new id
+    as soon as it is drawn (the ``sample`` command prints it then).
+
     Returns:
         the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
     Raises:
         ValueError: for an empty prompt, ``max_new_tokens < 0``, a negative or non-finite
-            ``temperature`` (0 = greedy), or ``top_k < 1`` (one larger than the vocabulary
-            keeps every token).
+            ``temperature`` (0 = greedy), ``top_k < 1`` (one larger than the vocabulary
+            keeps every token) or ``top_p`` outside ``(0, 1]``.
     """
-    _check_sampling(max_new_tokens, temperature, top_k)
+    _check_sampling(max_new_tokens, temperature, top_k, top_p)
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
     rng = rng if rng is not None else numpy.random.default_rng()
@@ -80,7 +110,9 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
                     cache, feed = model.new_cache(), ids[-(limit // 2):]
                 logits = model(tensor([feed], device=device), cache=cache)
             row = logits[0, -1].numpy().astype(numpy.float64)
-            next_id = _next_id(row, temperature, top_k, rng)
+            next_id = _next_id(row, temperature, top_k, rng, top_p)
+            if on_token is not None:
+                on_token(next_id)
             all_logits.append(row)
             ids.append(next_id)
             new.append(next_id)
@@ -89,15 +121,26 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=No
     return (new, all_logits) if return_logits else new
 
 
-def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=None, seed=None, device="cpu"):
+def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=None, top_p=None, seed=None,
+             device="cpu", stream=None):
     """The prompt followed by ``max_new_tokens`` sampled characters (a string).
 
     Characters of the prompt that are not in the vocabulary are replaced by its fallback
     (see :class:`CharVocab`); an empty prompt starts from a newline (or the first token).
+    With ``stream`` (a text file such as ``sys.stdout``) the prompt and then each character
+    are also written to it, and flushed, as they are generated.
     """
     ids = list(vocab.encode(prompt)) if prompt else [vocab.index.get("\n", 0)]
-    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, numpy.random.default_rng(seed),
-                       device=device)
+    if stream is not None:
+        stream.write(prompt)
+        stream.flush()
+
+    def show(token):  # the sample as it grows
+        stream.write(vocab.decode([token]))
+        stream.flush()
+
+    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, top_p, numpy.random.default_rng(seed),
+                       device=device, on_token=show if stream is not None else None)
     return prompt + vocab.decode(new)
 
 
@@ -140,13 +183,15 @@ def load_model(path, device="cpu"):
 
 
 def run_sample(args):
-    """The ``sample`` command: print a continuation of ``--prompt``."""
+    """The ``sample`` command: print a continuation of ``--prompt``, each character as soon
+    as it is drawn."""
     model, vocab, _ = load_model(args.checkpoint, args.device)
     before = vocab.unknown_count
-    text = generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
-                    args.seed, args.device)
+    vocab.encode(args.prompt)  # counts the prompt's unknown characters, to say so before sampling
     if vocab.unknown_count > before:
         print(f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
-              f"and were read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
-    print(text)
+              f"and are read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
+    generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
+             args.seed, args.device, stream=sys.stdout)
+    print()
     return 0

@@ -185,7 +185,7 @@ def run_training(args):
         f"checkpoint {path}")
 
     sample = generate(model, vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
-                      temperature=0.8, top_k=None, seed=args.seed, device=args.device)
+                      temperature=0.8, top_p=args.top_p, seed=args.seed, device=args.device)
     log(f"sample:\n{sample}")
     pictures = write_plots(args.out, history, baseline, model, vocab, args.device, log)
 

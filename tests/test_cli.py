@@ -40,7 +40,7 @@ def _fails_with_status_2(argv, capsys):
     ("--d-model", "0"), ("--num-layers", "0"), ("--num-heads", "0"), ("--dropout", "1"),
     ("--dropout", "-0.1"), ("--val-fraction", "0"), ("--val-fraction", "1"), ("--lr", "0"),
     ("--lr", "inf"), ("--grad-clip", "0"), ("--warmup-steps", "-1"), ("--weight-decay", "-1"),
-    ("--sample-tokens", "-1"), ("--seed", "-1"), ("--steps", "two"),
+    ("--sample-tokens", "-1"), ("--seed", "-1"), ("--steps", "two"), ("--top-p", "0"), ("--top-p", "1.5"),
 ])
 def test_train_rejects_bad_numbers(flag, value, capsys):
     line = _fails_with_status_2(["train", "--text", "no-such-file.txt", flag, value], capsys)  # fails fast if let through
@@ -49,7 +49,7 @@ def test_train_rejects_bad_numbers(flag, value, capsys):
 
 @pytest.mark.parametrize("flag, value", [
     ("--top-k", "0"), ("--top-k", "-2"), ("--temperature", "-1"), ("--temperature", "nan"),
-    ("--max-new-tokens", "-5"),
+    ("--max-new-tokens", "-5"), ("--top-p", "0"), ("--top-p", "1.01"), ("--top-p", "nan"),
 ])
 def test_sample_rejects_bad_numbers(flag, value, capsys):
     line = _fails_with_status_2(["sample", "--checkpoint", "c.npz", flag, value], capsys)

@@ -1,6 +1,8 @@
 """Sampling: the KV cache gives the logits of a full recomputation, the sampling options are
 checked, and only checkpoints of the training job load."""
 
+import io
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,8 @@ def test_generation_runs_past_the_context_and_samples_top_k():
     (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
     (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
     (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
+    (dict(top_p=0.0), r"top_p must be a number in \(0, 1\]"), (dict(top_p=1.5), r"top_p must be a number in \(0, 1\]"),
+    (dict(top_p=float("nan")), r"top_p must be a number in \(0, 1\]"),
 ])
 def test_generate_rejects_bad_sampling_options(options, message):
     model, vocab = _tiny_gpt(), CharVocab("abcdefghi")
@@ -55,3 +59,54 @@ def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_pat
     ckpt.save(path, model, config=model.config, vocab="abcdefghi")
     with pytest.raises(ckpt.CheckpointError, match="has no step, history"):
         sampling.load_model(path)
+
+
+# ---- nucleus (top-p) sampling on hand-made distributions --------------------------------------------
+PROBS = np.array([0.5, 0.3, 0.15, 0.05])
+
+
+def _kept(p):
+    return [int(i) for i in np.flatnonzero(p)]
+
+
+@pytest.mark.parametrize("top_p, kept", [
+    (0.45, [0]),           # the likeliest alone crosses 0.45
+    (0.6, [0, 1]),         # 0.5 < 0.6: the token that crosses (0.3, reaching 0.8) is kept
+    (0.9, [0, 1, 2]),
+    (0.96, [0, 1, 2, 3]),
+    (1.0, [0, 1, 2, 3]),
+])
+def test_top_p_keeps_the_likeliest_tokens_up_to_the_one_that_crosses_the_threshold(top_p, kept):
+    p = sampling.sampling_probabilities(np.log(PROBS), top_p=top_p)
+    assert _kept(p) == kept
+    np.testing.assert_allclose(p[kept], PROBS[kept] / PROBS[kept].sum(), rtol=1e-12)  # renormalized
+
+
+def test_top_p_after_temperature_and_top_k():
+    # temperature 0.5 squares the probabilities: 0.685, 0.247, 0.062, 0.007
+    assert _kept(sampling.sampling_probabilities(np.log(PROBS), temperature=0.5, top_p=0.9)) == [0, 1]
+    # top-k 3 first (0.526, 0.316, 0.158), then top-p 0.5: the first crosses already
+    assert _kept(sampling.sampling_probabilities(np.log(PROBS), top_k=3, top_p=0.5)) == [0]
+    assert _kept(sampling.sampling_probabilities(np.log(PROBS), top_k=2, top_p=0.9)) == [0, 1]
+
+
+def test_top_p_takes_equal_probabilities_in_order_of_id():
+    p = sampling.sampling_probabilities(np.zeros(4), top_p=0.3)
+    np.testing.assert_allclose(p, [0.5, 0.5, 0, 0])
+
+
+def test_sampling_with_top_p_draws_only_kept_tokens_in_their_proportions():
+    rng = np.random.default_rng(0)
+    draws = np.array([sampling._next_id(np.log(PROBS), 1.0, None, rng, top_p=0.6) for _ in range(4000)])
+    assert set(draws.tolist()) == {0, 1}
+    assert np.mean(draws == 0) == pytest.approx(0.5 / 0.8, abs=0.03)
+
+
+def test_generation_takes_top_p():
+    model = _tiny_gpt()
+    one = sampling.generate_ids(model, [1, 2], 12, temperature=1.0, top_p=1e-9, rng=np.random.default_rng(0))
+    greedy = sampling.generate_ids(model, [1, 2], 12, temperature=0)
+    assert one == greedy  # a nucleus of one token is the likeliest token
+    streamed = io.StringIO()
+    text = sampling.generate(model, CharVocab("abcdefghi"), "ab", max_new_tokens=6, top_p=0.5, seed=3, stream=streamed)
+    assert streamed.getvalue() == text and len(text) == 8

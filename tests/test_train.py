@@ -40,7 +40,7 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
 
     capsys.readouterr()
     assert cli.main(["sample", "--checkpoint", str(out / "checkpoint.npz"), "--prompt", "The ",
-                     "--max-new-tokens", "15", "--top-k", "5", "--temperature", "0.5", "--seed", "0"]) == 0
+                     "--max-new-tokens", "15", "--top-k", "5", "--top-p", "0.9", "--temperature", "0.5", "--seed", "0"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("The ") and len(printed.rstrip("\n")) >= 19
 
