@@ -32,9 +32,12 @@ def load_corpus(path=None):
     """The training text: the file at ``path`` (UTF-8), or the Python language reference
     (``pydoc_data.topics``, its topics joined in sorted order).
 
+    Whether the text is long enough depends on the context length and the split: see
+    :func:`check_text_size`.
+
     Raises:
         FileNotFoundError: for a missing file (OSError for a folder or an unreadable file).
-        ValueError: if the file is not UTF-8 text, or the text is shorter than 100 characters.
+        ValueError: if the file is not UTF-8 text.
     """
     if path is None:
         from pydoc_data.topics import topics
@@ -46,8 +49,6 @@ def load_corpus(path=None):
                 text = f.read()
         except UnicodeDecodeError as error:
             raise ValueError(f"{os.fspath(path)!r} is not UTF-8 text (byte {error.start}: {error.reason})") from None
-    if len(text) < 100:
-        raise ValueError(f"the corpus has {len(text)} characters; at least 100 are needed to train")
     return text
 
 
@@ -87,8 +88,40 @@ def split_ids(ids, val_fraction=0.1):
     """``(train, val)``: the first ``1 - val_fraction`` of the ids, then the rest."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
-    cut = int(len(ids) * (1.0 - val_fraction))
+    cut = _split_point(len(ids), val_fraction)
     return ids[:cut], ids[cut:]
+
+
+def _split_point(length, val_fraction):
+    """Where the validation part of ``length`` tokens starts (the one formula of the split)."""
+    return int(length * (1.0 - val_fraction))
+
+
+def check_text_size(length, block_size, val_fraction):
+    """Raise a ValueError, with the numbers, unless a text of ``length`` characters split at
+    ``val_fraction`` leaves both parts at least one window of ``block_size + 1`` characters
+    (what :func:`get_batch` and the validation need). The message gives the shortest text
+    that would do (:func:`shortest_text`)."""
+    cut = _split_point(length, val_fraction)
+    if min(cut, length - cut) <= block_size:
+        raise ValueError(
+            f"the text has {length:,} characters, too few for a context of {block_size} characters and "
+            f"{val_fraction:g} of it for validation: training and validation each need a window of "
+            f"{block_size + 1} characters (the context + 1), and this text gives them {cut:,} and {length - cut:,}. "
+            f"Give a text of at least {shortest_text(block_size, val_fraction):,} characters, a larger "
+            f"--val-fraction or a smaller --block-size")
+
+
+def shortest_text(block_size, val_fraction):
+    """The fewest characters whose split leaves both parts ``block_size + 1`` long (641 for
+    the defaults: a context of 64 and a tenth for validation)."""
+    need = block_size + 1
+    # the validation part is at most length * val_fraction + 1 and the training part at most
+    # length * (1 - val_fraction): start just below both bounds and count up
+    length = max(2 * need, math.floor((need - 1) / val_fraction), math.floor(need / (1 - val_fraction))) - 1
+    while min(_split_point(length, val_fraction), length - _split_point(length, val_fraction)) < need:
+        length += 1
+    return length
 
 
 def get_batch(ids, batch_size, block_size, rng, device="cpu"):

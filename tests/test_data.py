@@ -39,3 +39,21 @@ def test_bigram_baseline_by_hand():
 def test_default_corpus_is_the_python_reference():
     text = data.load_corpus()
     assert len(text) > 400_000 and "lambda" in text
+
+
+@pytest.mark.parametrize("block_size", [1, 8, 64])
+@pytest.mark.parametrize("val_fraction", [0.01, 0.1, 0.5, 0.9])
+def test_the_shortest_text_is_the_first_whose_split_leaves_a_window_on_each_side(block_size, val_fraction):
+    def fits(length):
+        train, val = data.split_ids(np.arange(length), val_fraction)
+        return min(len(train), len(val)) >= block_size + 1
+
+    shortest = data.shortest_text(block_size, val_fraction)
+    assert fits(shortest) and not any(fits(n) for n in range(shortest))
+    data.check_text_size(shortest, block_size, val_fraction)
+    with pytest.raises(ValueError, match=f"at least {shortest:,} characters"):
+        data.check_text_size(shortest - 1, block_size, val_fraction)
+
+
+def test_the_defaults_need_641_characters():
+    assert data.shortest_text(64, 0.1) == 641  # validation gets 65 of them: one window of the context + 1
