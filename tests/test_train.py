@@ -35,6 +35,7 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     if importlib.util.find_spec("matplotlib"):
         assert (out / "loss.png").exists() and (out / "attention.png").exists()
     history = ckpt.load(out / "checkpoint.npz")["extra"]["history"]
+    assert history["val_step"] == [20, 40]  # the estimates only: the whole split's value is in metrics.json
     first, last = np.mean(history["train_bpc"][:5]), np.mean(history["train_bpc"][-5:])
     assert last < first - 1.0, (first, last)  # the loss falls
 
@@ -53,7 +54,7 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     assert groups[0]["lr"] == pytest.approx(1e-2)  # the 5th of 5 warmup steps: the full rate
 
 
-def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(small_text, tmp_path, monkeypatch):
     real_get_batch, calls = train.get_batch, []
 
     def interrupt_on_the_fourth_batch(*args, **kwargs):
@@ -64,7 +65,7 @@ def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
 
     monkeypatch.setattr(train, "get_batch", interrupt_on_the_fourth_batch)
     out = tmp_path / "run"
-    cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY])
+    assert cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY]) == 130
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] and metrics["steps"] == 3
     assert ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
@@ -91,3 +92,16 @@ def test_weight_decay_reaches_every_matrix_position_embeddings_included_and_no_v
     for name, p in model.named_parameters():
         factor = 1 - 0.1 * 0.5 if p.ndim >= 2 else 1.0
         np.testing.assert_allclose(p.numpy(), before[name] * factor, rtol=1e-6, err_msg=name)
+
+
+def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    history = {"step": [1, 2, 3, 4], "train_bpc": [5.0, 4.0, 3.5, 3.0], "val_step": [2, 4], "val_bpc": [4.2, 3.4]}
+    fig = train.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    estimates, final = lines["validation estimate (64 windows)"], lines["validation, whole split (3.10)"]
+    assert list(estimates.get_xdata()) == [2, 4] and list(estimates.get_ydata()) == [4.2, 3.4]
+    assert list(final.get_xdata()) == [4] and list(final.get_ydata()) == [3.1]
+    assert final.get_marker() != estimates.get_marker() and final.get_linestyle() == "None"
+    plt.close(fig)
