@@ -117,6 +117,11 @@ class _Progress:
         self.bar.update(min(elapsed, self.bar.total) - self.bar.n if self.by_time else 1)
         self.bar.set_postfix_str(f"step {step}, {postfix}" if self.by_time else postfix, refresh=False)
 
+    def close(self, elapsed):
+        if self.by_time:  # the time spent since the last step counts too (all of it, when the budget ran out)
+            self.bar.update(min(elapsed, self.bar.total) - self.bar.n)
+        self.bar.close()
+
 
 @contextlib.contextmanager
 def _ctrl_c_waits():
@@ -304,7 +309,7 @@ def _train(args, job, log):
     except KeyboardInterrupt:
         return True
     finally:
-        progress.bar.close()
+        progress.close(time.perf_counter() - train_start)
         job.train_s = time.perf_counter() - train_start - job.eval_s
 
 
