@@ -21,7 +21,9 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.cli import main as cli_main
-from minitorch_attn.train import HEATMAP_SENTENCE, load_corpus, load_model
+from minitorch_attn.data import load_corpus
+from minitorch_attn.sampling import load_model
+from minitorch_attn.train import HEATMAP_SENTENCE
 from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 
@@ -32,11 +34,10 @@ def add_flags(parser):
 
 def train_small_model(args, out):
     """Run the training job (the ``train`` command) into ``out/model``; returns its checkpoint."""
-    folder = os.path.join(out, "model")
-    os.makedirs(folder, exist_ok=True)
-    flags = ["--out", folder, "--device", args.device, "--seed", str(args.seed), "--block-size", "64"]
+    folder = os.path.join(out, "model")  # the demo's own: a run from an earlier time is replaced
+    flags = ["--out", folder, "--overwrite", "--device", args.device, "--seed", str(args.seed), "--block-size", "64"]
     if args.quick:  # a tiny model for 15 steps on 20,000 characters of the default corpus
-        excerpt = os.path.join(folder, "excerpt.txt")
+        excerpt = os.path.join(out, "excerpt.txt")
         with open(excerpt, "w", encoding="utf-8") as f:
             f.write(load_corpus()[:20_000])
         flags += ["--text", excerpt, "--steps", "15", "--time-budget", "0", "--warmup-steps", "5",
@@ -45,7 +46,9 @@ def train_small_model(args, out):
     else:  # two minutes of the default model, one layer fewer
         flags += ["--time-budget", "120", "--num-layers", "3", "--eval-interval", "200", "--sample-tokens", "100"]
     print(f"no --checkpoint given: training a small model first: minitorch-attn train {' '.join(flags)}")
-    cli_main(["train", *flags])
+    status = cli_main(["train", *flags])
+    if status != 0:  # a bad flag (2) or Ctrl-C (130): the command has said why
+        raise SystemExit(status)
     return os.path.join(folder, "checkpoint.npz")
 
 

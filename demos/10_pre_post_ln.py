@@ -22,7 +22,8 @@ import minitorch_attn as mt
 from minitorch_attn import functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn import manual_seed
-from minitorch_attn.train import CharVocab, get_batch, load_corpus, make_optimizer, split_ids
+from minitorch_attn.data import CharVocab, get_batch, load_corpus, split_ids
+from minitorch_attn.train import make_optimizer
 from minitorch_attn.demo_common import pyplot, save, setup
 
 

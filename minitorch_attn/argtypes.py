@@ -1,7 +1,9 @@
-"""The argparse types of every command: a flag's value is checked where it is read.
+"""The argparse pieces of every command: the parser, and the types that check a flag's
+value where it is read.
 
-Each is an argparse ``type=`` that converts the text and accepts it only when it is valid,
-so a bad value ends the command with one line naming the flag and what was expected.
+Each type is an argparse ``type=`` that converts the text and accepts it only when it is
+valid, so a bad value ends the command with one line naming the flag and what was
+expected (:class:`CommandParser` prints that line and a pointer to ``--help``).
 """
 
 from __future__ import annotations
@@ -9,8 +11,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 
 from .core.backend import DeviceUnavailableError, get_backend
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are the one line that says what was wrong and a
+    pointer to ``--help`` (argparse prints its whole usage block first), with exit status 2.
+    Subcommands' parsers are of the same class."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}\nsee '{self.prog} --help' for every flag", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _checked(convert, ok, expected):
@@ -33,6 +46,7 @@ positive_float = _checked(float, lambda v: 0 < v < math.inf, "a number > 0")
 non_negative_float = _checked(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 open_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+positive_fraction = _checked(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
 
 

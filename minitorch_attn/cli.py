@@ -10,9 +10,11 @@
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
 arguments and the function that runs it. Bad arguments and unusable files end a command
 with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit status 2:
-argparse checks each flag's value, and :func:`main` turns the errors a command raises for
-bad input (ValueError, TypeError, OSError, DeviceUnavailableError) into that line; other
-errors, such as a homework stub's NotImplementedError, keep their traceback.
+argparse checks each flag's value (and points to ``--help`` instead of printing the usage),
+and :func:`main` turns the errors a command raises for bad input (ValueError, TypeError,
+OSError, DeviceUnavailableError) into that line; other errors, such as a homework stub's
+NotImplementedError, keep their traceback. Ctrl-C ends any command with "interrupted" and
+status 130 (as shells expect), after ``train`` has saved its checkpoint.
 """
 
 from __future__ import annotations
@@ -20,17 +22,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
+from . import __version__
 from .argtypes import (
-    folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_int, probability,
-    usable_device,
+    CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
+    positive_int, probability, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
 from .export import run_export
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
-from .train import run_sample, run_training
+from .sampling import run_sample
+from .train import run_training
 
 
 def add_gradcheck(subparsers):
@@ -47,7 +52,7 @@ class _ShowDefaults(argparse.ArgumentDefaultsHelpFormatter):
     """Append "(default: X)" to a flag's help, except where there is nothing to show."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False):
+        if action.default is None or action.default is False:  # (0.0 == False, yet 0.0 is worth showing)
             return action.help
         return super()._get_help_string(action)
 
@@ -64,50 +69,96 @@ def add_train(subparsers):
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
     data.add_argument("--val-fraction", type=open_fraction, default=0.1, help="share of the text (its end) kept for validation")
-    data.add_argument("--out", metavar="DIR", type=folder, help="run folder (default: runs/<date-time>)")
-    data.add_argument("--resume", metavar="CHECKPOINT", help="continue from a checkpoint.npz (its model config and vocabulary win)")
+    data.add_argument("--out", metavar="DIR", type=folder,
+                      help="run folder, new or empty (default: a new runs/<date-time>)")
+    data.add_argument("--overwrite", action="store_true", help="let --out be a folder that already holds files "
+                      "(its checkpoint, metrics and pictures are replaced)")
+    data.add_argument("--resume", metavar="CHECKPOINT",
+                      help="continue from a checkpoint.npz of train: its weights, optimizer state, step count, model "
+                           "config and vocabulary (model flags given here are ignored, with a warning). The run is "
+                           "written to --out like any other: a new folder by default, or the checkpoint's own folder "
+                           "when --out names it")
     run = p.add_argument_group("how long and where")
     run.add_argument("--device", type=usable_device, default=None,
                      help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
     run.add_argument("--steps", type=positive_int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
                      "the run stops at whichever limit comes first")
-    run.add_argument("--time-budget", type=non_negative_float, default=240.0, help="seconds of training, periodic validation included (0 = no limit; then give --steps)")
+    run.add_argument("--time-budget", type=non_negative_float, default=240.0,
+                     help="seconds of training, periodic validation included (0 = no limit; then give --steps); "
+                          "without --steps the progress bar counts these seconds")
     run.add_argument("--seed", type=non_negative_int, default=1337, help="seed for the weights, the batches and the sample")
     run.add_argument("--eval-interval", type=positive_int, default=100, help="steps between validation estimates")
     run.add_argument("--eval-windows", type=positive_int, default=64, help="validation windows per periodic estimate (the final one uses all)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or log lines")
-    model = p.add_argument_group("model")
-    model.add_argument("--d-model", type=positive_int, default=128, help="width of the residual stream")
-    model.add_argument("--num-layers", type=positive_int, default=4, help="Transformer blocks")
-    model.add_argument("--num-heads", type=positive_int, default=4, help="attention heads per block")
-    model.add_argument("--block-size", type=positive_int, default=64, help="context length in characters")
-    model.add_argument("--dropout", type=probability, default=0.0, help="dropout probability")
-    model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", help="normalization layer")
-    model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", help="attention kernel")
-    model.add_argument("--pos-encoding", choices=("learned", "rope"), default="learned",
+    run.add_argument("--quiet", action="store_true",
+                     help="no progress bar or log lines; the results (final validation, sample, outputs) are printed")
+    model = p.add_argument_group("model (a resumed run keeps its checkpoint's)")
+    model.add_argument("--d-model", type=positive_int, default=128, action=_Given, help="width of the residual stream")
+    model.add_argument("--num-layers", type=positive_int, default=4, action=_Given, help="Transformer blocks")
+    model.add_argument("--num-heads", type=positive_int, default=4, action=_Given, help="attention heads per block")
+    model.add_argument("--block-size", type=positive_int, default=64, action=_Given, help="context length in characters")
+    model.add_argument("--dropout", type=probability, default=0.0, action=_Given, help="dropout probability")
+    model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", action=_Given,
+                       help="normalization layer")
+    model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", action=_Given, help="attention kernel")
+    model.add_argument("--pos-encoding", choices=("learned", "rope"), default="learned", action=_Given,
                        help="positions: a learned embedding per position (GPT-2) or rotary queries and keys "
                             "(RoPE), whose attention slides over the last --block-size characters when sampling")
     opt = p.add_argument_group("optimization")
     opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
     opt.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of AdamW")
     opt.add_argument("--warmup-steps", type=non_negative_int, default=50, help="linear warmup before the cosine decay")
-    opt.add_argument("--weight-decay", type=non_negative_float, default=0.1, help="AdamW's decoupled weight decay (matrices only)")
-    opt.add_argument("--grad-clip", type=positive_float, default=1.0, help="clip the global gradient norm to this")
+    opt.add_argument("--weight-decay", type=non_negative_float, default=0.1,
+                     help="AdamW's decoupled weight decay, on every matrix (embeddings included), not on vectors")
+    opt.add_argument("--grad-clip", type=non_negative_float, default=1.0,
+                     help="clip the global gradient norm to this (0 = no clipping)")
     sample = p.add_argument_group("sample printed at the end")
     sample.add_argument("--sample-prompt", default="The ", help="prompt of the final sample")
     sample.add_argument("--sample-tokens", type=non_negative_int, default=300, help="characters to generate")
-    p.set_defaults(run=_run_train)
+    sample.add_argument("--top-p", type=positive_fraction, default=None, metavar="P",
+                        help="nucleus sampling: draw among the likeliest characters whose probabilities add up to P")
+    p.set_defaults(run=_run_train, given=frozenset())
+
+
+class _Given(argparse.Action):
+    """Store a flag's value and note that it was given (``args.given``): a resumed run warns
+    about the model flags it ignores, but not about their defaults."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = namespace.given | {self.dest}
 
 
 def _run_train(args):
     if args.steps is None and not args.time_budget:
         raise ValueError("--time-budget 0 means no time limit: give --steps too")
     args.device = args.device or get_default_device()
-    if args.out is None:
-        import time
+    args.out = _run_folder(args)
+    metrics = run_training(args)
+    return 130 if metrics["interrupted"] else 0
 
-        args.out = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
-    run_training(args)
+
+def _run_folder(args):
+    """``--out``, or a new ``runs/<date-time>``; a folder that holds files only with
+    ``--overwrite`` or when ``--resume`` continues the checkpoint in it."""
+    if args.out is None:
+        base = os.path.join("runs", time.strftime("%Y%m%d-%H%M%S"))
+        out, n = base, 1
+        while os.path.exists(out):  # two runs started in the same second
+            n += 1
+            out = f"{base}-{n}"
+        return out
+    files = sorted(os.listdir(args.out)) if os.path.isdir(args.out) else []
+    if files and not args.overwrite and not _holds(args.out, args.resume):
+        shown = ", ".join(files[:4]) + (", ..." if len(files) > 4 else "")
+        raise ValueError(f"--out {args.out} already holds files ({shown}); give a new folder, continue its run "
+                         f"with --resume {os.path.join(args.out, 'checkpoint.npz')} --out {args.out}, "
+                         f"or replace its outputs with --overwrite")
+    return args.out
+
+
+def _holds(folder, path):
+    """Whether the file ``path`` (or None) lies in ``folder``."""
+    return path is not None and os.path.exists(path) and os.path.samefile(os.path.dirname(os.path.abspath(path)), folder)
 
 
 def add_sample(subparsers):
@@ -117,6 +168,9 @@ def add_sample(subparsers):
     p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
     p.add_argument("--temperature", type=non_negative_float, default=0.8, help="softmax temperature (0 = always the likeliest)")
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters only")
+    p.add_argument("--top-p", type=positive_fraction, default=None, metavar="P",
+                   help="nucleus sampling: draw among the likeliest characters whose probabilities add up to P "
+                        "(the one that crosses P included; after --top-k)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
     p.add_argument("--device", type=usable_device, default=None, help="cpu, cuda or strict")
@@ -151,20 +205,26 @@ SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, a
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="minitorch-attn", description="A readable autograd engine for attention.")
+    parser = CommandParser(prog="minitorch-attn", description="A readable autograd engine for attention.")
+    parser.add_argument("--version", action="version", version=f"minitorch-attn {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(subparsers)
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "passes_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.extra = extra
+    name = "minitorch-attn"  # and the command, once it is known
     try:
+        args, extra = parser.parse_known_args(argv)
+        name = " ".join(filter(None, [name, args.command, getattr(args, "action", None)]))
+        if extra and not getattr(args, "passes_extra", False):
+            subparsers.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra = extra
         return args.run(args) or 0
     except (ValueError, TypeError, OSError, DeviceUnavailableError) as error:  # bad input (CheckpointError is a ValueError)
-        command = " ".join(filter(None, [args.command, getattr(args, "action", None)]))
-        print(f"minitorch-attn {command}: {_describe(error)}", file=sys.stderr)
+        print(f"{name}: {_describe(error)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: a clean stop (train saves its checkpoint itself before this)
+        sys.stdout.flush()
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _describe(error):

@@ -20,7 +20,7 @@ import json
 import os
 
 from .atomic import write_atomically
-from .train import load_model
+from .sampling import load_model
 
 
 def torch_config(model):

@@ -17,9 +17,9 @@ AdamW      as Adam, but the weight decay is decoupled: ``p *= 1 - lr λ`` before
 
 An optimizer takes an iterable of parameters, or of *parameter groups*: dicts with a
 ``"params"`` list and any hyperparameter to override for that group (as in PyTorch;
-the training job uses one group with weight decay for matrices and one without for
-biases, norms and position embeddings). ``optimizer.param_groups[i]["lr"]`` is the
-learning rate a schedule changes.
+the training job, :func:`minitorch_attn.train.make_optimizer`, decays every matrix --
+projections, token and position embeddings -- and leaves biases and norm gains alone).
+``optimizer.param_groups[i]["lr"]`` is the learning rate a schedule changes.
 """
 
 from __future__ import annotations
@@ -242,19 +242,29 @@ class AdamW(Adam):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-def clip_grad_norm_(parameters, max_norm):
+def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     """Scale all gradients together so that their global L2 norm is at most ``max_norm``
     (as ``torch.nn.utils.clip_grad_norm_``; Pascanu et al., arXiv:1211.5063, Alg. 2).
 
     ``total = sqrt(Σ_p Σ g²)``; if ``total > max_norm`` every gradient is multiplied by
     ``max_norm / (total + 1e-6)``. Parameters without a gradient are skipped.
 
+    The squares of large float32 gradients overflow (``(2e19)² > 3.4e38``), so each
+    gradient's norm is taken after dividing by its largest magnitude ``m``:
+    ``||g|| = m sqrt(Σ (g / m)²)``, and the norms are combined in float64 (``math.hypot``).
+    The result is finite whenever the true norm is.
+
+    Args:
+        parameters: an iterable of Tensors, or a single Tensor (as PyTorch).
+        max_norm: the largest global norm allowed (> 0).
+        error_if_nonfinite: raise instead of clipping when the norm is inf or NaN (as
+            PyTorch's option; without it, the gradients are scaled by the non-finite norm
+            like PyTorch does, which makes them 0 or NaN).
     Returns:
         the norm before clipping, as a Python float.
-    ``parameters`` is an iterable of Tensors or a single Tensor (as PyTorch).
-
     Raises:
-        ValueError: if ``max_norm`` is not positive.
+        ValueError: if ``max_norm`` is not positive, or with ``error_if_nonfinite`` if a
+            gradient holds inf or NaN (the message names which).
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be positive, got {max_norm!r}")
@@ -263,13 +273,31 @@ def clip_grad_norm_(parameters, max_norm):
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return 0.0
-    xp = backend_of(grads[0].data).xp
-    total = math.sqrt(sum(float(xp.sum(g.data * g.data)) for g in grads))
+    norms = [_l2_norm(g.data) for g in grads]
+    total = math.hypot(*norms)
+    if error_if_nonfinite and not math.isfinite(total):
+        bad = [i for i, n in enumerate(norms) if not math.isfinite(n)]
+        raise ValueError(f"the total gradient norm is {total}: the gradients of {len(bad)} of the {len(grads)} "
+                         f"parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold inf or NaN, "
+                         f"so they cannot be clipped (error_if_nonfinite=True)")
     scale = max_norm / (total + 1e-6)
-    if scale < 1.0:
+    if not scale >= 1.0:  # also a NaN norm, as PyTorch
         for g in grads:
             g.data *= scale
     return total
+
+
+def _l2_norm(array):
+    """``sqrt(Σ x²)`` of one array as a Python float, without overflow: ``m sqrt(Σ (x/m)²)``
+    with ``m = max |x|`` (inf or NaN when the array holds them)."""
+    xp = backend_of(array).xp
+    if math.prod(array.shape) == 0:
+        return 0.0
+    largest = float(xp.max(xp.abs(array)))
+    if largest == 0.0 or not math.isfinite(largest):
+        return largest
+    scaled = array / largest
+    return largest * math.sqrt(float(xp.sum(scaled * scaled)))
 
 
 class WarmupCosineLR:

@@ -1,25 +1,17 @@
 """The main job: train a character-level GPT on real text, sample from it, draw its attention.
 
-Everything the ``minitorch-attn train`` and ``sample`` commands do, in the order they do it:
+What the ``minitorch-attn train`` command does, in order:
 
-1. **Corpus** (:func:`load_corpus`): a UTF-8 text file, or by default the Python language
-   reference that ships with every CPython (``pydoc_data.topics``, ~465,000 characters),
-   so nothing is downloaded.
-2. **Vocabulary** (:class:`CharVocab`): one token per distinct character; characters never
-   seen in training map to a fallback token when sampling.
-3. **Split and batches** (:func:`split_ids`, :func:`get_batch`): the first 90% of the text
-   trains, the last 10% validates; a batch is ``batch_size`` random windows of
-   ``block_size + 1`` characters, the input and the same shifted by one as the target.
-4. **Baseline** (:func:`bigram_bpc`): the bits per character of a count-based bigram
-   model (add-one smoothing) fitted on the training split and scored on the validation
-   split -- what a model must beat to have learned more than "which letter follows which".
-5. **Training** (:func:`run_training`): AdamW, warmup + cosine schedule, gradient
+1. **Data** (:mod:`minitorch_attn.data`): the corpus, a vocabulary of its characters, the
+   split into training and validation text, random batches of windows, and the bigram
+   baseline to beat.
+2. **Training** (:func:`run_training`): AdamW, warmup + cosine schedule, gradient
    clipping, a progress bar, periodic validation in bits per character, Ctrl-C saves and
    stops, ``--resume`` continues (weights, optimizer moments, step count and loss history;
    the learning-rate schedule restarts over the new run's steps).
-6. **Sampling** (:func:`generate`): temperature and top-k, with a key/value cache so
-   each new character attends to cached keys and values instead of recomputing the prefix.
-7. **Outputs**: ``checkpoint.npz``, ``loss.png``, ``attention.png`` and ``metrics.json``
+3. **Sampling** (:mod:`minitorch_attn.sampling`): a sample of the trained model, drawn
+   with a key/value cache.
+4. **Outputs**: ``checkpoint.npz``, ``loss.png``, ``attention.png`` and ``metrics.json``
    in the run folder.
 
 Bits per character = cross-entropy in nats / ln 2.
@@ -27,116 +19,32 @@ Bits per character = cross-entropy in nats / ln 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import numbers
 import os
+import signal
 import sys
 import time
+import types
 
 import numpy
+from tqdm import tqdm
 
 from . import checkpoint as ckpt
 from . import functional as F
 from . import nn, optim
+from .atomic import write_atomically
 from .core.autograd import no_grad
 from .core.backend import get_backend, manual_seed
 from .core.factories import tensor
+from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
+from .sampling import generate, load_training_checkpoint
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
-LN2 = math.log(2.0)
 
 
-# ---- 1-4. data ---------------------------------------------------------------------------------
-def load_corpus(path=None):
-    """The training text: the file at ``path`` (UTF-8), or the Python language reference
-    (``pydoc_data.topics``, its topics joined in sorted order).
-
-    Raises:
-        FileNotFoundError: for a missing file (OSError for a folder or an unreadable file).
-        ValueError: if the file is not UTF-8 text, or the text is shorter than 100 characters.
-    """
-    if path is None:
-        from pydoc_data.topics import topics
-
-        text = "\n\n".join(topics[key] for key in sorted(topics))
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except UnicodeDecodeError as error:
-            raise ValueError(f"{os.fspath(path)!r} is not UTF-8 text (byte {error.start}: {error.reason})") from None
-    if len(text) < 100:
-        raise ValueError(f"the corpus has {len(text)} characters; at least 100 are needed to train")
-    return text
-
-
-class CharVocab:
-    """Characters <-> token ids, one id per distinct character of the training text
-    (sorted, so the same text always gives the same ids).
-
-    ``encode`` maps a character it has never seen to ``fallback`` (a space when the
-    vocabulary has one) and counts it in ``unknown_count`` instead of failing.
-    """
-
-    def __init__(self, chars):
-        self.chars = "".join(chars)
-        if not self.chars or len(set(self.chars)) != len(self.chars):
-            raise ValueError("a vocabulary needs at least one character, each listed once")
-        self.index = {c: i for i, c in enumerate(self.chars)}
-        self.fallback = self.index.get(" ", 0)
-        self.unknown_count = 0
-
-    @classmethod
-    def from_text(cls, text):
-        return cls(sorted(set(text)))
-
-    def __len__(self):
-        return len(self.chars)
-
-    def encode(self, text):
-        ids = [self.index.get(c, -1) for c in text]
-        self.unknown_count += ids.count(-1)
-        return numpy.array([self.fallback if i < 0 else i for i in ids], dtype=numpy.int64)
-
-    def decode(self, ids):
-        return "".join(self.chars[int(i)] for i in ids)
-
-
-def split_ids(ids, val_fraction=0.1):
-    """``(train, val)``: the first ``1 - val_fraction`` of the ids, then the rest."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}")
-    cut = int(len(ids) * (1.0 - val_fraction))
-    return ids[:cut], ids[cut:]
-
-
-def get_batch(ids, batch_size, block_size, rng, device="cpu"):
-    """``batch_size`` random windows of ``ids`` (a 1-D int64 NumPy array).
-
-    Returns:
-        ``(x, y)``, int64 Tensors of shape ``(batch_size, block_size)`` on ``device``,
-        ``y[b, t] = x[b, t + 1]`` (the next character).
-    Raises:
-        ValueError: if ``ids`` is not longer than ``block_size``.
-    """
-    if len(ids) <= block_size:
-        raise ValueError(f"{len(ids)} tokens are too few for windows of {block_size} + 1")
-    starts = rng.integers(0, len(ids) - block_size, size=batch_size)
-    windows = numpy.stack([ids[s:s + block_size + 1] for s in starts])
-    return tensor(windows[:, :-1], device=device), tensor(windows[:, 1:], device=device)
-
-
-def bigram_bpc(train_ids, val_ids, vocab_size):
-    """Validation bits per character of the add-one-smoothed bigram model
-    ``P(b | a) = (count(a b) + 1) / (count(a) + V)`` fitted on ``train_ids``."""
-    counts = numpy.ones((vocab_size, vocab_size))
-    numpy.add.at(counts, (train_ids[:-1], train_ids[1:]), 1.0)
-    log_p = numpy.log(counts / counts.sum(axis=1, keepdims=True))
-    return float(-log_p[val_ids[:-1], val_ids[1:]].mean() / LN2)
-
-
-# ---- 5. training -------------------------------------------------------------------------------
+# ---- 2. training -------------------------------------------------------------------------------
 def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device="cpu"):
     """Mean bits per character of ``model`` on ``ids``, over non-overlapping windows of
     ``block_size + 1`` characters: all of them, or ``max_windows`` spread evenly over the
@@ -162,285 +70,256 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
 
 
 def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
-    """AdamW with weight decay on the matrices (embeddings, projections) only; biases
-    and norm gains are not decayed (as GPT-2 and nanoGPT)."""
+    """AdamW with weight decay on every matrix (the parameters with 2 or more dims: the
+    projections and the token *and position* embeddings) and none on biases and norm gains
+    (vectors), as nanoGPT (``configure_optimizers``). Group 0 decays, group 1 does not."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     return optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                         {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
 
 
-def _progress(total, disable):
+MODEL_FLAGS = {"d_model": "d_model", "num_heads": "num_heads", "num_layers": "num_layers",
+               "max_seq_len": "block_size", "dropout": "dropout", "norm": "norm", "attn_impl": "attn_impl",
+               "pos_encoding": "pos_encoding"}
+"""The GPT config keys that ``train`` flags set, and the flag (argparse name) of each."""
+
+
+def model_config(args, vocab_size):
+    """The GPT config (``GPT(**config)``) that the ``train`` flags ``args`` describe."""
+    return dict(vocab_size=vocab_size, **{key: getattr(args, name) for key, name in MODEL_FLAGS.items()})
+
+
+def ignored_model_flags(args, config):
+    """What a resumed run says about each model flag given on the command line
+    (``args.given``) whose value differs from the checkpoint's ``config``, which wins:
+    ``["--d-model 64 is ignored: the checkpoint's model has d_model 128"]``."""
+    given = getattr(args, "given", ())
+    return [f"--{name.replace('_', '-')} {getattr(args, name)} is ignored: the checkpoint's model has "
+            f"{key} {config.get(key)}"
+            for key, name in MODEL_FLAGS.items() if name in given and getattr(args, name) != config.get(key)]
+
+
+class _Progress:
+    """The progress bar (tqdm, on stderr): steps out of ``--steps``, or, when only a
+    ``--time-budget`` limits the run, seconds out of the budget, so that it has a total and
+    an ETA either way."""
+
+    def __init__(self, steps, time_budget, start_step, disable):
+        self.by_time = not steps
+        if self.by_time:
+            self.bar = tqdm(total=time_budget, unit="s", disable=disable, file=sys.stderr, dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
+        else:  # counts on from a resumed step
+            self.bar = tqdm(total=start_step + steps, initial=start_step, unit="step", disable=disable,
+                            file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, step, elapsed, postfix):
+        self.bar.update(min(elapsed, self.bar.total) - self.bar.n if self.by_time else 1)
+        self.bar.set_postfix_str(f"step {step}, {postfix}" if self.by_time else postfix, refresh=False)
+
+    def close(self, elapsed):
+        if self.by_time:  # the time spent since the last step counts too (all of it, when the budget ran out)
+            self.bar.update(min(elapsed, self.bar.total) - self.bar.n)
+        self.bar.close()
+
+
+@contextlib.contextmanager
+def _ctrl_c_waits():
+    """Inside the block Ctrl-C (SIGINT) is noted instead of raising KeyboardInterrupt, so
+    the block always finishes (a checkpoint is written whole). Yields a list that holds
+    True once Ctrl-C was pressed."""
+    pressed = []
     try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a dependency; this keeps a broken install usable
-        return None
-    return tqdm(total=total, unit="step", dynamic_ncols=True, disable=disable, file=sys.stderr)
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(True))
+    except ValueError:  # not the main thread, which alone receives signals
+        yield pressed
+        return
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _silent(*args, **kwargs):
+    pass
 
 
 def run_training(args):
     """Run the whole training job described by ``args`` (the ``train`` command's flags,
-    see :mod:`minitorch_attn.cli`) and return the metrics dict it writes."""
+    see :mod:`minitorch_attn.cli`) and return the metrics dict it writes to ``metrics.json``.
+
+    Every size the text must have is checked before the run folder is made. Ctrl-C stops
+    training; the checkpoint is then written at once (a Ctrl-C during the write waits for
+    it) and before the final validation, sample and pictures, which a second Ctrl-C skips.
+    ``metrics["interrupted"]`` says whether Ctrl-C was pressed. With ``--quiet`` only the
+    results are printed (the final validation, the sample, where the outputs are).
+    """
     wall_start = time.perf_counter()
-    log = print if not args.quiet else (lambda *a, **k: None)
-    manual_seed(args.seed)
-    rng = numpy.random.default_rng(args.seed)
-    get_backend(args.device)  # fail early, with the install hint, for a missing device
+    log = _silent if args.quiet else print
+    job = _prepare(args, log)
+    interrupted = _train(args, job, log)
+    if interrupted:
+        print(f"\ninterrupted at step {job.step}: saving the checkpoint, then the final validation "
+              f"(Ctrl-C again skips it)")
 
-    text = load_corpus(args.text)
-    resumed = load_training_checkpoint(args.resume) if args.resume else None
-    if resumed is not None:
-        vocab = CharVocab(resumed["extra"]["vocab"])
-        config = resumed["config"]
-    else:
-        vocab = CharVocab.from_text(text)
-        config = dict(vocab_size=len(vocab), d_model=args.d_model, num_heads=args.num_heads,
-                      num_layers=args.num_layers, max_seq_len=args.block_size, dropout=args.dropout,
-                      norm=args.norm, attn_impl=args.attn_impl, pos_encoding=args.pos_encoding)
-    block_size = config["max_seq_len"]
-    train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
-    if vocab.unknown_count:
-        log(f"note: {vocab.unknown_count} characters of the text are not in the checkpoint's vocabulary")
-    baseline = bigram_bpc(train_ids, val_ids, len(vocab))
-
-    model = nn.GPT(**config).to(args.device)
-    os.makedirs(args.out, exist_ok=True)  # only once the inputs have proved usable
-    opt = make_optimizer(model, args.lr, args.weight_decay)
-    history = {"step": [], "train_bpc": [], "val_step": [], "val_bpc": []}
-    start_step = 0
-    if resumed is not None:
-        ckpt.restore(resumed, model, opt)
-        start_step = resumed["extra"]["step"]
-        history = resumed["extra"]["history"]
-        rng = numpy.random.default_rng([args.seed, start_step])
-        for group in opt.param_groups:  # the schedule restarts (a warm restart, as SGDR)
-            group["lr"] = args.lr
-    log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
-        f"val {len(val_ids):,}; bigram baseline {baseline:.3f} bits/char")
-    log(f"model: GPT with {model.num_parameters():,} parameters ({config['num_layers']} layers, "
-        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}, "
-        f"{config.get('pos_encoding', 'learned')} positions) on {args.device}")
-
-    total_steps = args.steps if args.steps else 10**9
-    # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
-    schedule = optim.WarmupCosineLR(opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
-                                    min_lr_ratio=0.1)
-    bar = _progress(args.steps, disable=args.quiet)
-    tokens_per_step = args.batch_size * block_size
-    step, train_start, interrupted, smoothed = start_step, time.perf_counter(), False, None
-    eval_seconds = 0.0
-    try:
-        while step - start_step < total_steps:
-            elapsed = time.perf_counter() - train_start
-            if args.time_budget and elapsed >= args.time_budget:
-                break
-            if args.time_budget and not args.steps and step - start_step >= 10:
-                # running for a time budget: re-estimate where the schedule will end
-                per_step = (elapsed - eval_seconds) / (step - start_step)
-                schedule.total_steps = int((args.time_budget - eval_seconds) / per_step)
-            x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(model.parameters(), args.grad_clip)
-            opt.step()
-            step += 1
-            schedule.step(step - start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
-            bpc = loss.item() / LN2
-            smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
-            history["step"].append(step)
-            history["train_bpc"].append(bpc)
-            if step % args.eval_interval == 0:
-                t = time.perf_counter()
-                val_bpc = evaluate_bpc(model, val_ids, block_size, args.batch_size, args.eval_windows, args.device)
-                eval_seconds += time.perf_counter() - t
-                history["val_step"].append(step)
-                history["val_bpc"].append(val_bpc)
-                message = f"step {step}: val {val_bpc:.3f} bits/char (bigram {baseline:.3f})"
-                (bar.write if bar is not None and not args.quiet else log)(message)
-            if bar is not None:
-                rate = (step - start_step) * tokens_per_step / max(1e-9, time.perf_counter() - train_start - eval_seconds)
-                bar.update(1)
-                bar.set_postfix_str(f"loss {smoothed:.3f} bpc, {rate:,.0f} tok/s", refresh=False)
-    except KeyboardInterrupt:
-        interrupted = True
-        log("\ninterrupted: saving a checkpoint and finishing")
-    finally:
-        if bar is not None:
-            bar.close()
-    train_seconds = time.perf_counter() - train_start - eval_seconds
-    steps_done = step - start_step
-
-    final_val = evaluate_bpc(model, val_ids, block_size, args.batch_size, None, args.device)
-    history["val_step"].append(step)
-    history["val_bpc"].append(final_val)
     path = os.path.join(args.out, "checkpoint.npz")
-    ckpt.save(path, model, opt, config=config, vocab=vocab.chars, step=step, history=history,
-              seed=args.seed)
-    log(f"step {step}: final validation {final_val:.3f} bits/char (bigram baseline {baseline:.3f}); "
-        f"checkpoint {path}")
+    with _ctrl_c_waits() as pressed:  # first the checkpoint, whatever happens next
+        ckpt.save(path, job.model, job.opt, config=job.config, vocab=job.vocab.chars, step=job.step,
+                  history=job.history, seed=args.seed)
+    print(f"checkpoint: {path} (step {job.step})")
+    results = {"val_bpc": None, "sample": None, "plots": []}
+    if not pressed:
+        try:
+            _final_results(args, job, log, results)
+        except KeyboardInterrupt:
+            pressed.append(True)
+    if pressed:
+        print(f"\ninterrupted{' again' if interrupted else ''}: the checkpoint {path} is saved; the final "
+              f"validation, sample and pictures that were not done are skipped")
+        interrupted = True
 
-    sample = generate(model, vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
-                      temperature=0.8, top_k=None, seed=args.seed, device=args.device)
-    log(f"sample:\n{sample}")
-    pictures = write_plots(args.out, history, baseline, model, vocab, args.device, log)
-
+    steps_done, tokens_per_step = job.step - job.start_step, args.batch_size * job.block_size
     metrics = {
-        "steps": step, "steps_this_run": steps_done,
-        "tokens_per_s": steps_done * tokens_per_step / train_seconds if train_seconds > 0 else 0.0,
-        "val_bpc": final_val, "bigram_bpc": baseline,
-        "train_bpc": float(numpy.mean(history["train_bpc"][-20:])) if history["train_bpc"] else None,
-        "wall_s": time.perf_counter() - wall_start, "train_s": train_seconds, "eval_s": eval_seconds,
-        "parameters": model.num_parameters(), "config": config, "device": args.device,
+        "steps": job.step, "steps_this_run": steps_done,
+        "tokens_per_s": steps_done * tokens_per_step / job.train_s if job.train_s > 0 else 0.0,
+        "val_bpc": results["val_bpc"], "bigram_bpc": job.baseline,
+        "train_bpc": float(numpy.mean(job.history["train_bpc"][-20:])) if job.history["train_bpc"] else None,
+        "wall_s": time.perf_counter() - wall_start, "train_s": job.train_s, "eval_s": job.eval_s,
+        "parameters": job.model.num_parameters(), "config": job.config, "device": args.device,
         "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "interrupted": interrupted,
-        "sample": sample, "plots": pictures,
+        "resumed_from": args.resume, "sample": results["sample"], "plots": results["plots"],
     }
-    with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump(metrics, f, indent=2)
-    log(f"{step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
-        f"outputs in {args.out}")
+    with _ctrl_c_waits():
+        write_atomically(os.path.join(args.out, "metrics.json"), json.dumps(metrics, indent=2).encode("utf-8"))
+    print(f"{job.step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
+          f"outputs in {args.out}")
     return metrics
 
 
-# ---- 6. sampling ---------------------------------------------------------------------------------
-def _check_sampling(max_new_tokens, temperature, top_k):
-    """Raise a ValueError unless the sampling options make sense."""
-    def is_int(value):
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-    if not is_int(max_new_tokens) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
-    if top_k is not None and (not is_int(top_k) or top_k < 1):
-        raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
-
-
-def _next_id(logits_row, temperature, top_k, rng):
-    """Sample one id from a row of logits (NumPy, float64) with temperature and top-k."""
-    if temperature <= 0:
-        return int(numpy.argmax(logits_row))
-    z = logits_row / temperature
-    if top_k is not None and top_k < len(z):
-        z = numpy.where(z < numpy.sort(z)[-top_k], -numpy.inf, z)
-    p = numpy.exp(z - z.max())
-    return int(rng.choice(len(p), p=p / p.sum()))
+def _final_results(args, job, log, results):
+    """The validation on the whole split, the sample (printed as it is drawn) and the
+    pictures, each put in ``results`` as soon as it exists."""
+    windows = (len(job.val_ids) - 1) // job.block_size
+    log(f"final validation on the whole split ({windows:,} windows)...")
+    results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
+    print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
+          f"(bigram baseline {job.baseline:.3f})")
+    print("sample:")
+    results["sample"] = generate(job.model, job.vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
+                                 temperature=0.8, top_p=args.top_p, seed=args.seed, device=args.device,
+                                 stream=sys.stdout)
+    print()
+    results["plots"] = write_plots(args.out, job.history, job.baseline, job.model, job.vocab, args.device, log,
+                                   final=(job.step, results["val_bpc"]), windows=args.eval_windows)
 
 
-def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, rng=None, use_cache=True,
-                 device="cpu", return_logits=False):
-    """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
-
-    Without the cache every step runs the model on ``model.context(ids)``: the last
-    ``max_seq_len`` ids with learned positions, all of them with rotary ones (whose
-    attention slides over the last ``max_seq_len`` keys). With ``use_cache`` the prompt runs
-    through the model once and every later step feeds only the newest token, attending to
-    the cached keys and values. Both give the same logits at every step, also past
-    ``max_seq_len`` (the tests check it in float64): a rotary cache slides; a learned one is
-    refilled from the window each step once the positions run out, since every token's
-    position then shifts.
-
-    Returns:
-        the new ids (a list), and with ``return_logits`` also the logits of each step (NumPy).
-    Raises:
-        ValueError: for an empty prompt, ``max_new_tokens < 0``, a negative or non-finite
-            ``temperature`` (0 = greedy), or ``top_k < 1`` (one larger than the vocabulary
-            keeps every token).
-    """
-    _check_sampling(max_new_tokens, temperature, top_k)
-    if not ids:
-        raise ValueError("generation needs a prompt of at least one token")
-    rng = rng if rng is not None else numpy.random.default_rng()
-    ids, new, all_logits = list(ids), [], []
-    was_training = model.training
-    model.eval()
-    with no_grad():
-        cache, feed = None, None
-        for _ in range(max_new_tokens):
-            if not use_cache:
-                logits = model(tensor([model.context(ids)], device=device))
-            else:
-                if cache is None or not cache.fits(len(feed)):  # first step, or out of positions
-                    cache, feed = model.new_cache(), model.context(ids)
-                logits = model(tensor([feed], device=device), cache=cache)
-            row = logits[0, -1].numpy().astype(numpy.float64)
-            next_id = _next_id(row, temperature, top_k, rng)
-            all_logits.append(row)
-            ids.append(next_id)
-            new.append(next_id)
-            feed = [next_id]
-    model.train(was_training)
-    return (new, all_logits) if return_logits else new
-
-
-def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=None, seed=None, device="cpu"):
-    """The prompt followed by ``max_new_tokens`` sampled characters (a string).
-
-    Characters of the prompt that are not in the vocabulary are replaced by its fallback
-    (see :class:`CharVocab`); an empty prompt starts from a newline (or the first token).
-    """
-    ids = list(vocab.encode(prompt)) if prompt else [vocab.index.get("\n", 0)]
-    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, numpy.random.default_rng(seed),
-                       device=device)
-    return prompt + vocab.decode(new)
+def _prepare(args, log):
+    """Everything before the first step: the text, its vocabulary (the checkpoint's when
+    resuming), the size checks, the split, the baseline, the model and its optimizer (with
+    the checkpoint's weights and moments), and only then the run folder."""
+    manual_seed(args.seed)
+    get_backend(args.device)  # fail early, with the install hint, for a missing device
+    text = load_corpus(args.text)
+    resumed = load_training_checkpoint(args.resume) if args.resume else None
+    if resumed is None:
+        vocab = CharVocab.from_text(text)
+        config = model_config(args, len(vocab))
+    else:
+        vocab, config = CharVocab(resumed["extra"]["vocab"]), resumed["config"]
+    block_size = config["max_seq_len"]
+    check_text_size(len(text), block_size, args.val_fraction)
+    train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
+    if vocab.unknown_count:
+        log(f"note: {vocab.unknown_count} characters of the text are not in the checkpoint's vocabulary")
+    job = types.SimpleNamespace(vocab=vocab, config=config, block_size=block_size, train_ids=train_ids,
+                                val_ids=val_ids, baseline=bigram_bpc(train_ids, val_ids, len(vocab)),
+                                model=nn.GPT(**config).to(args.device), start_step=0, train_s=0.0, eval_s=0.0,
+                                history={"step": [], "train_bpc": [], "val_step": [], "val_bpc": []},
+                                rng=numpy.random.default_rng(args.seed))
+    job.opt = make_optimizer(job.model, args.lr, args.weight_decay)
+    if resumed is not None:
+        ckpt.restore(resumed, job.model, job.opt)
+        job.start_step, job.history = resumed["extra"]["step"], resumed["extra"]["history"]
+        job.rng = numpy.random.default_rng([args.seed, job.start_step])
+        for group in job.opt.param_groups:  # the schedule restarts (a warm restart, as SGDR)
+            group["lr"] = args.lr
+        for message in ignored_model_flags(args, config):
+            print(f"warning: {message}", file=sys.stderr)
+    job.step = job.start_step
+    os.makedirs(args.out, exist_ok=True)  # only once the inputs have proved usable
+    if resumed is not None:
+        log(f"resuming from step {job.start_step} of {args.resume} with its model and vocabulary; "
+            f"steps count on from {job.start_step}, the learning-rate schedule starts again")
+    log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
+        f"val {len(val_ids):,}; bigram baseline {job.baseline:.3f} bits/char")
+    log(f"model: GPT with {job.model.num_parameters():,} parameters ({config['num_layers']} layers, "
+        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}, "
+        f"{config.get('pos_encoding', 'learned')} positions) on {args.device}")
+    log(f"run folder: {args.out}")
+    return job
 
 
-def load_training_checkpoint(path):
-    """:func:`checkpoint.load` of a file written by the training job, checking the fields
-    that job adds (the vocabulary, matching the config's ``vocab_size``, the step and the
-    loss history).
-
-    Raises:
-        CheckpointError: if the file is not a checkpoint, or not one of the training job.
-    """
-    checkpoint = ckpt.load(path)
-    extra, config = checkpoint["extra"], checkpoint["config"]
-    missing = [key for key in ("vocab", "step", "history") if key not in extra]
-    if missing:
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has no {', '.join(missing)}: it was not written by the training job")
-    if not isinstance(extra["vocab"], str):
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has a vocabulary that is not a string of characters")
-    if len(extra["vocab"]) != config.get("vocab_size"):
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} stores a vocabulary of {len(extra['vocab'])} characters "
-                                   f"but a model with vocab_size {config.get('vocab_size')!r}")
-    return checkpoint
-
-
-def load_model(path, device="cpu"):
-    """``(model, vocab, checkpoint)`` from a checkpoint written by the training job.
-
-    Raises:
-        CheckpointError: if the file is not a training checkpoint or its config does not
-            build a GPT.
-    """
-    checkpoint = load_training_checkpoint(path)
+def _train(args, job, log):
+    """The training loop: steps until ``--steps`` or ``--time-budget`` runs out, with the
+    periodic validation. Returns True if Ctrl-C stopped it."""
+    total_steps = args.steps if args.steps else 10**9
+    # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
+    schedule = optim.WarmupCosineLR(job.opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
+                                    min_lr_ratio=0.1)
+    progress = _Progress(args.steps, args.time_budget, job.start_step, disable=args.quiet)
+    tokens_per_step = args.batch_size * job.block_size
+    train_start, smoothed = time.perf_counter(), None
     try:
-        model = nn.GPT(**checkpoint["config"])
-        vocab = CharVocab(checkpoint["extra"]["vocab"])
-    except (TypeError, ValueError) as error:
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} does not describe a usable GPT: {error}") from None
-    ckpt.restore(checkpoint, model)
-    return model.to(device), vocab, checkpoint
+        while job.step - job.start_step < total_steps:
+            elapsed = time.perf_counter() - train_start
+            done = job.step - job.start_step
+            if args.time_budget and elapsed >= args.time_budget:
+                break
+            if args.time_budget and not args.steps and done >= 10:
+                # running for a time budget: re-estimate where the schedule will end
+                per_step = (elapsed - job.eval_s) / done
+                schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
+            x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
+            logits = job.model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            job.opt.zero_grad()
+            loss.backward()
+            if args.grad_clip:  # --grad-clip 0: no clipping
+                optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
+            job.opt.step()
+            job.step += 1
+            schedule.step(job.step - job.start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
+            bpc = loss.item() / LN2
+            smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
+            job.history["step"].append(job.step)
+            job.history["train_bpc"].append(bpc)
+            if job.step % args.eval_interval == 0:
+                t = time.perf_counter()
+                val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
+                                       args.eval_windows, args.device)
+                job.eval_s += time.perf_counter() - t
+                job.history["val_step"].append(job.step)
+                job.history["val_bpc"].append(val_bpc)
+                if not args.quiet:
+                    progress.bar.write(f"step {job.step}: val {val_bpc:.3f} bits/char (bigram {job.baseline:.3f}; "
+                                       f"{args.eval_windows} windows)")
+            elapsed = time.perf_counter() - train_start
+            rate = (job.step - job.start_step) * tokens_per_step / max(1e-9, elapsed - job.eval_s)
+            progress.update(job.step, elapsed, f"loss {smoothed:.3f} bpc, {rate:,.0f} tok/s")
+        return False
+    except KeyboardInterrupt:
+        return True
+    finally:
+        progress.close(time.perf_counter() - train_start)
+        job.train_s = time.perf_counter() - train_start - job.eval_s
 
 
-def run_sample(args):
-    """The ``sample`` command: print a continuation of ``--prompt``."""
-    model, vocab, _ = load_model(args.checkpoint, args.device)
-    before = vocab.unknown_count
-    text = generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
-                    args.seed, args.device)
-    if vocab.unknown_count > before:
-        print(f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
-              f"and were read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
-    print(text)
-    return 0
-
-
-# ---- 7. pictures ---------------------------------------------------------------------------------
-def write_plots(out, history, baseline, model, vocab, device, log=print):
-    """Write ``loss.png`` and ``attention.png`` into ``out`` when matplotlib is installed;
-    otherwise say that they were skipped. Returns the list of files written."""
+# ---- 4. pictures ---------------------------------------------------------------------------------
+def write_plots(out, history, baseline, model, vocab, device, log=print, final=None, windows=None):
+    """Write ``loss.png`` (:func:`loss_figure`) and ``attention.png`` (:func:`attention_figure`)
+    into ``out``, each atomically, when matplotlib is installed; otherwise say that they were
+    skipped. Returns the list of files written."""
     try:
         import matplotlib
 
@@ -450,7 +329,20 @@ def write_plots(out, history, baseline, model, vocab, device, log=print):
         log('matplotlib is not installed: skipped loss.png and attention.png (pip install "minitorch-attn[demos]")')
         return []
     written = []
+    for name, fig, dpi in [("loss.png", loss_figure(plt, history, baseline, final, windows), 120),
+                           ("attention.png", attention_figure(plt, model, vocab, device), 110)]:
+        path = os.path.join(out, name)
+        write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=dpi), suffix=".png")
+        plt.close(fig)
+        written.append(path)
+    return written
 
+
+def loss_figure(plt, history, baseline, final=None, windows=None):
+    """Bits per character against steps: the training loss (raw and a moving average), the
+    periodic validation estimates (``windows`` windows each), the bigram baseline, and
+    ``final = (step, bpc)``, the validation on the whole split, as a marker of its own:
+    it is another measurement than the estimates, so the line does not run into it."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     steps, train = numpy.array(history["step"]), numpy.array(history["train_bpc"])
     if len(train):
@@ -458,7 +350,11 @@ def write_plots(out, history, baseline, model, vocab, device, log=print):
         window = max(1, min(25, len(train) // 10))
         smooth = numpy.convolve(train, numpy.ones(window) / window, mode="valid")
         ax.plot(steps[window - 1:], smooth, color="tab:blue", label="train (moving average)")
-    ax.plot(history["val_step"], history["val_bpc"], "o-", color="tab:orange", label="validation")
+    estimate = f"validation estimate ({windows} windows)" if windows else "validation estimate"
+    ax.plot(history["val_step"], history["val_bpc"], "o-", color="tab:orange", label=estimate)
+    if final is not None:
+        ax.plot([final[0]], [final[1]], "*", color="tab:red", markersize=14, linestyle="none",
+                label=f"validation, whole split ({final[1]:.2f})")
     ax.axhline(baseline, color="gray", linestyle="--", label=f"bigram baseline ({baseline:.2f})")
     ax.set_xlabel("step")
     ax.set_ylabel("bits per character")
@@ -466,11 +362,11 @@ def write_plots(out, history, baseline, model, vocab, device, log=print):
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    path = os.path.join(out, "loss.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    return fig
 
+
+def attention_figure(plt, model, vocab, device):
+    """The attention weights of every head of the last layer on :data:`HEATMAP_SENTENCE`."""
     ids = vocab.encode(HEATMAP_SENTENCE)[-model.max_seq_len:]
     chars = vocab.decode(ids)
     was_training = model.training
@@ -498,8 +394,4 @@ def write_plots(out, history, baseline, model, vocab, device, log=print):
         ax.set_ylabel("query")
     fig.suptitle(f"Attention of every head of the last layer: {chars!r}")
     fig.tight_layout()
-    path = os.path.join(out, "attention.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-    return written
+    return fig

@@ -770,3 +770,32 @@ def test_dropout_accepts_any_real_number_as_p():
     x = mt.ones(1000)
     y = F.dropout(x, np.float32(0.5))
     assert 0.3 < float((y.numpy() == 0).mean()) < 0.7
+
+
+# =============================================================================================
+# embedding with padding_idx
+# =============================================================================================
+@pytest.mark.parametrize("padding_idx", [0, 3, -1])
+def test_embedding_padding_idx_matches_torch(rng, padding_idx, torch):
+    index = np.array([[0, 3, 3], [1, 0, 2]])
+    weight = rng.standard_normal((4, 3))
+    _assert_torch_agrees(torch, lambda w: F.embedding(mt.tensor(index), w, padding_idx=padding_idx),
+                         lambda w: torch.nn.functional.embedding(torch.tensor(index), w, padding_idx=padding_idx),
+                         [weight])
+
+
+def test_the_padding_row_is_read_but_gets_no_gradient(device):
+    w = _t(np.arange(8.0).reshape(4, 2), device, "float64", requires_grad=True)
+    y = F.embedding(mt.tensor([[2, 1, 2]], device=device), w, padding_idx=2)
+    np.testing.assert_array_equal(y.numpy(), [[[4, 5], [2, 3], [4, 5]]])
+    y.backward(_t(np.ones((1, 3, 2)), device, "float64"))
+    np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [1, 1], [0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("padding_idx, error, message", [
+    (4, ValueError, r"padding_idx must be in \[-4, 4\)"), (-5, ValueError, r"padding_idx must be in \[-4, 4\)"),
+    (1.0, TypeError, "padding_idx must be an int or None"), (True, TypeError, "padding_idx must be an int or None"),
+])
+def test_a_padding_idx_outside_the_rows_is_refused(padding_idx, error, message):
+    with pytest.raises(error, match=message):
+        F.embedding(mt.tensor([0]), mt.zeros(4, 2), padding_idx=padding_idx)

@@ -126,6 +126,24 @@ def test_embedding_gradient_accumulates_repeated_ids(device):
     np.testing.assert_allclose(emb.weight.grad.numpy()[:, 0], [1, 3, 0, 0, 2])
 
 
+@pytest.mark.parametrize("padding_idx", [2, -1])
+def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient_as_pytorch(rng, padding_idx, torch):
+    ours = nn.Embedding(6, 4, padding_idx=padding_idx)
+    theirs = torch.nn.Embedding(6, 4, padding_idx=padding_idx)
+    assert repr(ours) == repr(theirs) and ours.padding_idx == theirs.padding_idx
+    row = ours.padding_idx
+    assert not np.any(ours.weight.numpy()[row]) and not theirs.weight[row].any()
+    to_float64(ours)
+    theirs = _torch_twin(ours, torch)
+    idx = rng.integers(0, 6, size=(3, 5))
+    idx[0, :2] = row
+    upstream = rng.standard_normal((3, 5, 4))
+    ours(mt.tensor(idx)).backward(mt.tensor(upstream))
+    theirs(torch.tensor(idx)).backward(torch.tensor(upstream))
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert not np.any(ours.weight.grad.numpy()[row])
+
+
 def test_linear_and_norms_match_pytorch(torch):
     x = x64(2, 3, 6)
     xt = torch.tensor(x.numpy())
@@ -428,3 +446,82 @@ def test_token_ids_outside_the_vocabulary_raise_instead_of_wrapping():
     for bad in ([[-1, 2]], [[5, 2]]):
         with pytest.raises(ValueError, match=r"\[0, 5\)"):
             model(mt.tensor(bad))
+
+
+# ---- empty batch and sequence dims, as PyTorch --------------------------------------------------
+EMPTY_SHAPES = [(0, 5, 6), (2, 0, 6), (0, 0, 6)]
+
+
+def _torch_twin(ours, torch):
+    """The PyTorch layer of ``ours`` in float64, holding the same weights."""
+    theirs = {nn.Linear: lambda m: torch.nn.Linear(m.in_features, m.out_features),
+              nn.LayerNorm: lambda m: torch.nn.LayerNorm(m.normalized_shape, eps=m.eps),
+              nn.RMSNorm: lambda m: torch.nn.RMSNorm(m.normalized_shape, eps=m.eps),
+              nn.Embedding: lambda m: torch.nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
+              }[type(ours)](ours).double()
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            getattr(theirs, name).copy_(torch.tensor(p.numpy()))
+    return theirs
+
+
+@pytest.mark.parametrize("shape", EMPTY_SHAPES)
+@pytest.mark.parametrize("make", [lambda: nn.Linear(6, 4), lambda: nn.LayerNorm(6), lambda: nn.RMSNorm(6),
+                                  lambda: nn.Embedding(6, 4)], ids=["Linear", "LayerNorm", "RMSNorm", "Embedding"])
+def test_layers_take_empty_batch_and_sequence_dims_as_pytorch(make, shape, device, torch):
+    ours = to_float64(make(), device)
+    theirs = _torch_twin(ours, torch)
+    if isinstance(ours, nn.Embedding):
+        x, xt = mt.zeros(*shape[:2], dtype="int64", device=device), torch.zeros(shape[:2], dtype=torch.int64)
+    else:
+        x, xt = x64(*shape, device=device), torch.zeros(shape, dtype=torch.float64)
+        x.requires_grad_()
+    out, expected = ours(x), theirs(xt)
+    assert out.shape == tuple(expected.shape)
+    out.backward(mt.zeros(*out.shape, dtype="float64", device=device))
+    expected.backward(torch.zeros(expected.shape, dtype=torch.float64))
+    if x.requires_grad:
+        assert x.grad.shape == x.shape
+    for name, p in ours.named_parameters():  # no rows: every parameter gets a zero gradient
+        np.testing.assert_array_equal(p.grad.numpy(), getattr(theirs, name).grad.numpy())
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("attn_impl", ["naive", "flash"])
+def test_attention_takes_an_empty_batch_as_pytorch(attn_impl, need_weights, torch):
+    ours = to_float64(nn.MultiHeadAttention(8, 2, dropout=0.0, attn_impl=attn_impl))
+    theirs = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True).double()
+    x = x64(0, 5, 8).requires_grad_()
+    xt = torch.zeros(0, 5, 8, dtype=torch.float64, requires_grad=True)
+    (out, weights), (t_out, t_weights) = ours(x, x, x, need_weights=need_weights), theirs(xt, xt, xt, average_attn_weights=False)
+    assert out.shape == tuple(t_out.shape) == (0, 5, 8)
+    assert weights is None if not need_weights else weights.shape == tuple(t_weights.shape)
+    out.sum().backward()
+    t_out.sum().backward()
+    assert x.grad.shape == (0, 5, 8)
+    assert all(not np.any(p.grad.numpy()) for p in ours.parameters())
+    assert not theirs.in_proj_weight.grad.any()
+
+
+def test_blocks_and_models_take_an_empty_batch():
+    shape = (0, 4)
+    x = x64(*shape, 8).requires_grad_()
+    encoder, decoder = nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0), nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0)
+    out = to_float64(encoder)(x, is_causal=True) + to_float64(decoder)(x, x64(0, 3, 8))
+    out.sum().backward()
+    assert out.shape == x.grad.shape == x.shape
+    ids = mt.zeros(*shape, dtype="int64")
+    gpt = nn.GPT(7, d_model=8, num_heads=2, num_layers=1, max_seq_len=6)
+    logits = gpt(ids)
+    logits.sum().backward()
+    assert logits.shape == (*shape, 7)
+    assert all(p.grad is not None and not np.any(p.grad.numpy()) for p in gpt.parameters())
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 0)])
+def test_the_flash_model_takes_an_empty_sequence(shape):
+    gpt = nn.GPT(7, d_model=8, num_heads=2, num_layers=1, max_seq_len=6, attn_impl="flash")
+    logits = gpt(mt.zeros(*shape, dtype="int64"))
+    logits.sum().backward()
+    assert logits.shape == (*shape, 7)
+    assert all(not np.any(p.grad.numpy()) for p in gpt.parameters())

@@ -1,6 +1,9 @@
 """Primitive operations: forward against NumPy, backward against PyTorch (float64),
 broadcasting shapes (hypothesis), and clear errors."""
 
+import math
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -263,3 +266,96 @@ def test_empty_integer_index_gives_an_empty_result():
     assert out.shape == (0, 3)
     with pytest.raises(IndexError, match=r"must be in \[-4, 4\).*got values from 0 to 4"):
         w[mt.tensor([0, 4])]
+
+
+# ---- empty dimensions, against PyTorch --------------------------------------------------------
+def _index(like, values):
+    """An int64 index tensor of ``like``'s library (ours or PyTorch) and device."""
+    if isinstance(like, mt.Tensor):
+        return mt.tensor(np.asarray(values, dtype=np.int64), device=like.device)
+    import torch
+
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def _lib(like):
+    if isinstance(like, mt.Tensor):
+        return mt
+    import torch
+
+    return torch
+
+
+EMPTY_CASES = {
+    "sum over an empty dim": (lambda x: x.sum(0), [(0, 3)]),
+    "sum of no elements": (lambda x: x.sum(), [(2, 0)]),
+    "mean over an empty dim": (lambda x: x.mean(0), [(0, 3)]),
+    "mean of no elements": (lambda x: x.mean(), [(2, 0)]),
+    "mean over dims, one empty, keepdim": (lambda x: x.mean((0, 1), keepdim=True), [(2, 0, 3)]),
+    "mean over a full dim of an empty tensor": (lambda x: x.mean(1), [(0, 3)]),
+    "var over an empty dim": (lambda x: x.var(0), [(0, 3)]),
+    "var of one element": (lambda x: x.var(), [(1,)]),
+    "max over a full dim of an empty tensor": (lambda x: x.amax(1), [(0, 3)]),
+    "matmul with inner size 0": (lambda a, b: a @ b, [(2, 0), (0, 3)]),
+    "matmul of no rows": (lambda a, b: a @ b, [(0, 4), (4, 3)]),
+    "batched matmul of no matrices": (lambda a, b: a @ b, [(0, 2, 3), (3, 4)]),
+    "matmul of empty vectors": (lambda a, b: a @ b, [(0,), (0,)]),
+    "reshape an empty tensor": (lambda x: x.reshape(-1) + x.reshape(3, 0, 2).sum((0, 1)).sum(), [(0, 6)]),
+    "concat with an empty piece": (lambda a, b: _lib(a).cat([a, b]), [(0, 3), (2, 3)]),
+    "concat of empty pieces": (lambda a, b: _lib(a).cat([a, b], dim=1), [(0, 2), (0, 3)]),
+    "concat with a (0,) piece": (lambda a, b: _lib(a).cat([a, b], dim=1), [(0,), (2, 3)]),
+    "stack of empty tensors": (lambda a, b: _lib(a).stack([a, b], dim=1), [(0, 3), (0, 3)]),
+    "chunk an empty dim": (lambda x: _lib(x).stack(list(x.chunk(3))), [(0, 3)]),
+    "split an empty dim": (lambda x: _lib(x).stack(list(x.split(2))), [(0, 3)]),
+    "index an empty slice": (lambda x: x[1:1] + x[:, 0][:0, None], [(3, 2)]),
+    "take no rows": (lambda x: x[_index(x, [])], [(3, 2)]),
+    "broadcast arithmetic and elementwise": (lambda a, b: (a * b + a / (b * b + 1.0)).exp().tanh() - a.abs(), [(0, 3), (1, 3)]),
+    "shape ops of an empty tensor": (lambda x: x.transpose(0, 1).unsqueeze(0).squeeze(0).permute(1, 0).flatten(), [(0, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_CASES))
+def test_empty_dimensions_forward_and_backward_as_pytorch(rng, name, device, torch):
+    fn, shapes = EMPTY_CASES[name]
+    arrays = [rng.standard_normal(s) for s in shapes]
+    ours = [_t(a, device, True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*ours)
+    with warnings.catch_warnings():  # PyTorch warns about the variance of no degrees of freedom
+        warnings.simplefilter("ignore", UserWarning)
+        ref = fn(*theirs)
+        upstream = rng.standard_normal(tuple(ref.shape))
+        ref.backward(torch.tensor(upstream))
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)  # NaN where torch has NaN
+    out.backward(_t(upstream, device))
+    for o, t in zip(ours, theirs):
+        assert o.grad.shape == o.shape
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_variance_without_degrees_of_freedom_is_nan_or_inf_as_pytorch(torch):
+    x = mt.tensor([1.0, 2.0], dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        expected = [torch.tensor([1.0, 2.0]).var(correction=c).item() for c in (2, 3)]
+    assert [x.var(correction=c).item() for c in (2, 3)] == expected == [math.inf, math.inf]
+
+
+EMPTY_ERRORS = {
+    "max over an empty dim": (lambda x: x.amax(0), (0, 3), r"the maximum over a dim of size 0 is undefined \(shape \(0, 3\), dim 0\)"),
+    "max of no elements": (lambda x: x.amax(), (2, 0), "the maximum over a tensor with no elements is undefined"),
+    "-1 in a reshape of no elements": (lambda x: x.reshape(0, -1), (0, 3), "it has 0 elements, so the -1 could be any size"),
+    "concat of nothing": (lambda x: _lib(x).cat([]), (1,), "concat needs a non-empty sequence"),
+    "stack of nothing": (lambda x: _lib(x).stack([]), (1,), "stack needs a non-empty sequence"),
+    "split into pieces of 0": (lambda x: x.split(0), (2,), "split_size must be positive"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_ERRORS))
+def test_where_pytorch_refuses_an_empty_dimension_we_raise_a_value_error(name, torch):
+    fn, shape, message = EMPTY_ERRORS[name]
+    with pytest.raises((RuntimeError, IndexError, ValueError)):
+        fn(torch.zeros(shape))
+    with pytest.raises(ValueError, match=message):
+        fn(mt.zeros(shape))

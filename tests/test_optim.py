@@ -153,6 +153,48 @@ def test_clip_grad_norm_scales_to_max_norm():
         optim.clip_grad_norm_([a], max_norm=0)
 
 
+def test_clip_grad_norm_of_a_huge_float32_gradient_matches_pytorch(device, torch):
+    p, t = _param([0.0], device, "float32"), torch.zeros(1, requires_grad=True)
+    _set_grad(p, [2e19])  # its square overflows float32
+    t.grad = torch.tensor([2e19])
+    total = optim.clip_grad_norm_(p, max_norm=1.0)
+    expected = torch.nn.utils.clip_grad_norm_(t, max_norm=1.0).item()
+    assert total == pytest.approx(expected, rel=1e-7) and total == pytest.approx(2e19, rel=1e-7)
+    np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-7)
+    np.testing.assert_allclose(p.grad.numpy(), [1.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("grads", [[[3e19, -1.0], [4e19]], [[1e-30, 2e-30], [], [3.0]], [[3e38], [3e38]]],
+                         ids=["huge in two tensors", "tiny and empty", "each norm near float32's largest"])
+def test_clip_grad_norm_in_float32_is_the_float64_norm_whenever_that_is_finite(grads, device):
+    ours = [_param(np.zeros(len(g)), device, "float32") for g in grads]
+    for p, g in zip(ours, grads):
+        _set_grad(p, g)
+    exact = float(np.linalg.norm(np.concatenate([np.asarray(g, dtype=np.float32) for g in grads]).astype(np.float64)))
+    total = optim.clip_grad_norm_(ours, max_norm=1.0)  # (PyTorch 2.13 overflows to inf on the first and last)
+    assert total == pytest.approx(exact, rel=1e-6)
+    clipped = math.hypot(*(float(np.linalg.norm(p.grad.numpy().astype(np.float64))) for p in ours))
+    assert clipped == pytest.approx(min(1.0, exact), rel=1e-5)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_clip_grad_norm_error_if_nonfinite_as_pytorch(bad, torch):
+    a, b = _param([0.0, 0.0], dtype="float32"), _param([0.0], dtype="float32")
+    _set_grad(a, [1.0, 2.0])
+    _set_grad(b, [bad])
+    t = torch.tensor([bad], requires_grad=True)
+    t.grad = torch.tensor([bad])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        torch.nn.utils.clip_grad_norm_([t], 1.0, error_if_nonfinite=True)
+    with pytest.raises(ValueError, match=r"gradients of 1 of the 2 parameters with a gradient \(number 1\) hold inf or NaN"):
+        optim.clip_grad_norm_([a, b], 1.0, error_if_nonfinite=True)
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0])  # nothing was scaled
+    with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as in PyTorch
+        total = optim.clip_grad_norm_([a, b], 1.0)
+    expected = torch.nn.utils.clip_grad_norm_([t], 1.0).item()
+    assert total == expected or (math.isnan(total) and math.isnan(expected))
+
+
 def test_warmup_cosine_schedule():
     p = _param(P0)
     opt = optim.SGD([p], lr=1.0)

@@ -1,105 +1,21 @@
-"""The training job: data helpers, the bigram baseline, sampling with a KV cache, and an
-end-to-end run of the ``train`` and ``sample`` commands on a few kilobytes of text."""
+"""The training job end to end: the ``train`` and ``sample`` commands on a few kilobytes of
+text, resuming, and Ctrl-C."""
 
 import importlib.util
 import json
-import math
 
 import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import cli, nn, train
-from tests.conftest import float64_tolerance
-
-
-def test_vocab_round_trip_and_unknown_characters():
-    vocab = train.CharVocab.from_text("hello world")
-    assert vocab.chars == " dehlorw" and len(vocab) == 8
-    assert vocab.decode(vocab.encode("world hello")) == "world hello"
-    assert vocab.decode(vocab.encode("héllo")) == "h llo"      # é was never seen: a space
-    assert vocab.unknown_count == 1
-    with pytest.raises(ValueError):
-        train.CharVocab("aa")
-
-
-def test_split_and_batches():
-    ids = np.arange(100, dtype=np.int64)
-    tr, va = train.split_ids(ids, 0.1)
-    assert len(tr) == 90 and va[0] == 90
-    x, y = train.get_batch(tr, 4, 8, np.random.default_rng(0))
-    assert x.shape == y.shape == (4, 8) and x.dtype == "int64"
-    np.testing.assert_array_equal(x.numpy()[:, 1:], y.numpy()[:, :-1])
-    with pytest.raises(ValueError, match="too few"):
-        train.get_batch(ids[:5], 2, 8, np.random.default_rng(0))
-
-
-def test_bigram_baseline_by_hand():
-    # train "abab...": P(b|a) = (n_ab + 1) / (n_a + 2); val "ab" is one a->b transition
-    tr = np.array([0, 1] * 5)
-    bpc = train.bigram_bpc(tr, np.array([0, 1]), 2)
-    assert bpc == pytest.approx(-math.log2((5 + 1) / (5 + 2)))
-
-
-def test_default_corpus_is_the_python_reference():
-    text = train.load_corpus()
-    assert len(text) > 400_000 and "lambda" in text
-
-
-def _tiny_gpt(vocab_size=9, max_seq_len=12):
-    return nn.GPT(vocab_size, d_model=16, num_heads=2, num_layers=2, max_seq_len=max_seq_len)
-
-
-def test_cached_and_uncached_generation_give_the_same_logits():
-    model = _tiny_gpt()
-    prompt = [1, 2, 3, 4]
-    cached, logits_cached = train.generate_ids(model, prompt, 8, temperature=0, use_cache=True, return_logits=True)
-    plain, logits_plain = train.generate_ids(model, prompt, 8, temperature=0, use_cache=False, return_logits=True)
-    assert cached == plain
-    np.testing.assert_allclose(np.array(logits_cached), np.array(logits_plain), rtol=1e-4, atol=1e-5)
-
-
-def _float64_gpt(rng, **options):
-    """A small GPT in float64 with weights large enough to give distinct logits (std 0.3)."""
-    model = nn.GPT(11, d_model=16, num_heads=4, num_layers=2, **options)
-    for p in model.parameters():
-        p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
-    return model
-
-
-@pytest.mark.parametrize("pos_encoding, max_seq_len, prompt", [
-    ("learned", 2, [1, 2]),                  # the case of the report: positions run out at once
-    ("learned", 4, [3, 1, 4]),
-    ("rope", 3, [1, 2]),                     # the window slides from the third new token on
-    ("rope", 4, [5, 3, 1, 4, 1, 5, 9]),      # a prompt longer than the window
-])
-def test_cached_generation_equals_uncached_past_max_seq_len(rng, pos_encoding, max_seq_len, prompt):
-    """Greedy steps in float64 well past max_seq_len: the same ids and, at every step, the same
-    logits (learned positions: the last max_seq_len tokens; rope: a sliding window)."""
-    model = _float64_gpt(rng, max_seq_len=max_seq_len, pos_encoding=pos_encoding, num_kv_heads=2)
-    steps = 4 * max_seq_len
-    cached, logits_cached = train.generate_ids(model, prompt, steps, temperature=0, use_cache=True, return_logits=True)
-    plain, logits_plain = train.generate_ids(model, prompt, steps, temperature=0, use_cache=False, return_logits=True)
-    reference = np.array(logits_plain)
-    assert cached == plain
-    np.testing.assert_allclose(np.array(logits_cached), reference, rtol=0,
-                               atol=float64_tolerance(reference, n_ops=100, dtype="float64"))
-
-
-def test_generation_runs_past_the_context_and_samples_top_k():
-    model = _tiny_gpt(max_seq_len=6)
-    rng = np.random.default_rng(0)
-    new = train.generate_ids(model, [0], 20, temperature=1.0, top_k=2, rng=rng)
-    assert len(new) == 20 and all(0 <= i < 9 for i in new)
-    vocab = train.CharVocab("abcdefghi")
-    text = train.generate(model, vocab, "a€b", max_new_tokens=5, seed=1)  # unseen € does not crash
-    assert text.startswith("a€b") and len(text) == 8
+from minitorch_attn import checkpoint as ckpt
+from minitorch_attn import cli, data, nn, sampling, train
 
 
 @pytest.fixture
 def small_text(tmp_path):
     path = tmp_path / "corpus.txt"
-    path.write_text(train.load_corpus()[:6000], encoding="utf-8")
+    path.write_text(data.load_corpus()[:6000], encoding="utf-8")
     return path
 
 
@@ -118,13 +34,14 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     assert (out / "checkpoint.npz").exists()
     if importlib.util.find_spec("matplotlib"):
         assert (out / "loss.png").exists() and (out / "attention.png").exists()
-    history = train.ckpt.load(out / "checkpoint.npz")["extra"]["history"]
+    history = ckpt.load(out / "checkpoint.npz")["extra"]["history"]
+    assert history["val_step"] == [20, 40]  # the estimates only: the whole split's value is in metrics.json
     first, last = np.mean(history["train_bpc"][:5]), np.mean(history["train_bpc"][-5:])
     assert last < first - 1.0, (first, last)  # the loss falls
 
     capsys.readouterr()
     assert cli.main(["sample", "--checkpoint", str(out / "checkpoint.npz"), "--prompt", "The ",
-                     "--max-new-tokens", "15", "--top-k", "5", "--temperature", "0.5", "--seed", "0"]) == 0
+                     "--max-new-tokens", "15", "--top-k", "5", "--top-p", "0.9", "--temperature", "0.5", "--seed", "0"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("The ") and len(printed.rstrip("\n")) >= 19
 
@@ -133,11 +50,11 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
               "--resume", str(out / "checkpoint.npz"), *TINY])
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 45
     # the schedule restarted from the --lr given, not from where the first run's decay ended
-    groups = train.ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
+    groups = ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
     assert groups[0]["lr"] == pytest.approx(1e-2)  # the 5th of 5 warmup steps: the full rate
 
 
-def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
+def test_ctrl_c_saves_a_checkpoint_and_exits_130(small_text, tmp_path, monkeypatch):
     real_get_batch, calls = train.get_batch, []
 
     def interrupt_on_the_fourth_batch(*args, **kwargs):
@@ -148,10 +65,10 @@ def test_ctrl_c_saves_a_checkpoint(small_text, tmp_path, monkeypatch):
 
     monkeypatch.setattr(train, "get_batch", interrupt_on_the_fourth_batch)
     out = tmp_path / "run"
-    cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY])
+    assert cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY]) == 130
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] and metrics["steps"] == 3
-    assert train.ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
+    assert ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
 
 
 def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
@@ -161,47 +78,41 @@ def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
     assert "truncated or corrupt" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(top_k=0), "top_k must be an int >= 1"), (dict(top_k=-1), "top_k must be an int >= 1"),
-    (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
-    (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
-    (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
-])
-def test_generate_rejects_bad_sampling_options(options, message):
-    model, vocab = _tiny_gpt(), train.CharVocab("abcdefghi")
-    with pytest.raises(ValueError, match=message):
-        train.generate(model, vocab, "ab", **{"max_new_tokens": 3, **options})
-    text = train.generate(model, vocab, "ab", max_new_tokens=3, top_k=100, seed=0)  # k > vocabulary: all
-    assert len(text) == 5
+def test_weight_decay_reaches_every_matrix_position_embeddings_included_and_no_vector():
+    model = nn.GPT(9, d_model=16, num_heads=2, num_layers=1, max_seq_len=8)
+    opt = train.make_optimizer(model, lr=0.1, weight_decay=0.5)
+    decayed = {id(p) for group in opt.param_groups if group["weight_decay"] for p in group["params"]}
+    names = {name for name, p in model.named_parameters() if id(p) in decayed}
+    assert {"position_embedding.weight", "token_embedding.weight", "blocks.0.attn.W_o.weight"} <= names
+    assert all((id(p) in decayed) == (p.ndim >= 2) for p in model.parameters())
+    before = {name: p.numpy().copy() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = mt.zeros(*p.shape)  # the Adam step is 0: only the decay moves a weight
+    opt.step()
+    for name, p in model.named_parameters():
+        factor = 1 - 0.1 * 0.5 if p.ndim >= 2 else 1.0
+        np.testing.assert_allclose(p.numpy(), before[name] * factor, rtol=1e-6, err_msg=name)
 
 
-def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_path):
-    model = _tiny_gpt()
-    path = tmp_path / "c.npz"
-    train.ckpt.save(path, model, config=model.config, vocab="abc", step=0, history={})
-    with pytest.raises(train.ckpt.CheckpointError, match="vocabulary of 3 characters but a model with vocab_size 9"):
-        train.load_model(path)
-    train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
-    with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
-        train.load_model(path)
+def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
+    plt = pytest.importorskip("matplotlib.pyplot")
+    history = {"step": [1, 2, 3, 4], "train_bpc": [5.0, 4.0, 3.5, 3.0], "val_step": [2, 4], "val_bpc": [4.2, 3.4]}
+    fig = train.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    estimates, final = lines["validation estimate (64 windows)"], lines["validation, whole split (3.10)"]
+    assert list(estimates.get_xdata()) == [2, 4] and list(estimates.get_ydata()) == [4.2, 3.4]
+    assert list(final.get_xdata()) == [4] and list(final.get_ydata()) == [3.1]
+    assert final.get_marker() != estimates.get_marker() and final.get_linestyle() == "None"
+    plt.close(fig)
 
 
 def test_rope_is_trained_saved_and_restored(small_text, tmp_path):
     out = tmp_path / "rope"
     assert cli.main(["train", "--text", str(small_text), "--steps", "3", "--out", str(out),
                      "--pos-encoding", "rope", "--eval-interval", "100", *TINY]) == 0
-    model, vocab, checkpoint = train.load_model(out / "checkpoint.npz")
+    model, vocab, checkpoint = sampling.load_model(out / "checkpoint.npz")
     assert checkpoint["config"]["pos_encoding"] == "rope" and model.pos_encoding == "rope"
     assert "position_embedding.weight" not in model.state_dict()
-    text = train.generate(model, vocab, "The ", max_new_tokens=40, temperature=0)  # past the 32 of --block-size
+    text = sampling.generate(model, vocab, "The ", max_new_tokens=40, temperature=0)  # past the 32 of --block-size
     assert len(text) == 44
-
-
-def test_a_checkpoint_without_pos_encoding_loads_with_learned_positions(tmp_path):
-    model = _tiny_gpt()
-    config = {k: v for k, v in model.config.items() if k not in ("pos_encoding", "rope_base")}
-    train.ckpt.save(tmp_path / "old.npz", model, config=config, vocab="abcdefghi", step=0, history={})
-    loaded, _, _ = train.load_model(tmp_path / "old.npz")
-    assert loaded.pos_encoding == "learned"
-    idx = mt.tensor([[1, 2, 3]])
-    np.testing.assert_array_equal(loaded(idx).numpy(), model(idx).numpy())

@@ -28,6 +28,7 @@ The process-wide default device is ``"cpu"``, or the value of the environment va
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import numpy
@@ -83,7 +84,7 @@ class Backend:
         indices accumulating. Generic version: a one-hot matrix product."""
         xp = self.xp
         flat_index = xp.reshape(index, (-1,))
-        rows = xp.reshape(values, (flat_index.shape[0], -1))
+        rows = xp.reshape(values, (flat_index.shape[0], math.prod(values.shape[index.ndim:])))  # not -1: 0 rows
         one_hot = xp.astype(
             flat_index[:, None] == xp.arange(num_rows, device=self.device)[None, :], values.dtype
         )

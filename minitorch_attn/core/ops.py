@@ -392,14 +392,16 @@ class Sum(Function):
 
 
 class Mean(Function):
-    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced."""
+    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced.
+    The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         axes = _normalize_dims(dim, x.ndim)
-        ctx.shape, ctx.axes = tuple(x.shape), axes
-        ctx.count = math.prod(x.shape[a] for a in axes)
-        return ctx.xp.mean(x, axis=axes, keepdims=keepdim)
+        count = math.prod(x.shape[a] for a in axes)
+        ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
+        total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
+        return total / count if count else total * math.nan
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -418,6 +420,9 @@ class Max(Function):
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
+        if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
+            where = "a tensor with no elements" if dim is None else "a dim of size 0"
+            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
         y = xp.max(x, axis=axes, keepdims=True)
         ctx.save_for_backward(x, y)
         ctx.axes = axes
@@ -438,17 +443,22 @@ class Var(Function):
     """Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
 
     Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
-    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero)."""
+    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
+    With no degrees of freedom (``n <= correction``) v is NaN, or inf where the squares sum
+    to more than 0 (as PyTorch), and the gradient NaN."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
         axes = _normalize_dims(dim, x.ndim)
         n = math.prod(x.shape[a] for a in axes)
-        centered = x - xp.mean(x, axis=axes, keepdims=True)
+        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
-        ctx.axes, ctx.denominator = axes, n - correction
-        return xp.sum(centered * centered, axis=axes, keepdims=keepdim) / ctx.denominator
+        ctx.axes, ctx.denominator = axes, n - correction if n > correction else math.nan
+        squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
+        if n <= correction:
+            return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
+        return squares / ctx.denominator
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -459,8 +469,7 @@ class Var(Function):
         # END SOLUTION
 
 
-# ---- functional spellings (they shadow Python's builtins here, as torch.sum does; the code
-# above uses builtins.max / builtins.sum explicitly) -----------------------------------------
+# ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def exp(x):
     """Elementwise e^x (see :class:`Exp`); any shape, float dtypes."""
     return Exp.apply(x)
@@ -487,8 +496,7 @@ def abs(x):
 
 
 def sum(x, dim=None, keepdim=False):
-    """Sum over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims.
-    Raises ValueError for a dim out of range."""
+    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range."""
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 

@@ -23,6 +23,9 @@ class Reshape(Function):
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = tuple(x.shape)
+        if -1 in shape and 0 in shape and math.prod(x.shape) == 0:  # 0 * anything = 0 (PyTorch raises too)
+            raise ValueError(f"cannot reshape a tensor of shape {tuple(x.shape)} to {shape}: it has 0 elements, "
+                             f"so the -1 could be any size; give every size")
         try:
             return ctx.xp.reshape(x, shape)
         except (ValueError, TypeError) as exc:
@@ -200,14 +203,19 @@ def _backend_array(like, values):
 
 # ---- joining and splitting ---------------------------------------------------------------------
 class Concat(Function):
-    """Join tensors along an existing ``dim``.  Backward: cut ``grad_output`` back into the pieces."""
+    """Join tensors along an existing ``dim``.  Backward: cut ``grad_output`` back into the pieces.
+
+    As in PyTorch, a 1-D piece of shape ``(0,)`` joins tensors of any shape: it adds
+    nothing, and its gradient is empty."""
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
-        axis = _normalize_dims(dim, arrays[0].ndim)[0]
-        ctx.axis, ctx.sizes = axis, [a.shape[axis] for a in arrays]
+        joined = [a for a in arrays if tuple(a.shape) != (0,)] or arrays[:1]
+        axis = _normalize_dims(dim, joined[0].ndim)[0]
+        ctx.axis = axis
+        ctx.sizes = [a.shape[axis] if any(a is b for b in joined) else None for a in arrays]
         try:
-            return ctx.xp.concat(arrays, axis=axis)
+            return ctx.xp.concat(joined, axis=axis)
         except ValueError as exc:
             raise ValueError(f"concat: shapes {[tuple(a.shape) for a in arrays]} differ outside dim {dim}") from exc
 
@@ -215,6 +223,9 @@ class Concat(Function):
     def backward(ctx, grad_output):
         grads, start = [], 0
         for size in ctx.sizes:
+            if size is None:  # a (0,) piece that was left out
+                grads.append(ctx.xp.zeros((0,), dtype=grad_output.dtype, device=ctx.backend.device))
+                continue
             index = [slice(None)] * grad_output.ndim
             index[ctx.axis] = slice(start, start + size)
             grads.append(grad_output[tuple(index)])
@@ -238,17 +249,24 @@ class Stack(Function):
         return tuple(grad_output[(slice(None),) * ctx.axis + (i, ...)] for i in range(grad_output.shape[ctx.axis]))
 
 
+def _check_some(tensors, what):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{what} needs a non-empty sequence of tensors")
+    return tensors
+
+
 def concat(tensors, dim=0):
-    """Concatenate a sequence of tensors along ``dim`` (``torch.cat``)."""
-    return Concat.apply(*tensors, dim=dim)
+    """Concatenate a sequence of tensors along ``dim`` (``torch.cat``); ValueError for none."""
+    return Concat.apply(*_check_some(tensors, "concat"), dim=dim)
 
 
 cat = concat
 
 
 def stack(tensors, dim=0):
-    """Stack same-shaped tensors along a new ``dim``."""
-    return Stack.apply(*tensors, dim=dim)
+    """Stack same-shaped tensors along a new ``dim``; ValueError for none."""
+    return Stack.apply(*_check_some(tensors, "stack"), dim=dim)
 
 
 def split(x, split_size, dim=0):
@@ -257,9 +275,9 @@ def split(x, split_size, dim=0):
     axis = _normalize_dims(dim, x.ndim)[0]
     length = x.shape[axis]
     if isinstance(split_size, int):
-        if split_size <= 0:
-            raise ValueError("split_size must be positive")
-        sizes = [min(split_size, length - s) for s in range(0, length, split_size)]
+        if split_size < 0 or split_size == 0 < length:
+            raise ValueError(f"split_size must be positive (0 only for a dim of size 0), got {split_size}")
+        sizes = [min(split_size, length - s) for s in range(0, length, split_size)] if length else [0]
     else:
         sizes = list(split_size)
         if builtins.sum(sizes) != length:
@@ -277,7 +295,9 @@ def chunk(x, chunks, dim=0):
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]
-    return split(x, builtins.max(1, -(-length // chunks)), dim)
+    if length == 0:  # as PyTorch: ``chunks`` empty pieces
+        return split(x, [0] * chunks, dim)
+    return split(x, -(-length // chunks), dim)
 
 
 # ---- selection and masks ----------------------------------------------------------------------

@@ -6,7 +6,7 @@ import math
 
 from ..core.autograd import Function
 from ..core.backend import backend_of
-from ..core.shape_ops import Take
+from ..core.shape_ops import Take, where
 from ..core.tensor import Tensor
 from ._checks import _check_float
 
@@ -75,7 +75,7 @@ def linear(x, weight, bias=None):
     return Linear.apply(x, weight, bias)
 
 
-def embedding(indices, weight):
+def embedding(indices, weight, padding_idx=None):
     """Look up rows of ``weight (num_embeddings, dim)`` at integer ``indices (*)`` -> ``(*, dim)``
     (as ``F.embedding``).
 
@@ -83,10 +83,16 @@ def embedding(indices, weight):
     every position whose index is k (``backend.index_add``). This is the core's
     :class:`~minitorch_attn.ops.Take`, with the argument checks of an embedding.
 
+    ``padding_idx`` (PyTorch's meaning): the positions holding this index pass no gradient
+    back, so row ``padding_idx`` of ``dweight`` is 0 and that row never trains (a padding
+    token keeps its vector, usually zeros: see :class:`~minitorch_attn.nn.Embedding`). A
+    negative value counts from the end, as ``num_embeddings + padding_idx``.
+
     Raises:
-        TypeError: for non-integer indices or a non-float weight.
-        ValueError: for a weight that is not 2-D, or an index outside ``[0, num_embeddings)``
-            (negative indices are not wrapped around, as in PyTorch).
+        TypeError: for non-integer indices, a non-float weight, or a non-int ``padding_idx``.
+        ValueError: for a weight that is not 2-D, an index outside ``[0, num_embeddings)``
+            (negative indices are not wrapped around, as in PyTorch), or a ``padding_idx``
+            outside ``[-num_embeddings, num_embeddings)``.
     """
     if not isinstance(indices, Tensor) or indices.dtype not in ("int32", "int64"):
         raise TypeError(f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}")
@@ -95,10 +101,29 @@ def embedding(indices, weight):
         raise ValueError(f"embedding: weight must be (num_embeddings, dim), got shape {weight.shape}")
     if indices.device != weight.device:
         raise ValueError(f"embedding: indices are on '{indices.device}' but the weight is on '{weight.device}'")
+    padding_idx = padding_row(padding_idx, weight.shape[0])
     if indices.numel():
         xp = backend_of(indices.data).xp
         low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
         if low < 0 or high >= weight.shape[0]:
             raise ValueError(f"embedding: indices must be in [0, {weight.shape[0]}) (the rows of the weight), "
                              f"got values from {low} to {high}")
-    return Take.apply(weight, indices)
+    rows = Take.apply(weight, indices)                                        # (*, dim)
+    if padding_idx is None:
+        return rows
+    # the padding positions read their row like any other, but through a detached copy:
+    # ``where`` sends their upstream gradient to the copy, which passes nothing back
+    padding = (indices == padding_idx).unsqueeze(-1)                          # (*, 1)
+    return where(padding, rows.detach(), rows)
+
+
+def padding_row(padding_idx, num_embeddings):
+    """``padding_idx`` checked against ``num_embeddings`` rows and made non-negative (None stays None)."""
+    if padding_idx is None:
+        return None
+    if not isinstance(padding_idx, int) or isinstance(padding_idx, bool):
+        raise TypeError(f"padding_idx must be an int or None, got {type(padding_idx).__name__}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"padding_idx must be in [-{num_embeddings}, {num_embeddings}) (a row of the weight), "
+                         f"got {padding_idx}")
+    return padding_idx % num_embeddings

@@ -3,16 +3,16 @@
     python -m gradcheck [--device cpu|strict|cuda] [--dtype float64|float32] [--only NAME]
 """
 
-import argparse
 import sys
 import time
 
+from ..argtypes import CommandParser
 from ..core.backend import DeviceUnavailableError, get_backend
 from .suite import TOLERANCES, entries
 
 
 def main(argv=None, prog="python -m gradcheck"):
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser = CommandParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (NumPy), strict (array-api-strict) or cuda (CuPy)")
     parser.add_argument("--dtype", default="float64", choices=sorted(TOLERANCES))
     parser.add_argument("--only", default=None, help="run only entries whose name contains this text")

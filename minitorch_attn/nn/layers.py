@@ -10,6 +10,7 @@ import math
 from .. import functional as F
 from ..functional._checks import _check_eps
 from ..core.factories import ones, rand, randn, zeros
+from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
 
@@ -67,20 +68,32 @@ class Embedding(Module):
     Shapes: ``idx (...)`` int64 -> ``(..., embedding_dim)``. The backward scatter-adds
     into the rows that were looked up, so a token id used several times receives the sum
     of its gradients. Initialization: ``N(0, 1)`` as PyTorch.
+
+    ``padding_idx``: the row of a padding token. It starts at zeros and gets no gradient
+    (see :func:`~minitorch_attn.functional.embedding`), so it stays zeros while training;
+    a negative value counts from the end.
+
+    Raises:
+        ValueError: for sizes that are not positive ints, or a ``padding_idx`` outside
+            ``[-num_embeddings, num_embeddings)``.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, device=None, dtype="float32"):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype="float32"):
         super().__init__()
         _check_positive_int("num_embeddings", num_embeddings)
         _check_positive_int("embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = padding_row(padding_idx, num_embeddings)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        if self.padding_idx is not None:
+            self.weight.data[self.padding_idx, ...] = 0.0
 
     def forward(self, idx):
-        return F.embedding(idx, self.weight)
+        return F.embedding(idx, self.weight, padding_idx=self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
 
 
 class Dropout(Module):

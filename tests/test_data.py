@@ -1,0 +1,59 @@
+"""The training job's data: the vocabulary, the split, the batches and the bigram baseline."""
+
+import math
+
+import numpy as np
+import pytest
+
+from minitorch_attn import data
+
+
+def test_vocab_round_trip_and_unknown_characters():
+    vocab = data.CharVocab.from_text("hello world")
+    assert vocab.chars == " dehlorw" and len(vocab) == 8
+    assert vocab.decode(vocab.encode("world hello")) == "world hello"
+    assert vocab.decode(vocab.encode("héllo")) == "h llo"      # é was never seen: a space
+    assert vocab.unknown_count == 1
+    with pytest.raises(ValueError):
+        data.CharVocab("aa")
+
+
+def test_split_and_batches():
+    ids = np.arange(100, dtype=np.int64)
+    tr, va = data.split_ids(ids, 0.1)
+    assert len(tr) == 90 and va[0] == 90
+    x, y = data.get_batch(tr, 4, 8, np.random.default_rng(0))
+    assert x.shape == y.shape == (4, 8) and x.dtype == "int64"
+    np.testing.assert_array_equal(x.numpy()[:, 1:], y.numpy()[:, :-1])
+    with pytest.raises(ValueError, match="too few"):
+        data.get_batch(ids[:5], 2, 8, np.random.default_rng(0))
+
+
+def test_bigram_baseline_by_hand():
+    # train "abab...": P(b|a) = (n_ab + 1) / (n_a + 2); val "ab" is one a->b transition
+    tr = np.array([0, 1] * 5)
+    bpc = data.bigram_bpc(tr, np.array([0, 1]), 2)
+    assert bpc == pytest.approx(-math.log2((5 + 1) / (5 + 2)))
+
+
+def test_default_corpus_is_the_python_reference():
+    text = data.load_corpus()
+    assert len(text) > 400_000 and "lambda" in text
+
+
+@pytest.mark.parametrize("block_size", [1, 8, 64])
+@pytest.mark.parametrize("val_fraction", [0.01, 0.1, 0.5, 0.9])
+def test_the_shortest_text_is_the_first_whose_split_leaves_a_window_on_each_side(block_size, val_fraction):
+    def fits(length):
+        train, val = data.split_ids(np.arange(length), val_fraction)
+        return min(len(train), len(val)) >= block_size + 1
+
+    shortest = data.shortest_text(block_size, val_fraction)
+    assert fits(shortest) and not any(fits(n) for n in range(shortest))
+    data.check_text_size(shortest, block_size, val_fraction)
+    with pytest.raises(ValueError, match=f"at least {shortest:,} characters"):
+        data.check_text_size(shortest - 1, block_size, val_fraction)
+
+
+def test_the_defaults_need_641_characters():
+    assert data.shortest_text(64, 0.1) == 641  # validation gets 65 of them: one window of the context + 1
