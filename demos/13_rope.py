@@ -19,7 +19,7 @@ if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.envi
 
 import json  # noqa: E402
 
-from minitorch_attn import checkpoint, cli, train  # noqa: E402
+from minitorch_attn import checkpoint, cli, data  # noqa: E402
 from minitorch_attn.argtypes import positive_int  # noqa: E402
 from minitorch_attn.demo_common import pyplot, save, setup  # noqa: E402
 
@@ -32,12 +32,12 @@ def run(pos_encoding, args, out):
     metrics and its loss history."""
     folder = os.path.join(out, pos_encoding)
     flags = ["train", "--pos-encoding", pos_encoding, "--steps", str(args.steps), "--time-budget", "0",
-             "--seed", str(args.seed), "--device", args.device, "--out", folder, "--quiet",
+             "--seed", str(args.seed), "--device", args.device, "--out", folder, "--overwrite", "--quiet",
              "--sample-prompt", "The "]
     if args.quick:
         text = os.path.join(out, "corpus.txt")
         with open(text, "w", encoding="utf-8") as f:
-            f.write(train.load_corpus()[:20_000])
+            f.write(data.load_corpus()[:20_000])
         flags += ["--text", text, *QUICK]
     status = cli.main(flags)
     if status:

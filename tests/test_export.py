@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import cli, nn, train
+from minitorch_attn import checkpoint, cli, data, nn, sampling
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("safetensors")
@@ -22,17 +22,17 @@ CASES = {  # GPT options; the length of the text windows (rope: past max_seq_len
 def write_checkpoint(path, rng, options):
     """A training checkpoint of a small GPT over the characters of real text, with weights
     drawn large enough (std 0.1) for the positions and every layer to matter."""
-    vocab = train.CharVocab.from_text(train.load_corpus())
+    vocab = data.CharVocab.from_text(data.load_corpus())
     model = nn.GPT(len(vocab), d_model=32, num_heads=4, num_layers=2, max_seq_len=16, **options)
     for p in model.parameters():
         p.data = mt.tensor(rng.normal(0.0, 0.1, p.shape), dtype="float32").data
-    train.ckpt.save(path, model, config=model.config, vocab=vocab.chars, step=7, history={})
+    checkpoint.save(path, model, config=model.config, vocab=vocab.chars, step=7, history={})
     return model, vocab
 
 
 def text_batch(vocab, length, rng):
     """Three windows of the Python language reference."""
-    ids = vocab.encode(train.load_corpus())
+    ids = vocab.encode(data.load_corpus())
     starts = rng.integers(0, len(ids) - length, 3)
     return np.stack([ids[s:s + length] for s in starts])
 
@@ -77,7 +77,7 @@ def test_sampling_continues_in_pytorch(torch, tmp_path, rng):
     cli.main(["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")])
     theirs, their_vocab = GPT.from_export(str(tmp_path / "m.safetensors"))
     prompt = list(vocab.encode("The "))
-    ours = train.generate_ids(model, prompt, 24, temperature=0)   # past max_seq_len = 16
+    ours = sampling.generate_ids(model, prompt, 24, temperature=0)   # past max_seq_len = 16
     assert theirs.generate(prompt, 24, temperature=0) == ours
     assert len(their_vocab.decode(theirs.generate(prompt, 5, temperature=0.8, top_k=3))) == 5
 
