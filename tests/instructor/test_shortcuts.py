@@ -22,6 +22,7 @@ def close(ours, expected):
     np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=tol)
 
 
+@pytest.mark.task_1_1
 def test_task_1_1_a_node_used_twice_accumulates(rng):
     a = leaf([1.0, -2.0])
     g = rng.standard_normal(2)
@@ -33,6 +34,7 @@ def test_task_1_1_a_node_used_twice_accumulates(rng):
     close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g)
 
 
+@pytest.mark.task_1_2
 def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
     x = rng.uniform(0.5, 2.0, (3, 4))
     y = rng.uniform(0.5, 2.0, (3, 4))
@@ -52,6 +54,7 @@ def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
         close(b.grad, eb)
 
 
+@pytest.mark.task_1_3
 def test_task_1_3_broadcast_gradients_are_reduced(rng):
     x, y = rng.standard_normal((2, 1, 4)), rng.standard_normal((3, 1))
     g = rng.standard_normal((2, 3, 4))
@@ -61,6 +64,7 @@ def test_task_1_3_broadcast_gradients_are_reduced(rng):
     close(b.grad, (g * x).sum(axis=(0, 2))[:, None])
 
 
+@pytest.mark.task_1_4
 def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
     x = rng.standard_normal((3, 5))
     g = rng.standard_normal(3)
@@ -75,6 +79,7 @@ def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
         close(a.grad, expected())
 
 
+@pytest.mark.task_1_5
 def test_task_1_5_matmul_under_a_random_upstream_gradient(rng):
     x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
     g = rng.standard_normal((2, 3, 5))
@@ -93,6 +98,7 @@ def _softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+@pytest.mark.task_2_1
 def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
@@ -103,6 +109,7 @@ def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
     close(t.grad, p * (g - (g * p).sum(-1, keepdims=True)))
 
 
+@pytest.mark.task_2_2
 def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
@@ -112,6 +119,7 @@ def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
     close(t.grad, g - _softmax(x) * g.sum(-1, keepdims=True))
 
 
+@pytest.mark.task_2_3
 def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(rng):
     x = rng.standard_normal((5, 7))
     target = np.array([0, 6, 3, 3, 1])
@@ -134,6 +142,7 @@ def _layer_norm_reference(x, w, b, g, eps=1e-5):
     return xhat * w + b, dx, (g * xhat).sum(0), g.sum(0)
 
 
+@pytest.mark.task_3_1
 def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
     x, w, b, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (8,), (4, 8)])
     tx, tw, tb = leaf(x), leaf(w), leaf(b)
@@ -146,6 +155,7 @@ def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
     close(tb.grad, db)
 
 
+@pytest.mark.task_3_2
 def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
     x, w, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (4, 8)])
     eps = 1e-6
@@ -190,14 +200,17 @@ def test_attention_backward_under_a_random_upstream_gradient(rng, attention):
     close(tv.grad, dv)
 
 
+@pytest.mark.task_4_2
 def test_task_4_2_attention_under_a_random_upstream_gradient(rng):
     test_attention_backward_under_a_random_upstream_gradient(rng, "sdpa")
 
 
+@pytest.mark.task_5_2
 def test_task_5_2_flash_backward_under_a_random_upstream_gradient(rng):
     test_attention_backward_under_a_random_upstream_gradient(rng, "flash")
 
 
+@pytest.mark.task_4_3
 def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
     from minitorch_attn import nn
 
