@@ -7,6 +7,7 @@ and a Gradescope run. The whole catalogue of planted mistakes is graded by
 ``minitorch-attn homework selftest``, which ``.ci/run`` runs for every assignment.
 """
 
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -23,7 +24,7 @@ from minitorch_attn.homework.grade import Grader, TaskResult
 from minitorch_attn.homework.gradescope import write_autograder
 from minitorch_attn.homework.instructor import GraderError, InstructorTree, SubmissionProblem, splice
 from minitorch_attn.homework.make import make
-from minitorch_attn.homework.results import grade_submission
+from minitorch_attn.homework.results import describe, grade_submission
 from minitorch_attn.homework.runner import Check, _interpret
 from minitorch_attn.homework.selftest import MIN_MUTANTS, load_mutants
 from minitorch_attn.homework.submission import Submission
@@ -221,6 +222,24 @@ def test_the_issue_escapes_lose_exactly_their_own_task(grader, name, task_id):
                     == TREE.spliced(other["id"], REFERENCE.for_task(other["id"], TREE)))
 
 
+# ---- points land on the right task ---------------------------------------------------------------------
+@pytest.mark.parametrize("solved, stubbed", [
+    ("2.1", "2.2"),   # softmax's test also checks log_softmax
+    ("1.4", "1.1"),   # reductions need the engine
+    ("4.2", "4.1"),   # the attention backward needs the forward's probabilities
+    ("5.1", "5.2"),   # flash tests check the output and the gradients
+])
+def test_a_solved_task_earns_its_points_whatever_the_others(grader, solved, stubbed):
+    """Partial work is scored: a task earns its points with every other task of the
+    submission left as handed out, the coupling of the issue's examples included."""
+    submission = Submission.stubs(TREE)
+    for rel in TREE.files_of(solved):
+        submission = submission.with_blocks(rel, solved, REFERENCE.blocks[(rel, solved)])
+    assert submission.for_task(stubbed, TREE) == Submission.stubs(TREE).for_task(stubbed, TREE)
+    result = grader.grade_task(task(solved), submission)
+    assert result.score == result.points, [c.message for c in result.failures][:2]
+
+
 # ---- the cheats of the issue have no effect ----------------------------------------------------------
 def test_cheats_outside_the_solution_regions_have_no_effect(tmp_path, grader):
     honest, cheating = tmp_path / "honest", tmp_path / "cheating"
@@ -274,8 +293,6 @@ def test_a_skipped_test_counts_as_failed():
 
 
 def test_a_missing_library_is_a_grader_error_not_a_zero(tmp_path, monkeypatch):
-    import importlib.metadata
-
     real = importlib.metadata.version
 
     def version(name):
@@ -353,8 +370,6 @@ def test_every_mutant_applies_to_its_own_task_only():
 
 
 def test_check_results_report_every_failure_in_full():
-    from minitorch_attn.homework.results import describe
-
     long_message = "gradient of input 1 (shape (3, 5)) is wrong at element (2, 1): " + "x" * 400
     result = TaskResult("2.1", "softmax", 30, [Check("tests/instructor/test_a.py::t", "failed", long_message, "here:1"),
                                                Check("tests/test_b.py::u", "skipped", "no GPU")])
