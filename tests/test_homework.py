@@ -147,11 +147,13 @@ def test_splicing_follows_the_instructor_tree_when_it_changes(tmp_path):
     for name in ("minitorch_attn", "tests", "setup.cfg"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, instructor / name)
     path = instructor / SOFTMAX
-    path.write_text(path.read_text().replace('class Softmax(Function):\n    """', 'class Softmax(Function):\n    """New line.\n\n'))
+    path.write_text(path.read_text().replace('class Softmax(Function):\n    """',
+                                             'class Softmax(Function):\n    """New line.\n\n'))
     changed = InstructorTree(instructor)
     student = REFERENCE.with_blocks(SOFTMAX, "2.1", [["return 'forward'"], ["  return 'backward'"]])
     source = changed.spliced("2.1", student.for_task("2.1", changed))[SOFTMAX]
-    assert "New line." in source and "        return 'forward'\n" in source and "          return 'backward'\n" in source
+    assert "New line." in source
+    assert "        return 'forward'\n" in source and "          return 'backward'\n" in source
     with pytest.raises(SubmissionProblem, match="should have 2 region"):
         changed.spliced("2.1", {SOFTMAX: [["pass"]]})
 
@@ -255,7 +257,8 @@ def test_cheats_outside_the_solution_regions_have_no_effect(tmp_path, grader):
     (cheating / ".homework.json").write_text(json.dumps({"assignment": 1}))
     (cheating / "tests/test_functional.py").write_text("def test_nothing():\n    pass\n")
     for t in ("3.1", "3.2"):
-        sources = [TREE.spliced(t, Submission.from_path(folder, TREE).for_task(t, TREE)) for folder in (honest, cheating)]
+        sources = [TREE.spliced(t, Submission.from_path(folder, TREE).for_task(t, TREE))
+                   for folder in (honest, cheating)]
         assert sources[0] == sources[1]          # nothing of the cheats reaches the graded copy
     results, graded = grade_submission(cheating, 3, tmp_path / "results.json")
     assert results["score"] == 0 and all("NotImplementedError: Task 3." in r.failures[0].message for r in graded)
@@ -325,7 +328,8 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
     solve(student, {(NORMS, t): buggy.blocks[(NORMS, t)] for t in ("3.1", "3.2")})
     (root / "submission").mkdir()
     shutil.copy(student / NORMS, root / "submission" / "normalization.py")
-    environment = dict(os.environ, AUTOGRADER_ROOT=str(root), PATH=f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}")
+    environment = dict(os.environ, AUTOGRADER_ROOT=str(root),
+                       PATH=f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}")
     done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -335,11 +339,12 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
     for test in results["tests"]:
         assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(test)
         assert test["visibility"] == ("visible" if "(smoke test)" in test["name"] else "after_published")
-        assert test["status"] == ("passed" if test["score"] == test["max_score"] and "3.2" not in test["name"] else "failed")
+        broken = "3.2" in test["name"]
+        assert test["status"] == ("failed" if broken else "passed") and test["score"] == test["max_score"] * (not broken)
     graded = next(t for t in results["tests"] if t["name"].startswith("Task 3.2:"))
     assert graded["score"] == 0 and len(graded["output"]) > 300
-    assert re.search(r"gradcheck 'rms_norm \(weight\)' \(inputs \(3, 6\), \(6,\), float64\): "
-                     r"gradient of input 0 \(shape \(3, 6\)\) is wrong at element \(\d+, \d+\): analytic", graded["output"])
+    assert re.search(r"gradcheck 'rms_norm \(weight\)' \(inputs \(3, 6\), \(6,\), float64\): gradient of input 0 "
+                     r"\(shape \(3, 6\)\) is wrong at element \(\d+, \d+\): analytic", graded["output"])
     assert "rms_norm gradient of x, input (4, 8), weight (8,) float64: " in graded["output"]   # op, shape, gradient
     smoke = next(t for t in results["tests"] if t["name"].startswith("Task 3.2 (smoke test)"))
     assert "tests/instructor" not in smoke["output"] and "FAILED tests/test_functional.py::" in smoke["output"]

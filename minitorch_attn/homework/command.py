@@ -68,7 +68,8 @@ def _make(args):
 
 def _grade(args):
     path = pathlib.Path(args.path)
-    results_path = args.results or (path / "results.json" if path.is_dir() else path.with_name(path.name + ".results.json"))
+    results_path = args.results or (path / "results.json" if path.is_dir()
+                                    else path.with_name(path.name + ".results.json"))
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
                                  timeout=args.timeout)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)

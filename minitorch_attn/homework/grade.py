@@ -112,7 +112,8 @@ class Grader:
                 compile(text, rel, "exec")
             except SyntaxError as error:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
-                return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), at the line `{line}`")
+                return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
+                            f"at the line `{line}`")
         folder = self.workspace.copy_with(sources)
         run = run_tests(folder, task_id, self.test_files(task_id), timeout=self.timeout)
         shutil.rmtree(folder, ignore_errors=True)

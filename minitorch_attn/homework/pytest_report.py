@@ -105,10 +105,11 @@ def _message(report):
 
 
 def _where(report):
-    """``file:line`` of the test's own line that failed, and of the deepest line in the
-    package when the error was raised there (``tests/x.py:12; minitorch_attn/ops.py:80``)."""
+    """``file:line`` of the test's own line that failed (in a ``test_*.py`` file, not in a
+    helper it calls), and of the deepest line in the package when the error was raised
+    there (``tests/test_x.py:12; minitorch_attn/ops.py:80``)."""
     entries = getattr(getattr(report.longrepr, "reprtraceback", None), "reprentries", None) or []
     places = [e.reprfileloc for e in entries if getattr(e, "reprfileloc", None) is not None]
-    in_tests = [f"{p.path}:{p.lineno}" for p in places if "tests" in pathlib.PurePath(p.path).parts]
+    in_tests = [f"{p.path}:{p.lineno}" for p in places if pathlib.PurePath(p.path).name.startswith("test_")]
     in_package = [f"{p.path}:{p.lineno}" for p in places if "minitorch_attn" in pathlib.PurePath(p.path).parts]
     return "; ".join(dict.fromkeys(in_tests[-1:] + in_package[-1:]))

@@ -210,6 +210,7 @@ def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
     v = split(memory @ weights["W_v.weight"].T)
     p = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_model // heads))
     expected = (p @ v).transpose(0, 2, 1, 3).reshape(batch, t_q, d_model) @ weights["W_o.weight"].T
-    what = f"MultiHeadAttention(d_model={d_model}, num_heads={heads}) {{}}, query (2, 3, 8), key and value (2, 5, 8) float32"
+    what = (f"MultiHeadAttention(d_model={d_model}, num_heads={heads}) {{}}, "
+            f"query (2, 3, 8), key and value (2, 5, 8) float32")
     expect_close(out, expected, what=what.format("output"), n_ops=64, dtype="float32")
     expect_close(attn, p, what=what.format("attention weights"), n_ops=64, dtype="float32")
