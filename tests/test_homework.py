@@ -241,25 +241,50 @@ def test_a_solved_task_earns_its_points_whatever_the_others(grader, solved, stub
 
 
 # ---- the cheats of the issue have no effect ----------------------------------------------------------
-def test_cheats_outside_the_solution_regions_have_no_effect(tmp_path, grader):
-    honest, cheating = tmp_path / "honest", tmp_path / "cheating"
-    make(honest, 3)
-    make(cheating, 3)
-    (cheating / "conftest.py").write_text(
+def _append(path, text):
+    path.write_text(path.read_text() + text)
+
+
+CHEATS = {   # the issue's cheats, each of which raised an untouched or buggy tree to 50-100/100
+    "a root conftest.py passing every report": lambda tree: (tree / "conftest.py").write_text(
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
-    (cheating / "minitorch_attn/gradcheck/checker.py").write_text(
-        "def check_gradients(*a, **k):\n    raise SystemExit\n")
-    init = cheating / "minitorch_attn/__init__.py"
-    init.write_text(init.read_text() + "\nimport numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n")
-    (cheating / ".homework.json").write_text(json.dumps({"assignment": 1}))
-    (cheating / "tests/test_functional.py").write_text("def test_nothing():\n    pass\n")
-    for t in ("3.1", "3.2"):
-        sources = [TREE.spliced(t, Submission.from_path(folder, TREE).for_task(t, TREE))
-                   for folder in (honest, cheating)]
-        assert sources[0] == sources[1]          # nothing of the cheats reaches the graded copy
-    results, graded = grade_submission(cheating, 3, tmp_path / "results.json")
-    assert results["score"] == 0 and all("NotImplementedError: Task 3." in r.failures[0].message for r in graded)
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"),
+    "a gradient checker that accepts anything": lambda tree: _append(
+        tree / "minitorch_attn/gradcheck/checker.py",
+        "\ncheck_gradients = lambda *a, **k: GradcheckReport(0.0, 0.0, None)\ngradcheck = lambda *a, **k: True\n"),
+    "numpy.testing patched in __init__.py": lambda tree: _append(
+        tree / "minitorch_attn/__init__.py",
+        "\nimport numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"),
+    ".homework.json naming another assignment": lambda tree: (tree / ".homework.json").write_text(
+        json.dumps({"assignment": 1})),
+    "edited tests": lambda tree: (tree / "tests/test_functional.py").write_text("def test_nothing():\n    pass\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def handed_out(tmp_path_factory):
+    """The untouched student tree of assignment 3."""
+    tree = tmp_path_factory.mktemp("handed_out") / "hw3"
+    make(tree, 3)
+    return tree
+
+
+@pytest.mark.parametrize("cheat", CHEATS)
+def test_a_cheat_outside_the_solution_regions_never_reaches_the_graded_copy(tmp_path, handed_out, cheat):
+    cheating = shutil.copytree(handed_out, tmp_path / "cheating")
+    CHEATS[cheat](cheating)
+    for t in ("3.1", "3.2"):   # what the grader runs for each task is the same, so is the grade
+        assert (TREE.spliced(t, Submission.from_path(cheating, TREE).for_task(t, TREE))
+                == TREE.spliced(t, Submission.from_path(handed_out, TREE).for_task(t, TREE)))
+
+
+def test_an_untouched_tree_with_every_cheat_scores_zero(tmp_path, handed_out, grader):
+    tree = shutil.copytree(handed_out, tmp_path / "cheating")
+    for cheat in CHEATS.values():
+        cheat(tree)
+    graded = grader.grade(Submission.from_path(tree, TREE), 3)
+    assert [r.score for r in graded] == [0, 0]
+    assert all("NotImplementedError: Task 3." in r.failures[0].message for r in graded)
 
 
 # ---- crashes, hangs, debuggers: that task's 0, with the reason; the others graded ----------------------
