@@ -5,7 +5,7 @@
     minitorch-attn sample --checkpoint PATH --prompt TEXT        sample text from a trained GPT
     minitorch-attn export --checkpoint PATH --out M.safetensors  the GPT's weights for PyTorch
     minitorch-attn demo --list | NAME                             the tutorial's demos
-    minitorch-attn homework make|grade|check                      student versions and grading
+    minitorch-attn homework make|grade|selftest|autograder|check  student versions, grading, Gradescope
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
 arguments and the function that runs it. Bad arguments and unusable files end a command

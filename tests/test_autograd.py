@@ -8,6 +8,7 @@ from minitorch_attn import Function
 from minitorch_attn.gradcheck.entries_core import FirstOnly  # backward returns None for b
 
 
+@pytest.mark.task_1_1
 def test_a_node_used_twice_receives_the_sum():
     a = mt.tensor([1.0, 2.0], requires_grad=True)
     b = a + a
@@ -16,6 +17,7 @@ def test_a_node_used_twice_receives_the_sum():
     np.testing.assert_array_equal(a.grad.numpy(), [4.0, 4.0])
 
 
+@pytest.mark.task_1_1
 def test_diamond_graph():
     x = mt.tensor(3.0, requires_grad=True)
     y = x * x          # dy/dx = 2x
@@ -24,6 +26,7 @@ def test_diamond_graph():
     assert x.grad.item() == 3 * 9 + 2 * 3
 
 
+@pytest.mark.task_1_1
 def test_a_long_chain_does_not_hit_the_recursion_limit():
     x = mt.tensor(1.0, requires_grad=True)
     y = x
@@ -33,6 +36,7 @@ def test_a_long_chain_does_not_hit_the_recursion_limit():
     assert x.grad.item() == 1.0
 
 
+@pytest.mark.task_1_1
 def test_leaf_gradients_accumulate_until_cleared():
     x = mt.tensor([1.0, -1.0], requires_grad=True)
     (x * 3).sum().backward()
@@ -47,6 +51,7 @@ def test_leaf_gradients_accumulate_until_cleared():
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0])
 
 
+@pytest.mark.task_1_1
 def test_second_backward_through_a_freed_graph_raises():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = (x * x).sum()
@@ -55,6 +60,7 @@ def test_second_backward_through_a_freed_graph_raises():
         y.backward()
 
 
+@pytest.mark.task_1_1
 def test_retain_graph_allows_a_second_backward():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = (x * x).sum()
@@ -63,6 +69,7 @@ def test_retain_graph_allows_a_second_backward():
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 8.0])
 
 
+@pytest.mark.task_1_1
 def test_saved_arrays_are_released_after_backward():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = x * x
@@ -73,6 +80,7 @@ def test_saved_arrays_are_released_after_backward():
         node.ctx.saved_tensors
 
 
+@pytest.mark.task_1_1
 def test_no_grad_builds_no_graph():
     x = mt.tensor([1.0], requires_grad=True)
     with mt.no_grad():
@@ -87,6 +95,7 @@ def test_no_grad_builds_no_graph():
     assert not double(x).requires_grad
 
 
+@pytest.mark.task_1_1
 def test_backward_on_a_non_scalar_needs_grad():
     x = mt.randn(3, requires_grad=True)
     with pytest.raises(ValueError, match="single-element tensor"):
@@ -95,11 +104,13 @@ def test_backward_on_a_non_scalar_needs_grad():
         (x * 2).backward(mt.ones(4))
 
 
+@pytest.mark.task_1_1
 def test_backward_without_requires_grad_raises():
     with pytest.raises(RuntimeError, match="does not require grad"):
         mt.ones(1).backward()
 
 
+@pytest.mark.task_1_1
 def test_upstream_gradient_is_never_modified_in_place():
     x = mt.randn(2, 3, requires_grad=True)
     w = mt.randn(3, requires_grad=True)
@@ -110,6 +121,7 @@ def test_upstream_gradient_is_never_modified_in_place():
     np.testing.assert_array_equal(upstream.numpy(), before)
 
 
+@pytest.mark.task_1_1
 def test_leaf_gradients_never_share_a_buffer():
     a = mt.randn(3, requires_grad=True)
     b = mt.randn(3, requires_grad=True)
@@ -119,6 +131,7 @@ def test_leaf_gradients_never_share_a_buffer():
     assert b.grad.numpy()[0] == 1.0 and upstream.numpy()[0] == 1.0
 
 
+@pytest.mark.task_1_1
 def test_gradients_have_their_inputs_shape_and_dtype():
     x = mt.randn(4, 1, dtype="float32", requires_grad=True)
     y = mt.randn(3, dtype="float64", requires_grad=True)
@@ -129,12 +142,14 @@ def test_gradients_have_their_inputs_shape_and_dtype():
     assert y.grad.shape == (3,) and y.grad.dtype == "float64"
 
 
+@pytest.mark.task_1_1
 def test_float32_stays_float32_with_python_floats(device):
     x = mt.randn(3, device=device, requires_grad=True)
     for y in (x * 0.5, x + 1.0, 2.0 - x, x / 3.0, x ** 2.0, (x * 0.1).exp(), x.mean(), x.var()):
         assert y.dtype == "float32"
 
 
+@pytest.mark.task_1_1
 def test_custom_function_with_two_outputs():
     class SinCos(Function):
         """(sin x, cos x); d/dx = cos x · grad_sin - sin x · grad_cos."""
@@ -158,6 +173,7 @@ def test_custom_function_with_two_outputs():
     assert mt.gradcheck(lambda t: SinCos.apply(t), [mt.tensor([0.3, 1.2], dtype="float64", requires_grad=True)])
 
 
+@pytest.mark.task_1_1
 def test_backward_returning_the_wrong_number_of_gradients_is_reported():
     class Bad(Function):
         @staticmethod
@@ -173,6 +189,7 @@ def test_backward_returning_the_wrong_number_of_gradients_is_reported():
         Bad.apply(x).sum().backward()
 
 
+@pytest.mark.task_1_1
 def test_backward_of_several_outputs_at_once():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     mt.backward([x * 2, x * x], [mt.ones(2), mt.ones(2)])

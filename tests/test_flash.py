@@ -116,6 +116,8 @@ CASES = {
 }
 
 
+@pytest.mark.task_5_1
+@pytest.mark.task_5_2
 @pytest.mark.parametrize("name", CASES)
 def test_equals_dense_attention_in_float64(device, name):
     shape_q, shape_k, dim_v, options = CASES[name]
@@ -149,6 +151,8 @@ def _mask(shape, kind, rng):
     return np.where(rng.random(shape) < 0.25, -np.inf, bias)
 
 
+@pytest.mark.task_5_1
+@pytest.mark.task_5_2
 @pytest.mark.parametrize("name", MASKS)
 def test_masks_equal_dense_attention_in_float64(device, name):
     shape_q, shape_k, shape_m, kind = MASKS[name]
@@ -163,6 +167,8 @@ def test_masks_equal_dense_attention_in_float64(device, name):
     assert all(np.all(np.isfinite(g)) for g in ours[1])
 
 
+@pytest.mark.task_5_1
+@pytest.mark.task_5_2
 @pytest.mark.parametrize("options", [
     dict(is_causal=True, causal_alignment="bottom_right"),
     dict(mask_kind="bool"),
@@ -215,6 +221,8 @@ def test_float32_error_at_most_that_of_dense_attention(device, options):
 
 
 # ---- edge cases -----------------------------------------------------------------------------------------
+@pytest.mark.task_5_1
+@pytest.mark.task_5_2
 def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(device):
     arrays = _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2)
     keep = np.ones((2, 1, 5, 4), dtype=bool)
@@ -229,6 +237,7 @@ def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(devic
         assert all(np.all(np.isfinite(g)) for g in (dq, dk, dv, *rest))
 
 
+@pytest.mark.task_5_2
 def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
     q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, 7, 3), (1, 2, 6, 3), 2))
     bias = _t(np.random.default_rng(0).standard_normal((7, 6)), device, requires_grad=True)
@@ -238,6 +247,7 @@ def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
         assert np.all(t.grad.numpy() == 0)
 
 
+@pytest.mark.task_5_2
 def test_keys_no_query_sees_get_exactly_zero_gradients(device):
     # top-left causal with N_k > N_q: keys j >= N_q are above the diagonal for every query, and
     # whole key blocks there are skipped
@@ -279,6 +289,8 @@ def test_causal_tiles_above_the_diagonal_are_never_computed(monkeypatch):
 
 
 # ---- dropout ------------------------------------------------------------------------------------------------
+@pytest.mark.task_5_1
+@pytest.mark.task_5_2
 def test_dropout_equals_dense_attention_with_the_same_mask(device):
     arrays = _inputs((2, 4, 7, 3), (2, 2, 6, 3), 2)
     p = 0.3

@@ -103,6 +103,7 @@ def composed_attention(q, k, v, keep=None, bias=None, scale=None):
 # =============================================================================================
 # softmax and log_softmax
 # =============================================================================================
+@pytest.mark.task_2_2
 def test_log_softmax_of_far_apart_and_far_shifted_rows(device):
     np.testing.assert_array_equal(F.log_softmax(_t([1000.0, 0.0], device, "float32")).numpy(), [0.0, -1000.0])
     y = F.log_softmax(_t([-1e4, -1e4 - 1], device, "float32")).numpy()
@@ -111,6 +112,8 @@ def test_log_softmax_of_far_apart_and_far_shifted_rows(device):
     assert y.dtype == np.float32
 
 
+@pytest.mark.task_2_1
+@pytest.mark.task_2_2
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, dim):
     x = rng.standard_normal((3, 4, 5)) * 3
@@ -124,6 +127,7 @@ def test_softmax_and_log_softmax_match_torch(rng, torch):
         _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])
 
 
+@pytest.mark.task_2_1
 def test_softmax_of_minus_inf_entries_is_exactly_zero_with_zero_gradient(rng, device):
     x = _t([[0.5, -np.inf, 1.0, -np.inf], [-np.inf, -np.inf, 3.0, -np.inf]], device, "float32", requires_grad=True)
     p = F.softmax(x)
@@ -134,6 +138,7 @@ def test_softmax_of_minus_inf_entries_is_exactly_zero_with_zero_gradient(rng, de
     assert np.all(grad[:, [1, 3]] == 0) and np.all(grad[1] == 0)
 
 
+@pytest.mark.task_2_2
 def test_log_softmax_with_minus_inf_entries_has_finite_gradient(device):
     x = _t([[0.5, -np.inf, 1.0]], device, requires_grad=True)
     y = F.log_softmax(x)
@@ -141,6 +146,8 @@ def test_log_softmax_with_minus_inf_entries_has_finite_gradient(device):
     assert y.numpy()[0, 1] == -np.inf and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.task_2_1
+@pytest.mark.task_2_2
 @pytest.mark.filterwarnings("ignore:divide by zero encountered", "ignore:invalid value encountered")
 def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(device):
     """The counterexample of the softmax docstring: x = [0, -inf], p = [1, 0]. Composing
@@ -158,6 +165,7 @@ def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(devic
     assert np.isnan(grads["log(softmax)"]).any()
 
 
+@pytest.mark.task_2_1
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # NumPy's note on -inf - (-inf)
 def test_an_all_minus_inf_row_gives_nan_as_in_torch(device):
     x = _t([[-np.inf, -np.inf], [0.0, 0.0]], device, "float32")
@@ -169,6 +177,7 @@ def test_an_all_minus_inf_row_gives_nan_as_in_torch(device):
 # =============================================================================================
 # cross_entropy
 # =============================================================================================
+@pytest.mark.task_2_3
 def test_cross_entropy_excludes_ignored_rows_from_the_mean(device):
     logits = _t([[1, 2, 3], [0, 0, 0]], device, "float32", requires_grad=True)
     loss = F.cross_entropy(logits, mt.tensor([1, -100], device=device))
@@ -178,11 +187,13 @@ def test_cross_entropy_excludes_ignored_rows_from_the_mean(device):
     assert np.all(logits.grad.numpy()[1] == 0) and loss.dtype == "float32"
 
 
+@pytest.mark.task_2_3
 def test_cross_entropy_with_label_smoothing(device):
     loss = F.cross_entropy(_t([[1, 2, 3]], device, "float32"), mt.tensor([0], device=device), label_smoothing=0.1)
     np.testing.assert_allclose(loss.item(), 2.30760596, rtol=0, atol=float64_tolerance(2.3, 8))
 
 
+@pytest.mark.task_2_3
 def test_cross_entropy_never_indexes_with_the_ignore_index(rng, device):
     logits = _t(rng.standard_normal((3, 4)), device, requires_grad=True)
     for ignore in (-100, 7, -1):  # negative or past the classes: must not be read as an index
@@ -210,6 +221,7 @@ def test_cross_entropy_matches_torch(rng, torch, reduction, smoothing):
         [logits])
 
 
+@pytest.mark.task_2_3
 def test_cross_entropy_of_one_unbatched_example(rng, device, torch):
     logits = rng.standard_normal(5)
     _assert_runs_agree(lambda x: F.cross_entropy(x, mt.tensor(3, device=device)),
@@ -219,6 +231,7 @@ def test_cross_entropy_of_one_unbatched_example(rng, device, torch):
                                rtol=1e-14)
 
 
+@pytest.mark.task_2_3
 def test_cross_entropy_matches_the_composed_primitives(rng, device):
     logits = rng.standard_normal((5, 4))
     target = np.array([3, 0, 0, 2, 1])
@@ -304,12 +317,14 @@ def test_dropout_identity_zeros_and_seed(rng, device):
 # =============================================================================================
 # layer_norm
 # =============================================================================================
+@pytest.mark.task_3_1
 def test_layer_norm_of_a_far_shifted_row_is_exact(device):
     y = F.layer_norm(_t([[40000, 40001, 40002, 40003]], device, "float32"), (4,)).numpy()
     expected = [-1.3416355, -0.4472118, 0.4472118, 1.3416355]
     np.testing.assert_allclose(y[0], expected, rtol=0, atol=float64_tolerance(expected, 4))
 
 
+@pytest.mark.task_3_1
 @pytest.mark.parametrize("offset", [1.0, 1e3, 4e4])
 def test_layer_norm_is_shift_invariant(rng, device, offset):
     x = rng.integers(-8, 8, (3, 8)) / 4.0                  # exact in float32 even after the shift
@@ -318,11 +333,13 @@ def test_layer_norm_is_shift_invariant(rng, device, offset):
     np.testing.assert_allclose(shifted, base, rtol=0, atol=float64_tolerance(base, 4))
 
 
+@pytest.mark.task_3_1
 def test_layer_norm_of_zero_two(device):
     y = F.layer_norm(_t([[0, 2]], device, "float32"), 2).numpy()
     np.testing.assert_allclose(y, [[-1, 1]], rtol=0, atol=1e-5)  # 1/sqrt(1 + eps) with eps = 1e-5
 
 
+@pytest.mark.task_3_1
 def test_layer_norm_of_a_constant_row_is_the_bias(device):
     x = _t([[3.0, 3.0, 3.0], [1.0, 2.0, 4.0]], device, "float32", requires_grad=True)
     w = _t([0.5, 2.0, -1.0], device, "float32", requires_grad=True)
@@ -333,6 +350,7 @@ def test_layer_norm_of_a_constant_row_is_the_bias(device):
     assert np.all(w.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.task_3_1
 @pytest.mark.parametrize("value, n", [(0.1, 3), (1 / 3, 7), (12345.678, 5), (-7.77, 768)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_layer_norm_of_any_constant_row_is_exactly_the_bias(value, n, dtype):
@@ -346,6 +364,7 @@ def test_layer_norm_of_any_constant_row_is_exactly_the_bias(value, n, dtype):
     assert np.all(w.grad.numpy() == 0) and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.task_3_1
 def test_layer_norm_over_several_dims_equals_flattening_them(rng, device):
     x, w, b = rng.standard_normal((2, 3, 2, 4)), rng.standard_normal((2, 4)), rng.standard_normal((2, 4))
     _assert_runs_agree(
@@ -354,6 +373,7 @@ def test_layer_norm_over_several_dims_equals_flattening_them(rng, device):
         [x, w, b], device)
 
 
+@pytest.mark.task_3_1
 def test_layer_norm_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 6)), rng.standard_normal(6), rng.standard_normal(6)]
     _assert_runs_agree(lambda x, w, b: F.layer_norm(x, 6, w, b), composed_layer_norm, arrays, device)
@@ -378,11 +398,13 @@ def test_layer_norm_errors():
 # =============================================================================================
 # rms_norm
 # =============================================================================================
+@pytest.mark.task_3_2
 def test_rms_norm_puts_eps_inside_the_root(device):
     y = F.rms_norm(_t([[1e-3, -1e-3, 1e-3, -1e-3]], device, "float32"), 4, eps=1e-6).numpy()
     np.testing.assert_allclose(np.abs(y), 1 / math.sqrt(2), rtol=0, atol=1e-6)  # 0.7071, not 0.999
 
 
+@pytest.mark.task_3_2
 def test_rms_norm_of_zero_rows_is_zero_with_finite_gradients(rng, device):
     x = _t(np.zeros((2, 4)), device, "float32", requires_grad=True)
     w = _t(rng.standard_normal(4), device, "float32", requires_grad=True)
@@ -391,6 +413,7 @@ def test_rms_norm_of_zero_rows_is_zero_with_finite_gradients(rng, device):
     assert np.all(y.numpy() == 0) and np.all(np.isfinite(x.grad.numpy())) and np.all(w.grad.numpy() == 0)
 
 
+@pytest.mark.task_3_2
 def test_rms_norm_default_eps_is_the_dtype_epsilon(device):
     x = np.array([[1e-4, -2e-4, 0.0, 3e-4]])
     for dtype in ("float32", "float64"):
@@ -400,6 +423,7 @@ def test_rms_norm_default_eps_is_the_dtype_epsilon(device):
         np.testing.assert_allclose(y, expected, rtol=0, atol=float64_tolerance(expected, 8, dtype))
 
 
+@pytest.mark.task_3_2
 def test_rms_norm_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 6)), rng.standard_normal(6)]
     _assert_runs_agree(lambda x, w: F.rms_norm(x, 6, w, eps=1e-5), lambda x, w: composed_rms_norm(x, w, 1e-5),
@@ -513,6 +537,7 @@ def test_gqa_layout_is_a_view_where_head_h_meets_key_head_h_over_g(device):
 # =============================================================================================
 # scaled_dot_product_attention
 # =============================================================================================
+@pytest.mark.task_4_1
 @pytest.mark.parametrize("scale, expected", [(None, [0.66976, 0.33024]), (1.0, [0.73106, 0.26894]),
                                              (2.0, [0.88080, 0.11920]), (0.0, [0.5, 0.5])])
 def test_sdpa_scale(device, scale, expected):
@@ -522,6 +547,7 @@ def test_sdpa_scale(device, scale, expected):
     assert out.dtype == "float32"
 
 
+@pytest.mark.task_4_1
 def test_sdpa_scale_multiplies_scores_before_the_bias(device):
     q, eye = _t([[1.0, 0.0]], device), _t(np.eye(2), device)
     bias = _t([[0.0, 1.0]], device)
@@ -530,6 +556,7 @@ def test_sdpa_scale_multiplies_scores_before_the_bias(device):
     np.testing.assert_allclose(out[0], [p0, 1 - p0], rtol=1e-14)
 
 
+@pytest.mark.task_4_1
 @pytest.mark.parametrize("how, expected", [("top_left", [0.0, 0.5]), ("bottom_right", [1.5, 2.0])])
 def test_sdpa_causal_alignments(device, how, expected):
     q, k = mt.zeros(2, 1, device=device), mt.zeros(5, 1, device=device)
@@ -542,6 +569,8 @@ def test_sdpa_causal_alignments(device, how, expected):
         np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(), via_mask.numpy())
 
 
+@pytest.mark.task_4_1
+@pytest.mark.task_4_2
 def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, "float32", requires_grad=True) for s in [(3, 4), (5, 4), (5, 2)])
     keep = _t(rng.random((3, 5)) < 0.6, device, "bool")
@@ -555,6 +584,7 @@ def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(rng, device):
     assert np.all(bottom.numpy()[0] == 0) and np.all(np.isfinite(bottom.numpy()))  # L > S: row 0 sees nothing
 
 
+@pytest.mark.task_4_1
 def test_sdpa_inf_and_nan_at_masked_positions_never_reach_the_output(device):
     k = np.array([[1.0, 0.0], [np.nan, 1.0], [np.inf, 0.0]])
     keep = mt.tensor([[True, False, False]], device=device)
@@ -563,6 +593,7 @@ def test_sdpa_inf_and_nan_at_masked_positions_never_reach_the_output(device):
     np.testing.assert_array_equal(out.numpy(), [[1.0, 0.0]])
 
 
+@pytest.mark.task_4_1
 def test_sdpa_finite_minimum_bias_is_an_ordinary_number(device):
     v = _t([[1.0], [3.0]], device, "float32")
     q, k = mt.zeros(1, 2, device=device), mt.zeros(2, 2, device=device)
@@ -573,6 +604,8 @@ def test_sdpa_finite_minimum_bias_is_an_ordinary_number(device):
     np.testing.assert_allclose(out.numpy(), [[1.0]])
 
 
+@pytest.mark.task_4_1
+@pytest.mark.task_4_2
 def test_sdpa_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal(s) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)]]
     bias = rng.standard_normal((3, 5))
@@ -643,6 +676,7 @@ def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
     _assert_same([out] + grads, [ref_out] + ref_grads)
 
 
+@pytest.mark.task_4_2
 def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
     q, k, v = (rng.standard_normal(s) for s in [(1, 4, 3, 2), (1, 2, 5, 2), (1, 2, 5, 3)])
     index = mt.tensor([0, 0, 1, 1], device=device)                  # query head h -> kv head h // 2
@@ -655,6 +689,7 @@ def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
                        [q, k, v], device)
 
 
+@pytest.mark.task_4_2
 def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, requires_grad=True) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
     bias = _t(rng.standard_normal((1, 5)), device, requires_grad=True)
@@ -662,6 +697,7 @@ def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
     assert bias.grad.shape == (1, 5) and np.all(np.isfinite(bias.grad.numpy()))
 
 
+@pytest.mark.task_4_2
 def test_sdpa_dropout_uses_one_mask_forward_and_backward(rng, device):
     # with V = I the output is the dropped attention matrix itself, P̃, and dV = P̃ᵀ dO
     q, k = _t(rng.standard_normal((6, 3)), device), _t(rng.standard_normal((6, 3)), device)
@@ -680,6 +716,7 @@ def test_sdpa_dropout_uses_one_mask_forward_and_backward(rng, device):
     np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, dropout_p=0.4).numpy(), first)
 
 
+@pytest.mark.task_4_1
 def test_attention_weights_are_what_sdpa_applies(rng, device, torch):
     q, k, v = (_t(rng.standard_normal(s), device) for s in [(2, 4, 3, 5), (2, 2, 6, 5), (2, 2, 6, 3)])
     w = F.attention_weights(q, k, is_causal=True, enable_gqa=True)
@@ -738,6 +775,7 @@ def test_embedding_rejects_negative_and_too_large_ids():
     assert F.embedding(mt.zeros(0, dtype="int64"), weight).shape == (0, 3)
 
 
+@pytest.mark.task_2_3
 def test_cross_entropy_with_every_target_ignored_is_nan_with_zero_gradient():
     logits = mt.randn(4, 5, requires_grad=True)
     loss = F.cross_entropy(logits, mt.tensor([-100] * 4))

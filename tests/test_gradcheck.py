@@ -26,6 +26,7 @@ class Square(Function):
         return 2 * x * grad_output
 
 
+@pytest.mark.task_1_1
 def test_a_correct_backward_passes(device):
     assert mt.gradcheck(Square.apply, [f64(3, 2, device=device)])
     assert mt.gradcheck(Square.apply, [f64(3, 2, device=device)], fast_mode=True)
@@ -167,6 +168,7 @@ def test_nothing_to_check_is_an_error():
         mt.gradcheck(Square.apply, [f64(3, requires_grad=False)])
 
 
+@pytest.mark.task_1_1
 def test_user_gradients_are_left_untouched():
     x = f64(3)
     x.grad = mt.ones(3, dtype="float64")

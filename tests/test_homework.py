@@ -1,24 +1,66 @@
-"""Homework scaffolding end to end: markers, student trees, grading.
+"""Homework scaffolding: markers, student trees, reading submissions, isolated grading,
+results.json, the Gradescope autograder, and the planted-mistake catalogue.
 
-Each assignment is generated into a temporary folder; no solution text may be in it;
-its stubbed tasks must fail with their own message and every other test must pass;
-grading the untouched solution tree gives full marks, and a planted shortcut loses
-exactly its task's points.
+Most checks work on the sources the grader would run (no pytest subprocess); a few grade
+end to end: the issue's four escapes, a hang, a debugger call and a crash, the cheats,
+and a Gradescope run. The whole catalogue of planted mistakes is graded by
+``minitorch-attn homework selftest``, which ``.ci/run`` runs for every assignment.
 """
 
+import importlib.metadata
 import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
 
 import pytest
 
 from minitorch_attn.homework import markers
-from minitorch_attn.homework.grade import grade, matches, run_tests
+from minitorch_attn.homework.grade import Grader, TaskResult
+from minitorch_attn.homework.gradescope import write_autograder
+from minitorch_attn.homework.instructor import GraderError, InstructorTree, SubmissionProblem, splice
 from minitorch_attn.homework.make import make
+from minitorch_attn.homework.results import describe, grade_submission
+from minitorch_attn.homework.runner import Check, _interpret
+from minitorch_attn.homework.selftest import MIN_MUTANTS, load_mutants
+from minitorch_attn.homework.submission import Submission
 
 ROOT = markers.PROJECT_ROOT
 MANIFEST = markers.load_manifest()
 NUMBERS = [a["number"] for a in MANIFEST["assignments"]]
+TREE = InstructorTree()
+REFERENCE = Submission.reference(TREE)
+SOFTMAX, NORMS = "minitorch_attn/functional/softmax.py", "minitorch_attn/functional/normalization.py"
 
 
+def task(task_id):
+    return markers.tasks_by_id(MANIFEST)[task_id][1]
+
+
+def mutant(name):
+    found = [m for m in load_mutants(TREE) if m.name == name]
+    assert found, f"no mutant {name!r} in mutants.json"
+    return found[0]
+
+
+def solve(folder, blocks):
+    """Write ``{(relative path, task): [region lines, ...]}`` into the SOLUTION regions of a student tree."""
+    for (rel, task_id), code in blocks.items():
+        path = folder / rel
+        path.write_text(splice(path.read_text(), markers.find_regions(path), task_id, code))
+
+
+@pytest.fixture(scope="module")
+def grader():
+    with Grader(TREE) as shared:
+        yield shared
+
+
+# ---- markers, manifest, student trees -----------------------------------------------------------
 def test_markers_agree_with_the_manifest():
     assert markers.check() == []
 
@@ -35,13 +77,18 @@ def test_broken_markers_are_reported(tmp_path, source, problem):
         markers.find_regions(path)
 
 
-def test_unknown_task_ids_and_unmarked_tasks_are_reported(tmp_path):
+def test_unknown_task_ids_unmarked_tasks_and_unregistered_markers_are_reported(tmp_path):
     package = tmp_path / "minitorch_attn"
     package.mkdir()
     (package / "m.py").write_text("def f():\n    # BEGIN SOLUTION 9.9\n    return 1\n    # END SOLUTION\n")
-    problems = markers.check(MANIFEST, package, ROOT)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\nmarkers =\n    task_1_2: one task\n")
+    problems = markers.check(MANIFEST, package, tmp_path)
     assert any("task 9.9 is not in the manifest" in p for p in problems)
     assert any("task 1.1 has no marked region" in p for p in problems)
+    assert any("task_1_1 is not registered" in p for p in problems)
+    assert not any("task_1_2 is not registered" in p for p in problems)
+    assert any("no test carries @pytest.mark.task_1_2" in p for p in problems)
 
 
 def test_make_refuses_a_folder_with_files(tmp_path):
@@ -57,89 +104,303 @@ def test_make_refuses_a_folder_with_files(tmp_path):
 def test_student_tree_of_each_assignment(tmp_path, number):
     tree = tmp_path / f"assignment{number}"
     stubbed = make(tree, number)
-    assignment = next(a for a in MANIFEST["assignments"] if a["number"] == number)
+    assignment = markers.assignment_by_number(MANIFEST, number)
     assert stubbed == sorted(t["id"] for t in assignment["tasks"])
 
-    # no solution text of a stubbed task reaches the student
+    # no solution text of this or a later assignment reaches the student, nor the held-back files
     later = {t["id"] for a in MANIFEST["assignments"] if a["number"] >= number for t in a["tasks"]}
-    regions = [r for r in markers.all_regions() if r.task in later]
-    secrets = markers.distinctive_lines(regions)
+    secrets = markers.distinctive_lines([r for r in markers.all_regions() if r.task in later])
     assert secrets, "the regions should contain some distinctive code"
     for path in tree.rglob("*"):
         if path.is_file() and path.suffix in (".py", ".md", ".json", ".cfg"):
-            lines = {line.strip() for line in path.read_text().splitlines()}
-            leaked = sorted(secrets & lines)
+            leaked = sorted(secrets & {line.strip() for line in path.read_text().splitlines()})
             assert not leaked, f"{path.relative_to(tree)} contains solution code: {leaked[:3]}"
     assert not (tree / "tests" / "instructor").exists()
+    assert not (tree / "minitorch_attn" / "homework" / "mutants.json").exists()
     readme = (tree / "README.md").read_text()
-    for task in assignment["tasks"]:
-        assert f"Task {task['id']}: {task['title']}" in readme
+    for t in assignment["tasks"]:
+        assert f"Task {t['id']}: {t['title']}" in readme and f"pytest -m {markers.marker_name(t['id'])}" in readme
+    assert f"homework grade . --assignment {number}" in readme
 
-    # stubbed tasks fail with their message; every other test passes. A failing test must
-    # either say which stubbed task stopped it or be one the manifest grades a stubbed task by.
-    outcomes = run_tests(tree)
-    assert outcomes, "the student tree's tests did not run"
-    failures = {node: message for node, message in outcomes.items() if message is not None}
-    graded_by_stub = [n for a in MANIFEST["assignments"] if a["number"] >= number
-                      for t in a["tasks"] for n in t.get("tests", [])]
-    wrong = {n: m for n, m in failures.items()
-             if not any(f"Task {task}:" in m for task in later)
-             and not any(matches(n, wanted) for wanted in graded_by_stub)}
-    assert not wrong, f"tests failing for another reason than a stub: {list(wrong.items())[:3]}"
-    for task in assignment["tasks"]:  # (a stub of an earlier task in the chain may stop it first)
-        own = [n for n in failures if any(matches(n, wanted) for wanted in task.get("tests", []))]
-        assert own, f"no test of task {task['id']} fails in the student tree"
-    assert any(f"Task {assignment['tasks'][0]['id']}:" in m for m in failures.values())
+    # the grader reads back, for each task, exactly the stubs that were handed out
+    handed_out, stubs = Submission.from_path(tree, TREE), Submission.stubs(TREE)
+    for t in assignment["tasks"]:
+        assert handed_out.for_task(t["id"], TREE) == stubs.for_task(t["id"], TREE)
 
 
-def test_grading_the_solution_tree_gives_full_marks(tmp_path):
-    import shutil
-
-    tree = tmp_path / "solution"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".git", "__pycache__", "runs", ".venv", "*.egg-info"))
-    for number in NUMBERS:
-        results = grade(tree, assignment=number)
-        assert results["score"] == sum(t["max_score"] for t in results["tests"]), results
-    saved = json.loads((tree / "results.json").read_text())
-    assert {"score", "tests"} <= set(saved) and {"name", "score", "max_score", "output"} <= set(saved["tests"][0])
-
-
-def test_a_planted_shortcut_loses_exactly_its_task(tmp_path):
-    tree = tmp_path / "student"
-    make(tree, 1)
-    # a student who solved everything, but wrote the derivative of exp as 1 (a "gradient of ones")
-    for name in ("core/autograd.py", "core/ops.py"):
-        source = ROOT / "minitorch_attn" / name
-        text = markers.strip_solutions(source.read_text(), source, set(), {})
-        if name == "core/ops.py":
-            exp_backward = "xp.exp(x))\n\n    @staticmethod\n    def derivative(xp, x, y):\n        return y\n"
-            assert text.count(exp_backward) == 1
-            text = text.replace(exp_backward, exp_backward.replace("return y", "return 1.0"))
-        (tree / "minitorch_attn" / name).write_text(text)
-    results = grade(tree)
-    scores = {row["name"].split(":")[0]: (row["score"], row["max_score"]) for row in results["tests"]}
-    assert scores.pop("Task 1.2")[0] == 0
-    assert all(score == maximum for score, maximum in scores.values()), scores
-    output = next(r["output"] for r in results["tests"] if r["name"].startswith("Task 1.2"))
-    assert "test_task_1_2" in output or "exp" in output
+# ---- reading a submission and splicing it --------------------------------------------------------
+def test_each_task_is_spliced_into_the_instructor_tree_alone():
+    """The sources graded for a task hold the student's code in that task's regions and
+    the reference everywhere else, so a mistake elsewhere cannot reach the task."""
+    stubs = Submission.stubs(TREE)
+    for t in ("2.1", "2.2", "2.3"):
+        source = TREE.spliced(t, stubs.for_task(t, TREE))[SOFTMAX]
+        assert source.count(f"raise NotImplementedError('Task {t}:") == 2
+        assert "NotImplementedError('Task" not in source.replace(f"NotImplementedError('Task {t}:", "")
+        assert source == splice((ROOT / SOFTMAX).read_text(), TREE.regions[SOFTMAX], t, stubs.blocks[(SOFTMAX, t)])
 
 
-def test_editing_the_tests_in_a_student_tree_does_not_change_the_grade(tmp_path):
-    tree = tmp_path / "student"
+def test_splicing_follows_the_instructor_tree_when_it_changes(tmp_path):
+    """A tree handed out earlier is graded against the instructor's current files: regions
+    are matched by task and order, and re-indented, whatever moved around them."""
+    instructor = tmp_path / "instructor"
+    for name in ("minitorch_attn", "tests", "setup.cfg"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, instructor / name)
+    path = instructor / SOFTMAX
+    path.write_text(path.read_text().replace('class Softmax(Function):\n    """',
+                                             'class Softmax(Function):\n    """New line.\n\n'))
+    changed = InstructorTree(instructor)
+    student = REFERENCE.with_blocks(SOFTMAX, "2.1", [["return 'forward'"], ["  return 'backward'"]])
+    source = changed.spliced("2.1", student.for_task("2.1", changed))[SOFTMAX]
+    assert "New line." in source
+    assert "        return 'forward'\n" in source and "          return 'backward'\n" in source
+    with pytest.raises(SubmissionProblem, match="should have 2 region"):
+        changed.spliced("2.1", {SOFTMAX: [["pass"]]})
+
+
+def test_a_submission_may_be_a_tree_a_zip_or_the_edited_files(tmp_path):
+    tree = tmp_path / "hw4"
+    make(tree, 4)
+    solve(tree, {(rel, t): REFERENCE.blocks[(rel, t)] for rel, t in REFERENCE.blocks if t.startswith("4.")})
+    expected = {t: REFERENCE.for_task(t, TREE) for t in ("4.1", "4.2", "4.3")}
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(tree / "minitorch_attn/functional/attention.py", loose / "attention.py")
+    shutil.copy(tree / "minitorch_attn/nn/attention.py", loose / "attention (1).py")   # renamed on upload
+    zipped_tree = shutil.make_archive(str(tmp_path / "tree"), "zip", tmp_path, "hw4")
+    zipped_files = tmp_path / "files.zip"
+    with zipfile.ZipFile(zipped_files, "w") as archive:
+        archive.write(tree / "minitorch_attn/functional/attention.py", "attention.py")
+        archive.write(tree / "minitorch_attn/nn/attention.py", "nn/attention.py")
+    for path in (tree, pathlib.Path(zipped_tree), zipped_files, loose):
+        submission = Submission.from_path(path, TREE)
+        assert {t: submission.for_task(t, TREE) for t in expected} == expected, path
+    only_functional = Submission.from_path(loose / "attention.py", TREE)
+    assert only_functional.for_task("4.2", TREE) == expected["4.2"]
+    with pytest.raises(SubmissionProblem, match="no minitorch_attn/nn/attention.py"):
+        only_functional.for_task("4.3", TREE)
+
+
+def test_a_linked_file_is_not_read(tmp_path):
+    """A symbolic link to the instructor's solution is not a submission of it."""
+    (tmp_path / "softmax.py").symlink_to(ROOT / SOFTMAX)
+    with pytest.raises(SubmissionProblem, match="no minitorch_attn/functional/softmax.py"):
+        Submission.from_path(tmp_path, TREE).for_task("2.1", TREE)
+
+
+def test_broken_markers_cost_only_the_tasks_of_their_file(tmp_path):
+    tree = tmp_path / "hw3"
     make(tree, 3)
-    for path in (tree / "tests").glob("test_*.py"):
-        path.write_text("def test_nothing():\n    pass\n")
-    (tree / "minitorch_attn" / "gradcheck" / "entries_normalization.py").write_text("ENTRIES = []\n")
-    results = grade(tree)
-    assert results["score"] == 0
-    assert all("NotImplementedError: Task 3." in row["output"] for row in results["tests"])
+    path = tree / NORMS
+    path.write_text(path.read_text().replace("# END SOLUTION", "", 1))
+    submission = Submission.from_path(tree, TREE)
+    for t in ("3.1", "3.2"):
+        with pytest.raises(SubmissionProblem, match="keep the `# BEGIN SOLUTION`"):
+            submission.for_task(t, TREE)
+    assert submission.for_task("4.1", TREE)  # another file: read as usual
 
 
-def test_grading_without_pytest_is_an_error_not_a_zero(tmp_path, monkeypatch):
-    import importlib.util
+def test_a_syntax_error_is_its_task_zero_with_the_line(grader):
+    broken = REFERENCE.with_blocks(NORMS, "3.2", [["return x +"], REFERENCE.blocks[(NORMS, "3.2")][1]])
+    result = grader.grade_task(task("3.2"), broken)
+    assert result.score == 0 and "syntax error" in result.problem and "`return x +`" in result.problem
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pytest" else real_find_spec(name, *a))
-    with pytest.raises(ValueError, match="pytest, which is not installed"):
-        grade(tmp_path, assignment=1)
+
+# ---- the four escapes of the issue lose points in their own task, and only there -------------------
+@pytest.mark.parametrize("name, task_id", [
+    ("softmax without the max shift", "2.1"),
+    ("flash forward without the running maximum", "5.1"),
+    ("leaf gradients added in place into a shared array", "1.1"),
+    ("mean backward only works for the last axis", "1.4"),
+])
+def test_the_issue_escapes_lose_exactly_their_own_task(grader, name, task_id):
+    planted = mutant(name).submission(REFERENCE, TREE)
+    result = grader.grade_task(task(task_id), planted)
+    assert result.score == 0 and result.failures, f"{name}: still {result.score}/{result.points}"
+    number = int(task_id.split(".")[0])
+    for other in markers.assignment_by_number(MANIFEST, number)["tasks"]:
+        if other["id"] != task_id:   # the other tasks are graded on exactly the reference's sources
+            assert (TREE.spliced(other["id"], planted.for_task(other["id"], TREE))
+                    == TREE.spliced(other["id"], REFERENCE.for_task(other["id"], TREE)))
+
+
+# ---- points land on the right task ---------------------------------------------------------------------
+@pytest.mark.parametrize("solved, stubbed", [
+    ("2.1", "2.2"),   # softmax's test also checks log_softmax
+    ("1.4", "1.1"),   # reductions need the engine
+])
+def test_a_solved_task_earns_its_points_whatever_the_others(grader, solved, stubbed):
+    """Partial work is scored: a task earns its points with every other task of the
+    submission left as handed out, even where its tests use another task's code."""
+    submission = Submission.stubs(TREE)
+    for rel in TREE.files_of(solved):
+        submission = submission.with_blocks(rel, solved, REFERENCE.blocks[(rel, solved)])
+    assert submission.for_task(stubbed, TREE) == Submission.stubs(TREE).for_task(stubbed, TREE)
+    result = grader.grade_task(task(solved), submission)
+    assert result.score == result.points, [c.message for c in result.failures][:2]
+
+
+# ---- the cheats of the issue have no effect ----------------------------------------------------------
+def _append(path, text):
+    path.write_text(path.read_text() + text)
+
+
+CHEATS = {   # the issue's cheats, each of which raised an untouched or buggy tree to 50-100/100
+    "a root conftest.py passing every report": lambda tree: (tree / "conftest.py").write_text(
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"),
+    "a gradient checker that accepts anything": lambda tree: _append(
+        tree / "minitorch_attn/gradcheck/checker.py",
+        "\ncheck_gradients = lambda *a, **k: GradcheckReport(0.0, 0.0, None)\ngradcheck = lambda *a, **k: True\n"),
+    "numpy.testing patched in __init__.py": lambda tree: _append(
+        tree / "minitorch_attn/__init__.py",
+        "\nimport numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"),
+    ".homework.json naming another assignment": lambda tree: (tree / ".homework.json").write_text(
+        json.dumps({"assignment": 1})),
+    "edited tests": lambda tree: (tree / "tests/test_functional.py").write_text("def test_nothing():\n    pass\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def handed_out(tmp_path_factory):
+    """The untouched student tree of assignment 3."""
+    tree = tmp_path_factory.mktemp("handed_out") / "hw3"
+    make(tree, 3)
+    return tree
+
+
+@pytest.mark.parametrize("cheat", CHEATS)
+def test_a_cheat_outside_the_solution_regions_never_reaches_the_graded_copy(tmp_path, handed_out, cheat):
+    cheating = shutil.copytree(handed_out, tmp_path / "cheating")
+    CHEATS[cheat](cheating)
+    for t in ("3.1", "3.2"):   # what the grader runs for each task is the same, so is the grade
+        assert (TREE.spliced(t, Submission.from_path(cheating, TREE).for_task(t, TREE))
+                == TREE.spliced(t, Submission.from_path(handed_out, TREE).for_task(t, TREE)))
+
+
+def test_an_untouched_tree_with_every_cheat_scores_zero(tmp_path, handed_out, grader):
+    tree = shutil.copytree(handed_out, tmp_path / "cheating")
+    for cheat in CHEATS.values():
+        cheat(tree)
+    graded = grader.grade(Submission.from_path(tree, TREE), 3)
+    assert [r.score for r in graded] == [0, 0]
+    assert all("NotImplementedError: Task 3." in r.failures[0].message for r in graded)
+
+
+# ---- crashes, hangs, debuggers: that task's 0, with the reason; the others graded ----------------------
+def test_a_hang_a_debugger_and_a_crash_each_cost_their_own_task(tmp_path):
+    tree = tmp_path / "hw2"
+    make(tree, 2)
+    forward_21, backward_21 = REFERENCE.blocks[(SOFTMAX, "2.1")]
+    forward_22, backward_22 = REFERENCE.blocks[(SOFTMAX, "2.2")]
+    forward_23, backward_23 = REFERENCE.blocks[(SOFTMAX, "2.3")]
+    hang_once = ["import builtins", "if not hasattr(builtins, 'hung_once'):", "    builtins.hung_once = True",
+                 "    while True:", "        pass"]
+    solve(tree, {(SOFTMAX, "2.1"): [hang_once + forward_21, backward_21],
+                 (SOFTMAX, "2.2"): [["breakpoint()"] + forward_22, backward_22],
+                 (SOFTMAX, "2.3"): [["import os", "os._exit(3)"] + forward_23, backward_23]})
+    (tree / "results.json").write_text('{"score": 100}')           # an older result is replaced
+    results, graded = grade_submission(tree, 2, tree / "results.json", timeout=3)
+    outputs = {r.task_id: "\n".join(c.message for c in r.failures) + (r.problem or "") for r in graded}
+    assert [r.score for r in graded] == [0, 0, 0]
+    assert "Timeout" in outputs["2.1"]
+    assert "breakpoint() or pdb.set_trace() was called" in outputs["2.2"]
+    assert "crashed (exit status 3)" in outputs["2.3"]
+    assert json.loads((tree / "results.json").read_text()) == results
+
+
+def test_a_skipped_test_counts_as_failed():
+    records = [{"package": "/x/minitorch_attn"}, {"selected": ["tests/t.py::a", "tests/t.py::b"], "tasks": {}},
+               {"test": "tests/t.py::a", "outcome": "passed", "message": "", "where": ""},
+               {"test": "tests/t.py::b", "outcome": "skipped", "message": "needs X", "where": ""}, {"exit": 0}]
+    run = _interpret(records, pathlib.Path("/x"), 0, None, "", "2.1")
+    result = TaskResult("2.1", "softmax", 30, run.checks)
+    assert [c.outcome for c in run.checks] == ["passed", "skipped"] and result.score == 0
+
+
+def test_a_missing_library_is_a_grader_error_not_a_zero(tmp_path, monkeypatch):
+    real = importlib.metadata.version
+
+    def version(name):
+        if name == "array-api-strict":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    old = tmp_path / "results.json"
+    old.write_text('{"score": 100}')
+    with pytest.raises(GraderError, match="the tests need array-api-strict"):
+        grade_submission(ROOT, 1, old)
+    assert not old.exists()   # no grade given, and no older one left to be mistaken for it
+
+
+# ---- Gradescope ---------------------------------------------------------------------------------------
+def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path):
+    """Gradescope's layout, rooted in a temporary folder: source (the unpacked zip),
+    run_autograder beside it, the submission (just the edited file), results/."""
+    names = write_autograder(tmp_path / "autograder.zip", 3)
+    assert {"setup.sh", "run_autograder", "setup.cfg", "README.md"} <= set(names)
+    assert not [n for n in names if n.endswith("mutants.json") or "__pycache__" in n]
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(tmp_path / "autograder.zip") as archive:
+        archive.extractall(root / "source")
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    student = tmp_path / "student"
+    make(student, 3)
+    buggy = mutant("rms_norm backward without the x̂ term").submission(REFERENCE, TREE)
+    solve(student, {(NORMS, t): buggy.blocks[(NORMS, t)] for t in ("3.1", "3.2")})
+    (root / "submission").mkdir()
+    shutil.copy(student / NORMS, root / "submission" / "normalization.py")
+    environment = dict(os.environ, AUTOGRADER_ROOT=str(root),
+                       PATH=f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}")
+    done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+
+    assert {"score", "execution_time", "output", "tests"} <= set(results) and results["score"] == 60
+    for test in results["tests"]:
+        assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(test)
+        assert test["visibility"] == ("visible" if "(smoke test)" in test["name"] else "after_published")
+        broken = "3.2" in test["name"]
+        assert test["status"] == ("failed" if broken else "passed") and test["score"] == test["max_score"] * (not broken)
+    graded = next(t for t in results["tests"] if t["name"].startswith("Task 3.2:"))
+    assert graded["score"] == 0 and len(graded["output"]) > 300
+    assert re.search(r"gradcheck 'rms_norm \(weight\)' \(inputs \(3, 6\), \(6,\), float64\): gradient of input 0 "
+                     r"\(shape \(3, 6\)\) is wrong at element \(\d+, \d+\): analytic", graded["output"])
+    assert "rms_norm gradient of x, input (4, 8), weight (8,) float64: " in graded["output"]   # op, shape, gradient
+    smoke = next(t for t in results["tests"] if t["name"].startswith("Task 3.2 (smoke test)"))
+    assert "tests/instructor" not in smoke["output"] and "FAILED tests/test_functional.py::" in smoke["output"]
+
+
+def test_setup_sh_installs_the_package_with_its_test_extra(tmp_path):
+    write_autograder(tmp_path / "a.zip", 1)
+    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
+        setup = archive.read("setup.sh").decode()
+        assert archive.getinfo("run_autograder").external_attr >> 16 & 0o111
+    assert 'pip install --quiet -e "/autograder/source[test]"' in setup
+    assert subprocess.run(["bash", "-n"], input=setup, text=True).returncode == 0
+
+
+# ---- the catalogue of planted mistakes ---------------------------------------------------------------
+def test_every_mutant_applies_to_its_own_task_only():
+    mutants = load_mutants(TREE)
+    for number in NUMBERS:
+        tasks = {t["id"] for t in markers.assignment_by_number(MANIFEST, number)["tasks"]}
+        assert sum(m.task in tasks for m in mutants) >= MIN_MUTANTS, f"assignment {number}"
+    for m in mutants:
+        planted = m.submission(REFERENCE, TREE)   # raises StaleMutant when its text is gone
+        changed = {key for key in planted.blocks if planted.blocks[key] != REFERENCE.blocks[key]}
+        assert changed == {(m.file, m.task)}, m.name
+    kinds = {m.kind for m in mutants}
+    assert {"overflow", "shared array changed", "saved array changed", "reduction axis", "gradient of ones",
+            "missing accumulation", "formula term"} <= kinds
+
+
+def test_check_results_report_every_failure_in_full():
+    long_message = "gradient of input 1 (shape (3, 5)) is wrong at element (2, 1): " + "x" * 400
+    result = TaskResult("2.1", "softmax", 30, [Check("tests/instructor/test_a.py::t", "failed", long_message, "here:1"),
+                                               Check("tests/test_b.py::u", "skipped", "no GPU")])
+    assert long_message in describe(result)
+    public = describe(result, public_only=True)
+    assert "test_a" not in public and "skipped, which counts as failed" in public

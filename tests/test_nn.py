@@ -188,6 +188,7 @@ def test_multihead_attention_matches_pytorch(torch):
     np.testing.assert_allclose(out.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
 
 
+@pytest.mark.task_4_3
 def test_gqa_equals_attention_with_explicitly_repeated_heads(device):
     d, h, h_kv = 16, 4, 2
     d_k, group = d // h, h // h_kv
@@ -208,6 +209,7 @@ def test_gqa_equals_attention_with_explicitly_repeated_heads(device):
     np.testing.assert_allclose(w_gqa.numpy(), w_full.numpy(), atol=1e-13)
 
 
+@pytest.mark.task_4_3
 def test_fused_qkv_equals_separate_projections(device):
     d, h = 16, 4
     sep = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0, bias=True), device)
@@ -222,6 +224,7 @@ def test_fused_qkv_equals_separate_projections(device):
         np.testing.assert_allclose(fused(*args)[0].numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
 
 
+@pytest.mark.task_4_3
 def test_causal_attention_ignores_the_future():
     mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
     x = mt.randn(1, 6, 8)
@@ -263,6 +266,7 @@ def test_encoder_block_pre_and_post_ln(norm_first, norm):
         np.testing.assert_allclose(block(x).numpy().mean(-1), 0, atol=1e-5)
 
 
+@pytest.mark.task_4_3
 def test_decoder_block_is_causal_and_reads_memory():
     block = nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0)
     x, memory = mt.randn(1, 5, 8), mt.randn(1, 3, 8)
@@ -389,6 +393,7 @@ def test_rotary_attention_needs_self_attention():
         mha(mt.randn(1, 3, 8), mt.randn(1, 5, 8), mt.randn(1, 5, 8))
 
 
+@pytest.mark.task_4_3
 @pytest.mark.parametrize("options", [
     dict(),
     dict(num_kv_heads=1, fused_qkv=True, bias=True),

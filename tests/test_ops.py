@@ -49,6 +49,7 @@ BINARY = {
 NAMED_SHAPES = [((3, 4), (4,)), ((2, 1, 4, 64), (2, 1, 4, 1)), ((), (2, 3)), ((5, 1), (1, 3))]
 
 
+@pytest.mark.task_1_3
 @pytest.mark.parametrize("shapes", NAMED_SHAPES)
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_broadcasting_forward_and_gradient_shapes(rng, name, shapes, device):
@@ -62,6 +63,7 @@ def test_binary_broadcasting_forward_and_gradient_shapes(rng, name, shapes, devi
     assert ta.grad.shape == ta.shape and tb.grad.shape == tb.shape
 
 
+@pytest.mark.task_1_3
 @settings(max_examples=40, deadline=None)
 @given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
 def test_broadcast_gradients_are_the_sums_numpy_implies(shapes):
@@ -97,12 +99,14 @@ def test_reductions_forward(rng, device):
     assert t.sum().shape == ()
 
 
+@pytest.mark.task_1_4
 def test_max_gradient_is_shared_between_ties():
     x = mt.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
     x.max(dim=1).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5, 0.5]])
 
 
+@pytest.mark.task_1_5
 def test_matmul_shapes_as_numpy(rng, device):
     cases = [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
              ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3))]
@@ -164,6 +168,7 @@ def test_index_errors():
         x[1.5]
 
 
+@pytest.mark.task_1_2
 def test_where_and_masked_fill(rng, device):
     a, b = rng.standard_normal((2, 3)), rng.standard_normal((3,))
     cond = a > 0

@@ -2,17 +2,22 @@
 
 In the library source, the code a student writes sits between two marker comments:
 a line ``# BEGIN SOLUTION 1.2`` (the task id) before it and a line ``# END SOLUTION``
-after it, both indented like the code. A student tree replaces each such region by
-``raise NotImplementedError("Task 1.2: ...")``.
-
-Signatures, docstrings (with the derivation) and the rest of the engine stay visible.
-``manifest.json`` (beside this file) groups the tasks into assignments and says which
-tests and gradcheck entries grade each task and how many points it is worth.
+after it, both indented like the code. A student tree keeps the two lines and puts
+``raise NotImplementedError("Task 1.2: ...")`` between them; signatures, docstrings
+(with the derivation) and the rest of the engine stay visible. ``manifest.json`` (beside
+this file) groups the tasks into assignments with their points and gradient checks; the
+tests of a task carry the pytest marker ``task_1_2``.
 
 * :mod:`.markers` finds and checks the marked regions;
-* :mod:`.make` writes a student tree for one assignment (``minitorch-attn homework make``);
-* :mod:`.grade` runs each task's tests against a student tree and writes a Gradescope
-  ``results.json`` (``minitorch-attn homework grade``).
+* :mod:`.make` writes a student tree for one assignment (``homework make``);
+* :mod:`.submission` reads a student's code for each task from a tree, a zip or loose files;
+* :mod:`.instructor` splices one task of it into a copy of the instructor's tree;
+* :mod:`.runner` and :mod:`.pytest_report` run that task's tests in a subprocess;
+* :mod:`.grade` grades every task of an assignment, each in isolation, and
+  :mod:`.results` writes Gradescope's ``results.json`` (``homework grade``);
+* :mod:`.selftest` grades the reference, the stubs and the planted mistakes of
+  ``mutants.json`` (``homework selftest``);
+* :mod:`.gradescope` writes the autograder zip and is what it runs (``homework autograder``).
 
 The tradition: minitorch's per-task pytest markers and nbgrader's solution blocks.
 """

@@ -1,20 +1,30 @@
-"""``minitorch-attn homework``: make a student tree, grade one, or check the markers.
+"""``minitorch-attn homework``: make a student tree, grade one, check the grading, release it.
 
-    minitorch-attn homework make --out DIR [--assignment N]
-    minitorch-attn homework grade DIR [--assignment N]
+    minitorch-attn homework make --out DIR --assignment N
+    minitorch-attn homework grade PATH --assignment N [--results FILE]
+    minitorch-attn homework selftest [--assignment N]
+    minitorch-attn homework autograder --assignment N --out FILE.zip
     minitorch-attn homework check
+
+A grader error (a library the tests need is missing, an unusable instructor's tree) ends
+``grade`` with status 2 and no results.json: it is never a student's 0.
 """
 
 from __future__ import annotations
 
-from ..argtypes import folder, positive_int
-from .grade import grade, print_table
+import pathlib
+
+from ..argtypes import folder, positive_float, positive_int
+from .gradescope import write_autograder
+from .instructor import InstructorTree
 from .make import make
 from .markers import check
+from .results import grade_submission, print_table
+from .selftest import selftest
 
 
 def add_homework(subparsers):
-    p = subparsers.add_parser("homework", help="make student versions of the engine and grade them")
+    p = subparsers.add_parser("homework", help="make student versions of the engine, grade them, release to Gradescope")
     actions = p.add_subparsers(dest="action", required=True)
 
     make_parser = actions.add_parser("make", help="write the student tree of one assignment")
@@ -22,13 +32,31 @@ def add_homework(subparsers):
     make_parser.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
     make_parser.set_defaults(run=_make)
 
-    grade_parser = actions.add_parser("grade", help="grade a student tree; writes DIR/results.json (Gradescope format)")
-    grade_parser.add_argument("dir", help="the student's folder")
-    grade_parser.add_argument("--assignment", type=positive_int, default=None,
-                       help="assignment number (default: the one recorded in the folder)")
+    grade_parser = actions.add_parser(
+        "grade", help="grade a submission task by task; writes results.json (Gradescope format)",
+        description="Grade a submission (a student's folder, a zip of it, or just the edited files) "
+                    "against this tree's tests, each task on its own.")
+    grade_parser.add_argument("path", help="the submission: a folder, a .zip or a .py file")
+    grade_parser.add_argument("--assignment", type=positive_int, required=True, help="assignment number")
+    grade_parser.add_argument("--results", help="where to write results.json (default: PATH/results.json for a "
+                                                "folder, PATH.results.json beside a file)")
+    grade_parser.add_argument("--instructor", help="the instructor's tree (default: this source checkout)")
+    grade_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
     grade_parser.set_defaults(run=_grade)
 
-    check_parser = actions.add_parser("check", help="check the solution markers against the manifest")
+    self_parser = actions.add_parser(
+        "selftest", help="grade the reference (100), the stubs (0) and planted mutants (each loses its own task)")
+    self_parser.add_argument("--assignment", type=positive_int, default=None, help="one assignment (default: all)")
+    self_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    self_parser.set_defaults(run=_selftest)
+
+    zip_parser = actions.add_parser("autograder", help="write the Gradescope autograder zip of one assignment")
+    zip_parser.add_argument("--assignment", type=positive_int, required=True, help="assignment number")
+    zip_parser.add_argument("--out", required=True, help="the zip file to write")
+    zip_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    zip_parser.set_defaults(run=_autograder)
+
+    check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
     check_parser.set_defaults(run=_check)
 
 
@@ -39,9 +67,25 @@ def _make(args):
 
 
 def _grade(args):
-    results = grade(args.dir, assignment=args.assignment)  # bad input raises ValueError: main() reports it
-    print_table(results)
-    print(f"wrote {args.dir}/results.json")
+    path = pathlib.Path(args.path)
+    results_path = args.results or (path / "results.json" if path.is_dir()
+                                    else path.with_name(path.name + ".results.json"))
+    _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
+                                 timeout=args.timeout)  # GraderError and bad input: main() reports them, status 2
+    print_table(graded)
+    print(f"wrote {results_path}")
+    return 0
+
+
+def _selftest(args):
+    tree = InstructorTree()
+    numbers = [args.assignment] if args.assignment else [a["number"] for a in tree.manifest["assignments"]]
+    return 0 if selftest(tree, numbers, timeout=args.timeout) else 1
+
+
+def _autograder(args):
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout)
+    print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}")
     return 0
 
 

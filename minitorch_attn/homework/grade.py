@@ -1,161 +1,139 @@
-"""Grade a student tree task by task and write a Gradescope ``results.json``.
+"""Grade a submission task by task, each task in isolation.
 
-The student's folder is copied to a temporary place, its ``tests/`` and ``gradcheck/`` are
-replaced by the instructor's (the instructor-only tests included, and no student edit to a
-test counts), and then, in a fresh Python process whose working directory is the copy (so
-the student's ``minitorch_attn`` is the one imported):
+For each task of the assignment (see :mod:`.instructor` for the copy it runs in):
 
-1. pytest runs every test the manifest names for the assignment's tasks, once, writing a
-   JUnit XML report that says which test passed;
-2. every gradcheck entry the manifest names runs, once.
+1. the student's code for the task is read from the submission (:mod:`.submission`); a
+   missing file, broken markers or a syntax error in that code is the task's 0, with the
+   reason;
+2. it is spliced into a fresh copy of the instructor's tree, the reference solution in
+   every other region;
+3. the task's tests, those marked ``task_<id>`` (the held-back ones of
+   ``tests/instructor/`` included), run in a subprocess (:mod:`.runner`).
 
-A task earns its points when all of its tests and gradcheck entries pass; the table and
-``results.json`` give the first failure message of every task that did not.
-Gradescope's format: ``{"score": total, "tests": [{"name", "score", "max_score", "output"}]}``.
+A task earns its points when every one of its tests ran and passed; a skipped, failed,
+timed-out or crashed test is a failure. The result of a task is the same for the same
+code, so a :class:`Grader` remembers it: grading many submissions that share most of
+their code (the planted mutants of ``homework selftest``) runs each distinct task once.
+
+Before grading, the grader checks that every library the tests need is installed: a
+missing one is a :class:`GraderError` (no score), never a 0 for the student.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import pathlib
+import dataclasses
+import hashlib
 import shutil
-import subprocess
-import sys
-import tempfile
-import xml.etree.ElementTree as ElementTree
+import time
 
 from . import markers
-from .make import STATE_FILE, assignment_by_number
+from .instructor import GraderError, InstructorTree, SubmissionProblem, Workspace
+from .runner import run_tests, task_files
 
-GRADECHECK_SCRIPT = """
-import json, sys
-from minitorch_attn.gradcheck.suite import entries as all_entries
-entries = {e.name: e for e in all_entries()}
-results = {}
-for name in json.loads(sys.argv[1]):
-    try:
-        report = entries[name].run()
-        results[name] = None if report.passed else report.failure
-    except KeyError:
-        results[name] = "gradcheck entry not found: " + name
-    except Exception as exc:
-        results[name] = type(exc).__name__ + ": " + str(exc)
-print(json.dumps(results))
-"""
+__all__ = ["Grader", "GraderError", "TaskResult"]
 
 
-def grade(student_dir, assignment=None, manifest=None, project_root=markers.PROJECT_ROOT, timeout=1200):
-    """Grade ``student_dir``; returns the Gradescope results dict (also written to
-    ``student_dir/results.json``).
+@dataclasses.dataclass
+class TaskResult:
+    """The grade of one task: its points if ``problem`` is None and every check passed."""
+
+    task_id: str
+    title: str
+    points: float
+    checks: list
+    problem: str | None = None
+    seconds: float = 0.0
+    reused: bool = False   # the same code was graded before in this grader: its result again
+
+    @property
+    def passed(self):
+        return self.problem is None and bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def score(self):
+        return self.points if self.passed else 0
+
+    @property
+    def failures(self):
+        return [c for c in self.checks if not c.passed]
+
+
+class Grader:
+    """Grades submissions against one instructor's tree. Use it as a context manager (it
+    keeps one scratch copy of the instructor's tree, removed at the end).
 
     Args:
-        assignment: which assignment to grade; by default the one recorded in the tree.
+        tree: an :class:`InstructorTree` (or its root folder).
+        timeout: the time limit of each test, in seconds.
     Raises:
-        ValueError: if the folder is not a student tree and no assignment is given.
+        GraderError: when a library the tests need is missing.
     """
-    manifest = manifest or markers.load_manifest()
-    if importlib.util.find_spec("pytest") is None:
-        raise ValueError('grading runs the tests with pytest, which is not installed: pip install -e ".[test]"')
-    student_dir = pathlib.Path(student_dir)
-    if not (student_dir / "minitorch_attn").is_dir():
-        raise ValueError(f"{student_dir} holds no minitorch_attn package to grade")
-    if assignment is None:
-        state = student_dir / STATE_FILE
-        if not state.is_file():
-            raise ValueError(f"{student_dir} has no {STATE_FILE}; pass the assignment number")
-        assignment = json.loads(state.read_text())["assignment"]
-    chosen = assignment_by_number(manifest, assignment)
 
-    with tempfile.TemporaryDirectory() as scratch:
-        work = pathlib.Path(scratch) / "tree"
-        shutil.copytree(student_dir, work, ignore=shutil.ignore_patterns(
-            "__pycache__", ".git", ".venv", "runs", "*.egg-info", ".pytest_cache", ".hypothesis", "results.json"))
-        for graders in ("tests", "gradcheck"):  # the instructor's copies, instructor-only tests included:
-            shutil.rmtree(work / graders, ignore_errors=True)  # a student's edits to them do not count
-            shutil.copytree(project_root / graders, work / graders, ignore=shutil.ignore_patterns("__pycache__"))
-        nodes = sorted({n for t in chosen["tasks"] for n in t.get("tests", [])})
-        test_outcomes = run_tests(work, nodes, timeout)
-        check_outcomes = _run_gradchecks(work, [n for t in chosen["tasks"] for n in t.get("gradcheck", [])], timeout)
+    def __init__(self, tree=None, timeout=60.0):
+        self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
+        self.tree.check_dependencies()
+        self.timeout = timeout
+        self._workspace = None
+        self._done = {}   # (task id, digest of the spliced sources) -> TaskResult
+        self._test_files = None
 
-    results = {"tests": [], "score": 0}
-    for task in chosen["tasks"]:
-        failures = []
-        for node in task.get("tests", []):
-            matched = {k: v for k, v in test_outcomes.items() if matches(k, node)}
-            if not matched:
-                failures.append(f"{node}: not run (missing or not collected)")
-            failures += [f"{k}: {v}" for k, v in matched.items() if v is not None]
-        failures += [f"gradcheck {n}: {check_outcomes.get(n)}" for n in task.get("gradcheck", [])
-                     if check_outcomes.get(n) is not None]
-        score = task["points"] if not failures else 0
-        results["score"] += score
-        results["tests"].append({
-            "name": f"Task {task['id']}: {task['title']}",
-            "score": score,
-            "max_score": task["points"],
-            "output": "all tests and gradient checks pass" if not failures else failures[0],
-        })
-    (student_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    return results
+    def grade(self, submission, assignment):
+        """``[TaskResult]`` for each task of assignment number ``assignment``, in order."""
+        chosen = self.tree.assignment(assignment)
+        for task in chosen["tasks"]:
+            if not self.test_files(task["id"]):
+                raise GraderError(f"no test in {self.tree.root}/tests carries the marker of task {task['id']} "
+                                  f"(@pytest.mark.{markers.marker_name(task['id'])})")
+        return [self.grade_task(task, submission) for task in chosen["tasks"]]
 
+    def test_files(self, task_id):
+        """The instructor's test files holding tests of ``task_id`` (collected once)."""
+        if self._test_files is None:
+            self._test_files = task_files(self.workspace.base, self.timeout)
+        return self._test_files.get(markers.marker_name(task_id), [])
 
-def run_tests(work, files=(), timeout=1200):
-    """Run pytest on ``files`` (test files or node ids; all tests when empty) in ``work``;
-    returns ``{nodeid: None if it passed or was skipped, else its first failure line}``."""
-    report = work / "junit.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider", "-o", "addopts=",
-               f"--junitxml={report}", "--rootdir", str(work), *files]
-    done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=timeout)
-    if not report.is_file():  # pytest itself failed (not a test): no grade can be given
-        raise RuntimeError(f"pytest did not run in {work}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    outcomes = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        nodeid = case.get("classname", "").replace(".", "/") + ".py::" + case.get("name", "")
-        problem = case.find("failure")
-        if problem is None:
-            problem = case.find("error")
-        if case.find("skipped") is not None:
-            outcomes[nodeid] = None
-        elif problem is not None:
-            outcomes[nodeid] = _first_line(problem.get("message") or problem.text or "failed")
-        else:
-            outcomes[nodeid] = None
-    return outcomes
+    def grade_task(self, task, submission):
+        """Grade one task (a manifest entry) of ``submission``; see the module docstring."""
+        start = time.monotonic()
+        task_id = task["id"]
 
+        def zero(problem):
+            return TaskResult(task_id, task["title"], task["points"], [], problem, time.monotonic() - start)
 
-def matches(nodeid, wanted):
-    """A manifest entry names a file, a test function (all its parameters) or one test."""
-    if "::" not in wanted:
-        return nodeid.startswith(wanted + "::")
-    if "[" in wanted:
-        return nodeid == wanted
-    return nodeid.split("[")[0] == wanted
+        try:
+            sources = self.tree.spliced(task_id, submission.for_task(task_id, self.tree))
+        except SubmissionProblem as problem:
+            return zero(str(problem))
+        key = (task_id, hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest())
+        if key in self._done:
+            return dataclasses.replace(self._done[key], reused=True)
+        for rel, text in sources.items():
+            try:
+                compile(text, rel, "exec")
+            except SyntaxError as error:
+                line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
+                return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
+                            f"at the line `{line}`")
+        folder = self.workspace.copy_with(sources)
+        run = run_tests(folder, task_id, self.test_files(task_id), timeout=self.timeout)
+        shutil.rmtree(folder, ignore_errors=True)
+        result = TaskResult(task_id, task["title"], task["points"], run.checks, run.problem, time.monotonic() - start)
+        self._done[key] = result
+        return result
 
+    @property
+    def workspace(self):
+        if self._workspace is None:
+            self._workspace = Workspace(self.tree)
+        return self._workspace
 
-def _run_gradchecks(work, names, timeout):
-    if not names:
-        return {}
-    done = subprocess.run([sys.executable, "-c", GRADECHECK_SCRIPT, json.dumps(names)], cwd=work,
-                          capture_output=True, text=True, timeout=timeout)
-    try:
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        message = _first_line(done.stderr) or "the gradcheck suite did not run"
-        return {name: message for name in names}
+    def close(self):
+        if self._workspace is not None:
+            self._workspace.close()
+            self._workspace = None
 
+    def __enter__(self):
+        return self
 
-def _first_line(text):
-    """The start of a failure message on one line (pytest's messages span several)."""
-    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())[:300]
-
-
-def print_table(results, file=sys.stdout):
-    """One row per task: id and title, points, passed/failed, first failure message."""
-    print(f"{'task':<48} {'points':>9}  result  first failure", file=file)
-    for row in results["tests"]:
-        status = "passed" if row["score"] == row["max_score"] else "failed"
-        message = "" if status == "passed" else row["output"][:100]
-        print(f"{row['name'][:48]:<48} {row['score']:>4}/{row['max_score']:<4}  {status:<6}  {message}", file=file)
-    total = sum(r["max_score"] for r in results["tests"])
-    print(f"{'total':<48} {results['score']:>4}/{total:<4}", file=file)
+    def __exit__(self, *exc):
+        self.close()

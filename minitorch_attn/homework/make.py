@@ -5,7 +5,9 @@ For assignment N:
 * the tasks of assignments before N keep their solutions (each assignment stands on
   working code), with the marker lines removed;
 * the tasks of assignment N, and of every later assignment, become stubs that raise
-  ``NotImplementedError("Task N.k: ...")``: no solution text is copied;
+  ``NotImplementedError("Task N.k: ...")`` between their two SOLUTION marker lines,
+  which stay: the student writes there, and the grader reads each task's code from
+  there (no solution text is copied);
 * the test files that belong to later assignments are left out, as are the
   instructor-only files the manifest lists;
 * a student README names the tasks in order, where each one is, and how to test it.
@@ -13,23 +15,13 @@ For assignment N:
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shutil
 
 from . import markers
+from .markers import assignment_by_number
 
 COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "benchmarks", "setup.cfg", "pyproject.toml", ".gitignore")
-STATE_FILE = ".homework.json"  # records which assignment a student tree is, for the grader
-
-
-def assignment_by_number(manifest, number):
-    """The manifest entry of assignment ``number``; ValueError listing the valid numbers."""
-    numbers = [a["number"] for a in manifest["assignments"]]
-    for assignment in manifest["assignments"]:
-        if assignment["number"] == number:
-            return assignment
-    raise ValueError(f"no assignment {number}; the manifest has {', '.join(map(str, numbers))}")
 
 
 def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
@@ -68,7 +60,6 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
     readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
                             project_root)
     (out_dir / "README.md").write_text(readme)
-    (out_dir / STATE_FILE).write_text(json.dumps({"assignment": number}) + "\n")
     return sorted(t["id"] for t in chosen["tasks"])
 
 
@@ -101,10 +92,12 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
         "",
         "## Your tasks, in order",
         "",
-        "Each task is a `raise NotImplementedError(\"Task ...\")` in the library. The docstring",
-        "around it says what to compute and derives the backward pass; replace the `raise` with",
-        "your code. Run a task's tests with the command under it, and every gradient check with",
-        "`python -m gradcheck`.",
+        "Each task is a `raise NotImplementedError(\"Task ...\")` between two lines",
+        "`# BEGIN SOLUTION <task>` and `# END SOLUTION` in the library. The docstring around it",
+        "says what to compute and derives the backward pass; replace the `raise` with your code,",
+        "**between the two SOLUTION lines**, and keep those lines: only the code between them is",
+        "graded (a helper you need goes there too). Run a task's tests with the command under",
+        "it, and every gradient check with `python -m gradcheck`.",
         "",
     ]
     for task in chosen["tasks"]:
@@ -114,11 +107,8 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
         lines.append("")
         if task.get("description"):
             lines += [task["description"], ""]
-        lines.append("Where: " + ", ".join(places))
-        lines.append("")
-        tests = [t for t in task.get("tests", []) if not t.startswith("tests/instructor")]
-        if tests:
-            lines += ["```bash", "pytest " + " ".join(f'"{t}"' for t in tests), "```", ""]
+        lines += ["Where: " + ", ".join(places), "",
+                  "```bash", f"pytest -m {markers.marker_name(task['id'])}", "```", ""]
         if task.get("gradcheck"):
             lines.append("Gradient checks: " + ", ".join(f"`{g}`" for g in task["gradcheck"]))
             lines.append("")
@@ -129,7 +119,11 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
                   "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
                   "assignments; leave them for now.", ""]
     lines += ["## Grading", "",
-              "Your instructor runs `minitorch-attn homework grade <this folder>`, which runs each",
-              "task's tests and gradient checks (and a few held-back tests) and awards the task's",
-              "points when all of them pass.", ""]
+              "Each task is graded on its own: your code for that task, with the reference solution",
+              "everywhere else, so a mistake costs only the points of its own task. A task's points",
+              "need every one of its tests to pass, the ones above and a few held back by your",
+              "instructor (the same kinds of checks, at extreme inputs and on tricky graphs). To see",
+              "the table your instructor will see, minus the held-back tests:", "",
+              "```bash", f"minitorch-attn homework grade . --assignment {chosen['number']}", "```", "",
+              "Hand in this folder (or a zip of it, or just the files you edited).", ""]
     return "\n".join(lines)

@@ -2,12 +2,19 @@
 
 A region starts with a line ``# BEGIN SOLUTION <task id>`` and ends with the next line
 ``# END SOLUTION``; both lines are indented like the code between them. Regions do not
-nest. A stub keeps the region's indentation and raises ``NotImplementedError`` with the
-task's id and title and the name of the function it sits in.
+nest. A stub keeps the two marker lines and puts between them one line that raises
+``NotImplementedError`` with the task's id and title and the name of the function it sits
+in: the student writes the task's code between the markers, and the grader reads it back
+from there (:mod:`.submission`).
+
+Each task's tests carry the pytest marker ``task_<id with _ for .>`` (``task_2_1``),
+registered in ``setup.cfg``; :func:`check` says when a task has no region, no test or no
+registered marker.
 """
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
 import json
 import pathlib
@@ -43,6 +50,22 @@ class Region:
     def where(self):
         return f"{self.path.name}:{self.begin + 1}"
 
+    def body(self):
+        """The code between the markers without the markers' indentation (blank lines empty)."""
+        return [dedent_line(line, self.indent) for line in self.code]
+
+
+def dedent_line(line, indent):
+    """``line`` without the leading ``indent`` (a line indented less keeps what it has)."""
+    if not line.strip():
+        return ""
+    return line[len(indent):] if line.startswith(indent) else line
+
+
+def marker_name(task_id):
+    """The pytest marker of a task: ``"2.1"`` -> ``"task_2_1"``."""
+    return "task_" + task_id.replace(".", "_")
+
 
 def load_manifest(path=MANIFEST_PATH):
     """The manifest as a dict: ``{"assignments": [{"number", "title", "tasks": [...], ...}]}``."""
@@ -55,11 +78,21 @@ def tasks_by_id(manifest):
             for assignment in manifest["assignments"] for task in assignment["tasks"]}
 
 
-def find_regions(path):
-    """Every marked region of one source file, in order. Raises MarkerError for an END
-    without BEGIN, a BEGIN inside a region, or a region left open."""
+def assignment_by_number(manifest, number):
+    """The manifest entry of assignment ``number``; ValueError listing the valid numbers."""
+    numbers = [a["number"] for a in manifest["assignments"]]
+    for assignment in manifest["assignments"]:
+        if assignment["number"] == number:
+            return assignment
+    raise ValueError(f"no assignment {number}; the manifest has {', '.join(map(str, numbers))}")
+
+
+def find_regions(path, text=None):
+    """Every marked region of one source file (or of ``text``, named ``path``), in order.
+    Raises MarkerError for an END without BEGIN, a BEGIN inside a region, or a region
+    left open."""
     path = pathlib.Path(path)
-    lines = path.read_text().splitlines()
+    lines = (path.read_text() if text is None else text).splitlines()
     regions, open_at, owners = [], None, []
     for number, line in enumerate(lines):
         definition = DEFINITION.match(line)
@@ -91,9 +124,25 @@ def all_regions(package_root=PACKAGE_ROOT):
     return regions
 
 
+def registered_markers(setup_cfg):
+    """The marker names declared in ``[tool:pytest] markers`` of a setup.cfg."""
+    config = configparser.ConfigParser()
+    config.read(setup_cfg)
+    declared = config.get("tool:pytest", "markers", fallback="")
+    return {line.split(":")[0].strip() for line in declared.splitlines() if line.strip()}
+
+
+def files_with_marker(project_root, task_id):
+    """The test files (under ``tests/``) that mention the task's marker, sorted."""
+    name = marker_name(task_id)
+    return sorted(p for p in (pathlib.Path(project_root) / "tests").rglob("test_*.py")
+                  if re.search(rf"\b{name}\b", p.read_text()))
+
+
 def check(manifest=None, package_root=PACKAGE_ROOT, project_root=PROJECT_ROOT):
     """Check markers against the manifest; returns a list of problems (empty when all is well):
-    unknown task ids, tasks without a region, tasks without a test, tests that do not exist."""
+    unknown task ids, tasks without a region, tasks whose pytest marker is not registered in
+    setup.cfg, tasks that no test carries the marker of."""
     manifest = manifest or load_manifest()
     known = tasks_by_id(manifest)
     problems = []
@@ -105,42 +154,34 @@ def check(manifest=None, package_root=PACKAGE_ROOT, project_root=PROJECT_ROOT):
     for region in regions:
         if region.task not in known:
             problems.append(f"{region.where}: task {region.task} is not in the manifest")
-    for task_id, (_, task) in known.items():
+    registered = registered_markers(pathlib.Path(project_root) / "setup.cfg")
+    for task_id in known:
         if task_id not in marked:
             problems.append(f"task {task_id} has no marked region in the library")
-        if not task.get("tests") and not task.get("gradcheck"):
-            problems.append(f"task {task_id} has no test and no gradcheck entry")
-        for node in task.get("tests", []):
-            if not _test_exists(project_root, node):
-                problems.append(f"task {task_id}: test {node} does not exist")
+        if marker_name(task_id) not in registered:
+            problems.append(f"task {task_id}: the pytest marker {marker_name(task_id)} is not registered in setup.cfg")
+        if not files_with_marker(project_root, task_id):
+            problems.append(f"task {task_id}: no test carries @pytest.mark.{marker_name(task_id)}")
     return problems
 
 
-def _test_exists(project_root, node):
-    """``tests/test_x.py`` or ``tests/test_x.py::test_name`` names a file (and a test in it)."""
-    file, _, name = node.partition("::")
-    path = pathlib.Path(project_root) / file
-    if not path.is_file():
-        return False
-    name = name.split("[")[0]
-    return not name or re.search(rf"^\s*def {re.escape(name)}\(", path.read_text(), flags=re.M) is not None
-
-
 def stub_text(region, title):
-    """The line that replaces a region in a student's copy."""
-    message = f"Task {region.task}: {title}. Implement this part of {region.owner} (its docstring explains what to compute)."
+    """The line that replaces a region's code in a student's copy."""
+    message = (f"Task {region.task}: {title}. Write this part of {region.owner} here, between the "
+               f"SOLUTION lines (its docstring explains what to compute).")
     return f"{region.indent}raise NotImplementedError({message!r})"
 
 
 def strip_solutions(text, path, stub_tasks, titles):
-    """The source ``text`` of ``path`` with every region of a task in ``stub_tasks`` replaced
-    by a stub, and the marker lines of all other regions removed (their code kept)."""
+    """The source ``text`` of ``path`` with the code of every region of a task in
+    ``stub_tasks`` replaced by a stub (its marker lines kept), and the marker lines of all
+    other regions removed (their code kept)."""
     lines = text.splitlines()
     out, cursor = [], 0
-    for region in find_regions(path):
+    for region in find_regions(path, text):
         out.extend(lines[cursor:region.begin])
         if region.task in stub_tasks:
-            out.append(stub_text(region, titles[region.task]))
+            out += [lines[region.begin], stub_text(region, titles[region.task]), lines[region.end]]
         else:
             out.extend(region.code)
         cursor = region.end + 1

@@ -7,111 +7,111 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import nn
+from tests.instructor.expect import attention_reference, expect_close, leaf, softmax
 
 pytestmark = pytest.mark.instructor
 
 
-
-def leaf(array):
-    return mt.tensor(np.asarray(array, dtype=np.float64), requires_grad=True)
-
-
-def close(ours, expected):
-    expected = np.asarray(expected)
-    tol = 64 * np.finfo(np.float64).eps * max(1.0, float(np.abs(expected).max(initial=0)))
-    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=tol)
+def close(ours, expected, what):
+    """``ours`` within 64 rounding steps of the closed form; ``what`` names op, shape, forward or gradient."""
+    expect_close(ours, expected, what=what, n_ops=64)
 
 
+@pytest.mark.task_1_1
 def test_task_1_1_a_node_used_twice_accumulates(rng):
     a = leaf([1.0, -2.0])
     g = rng.standard_normal(2)
     b = a * a + a            # a used three times: d/da = 2a + 1
     b.backward(mt.tensor(g))
-    close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1))
+    close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1), "a * a + a gradient, input (2,) float64")
     b2 = a * 3.0
     b2.backward(mt.tensor(g))  # accumulates across calls
-    close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g)
+    close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g,
+          "a * a + a, then a * 3: gradient accumulated over two backward calls, input (2,) float64")
 
 
+@pytest.mark.task_1_2
 def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
     x = rng.uniform(0.5, 2.0, (3, 4))
     y = rng.uniform(0.5, 2.0, (3, 4))
     g = rng.standard_normal((3, 4))
     cases = [
-        (lambda a, b: a * b, lambda: (g * y, g * x)),
-        (lambda a, b: a / b, lambda: (g / y, -g * x / y ** 2)),
-        (lambda a, b: a.exp() * b.log(), lambda: (g * np.exp(x) * np.log(y), g * np.exp(x) / y)),
-        (lambda a, b: a.sqrt() + b.tanh(), lambda: (g / (2 * np.sqrt(x)), g * (1 - np.tanh(y) ** 2))),
-        (lambda a, b: a ** 3 - b, lambda: (g * 3 * x ** 2, -g)),
+        ("a * b", lambda a, b: a * b, lambda: (g * y, g * x)),
+        ("a / b", lambda a, b: a / b, lambda: (g / y, -g * x / y ** 2)),
+        ("exp(a) * log(b)", lambda a, b: a.exp() * b.log(), lambda: (g * np.exp(x) * np.log(y), g * np.exp(x) / y)),
+        ("sqrt(a) + tanh(b)", lambda a, b: a.sqrt() + b.tanh(),
+         lambda: (g / (2 * np.sqrt(x)), g * (1 - np.tanh(y) ** 2))),
+        ("a ** 3 - b", lambda a, b: a ** 3 - b, lambda: (g * 3 * x ** 2, -g)),
     ]
-    for fn, expected in cases:
+    for name, fn, expected in cases:
         a, b = leaf(x), leaf(y)
         fn(a, b).backward(mt.tensor(g))
         ea, eb = expected()
-        close(a.grad, ea)
-        close(b.grad, eb)
+        close(a.grad, ea, f"{name} gradient of a, inputs (3, 4), (3, 4) float64")
+        close(b.grad, eb, f"{name} gradient of b, inputs (3, 4), (3, 4) float64")
 
 
+@pytest.mark.task_1_3
 def test_task_1_3_broadcast_gradients_are_reduced(rng):
     x, y = rng.standard_normal((2, 1, 4)), rng.standard_normal((3, 1))
     g = rng.standard_normal((2, 3, 4))
     a, b = leaf(x), leaf(y)
     (a * b).backward(mt.tensor(g))
-    close(a.grad, (g * y).sum(axis=1, keepdims=True))
-    close(b.grad, (g * x).sum(axis=(0, 2))[:, None])
+    close(a.grad, (g * y).sum(axis=1, keepdims=True), "a * b (broadcast) gradient of a, inputs (2, 1, 4), (3, 1) float64")
+    close(b.grad, (g * x).sum(axis=(0, 2))[:, None], "a * b (broadcast) gradient of b, inputs (2, 1, 4), (3, 1) float64")
 
 
+@pytest.mark.task_1_4
 def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
     x = rng.standard_normal((3, 5))
     g = rng.standard_normal(3)
-    for fn, expected in [
-        (lambda a: a.sum(dim=1), lambda: np.broadcast_to(g[:, None], (3, 5))),
-        (lambda a: a.mean(dim=1), lambda: np.broadcast_to(g[:, None] / 5, (3, 5))),
-        (lambda a: a.var(dim=1), lambda: g[:, None] * 2 * (x - x.mean(1, keepdims=True)) / 4),
-        (lambda a: a.max(dim=1), lambda: g[:, None] * (x == x.max(1, keepdims=True))),
+    for name, fn, expected in [
+        ("sum", lambda a: a.sum(dim=1), lambda: np.broadcast_to(g[:, None], (3, 5))),
+        ("mean", lambda a: a.mean(dim=1), lambda: np.broadcast_to(g[:, None] / 5, (3, 5))),
+        ("var", lambda a: a.var(dim=1), lambda: g[:, None] * 2 * (x - x.mean(1, keepdims=True)) / 4),
+        ("max", lambda a: a.max(dim=1), lambda: g[:, None] * (x == x.max(1, keepdims=True))),
     ]:
         a = leaf(x)
         fn(a).backward(mt.tensor(g))
-        close(a.grad, expected())
+        close(a.grad, expected(), f"{name}(dim=1) gradient, input (3, 5) float64")
 
 
+@pytest.mark.task_1_5
 def test_task_1_5_matmul_under_a_random_upstream_gradient(rng):
     x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
     g = rng.standard_normal((2, 3, 5))
     a, b = leaf(x), leaf(w)
     (a @ b).backward(mt.tensor(g))
-    close(a.grad, g @ w.T)
-    close(b.grad, np.einsum("bij,bik->jk", x, g))
+    close(a.grad, g @ w.T, "matmul gradient of a, inputs (2, 3, 4) @ (4, 5) float64")
+    close(b.grad, np.einsum("bij,bik->jk", x, g), "matmul gradient of b, inputs (2, 3, 4) @ (4, 5) float64")
 
 
 # ---- assignments 2-5: closed-form NumPy references ------------------------------------------------
-import minitorch_attn.functional as F  # noqa: E402
 
-
-def _softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
+@pytest.mark.task_2_1
 def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
     y = F.softmax(t, dim=-1)
     y.backward(mt.tensor(g))
-    p = _softmax(x)
-    close(y, p)
-    close(t.grad, p * (g - (g * p).sum(-1, keepdims=True)))
+    p = softmax(x)
+    close(y, p, "softmax forward, input (4, 6) float64")
+    close(t.grad, p * (g - (g * p).sum(-1, keepdims=True)), "softmax gradient, input (4, 6) float64")
 
 
+@pytest.mark.task_2_2
 def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     t = leaf(x)
     y = F.log_softmax(t, dim=-1)
     y.backward(mt.tensor(g))
-    close(y, np.log(_softmax(x)))
-    close(t.grad, g - _softmax(x) * g.sum(-1, keepdims=True))
+    close(y, np.log(softmax(x)), "log_softmax forward, input (4, 6) float64")
+    close(t.grad, g - softmax(x) * g.sum(-1, keepdims=True), "log_softmax gradient, input (4, 6) float64")
 
 
+@pytest.mark.task_2_3
 def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(rng):
     x = rng.standard_normal((5, 7))
     target = np.array([0, 6, 3, 3, 1])
@@ -119,10 +119,10 @@ def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(rng):
     loss = F.cross_entropy(t, mt.tensor(target))
     upstream = 0.7
     loss.backward(mt.tensor(upstream, dtype="float64"))
-    p = _softmax(x)
-    close(loss, -np.log(p[np.arange(5), target]).mean())
+    p = softmax(x)
+    close(loss, -np.log(p[np.arange(5), target]).mean(), "cross_entropy forward, logits (5, 7) float64")
     onehot = np.eye(7)[target]
-    close(t.grad, upstream * (p - onehot) / 5)
+    close(t.grad, upstream * (p - onehot) / 5, "cross_entropy gradient, logits (5, 7) float64")
 
 
 def _layer_norm_reference(x, w, b, g, eps=1e-5):
@@ -134,18 +134,21 @@ def _layer_norm_reference(x, w, b, g, eps=1e-5):
     return xhat * w + b, dx, (g * xhat).sum(0), g.sum(0)
 
 
+@pytest.mark.task_3_1
 def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
     x, w, b, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (8,), (4, 8)])
     tx, tw, tb = leaf(x), leaf(w), leaf(b)
     y = F.layer_norm(tx, (8,), tw, tb)
     y.backward(mt.tensor(g))
     out, dx, dw, db = _layer_norm_reference(x, w, b, g)
-    close(y, out)
-    close(tx.grad, dx)
-    close(tw.grad, dw)
-    close(tb.grad, db)
+    what = "layer_norm {}, input (4, 8), weight and bias (8,) float64"
+    close(y, out, what.format("forward"))
+    close(tx.grad, dx, what.format("gradient of x"))
+    close(tw.grad, dw, what.format("gradient of weight"))
+    close(tb.grad, db, what.format("gradient of bias"))
 
 
+@pytest.mark.task_3_2
 def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
     x, w, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (4, 8)])
     eps = 1e-6
@@ -155,22 +158,10 @@ def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
     r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     xhat = x * r
     dxhat = g * w
-    close(y, xhat * w)
-    close(tx.grad, r * (dxhat - xhat * (dxhat * xhat).mean(-1, keepdims=True)))
-    close(tw.grad, (g * xhat).sum(0))
-
-
-def _attention_reference(q, k, v, dO, causal=False):
-    scale = 1 / np.sqrt(q.shape[-1])
-    s = scale * q @ np.swapaxes(k, -1, -2)
-    if causal:
-        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
-    p = _softmax(s)
-    o = p @ v
-    dv = np.swapaxes(p, -1, -2) @ dO
-    dp = dO @ np.swapaxes(v, -1, -2)
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-    return o, scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q, dv
+    what = "rms_norm {}, input (4, 8), weight (8,) float64"
+    close(y, xhat * w, what.format("forward"))
+    close(tx.grad, r * (dxhat - xhat * (dxhat * xhat).mean(-1, keepdims=True)), what.format("gradient of x"))
+    close(tw.grad, (g * xhat).sum(0), what.format("gradient of weight"))
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "flash"])
@@ -183,24 +174,26 @@ def test_attention_backward_under_a_random_upstream_gradient(rng, attention):
     else:
         out = F.flash_attention(tq, tk, tv, block_size_q=2, block_size_k=3)
     out.backward(mt.tensor(dO))
-    o, dq, dk, dv = _attention_reference(q, k, v, dO)
-    close(out, o)
-    close(tq.grad, dq)
-    close(tk.grad, dk)
-    close(tv.grad, dv)
+    o, dq, dk, dv = attention_reference(q, k, v, dO)
+    what = f"{attention} {{}}, q (2, 2, 5, 4), k (2, 2, 7, 4), v (2, 2, 7, 3) float64"
+    close(out, o, what.format("forward"))
+    close(tq.grad, dq, what.format("gradient of q"))
+    close(tk.grad, dk, what.format("gradient of k"))
+    close(tv.grad, dv, what.format("gradient of v"))
 
 
+@pytest.mark.task_4_2
 def test_task_4_2_attention_under_a_random_upstream_gradient(rng):
     test_attention_backward_under_a_random_upstream_gradient(rng, "sdpa")
 
 
+@pytest.mark.task_5_2
 def test_task_5_2_flash_backward_under_a_random_upstream_gradient(rng):
     test_attention_backward_under_a_random_upstream_gradient(rng, "flash")
 
 
+@pytest.mark.task_4_3
 def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
-    from minitorch_attn import nn
-
     d_model, heads, batch, t_q, t_k = 8, 2, 2, 3, 5
     mha = nn.MultiHeadAttention(d_model, heads, dropout=0.0)
     weights = {name: rng.standard_normal(p.shape) * 0.3 for name, p in mha.named_parameters()}
@@ -215,8 +208,9 @@ def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
     q = split(x @ weights["W_q.weight"].T)
     k = split(memory @ weights["W_k.weight"].T)
     v = split(memory @ weights["W_v.weight"].T)
-    p = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_model // heads))
+    p = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_model // heads))
     expected = (p @ v).transpose(0, 2, 1, 3).reshape(batch, t_q, d_model) @ weights["W_o.weight"].T
-    tol = 64 * np.finfo(np.float32).eps * max(1.0, float(np.abs(expected).max()))
-    np.testing.assert_allclose(out.numpy(), expected, rtol=0, atol=tol)
-    np.testing.assert_allclose(attn.numpy(), p, rtol=0, atol=64 * np.finfo(np.float32).eps)
+    what = (f"MultiHeadAttention(d_model={d_model}, num_heads={heads}) {{}}, "
+            f"query (2, 3, 8), key and value (2, 5, 8) float32")
+    expect_close(out, expected, what=what.format("output"), n_ops=64, dtype="float32")
+    expect_close(attn, p, what=what.format("attention weights"), n_ops=64, dtype="float32")

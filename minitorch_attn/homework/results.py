@@ -1,0 +1,127 @@
+"""A graded submission as Gradescope's ``results.json``, and as a table for a terminal.
+
+The format (Gradescope's autograder specification)::
+
+    {"score": 70, "execution_time": 41.2, "output": "...",
+     "tests": [{"name", "score", "max_score", "status", "output", "visibility"}, ...]}
+
+Each task gives two entries:
+
+* ``Task 2.1 (smoke test): ...``, ``visibility: "visible"``, worth 0 points: whether the
+  tests the student has in their own folder pass, with every failure; students see it as
+  soon as they submit;
+* ``Task 2.1: ...``, ``visibility: "after_published"``, worth the task's points: every
+  check, the held-back ones included, each failure listed in full (the test, its message
+  with the op, input shape, forward or gradient and, for a gradient check, the checker's
+  line such as "gradient of input 1 (shape (3, 5)) is wrong at element (2, 1): ...",
+  and where it failed). Students see it once the instructor publishes the grades.
+
+The file is written atomically (a temporary file renamed over it), so a reader never
+sees half of one, and it is removed before grading starts, so a grading that stops with
+a :class:`GraderError` never leaves an older result in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import textwrap
+import time
+
+from .grade import Grader
+from .submission import Submission
+
+
+def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0):
+    """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
+    and write ``results_path``; returns ``(results dict, [TaskResult])``.
+
+    Raises:
+        GraderError: the grader cannot grade here (nothing is written).
+        ValueError: an unknown assignment or a path that does not exist.
+    """
+    results_path = pathlib.Path(results_path)
+    results_path.unlink(missing_ok=True)
+    start = time.monotonic()
+    with Grader(instructor, timeout) as grader:
+        chosen = grader.tree.assignment(assignment)
+        submission = Submission.from_path(path, grader.tree)
+        graded = grader.grade(submission, assignment)
+    results = gradescope_results(chosen, graded, time.monotonic() - start)
+    write_results(results_path, results)
+    return results, graded
+
+
+def gradescope_results(chosen, graded, seconds):
+    """The results.json dict of one graded assignment (see the module docstring)."""
+    tests = []
+    for result in graded:
+        public = [c for c in result.checks if not c.held_back]
+        smoke_passed = result.problem is None and bool(public) and all(c.passed for c in public)
+        tests.append({"name": f"Task {result.task_id} (smoke test): {result.title}", "score": 0, "max_score": 0,
+                      "status": "passed" if smoke_passed else "failed", "visibility": "visible",
+                      "output": describe(result, public_only=True)})
+        tests.append({"name": f"Task {result.task_id}: {result.title}", "score": result.score,
+                      "max_score": result.points, "status": "passed" if result.passed else "failed",
+                      "visibility": "after_published", "output": describe(result)})
+    score, maximum = sum(r.score for r in graded), sum(r.points for r in graded)
+    summary = (f"Assignment {chosen['number']}: {chosen['title']}. Score {score}/{maximum}.\n"
+               "Each task is graded on its own: your code for that task, with the reference solution in every "
+               "other place, so a mistake costs only the points of the task it is in. A task's points need all "
+               "of its checks to pass. The smoke tests are the tests in your own folder; the full result of "
+               "each task, with the held-back checks, is shown when the grades are published.")
+    return {"score": score, "execution_time": round(seconds, 1), "output": summary, "tests": tests}
+
+
+def describe(result, public_only=False):
+    """Every failing check of a task, in full: its test, message and place. Checks that
+    failed the same way (a stub's NotImplementedError in every test) share one message."""
+    checks = [c for c in result.checks if not (public_only and c.held_back)]
+    failures = [c for c in checks if not c.passed]
+    scope = "tests in your folder" if public_only else "checks"
+    lines = [] if result.problem is None else [f"No points for this task: {result.problem}"]
+    if checks and not failures:
+        lines.append(f"All {len(checks)} {scope} passed.")
+    elif failures:
+        lines.append(f"{len(failures)} of {len(checks)} {scope} failed:")
+    groups = {}
+    for check in failures:
+        skipped = " (skipped, which counts as failed)" if check.outcome == "skipped" else ""
+        groups.setdefault((check.message.strip() or "(no message)", check.where), []).append(check.nodeid + skipped)
+    for (message, where), names in groups.items():
+        lines += [""] + [f"FAILED {name}" for name in names] + [textwrap.indent(message, "    ")]
+        lines += [f"    at {where}"] if where else []
+    return "\n".join(lines)
+
+
+def write_results(path, results):
+    """Write ``results`` as JSON to ``path`` atomically (a temporary file, then a rename)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(results, file, indent=2)
+            file.write("\n")
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def print_table(graded, file=sys.stdout):
+    """One row per task (points, passed/failed, first failure), then every failure in full."""
+    print(f"{'task':<52} {'points':>9}  result  first failure", file=file)
+    for result in graded:
+        status = "passed" if result.passed else "failed"
+        first = "" if result.passed else (result.problem or result.failures[0].message or "failed").splitlines()[0][:80]
+        name = f"{result.task_id} {result.title}"[:52]
+        print(f"{name:<52} {result.score:>4}/{result.points:<4}  {status:<6}  {first}", file=file)
+    print(f"{'total':<52} {sum(r.score for r in graded):>4}/{sum(r.points for r in graded):<4}", file=file)
+    for result in graded:
+        if not result.passed:
+            print(f"\n--- task {result.task_id}\n{describe(result)}", file=file)

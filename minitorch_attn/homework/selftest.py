@@ -1,0 +1,135 @@
+"""``minitorch-attn homework selftest``: does the grading catch what it should?
+
+For each assignment, grade
+
+1. the reference solutions: every task must earn its points;
+2. the stubs that ``homework make`` hands out: every task must score 0;
+3. each planted mutant of the catalogue ``mutants.json`` (beside this file, held out of
+   student trees): a realistic mistake in one task's code (no max shift in softmax, flash
+   without its running maximum, a gradient added in place into a shared array, a reduction
+   backward that only works for the last axis, a gradient of ones, a missing accumulation,
+   a wrong term of a formula, ...). It must cost points in its own task and nowhere else.
+
+A mutant is a list of edits ``original -> mutated`` of the text inside the solution
+regions of one task in one function (``owner``); each ``original`` must occur exactly once
+there. When the reference solutions change, an edit whose text is gone is reported as
+stale, so that the catalogue is updated rather than silently skipped.
+
+Grading shares one :class:`Grader`, which runs each distinct (task, code) once: the tasks a
+mutant does not touch have exactly the reference's code, so their results are the
+reference's (marked ``=`` in the table). The command prints a table per assignment and
+fails (exit status 1) when a reference task loses points, a stub scores, a mutant
+escapes or costs another task, a mutant is stale, or an assignment has fewer than
+``MIN_MUTANTS`` mutants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+
+from .grade import Grader
+from .submission import Submission
+
+MIN_MUTANTS = 5
+
+
+class StaleMutant(ValueError):
+    """A mutant whose original text is not (or not once) in its task's regions any more."""
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    kind: str
+    task: str
+    file: str
+    owner: str
+    edits: list   # [{"original": text, "mutated": text}, ...]
+
+    def submission(self, reference, tree):
+        """``reference`` with this mutant's edits applied to its task's regions in ``owner``."""
+        regions = [r for r in tree.regions.get(self.file, []) if r.task == self.task]
+        mine = [i for i, r in enumerate(regions) if r.owner == self.owner]
+        if not mine:
+            raise StaleMutant(f"{self.file} has no region of task {self.task} in {self.owner}")
+        blocks = [list(lines) for lines in reference.blocks[(self.file, self.task)]]
+        for edit in self.edits:
+            texts = {i: "\n".join(blocks[i]) for i in mine}
+            hits = [i for i in mine if texts[i].count(edit["original"]) == 1]
+            if len(hits) != 1 or sum(t.count(edit["original"]) for t in texts.values()) != 1:
+                raise StaleMutant(f"`{edit['original']}` is not exactly once in task {self.task}'s code in "
+                                  f"{self.owner} ({self.file}): update mutants.json to the current solution")
+            blocks[hits[0]] = texts[hits[0]].replace(edit["original"], edit["mutated"]).split("\n")
+        return reference.with_blocks(self.file, self.task, blocks)
+
+
+def load_mutants(tree):
+    """The catalogue of the instructor's tree, as :class:`Mutant` objects."""
+    path = tree.root / "minitorch_attn" / "homework" / "mutants.json"
+    return [Mutant(**entry) for entry in json.loads(path.read_text())["mutants"]]
+
+
+def selftest(tree, numbers, timeout=60.0, file=sys.stdout):
+    """Run the self-check for the assignments ``numbers``; True when all of it passed."""
+    mutants = load_mutants(tree)
+    ok = True
+    with Grader(tree, timeout) as grader:
+        reference = Submission.reference(grader.tree)
+        stubs = Submission.stubs(grader.tree)
+        for number in numbers:
+            start = time.monotonic()
+            chosen = grader.tree.assignment(number)
+            tasks = [t["id"] for t in chosen["tasks"]]
+            print(f"\nassignment {number}: {chosen['title']}", file=file)
+            print(f"{'case':<62} {'kind':<21} {'task':<5}" + "".join(f"{t:>8}" for t in tasks) + "  verdict", file=file)
+            rows = [("reference", "-", None, reference), ("stubs (as handed out)", "-", None, stubs)]
+            mine = [m for m in mutants if m.task in tasks]
+            for mutant in mine:
+                try:
+                    rows.append((mutant.name, mutant.kind, mutant.task, mutant.submission(reference, grader.tree)))
+                except StaleMutant as stale:
+                    rows.append((mutant.name, mutant.kind, mutant.task, stale))
+            for name, kind, own, submission in rows:
+                if isinstance(submission, StaleMutant):
+                    verdict, cells = f"STALE: {submission}", ["-"] * len(tasks)
+                else:
+                    graded = grader.grade(submission, number)
+                    verdict = _verdict(name, own, graded)
+                    cells = [f"{r.score:g}/{r.points:g}" + ("=" if r.reused else " ") for r in graded]
+                ok &= verdict.startswith("ok")
+                print(f"{name[:62]:<62} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
+                      + f"  {verdict}", file=file, flush=True)
+            if len(mine) < MIN_MUTANTS:
+                ok = False
+                print(f"FAIL: assignment {number} has {len(mine)} mutants; the catalogue needs at least {MIN_MUTANTS}",
+                      file=file)
+            print(f"({time.monotonic() - start:.0f} s; = marks a task whose code is the reference's: "
+                  f"its result is reused)", file=file)
+    print("\nselftest: " + ("ok" if ok else "FAILED"), file=file)
+    return ok
+
+
+def _verdict(name, own, graded):
+    """``ok ...`` or what went wrong, for one row of the table."""
+    if own is None and name == "reference":
+        lost = [r for r in graded if not r.passed]
+        return "ok" if not lost else f"FAIL: the reference loses task {lost[0].task_id}: {_first(lost[0])}"
+    if own is None:
+        scored = [r for r in graded if r.score > 0]
+        return "ok" if not scored else f"FAIL: a stub scores in task {scored[0].task_id}"
+    mine = next(r for r in graded if r.task_id == own)
+    others = [r for r in graded if r.task_id != own and not r.passed]
+    if others:
+        return f"FAIL: it also costs task {others[0].task_id}"
+    if mine.passed:
+        return "ESCAPED: no check of its task fails"
+    return f"ok, caught by {_first(mine)}"
+
+
+def _first(result):
+    if result.problem:
+        return result.problem.splitlines()[0][:100]
+    return result.failures[0].nodeid.split("::")[-1] if result.failures else "?"

@@ -1,0 +1,193 @@
+"""Read what a student hands in: their code for each task, region by region.
+
+A submission may be
+
+* a folder with the student's tree (the folder ``homework make`` wrote, edited), or a
+  folder above it;
+* a zip file of such a folder;
+* just the edited files (``softmax.py`` alone, or several), loose in a folder or zipped.
+
+Each file of the instructor's package that holds solution regions is looked for in the
+submission: at its own path (``minitorch_attn/functional/softmax.py``), else as a file of
+the same name whose ``BEGIN SOLUTION`` markers name tasks of that file (so
+``attention.py`` with task 4.3 inside is ``nn/attention.py``), else as a file of any name
+whose markers name only that file's tasks (renamed on upload). From each file found,
+only the code between the markers is kept. Symbolic links are never followed, hidden folders
+and virtual environments are not searched.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+import zipfile
+
+from . import markers
+from .instructor import SubmissionProblem
+
+MAX_UNZIPPED_BYTES = 200 * 2 ** 20
+NOT_SEARCHED = {"__pycache__", "site-packages", "node_modules", "build", "dist"}
+
+
+class Submission:
+    """The student's code: ``blocks[(relative path, task id)]`` lists the lines of each
+    region of that task in that file, in order and without the markers' indentation;
+    ``problems[relative path]`` says why a file could not be read (missing, broken markers)."""
+
+    def __init__(self, blocks, problems=None, source=""):
+        self.blocks = blocks
+        self.problems = problems or {}
+        self.source = source
+
+    def for_task(self, task_id, tree):
+        """``{relative path: [region lines, ...]}`` of the task's files.
+
+        Raises:
+            SubmissionProblem: a file of the task is missing, unreadable or has no region of it.
+        """
+        found = {}
+        for rel in tree.files_of(task_id):
+            if rel in self.problems:
+                raise SubmissionProblem(self.problems[rel])
+            if (rel, task_id) not in self.blocks:
+                raise SubmissionProblem(
+                    f"{rel} has no `# BEGIN SOLUTION {task_id}` region: write the task's code between "
+                    f"its SOLUTION lines, as handed out")
+            found[rel] = self.blocks[(rel, task_id)]
+        return found
+
+    def with_blocks(self, rel, task_id, blocks):
+        """A copy with the regions of ``task_id`` in ``rel`` replaced (for planted mutants)."""
+        changed = dict(self.blocks)
+        changed[(rel, task_id)] = blocks
+        return Submission(changed, self.problems, self.source)
+
+    @classmethod
+    def reference(cls, tree):
+        """The instructor's own solutions."""
+        blocks = {}
+        for rel, regions in tree.regions.items():
+            blocks.update(_blocks(rel, regions))
+        return cls(blocks, source="reference")
+
+    @classmethod
+    def stubs(cls, tree):
+        """What ``homework make`` hands out: a ``raise NotImplementedError`` in every region."""
+        blocks = {}
+        for rel, regions in tree.regions.items():
+            for region in regions:
+                stub = markers.stub_text(region, tree.titles.get(region.task, "")).strip()
+                blocks.setdefault((rel, region.task), []).append([stub])
+        return cls(blocks, source="stubs")
+
+    @classmethod
+    def from_path(cls, path, tree):
+        """Read a submission folder, zip file or single file (see the module docstring).
+
+        Raises:
+            ValueError: if ``path`` does not exist or is an unreadable zip.
+        """
+        path = pathlib.Path(path)
+        if not path.exists():
+            raise ValueError(f"{path} does not exist")
+        with tempfile.TemporaryDirectory(prefix="minitorch-attn-submission-") as scratch:
+            files = _python_files(path, pathlib.Path(scratch))
+            located = _locate(files, tree)
+            blocks, problems = {}, {}
+            for rel, regions in tree.regions.items():
+                tasks = sorted({r.task for r in regions})
+                if rel not in located:
+                    problems[rel] = (f"the submission has no {rel} (nor a {pathlib.PurePath(rel).name} with the "
+                                     f"SOLUTION markers of task {', '.join(tasks)})")
+                    continue
+                try:
+                    found = markers.find_regions(rel, located[rel][1])
+                except markers.MarkerError as exc:
+                    problems[rel] = (f"{exc}: keep the `# BEGIN SOLUTION` / `# END SOLUTION` lines as they were "
+                                     f"handed out and write your code between them")
+                    continue
+                blocks.update(_blocks(rel, found))
+        return cls(blocks, problems, source=str(path))
+
+
+def _blocks(rel, regions):
+    """``{(rel, task): [body of each region of the task, in order]}``."""
+    blocks = {}
+    for region in regions:
+        blocks.setdefault((rel, region.task), []).append(region.body())
+    return blocks
+
+
+def _python_files(path, scratch, depth=0):
+    """``[(path inside the submission, text)]`` of every Python file of the submission;
+    zip files (the submission itself or inside it, two levels deep) are unpacked into ``scratch``."""
+    if path.is_file() and zipfile.is_zipfile(path):
+        path = _unzip(path, scratch / "submission")
+    if path.is_file():
+        return [(pathlib.PurePath(path.name), _read(path))] if path.suffix == ".py" and not path.is_symlink() else []
+    found = []
+    for number, inner in enumerate(sorted(_walk(path, ".zip"))):
+        if depth < 2 and zipfile.is_zipfile(inner):
+            inside = _python_files(_unzip(inner, scratch / f"zip{number}"), scratch / f"in{number}", depth + 1)
+            found += [(pathlib.PurePath(inner.name) / p, text) for p, text in inside]
+    return found + [(p.relative_to(path), _read(p)) for p in sorted(_walk(path, ".py"))]
+
+
+def _walk(folder, suffix):
+    """Regular files with ``suffix`` under ``folder``: no links, hidden folders or environments."""
+    for path in folder.iterdir():
+        if path.is_symlink() or path.name.startswith(".") or path.name in NOT_SEARCHED:
+            continue
+        if path.is_dir():
+            if not (path / "pyvenv.cfg").exists():
+                yield from _walk(path, suffix)
+        elif path.suffix == suffix and path.is_file():
+            yield path
+
+
+def _read(path):
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _unzip(path, target):
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if sum(info.file_size for info in archive.infolist()) > MAX_UNZIPPED_BYTES:
+                raise ValueError(f"{path} unpacks to more than {MAX_UNZIPPED_BYTES >> 20} MB")
+            archive.extractall(target)   # zipfile drops absolute paths and '..' parts
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{path} is not a readable zip file: {exc}") from None
+    return target
+
+
+def _locate(files, tree):
+    """``{instructor's relative path: (submitted path, text)}``. Each file of the
+    instructor's with solution regions is found at its own path (the shallowest match),
+    else as the one remaining file of the same name whose markers name some of its tasks
+    and no other, else (a file renamed on upload) as the one remaining file whose markers
+    name only tasks of that file."""
+    located, used = {}, set()
+
+    def take(rel, candidates):
+        if candidates:
+            located[rel] = min(candidates, key=lambda item: len(item[0].parts))
+            used.add(located[rel][0])
+
+    for rel in tree.regions:
+        parts = pathlib.PurePath(rel).parts
+        take(rel, [(p, t) for p, t in files if p.parts[-len(parts):] == parts])
+    for same_name in (True, False):
+        for rel, regions in tree.regions.items():
+            tasks = {r.task for r in regions}
+            candidates = [(p, t) for p, t in files if p not in used and _tasks_in(t) and _tasks_in(t) <= tasks
+                          and (p.name == pathlib.PurePath(rel).name or not same_name)]
+            if rel not in located and len(candidates) == 1:
+                take(rel, candidates)
+    return located
+
+
+def _tasks_in(text):
+    return {m["task"] for m in map(markers.BEGIN.match, text.splitlines()) if m}
+
+
+__all__ = ["Submission", "SubmissionProblem"]

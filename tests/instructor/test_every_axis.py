@@ -1,0 +1,45 @@
+"""Every reduction's backward over every axis, with and without keepdim (task 1.4).
+
+A backward written for the last axis only (reshaping the upstream gradient to
+``shape[:-1] + (1,)``, or broadcasting it from the right) passes every test that reduces
+over ``dim=-1`` and fails here for the other axes, for several axes at once and for all
+of them. The upstream gradient is random, the expected gradients closed-form NumPy.
+"""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+from tests.instructor.expect import expect_close, leaf
+
+SHAPE = (2, 3, 4)
+DIMS = [0, 1, 2, -1, -2, (0, 2), (1, 2), None]
+
+
+def expected_gradient(op, x, g, dim, keepdim):
+    """d/dx of sum(g * op(x, dim, keepdim)) for a (no ties) input x."""
+    axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in np.atleast_1d(dim))
+    if not keepdim:
+        g = np.expand_dims(g, axes)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    if op == "sum":
+        return np.broadcast_to(g, x.shape)
+    if op == "mean":
+        return np.broadcast_to(g / n, x.shape)
+    if op == "max":
+        return g * (x == x.max(axis=axes, keepdims=True))
+    return g * 2 * (x - x.mean(axis=axes, keepdims=True)) / (n - 1)   # var, unbiased
+
+
+@pytest.mark.task_1_4
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "var"])
+@pytest.mark.parametrize("keepdim", [False, True], ids=["no keepdim", "keepdim"])
+@pytest.mark.parametrize("dim", DIMS, ids=str)
+def test_reduction_backward_over_every_axis(rng, op, dim, keepdim):
+    x = rng.permutation(np.arange(np.prod(SHAPE)) * 0.1 + rng.uniform(0, 0.01)).reshape(SHAPE)   # no ties
+    t = leaf(x)
+    y = getattr(t, op)(dim=dim, keepdim=keepdim)
+    g = rng.standard_normal(y.shape)
+    y.backward(mt.tensor(g))
+    expect_close(t.grad, expected_gradient(op, x, g, dim, keepdim),
+                 what=f"{op}(dim={dim}, keepdim={keepdim}) gradient, input {SHAPE} float64")
