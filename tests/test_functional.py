@@ -325,6 +325,20 @@ def test_dropout_is_inverted_and_backward_reuses_the_mask(rng, device):
     np.testing.assert_array_equal(grad, upstream * out)     # the same mask, the same scale
 
 
+@pytest.mark.parametrize("flag", ["yes", "False", None, 1])
+def test_yes_no_options_must_be_bools(flag):
+    """training="False" (a string, e.g. read from a config file) once dropped as if True,
+    and enable_gqa="False" grouped heads; every yes/no option takes only True or False."""
+    q = mt.ones(1, 2, 3, 4)
+    calls = {"training": lambda: F.dropout(q, 0.5, training=flag),
+             "enable_gqa": lambda: F.scaled_dot_product_attention(q, q, q, enable_gqa=flag),
+             "is_causal": lambda: F.flash_attention(q, q, q, is_causal=flag),
+             "interleaved": lambda: F.rotary_embedding(q, interleaved=flag)}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"{name} must be True or False"):
+            call()
+
+
 def test_dropout_identity_zeros_and_seed(rng, device):
     x = _t(rng.standard_normal((4, 5)), device, "float32", requires_grad=True)
     assert F.dropout(x, 0.5, training=False) is x and F.dropout(x, 0.0) is x
@@ -411,6 +425,17 @@ def test_layer_norm_errors():
         F.layer_norm(x, 4, mt.ones(3))
     with pytest.raises(TypeError, match="float"):
         F.layer_norm(mt.tensor([[1, 2]]), 2)
+    for bad in ((4.0,), "4", None, (True,)):
+        with pytest.raises(TypeError, match="normalized_shape must be an int or a sequence of ints"):
+            F.layer_norm(x, bad)
+
+
+def test_normalized_shape_may_hold_numpy_ints():
+    """normalized_shape=np.int64(4) (a size read from an array) once failed with
+    "'numpy.int64' object is not iterable"; PyTorch takes it."""
+    x = mt.randn(2, 4)
+    for shape in (np.int64(4), (np.int64(4),), [np.int32(4)]):
+        assert F.layer_norm(x, shape).shape == (2, 4) and F.rms_norm(x, shape).shape == (2, 4)
 
 
 # =============================================================================================
