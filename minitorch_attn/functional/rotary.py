@@ -76,7 +76,7 @@ class RotaryEmbedding(Function):
         xp = ctx.xp
         d = x.shape[-1]
         i = xp.arange(d // 2, dtype=xp.float64, device=ctx.backend.device)
-        theta = xp.exp(i * (-2.0 * math.log(base) / d))                      # 1
+        theta = xp.exp(i * (-2.0 * math.log(base) / max(d, 1)))              # 1 (d = 0: no pairs, i empty)
         angles = xp.astype(positions, xp.float64)[..., None] * theta          # 2
         cos, sin = xp.astype(xp.cos(angles), x.dtype), xp.astype(xp.sin(angles), x.dtype)
         ctx.save_for_backward(cos, sin)
