@@ -227,3 +227,13 @@ def test_errors_of_a_forward_keep_their_own_message():
 
     with pytest.raises(ValueError, match="^my input cannot broadcast to what I need$"):
         Strict.apply(mt.randn(2))
+
+
+def test_backward_of_something_that_is_not_a_tensor_is_a_type_error():
+    with pytest.raises(TypeError, match="backward: expected Tensors"):
+        mt.backward([3.0])
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match="grad must be a Tensor or an array of numbers"):
+        (x * 2).backward("x")
+    with pytest.raises(TypeError, match="grad must be a Tensor or an array of numbers"):
+        (x * 2).backward([None, None])

@@ -237,6 +237,32 @@ def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(devic
         assert all(np.all(np.isfinite(g)) for g in (dq, dk, dv, *rest))
 
 
+def _poisoned_bias(poison):
+    """A bias (1, 1, 3, 4) whose query row 1 holds one NaN or +inf score: PyTorch's
+    softmax makes that row NaN, so its output, and every gradient it reaches, is NaN."""
+    bias = np.random.default_rng(7).standard_normal((1, 1, 3, 4))
+    bias[0, 0, 1, 2] = poison
+    return bias
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+@pytest.mark.parametrize("poison", [np.nan, np.inf])
+def test_a_nan_or_plus_inf_score_makes_its_row_nan_in_both_kernels_as_in_torch(torch, poison):
+    """Flash attention took a NaN row sum for an empty row (lse = +inf, so a finite dV
+    where PyTorch's is NaN); dense attention took a NaN sum for 0 (output [0, nan])."""
+    arrays, bias = _inputs((1, 1, 3, 5), (1, 1, 4, 5), 2), _poisoned_bias(poison)
+    tensors = [torch.tensor(a, requires_grad=True) for a in (*arrays, bias)]
+    out = torch.nn.functional.scaled_dot_product_attention(*tensors[:3], attn_mask=tensors[3])
+    out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)))
+    expected = [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
+    for fn in (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+               lambda q, k, v, m: flash_attention(q, k, v, m, block_size_q=2, block_size_k=3)):
+        outs, grads = _run(fn, arrays, "cpu", mask=bias)
+        for ours, theirs in zip(outs + grads, expected, strict=True):
+            np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+            _assert_close([np.nan_to_num(ours)], [np.nan_to_num(theirs)])
+
+
 @pytest.mark.task_5_2
 def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
     q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, 7, 3), (1, 2, 6, 3), 2))

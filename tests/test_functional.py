@@ -174,6 +174,44 @@ def test_an_all_minus_inf_row_gives_nan_as_in_torch(device):
         assert np.all(np.isnan(y[0])) and np.all(np.isfinite(y[1]))
 
 
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:overflow encountered")
+@pytest.mark.parametrize("poison", [np.nan, np.inf])
+def test_a_nan_or_plus_inf_entry_makes_its_whole_row_nan_as_in_torch(rng, device, poison):
+    """softmax([1, nan, 0]) once gave [inf, nan, inf] (a NaN sum was taken for an empty
+    one) and softmax([1, inf, 0]) gave [0, nan, 0]; PyTorch gives NaN for the whole row,
+    and so do its gradients. The other rows are untouched."""
+    values = rng.standard_normal((2, 3))
+    values[0, 1] = poison
+    for fn in (F.softmax, F.log_softmax):
+        x = _t(values, device, requires_grad=True)
+        y = fn(x)
+        y.backward(_t(np.ones((2, 3)), device))
+        y, grad = y.numpy(), x.grad.numpy()
+        assert np.all(np.isnan(y[0])) and np.all(np.isnan(grad[0])), (fn.__name__, y[0], grad[0])
+        assert np.all(np.isfinite(y[1])) and np.all(np.isfinite(grad[1]))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:overflow encountered")
+def test_softmax_family_with_nan_and_inf_matches_torch(torch):
+    rows = np.array([[1.0, np.nan, 0.0], [0.0, np.inf, 1.0], [-np.inf, 0.0, 2.0], [1e308, -1e308, 0.0]])
+    for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
+        out, grads = _run(lambda t: ours(t, dim=1), [rows], "cpu")
+        ref_out, ref_grads = _torch_run(torch, lambda t: theirs(t, dim=1), [rows])
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(ref_out))
+        np.testing.assert_array_equal(np.isnan(grads[0]), np.isnan(ref_grads[0]))
+        np.testing.assert_allclose(out, ref_out, rtol=0, atol=float64_tolerance(1.0, 8, "float64"))
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_softmax_of_a_0d_tensor_is_one_with_zero_gradient_as_in_torch(device, dim):
+    for fn, expected in ((F.softmax, 1.0), (F.log_softmax, 0.0)):
+        x = _t(3.5, device, requires_grad=True)
+        y = fn(x, dim)
+        y.backward()
+        assert y.shape == () and y.item() == expected and x.grad.item() == 0.0
+
+
 # =============================================================================================
 # cross_entropy
 # =============================================================================================
@@ -300,6 +338,20 @@ def test_dropout_is_inverted_and_backward_reuses_the_mask(rng, device):
     np.testing.assert_array_equal(grad, upstream * out)     # the same mask, the same scale
 
 
+@pytest.mark.parametrize("flag", ["yes", "False", None, 1])
+def test_yes_no_options_must_be_bools(flag):
+    """training="False" (a string, e.g. read from a config file) once dropped as if True,
+    and enable_gqa="False" grouped heads; every yes/no option takes only True or False."""
+    q = mt.ones(1, 2, 3, 4)
+    calls = {"training": lambda: F.dropout(q, 0.5, training=flag),
+             "enable_gqa": lambda: F.scaled_dot_product_attention(q, q, q, enable_gqa=flag),
+             "is_causal": lambda: F.flash_attention(q, q, q, is_causal=flag),
+             "interleaved": lambda: F.rotary_embedding(q, interleaved=flag)}
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"{name} must be True or False"):
+            call()
+
+
 def test_dropout_identity_zeros_and_seed(rng, device):
     x = _t(rng.standard_normal((4, 5)), device, "float32", requires_grad=True)
     assert F.dropout(x, 0.5, training=False) is x and F.dropout(x, 0.0) is x
@@ -393,6 +445,17 @@ def test_layer_norm_errors():
         F.layer_norm(x, 4, mt.ones(3))
     with pytest.raises(TypeError, match="float"):
         F.layer_norm(mt.tensor([[1, 2]]), 2)
+    for bad in ((4.0,), "4", None, (True,)):
+        with pytest.raises(TypeError, match="normalized_shape must be an int or a sequence of ints"):
+            F.layer_norm(x, bad)
+
+
+def test_normalized_shape_may_hold_numpy_ints():
+    """normalized_shape=np.int64(4) (a size read from an array) once failed with
+    "'numpy.int64' object is not iterable"; PyTorch takes it."""
+    x = mt.randn(2, 4)
+    for shape in (np.int64(4), (np.int64(4),), [np.int32(4)]):
+        assert F.layer_norm(x, shape).shape == (2, 4) and F.rms_norm(x, shape).shape == (2, 4)
 
 
 # =============================================================================================

@@ -530,3 +530,32 @@ def test_the_flash_model_takes_an_empty_sequence(shape):
     logits.sum().backward()
     assert logits.shape == (*shape, 7)
     assert all(not np.any(p.grad.numpy()) for p in gpt.parameters())
+@pytest.mark.parametrize("make, message", [
+    (lambda: nn.KVCache(0), "num_layers must be a positive int"),
+    (lambda: nn.KVCache(2, window=0), "window must be a positive int"),
+    (lambda: nn.KVCache(2, window=-3), "window must be a positive int"),
+    (lambda: nn.KVCache(2, max_positions=2.5), "max_positions must be a positive int"),
+])
+def test_kv_cache_rejects_sizes_that_cannot_be(make, message):
+    """KVCache(2, window=0) once kept k[:, :, n + 1:] (nothing) and KVCache(0) failed only
+    at its first use with an IndexError."""
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_sizes_may_be_numpy_ints():
+    """nn.Linear(np.int64(3), 4) (a size read from an array or a config loaded with NumPy)
+    was rejected as "not a positive int"; PyTorch takes NumPy ints."""
+    three, two = np.int64(3), np.int32(2)
+    assert nn.Linear(three, two)(mt.ones(1, 3)).shape == (1, 2)
+    assert nn.MultiHeadAttention(np.int64(8), two, dropout=0.0)(*[mt.ones(1, 3, 8)] * 3)[0].shape == (1, 3, 8)
+    assert nn.KVCache(two, window=three).window == 3
+
+
+def test_load_state_dict_rejects_values_that_are_not_arrays():
+    """A list among the values once failed with "'list' object has no attribute 'shape'"."""
+    model = nn.Linear(3, 2)
+    state = model.state_dict()
+    state["weight"] = state["weight"].tolist()
+    with pytest.raises(TypeError, match="load_state_dict: weight must be a Tensor or an array, got list"):
+        model.load_state_dict(state)

@@ -119,3 +119,11 @@ def test_rotary_matches_pytorch_formulations(torch, rng, interleaved):
 def test_bad_arguments_say_what_was_expected(call, error, message):
     with pytest.raises(error, match=message):
         call(mt.randn(2, 3, 4, 6))
+
+
+def test_a_head_dim_of_zero_rotates_nothing(device):
+    """d = 0 is even; it once divided by zero computing the frequencies."""
+    x = mt.zeros(2, 3, 0, device=device, requires_grad=True)
+    y = F.rotary_embedding(x)
+    y.sum().backward()
+    assert y.shape == (2, 3, 0) and x.grad.shape == (2, 3, 0)

@@ -128,3 +128,90 @@ def test_python_floats_asked_as_float64_keep_every_digit():
 def test_to_an_unknown_name_says_it_is_neither_device_nor_dtype():
     with pytest.raises(ValueError, match="not a device .* nor a dtype"):
         mt.ones(2).to("gpu")
+
+
+# ---- bad and unusual inputs: what PyTorch accepts works, the rest is a clear error ---------------------
+@pytest.mark.parametrize("operand", [[1.0, 2.0, 3.0], "a", None, 1j, {"a": 1}])
+def test_arithmetic_with_a_non_number_is_python_s_type_error(operand):
+    """tensor + [1, 2, 3] once gave a float64 tensor (NumPy turned the list into an array)
+    and tensor + "a" a NumPy ufunc error; PyTorch raises TypeError for both."""
+    x = mt.tensor([1.0, 2.0, 3.0])
+    for op in (lambda a, b: a + b, lambda a, b: b - a, lambda a, b: a * b, lambda a, b: b / a, lambda a, b: a @ b):
+        with pytest.raises(TypeError, match="unsupported operand|can't multiply sequence"):  # Python's words
+            op(x, operand)
+
+
+def test_numpy_scalars_mix_with_float32_as_python_numbers_do():
+    """NumPy scalars are numbers, as Python's: float32 stays float32 (PyTorch's rule)."""
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    for y in (x + np.float64(0.1), np.float64(2.0) * x, x / np.int64(3), x - np.float32(1.0), x ** np.float64(2.0)):
+        assert y.dtype == "float32"
+    np.testing.assert_array_equal((x + np.float64(0.5)).numpy(), [1.5, 2.5])
+
+
+@pytest.mark.parametrize("dtype, expected", [(np.uint8, "int64"), (np.int8, "int64"), (np.int16, "int64"),
+                                             (np.uint32, "int64"), (np.float16, "float32")])
+def test_numpy_arrays_of_other_dtypes_become_the_nearest_supported_one(dtype, expected):
+    """tensor(uint8 array) once made a Tensor whose .dtype then raised; a list of the
+    same values gives int64, and so does the array now (float16 widens to float32)."""
+    t = mt.tensor(np.array([1, 2], dtype=dtype))
+    assert t.dtype == expected and t.tolist() == [1, 2]
+
+
+def test_values_that_do_not_fit_the_tensor_dtype_are_value_errors():
+    with pytest.raises(ValueError, match="int64"):
+        mt.tensor(np.array([2**63 + 5], dtype=np.uint64))
+    with pytest.raises(ValueError, match="int64"):
+        mt.full((2,), float("nan"), dtype="int64")
+    with pytest.raises(ValueError, match="same length"):
+        mt.tensor([[1, 2], [3]])
+
+
+def test_the_constructor_rejects_arrays_of_unsupported_dtypes():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        mt.Tensor(np.array([1], dtype=np.uint8))
+
+
+def test_shapes_may_be_numpy_integers(device):
+    n = np.int64(3)
+    assert mt.zeros(n, 2, device=device).shape == (3, 2)
+    assert mt.ones((n,), device=device).shape == (3,)
+    assert mt.randn(2, n, device=device).reshape(n, 2).shape == (3, 2)
+
+
+def test_factory_arguments_are_checked_before_numpy_sees_them():
+    with pytest.raises(ValueError, match="arange: .*finite"):
+        mt.arange(0, float("inf"))
+    with pytest.raises(ValueError, match="arange: .*finite"):
+        mt.arange(float("nan"))
+    with pytest.raises(TypeError, match="randint: low and high must be ints"):
+        mt.randint(0.5, 5, (3,))
+    with pytest.raises(ValueError, match="randint: .*low < high"):
+        mt.randint(5, 5, (3,))
+    for factory in (mt.rand, mt.randn):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            factory(3, dtype="int64")
+
+
+@pytest.mark.parametrize("flag", ["no", 1, None])
+def test_requires_grad_must_be_a_bool(flag):
+    """requires_grad="no" once switched gradients on; PyTorch's is a bool."""
+    with pytest.raises(TypeError, match="requires_grad must be True or False"):
+        mt.tensor([1.0], requires_grad=flag)
+    with pytest.raises(TypeError, match="requires_grad must be True or False"):
+        mt.tensor([1.0]).requires_grad_(flag)
+
+
+def test_an_assigned_grad_must_match_the_tensor():
+    """A .grad of the wrong shape once surfaced as a NumPy broadcast error at the next
+    backward (or silently broadcast); PyTorch checks it when it is assigned."""
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    for bad, error in ((mt.zeros(3), ValueError), (mt.zeros(2, dtype="float64"), TypeError),
+                       (np.zeros(2), TypeError), ([0.0, 0.0], TypeError)):
+        with pytest.raises(error, match="grad"):
+            x.grad = bad
+    x.grad = mt.ones(2)
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    x.grad = None
+    assert x.grad is None

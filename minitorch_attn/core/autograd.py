@@ -54,6 +54,7 @@ in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 from __future__ import annotations
 
 import contextlib
+import numbers
 
 from .backend import backend_of
 
@@ -155,7 +156,9 @@ class Function:
 
     Call an operation with ``MyOp.apply(*args, **options)``; Tensors may be mixed with
     Python numbers and other plain values, and keyword options are passed to ``forward``
-    unchanged.
+    unchanged. A NumPy scalar (``numpy.float64(0.1)``) is passed on as the Python number
+    it holds, so that it promotes as Python's do (float32 stays float32, PyTorch's rule;
+    NumPy would make a float32 array plus a float64 scalar float64).
 
     Raises:
         ValueError: if the tensor arguments live on different devices.
@@ -185,6 +188,8 @@ class Function:
                         f"with .to(device) first"
                     )
                 raw.append(arg.data)
+            elif isinstance(arg, numbers.Number) and hasattr(arg, "item"):
+                raw.append(arg.item())                  # a NumPy scalar: its Python number
             else:
                 raw.append(arg)
         if backend is None:
@@ -252,8 +257,14 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
         tensors: a Tensor or a sequence of Tensors.
         grad_tensors: matching upstream gradients (Tensors or arrays); None for a
             single-element output means 1.
+
+    Raises:
+        TypeError: for something that is not a Tensor among ``tensors``, or a gradient
+            that is not numbers. ValueError: for a count or shape that does not match.
     """
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError(f"backward: expected Tensors, got {[type(t).__name__ for t in tensors]}")
     if grad_tensors is None:
         grad_tensors = [None] * len(tensors)
     elif isinstance(grad_tensors, Tensor):

@@ -7,14 +7,42 @@ otherwise, as in PyTorch).
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy
 
 from .backend import backend_of, get_backend
-from .tensor import Tensor, _shape_args, dtype_name, float32, int64
+from .tensor import FLOAT_DTYPES, Tensor, _is_int, _shape_args, dtype_name, float32, int64
 
 
 def _make(array, requires_grad):
     return Tensor(array, requires_grad=requires_grad)
+
+
+def _host_array(data):
+    """``data`` (numbers, nested lists, a NumPy array) as a NumPy array of a supported
+    dtype: other ints (uint8, int16, uint32, ...) become int64 and float16 becomes float32,
+    both without loss, as a list of the same values would.
+
+    Raises:
+        TypeError: for data that are not numbers (strings, None, complex, objects).
+        ValueError: for ragged nested lists, or unsigned values past int64's range.
+    """
+    try:
+        host = numpy.asarray(data)
+    except ValueError:
+        raise ValueError("tensor: nested lists must have the same length at each depth "
+                         "(a rectangular array)") from None
+    if host.dtype.kind not in "fiub" or host.dtype.itemsize > 8:
+        raise TypeError(f"cannot make a tensor from data of dtype {host.dtype}")
+    if host.dtype == numpy.uint64 and host.size and host.max() > numpy.iinfo(numpy.int64).max:
+        raise ValueError(f"tensor: the value {host.max()} does not fit in int64, the widest int dtype")
+    if host.dtype.kind in "iu" and host.dtype not in (numpy.int32, numpy.int64):
+        host = host.astype(numpy.int64)
+    elif host.dtype == numpy.float16:
+        host = host.astype(numpy.float32)
+    return host
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -29,6 +57,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
             Tensors and device arrays, else to the default device.
     Raises:
         TypeError: for data of an unsupported kind or dtype.
+        ValueError: for ragged nested lists, or values that do not fit int64.
     """
     if isinstance(data, Tensor):
         source_device = data.device
@@ -44,22 +73,18 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         device = source_device if source_device is not None else None
     backend = get_backend(device)
 
-    if is_array:
+    if is_array and not isinstance(data, numpy.ndarray):
         if backend_of(data) is backend:
             array = backend.xp.asarray(data, copy=True)
         else:
             array = backend.asarray(backend_of(data).to_numpy(data))
     else:
-        host = numpy.asarray(data)
-        if dtype is not None and host.dtype.kind in "fiub":
+        host = _host_array(data)
+        if dtype is not None:
             host = host.astype(dtype_name(dtype))  # straight to the asked dtype: no float32 detour
         elif host.dtype == numpy.float64 and not isinstance(data, numpy.ndarray):
             host = host.astype(numpy.float32)  # Python floats become the default float32
-        if host.dtype.kind not in "fiub":
-            raise TypeError(f"cannot make a tensor from data of dtype {host.dtype}")
-        if host.dtype.kind == "u":
-            host = host.astype(numpy.int64)
-        array = backend.asarray(host)
+        array = backend.asarray(host.copy() if host is data else host)  # never the caller's buffer
     if dtype is not None:
         array = backend.xp.astype(array, backend.dtype(dtype_name(dtype)))
     return _make(array, requires_grad)
@@ -83,9 +108,18 @@ def ones(*shape, dtype=None, device=None, requires_grad=False):
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor of the given shape filled with ``fill_value``; float32 by default."""
+    """A tensor of the given shape filled with ``fill_value``; float32 by default.
+
+    Raises:
+        TypeError: for a fill value that is not a real number.
+        ValueError: for NaN or infinity in an int dtype (as PyTorch: no int holds them).
+    """
     backend, dt = _resolve(dtype, device)
     shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
+    if not isinstance(fill_value, numbers.Real):
+        raise TypeError(f"full: fill_value must be a real number, got {fill_value!r}")
+    if dtype_name(dtype or float32) in ("int32", "int64") and not math.isfinite(fill_value):
+        raise ValueError(f"full: fill_value {fill_value!r} cannot be converted to {dtype_name(dtype)}")
     return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
 
 
@@ -99,9 +133,19 @@ def ones_like(t, dtype=None, requires_grad=False):
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``, as torch.arange:
-    int64 when all bounds are ints, else float32."""
+    int64 when all bounds are ints, else float32.
+
+    Raises:
+        TypeError: for bounds that are not real numbers.
+        ValueError: for a step of 0, or a bound that is NaN or infinite.
+    """
     if end is None:
         start, end = 0, start
+    for name, value in (("start", start), ("end", end), ("step", step)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"arange: {name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"arange: {name} must be finite, got {value!r}")
     if step == 0:
         raise ValueError("arange: step must not be 0")
     if dtype is None:
@@ -110,24 +154,42 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _make(backend.xp.arange(start, end, step, dtype=dt, device=backend.device), requires_grad)
 
 
+def _float_dtype(dtype, what):
+    name = dtype_name(dtype or float32)
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: dtype must be float32 or float64, got {name}")
+    return name
+
+
 def randn(*shape, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples of the given shape; reproducible after :func:`manual_seed`."""
+    """Standard normal samples of the given shape; reproducible after :func:`manual_seed`.
+    Raises TypeError for a dtype that is not float32/float64."""
     backend = get_backend(device)
-    return _make(backend.normal(_shape_args(shape), dtype_name(dtype or float32)), requires_grad)
+    return _make(backend.normal(_shape_args(shape), _float_dtype(dtype, "randn")), requires_grad)
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1) of the given shape; reproducible after :func:`manual_seed`."""
+    """Uniform samples in [0, 1) of the given shape; reproducible after :func:`manual_seed`.
+    Raises TypeError for a dtype that is not float32/float64."""
     backend = get_backend(device)
-    return _make(backend.uniform(_shape_args(shape), dtype_name(dtype or float32)), requires_grad)
+    return _make(backend.uniform(_shape_args(shape), _float_dtype(dtype, "rand")), requires_grad)
 
 
 def randint(low, high=None, size=None, dtype=None, device=None):
     """Integers in ``[low, high)`` of shape ``size``, as torch.randint (``randint(high, size)``
-    also works); int64 by default."""
+    also works); int64 by default.
+
+    Raises:
+        TypeError: without a size, or for bounds that are not ints.
+        ValueError: unless low < high.
+    """
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint needs a size, e.g. randint(0, 10, (3,)) or randint(10, (3,))")
         low, high, size = 0, low, high
+    if not (_is_int(low) and _is_int(high)):
+        raise TypeError(f"randint: low and high must be ints, got {low!r} and {high!r}")
+    if not low < high:
+        raise ValueError(f"randint: the range [low, high) = [{low}, {high}) is empty; it needs low < high")
     backend = get_backend(device)
     return _make(backend.integers(low, high, _shape_args((size,)), dtype_name(dtype or int64)), False)

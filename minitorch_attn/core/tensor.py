@@ -9,6 +9,8 @@ give bool Tensors that carry no gradient. Dtypes are named by strings
 
 from __future__ import annotations
 
+import numbers
+
 from . import autograd
 from .backend import backend_of, get_backend
 
@@ -38,14 +40,19 @@ def dtype_name(dtype):
     return name
 
 
+def _is_int(value):
+    """An int of any kind (Python's or NumPy's ``int64``, as PyTorch accepts), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _shape_args(shape):
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` as PyTorch does."""
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` as PyTorch does; NumPy ints become Python ints."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+        if not _is_int(s) or s < 0:
             raise TypeError(f"a shape must be non-negative ints, got {shape!r}")
-    return tuple(shape)
+    return tuple(int(s) for s in shape)
 
 
 class Tensor:
@@ -61,8 +68,10 @@ class Tensor:
     than with this constructor, which only wraps an existing backend array.
 
     Raises:
-        TypeError: if ``data`` is not an array of a supported backend, or if
-            ``requires_grad`` is asked of an integer or bool tensor.
+        TypeError: if ``data`` is not an array of a supported backend and dtype, if
+            ``requires_grad`` is not a bool or is asked of an integer or bool tensor, or
+            if ``grad`` is set to anything but None or a Tensor like this one (a wrong
+            shape is a ValueError).
     """
 
     __array_priority__ = 1000  # numpy_array * tensor -> Tensor.__rmul__
@@ -70,13 +79,13 @@ class Tensor:
 
     def __init__(self, data, requires_grad=False):
         backend_of(data)  # raises TypeError for anything that is not a backend array
+        dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
         self.grad = None
         self.grad_fn = None
         self._output_nr = 0
         self.requires_grad = False
-        if requires_grad:
-            self.requires_grad_(True)
+        self.requires_grad_(requires_grad)
 
     # ---- description ------------------------------------------------------------------
     @property
@@ -133,7 +142,28 @@ class Tensor:
         return f"{body}, {', '.join(extras)})"
 
     # ---- autograd ---------------------------------------------------------------------
+    @property
+    def grad(self):
+        """The gradient accumulated by :meth:`backward` (None until the first one)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        """As in PyTorch, an assigned gradient is None or a Tensor of this tensor's shape,
+        dtype and device, so that the next backward can add to it."""
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be None or a Tensor, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise ValueError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
+            if value.dtype != self.dtype or value.device != self.device:
+                raise TypeError(f"assigned grad is {value.dtype} on '{value.device}', but the tensor is "
+                                f"{self.dtype} on '{self.device}'")
+        self._grad = value
+
     def requires_grad_(self, requires_grad=True):
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if requires_grad and self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"only floating-point tensors can require gradients, not {self.dtype}")
         self.requires_grad = bool(requires_grad)
@@ -171,7 +201,12 @@ class Tensor:
                 raise ValueError(f"backward(): grad is on '{grad.device}' but the tensor is on '{self.device}'")
             grad_array = grad.data
         else:
-            grad_array = get_backend(self.device).asarray(grad)
+            try:
+                grad_array = get_backend(self.device).asarray(grad)
+                dtype_name(grad_array.dtype)
+            except (TypeError, ValueError):
+                raise TypeError(f"backward(): grad must be a Tensor or an array of numbers shaped like the "
+                                f"tensor {self.shape}, got {type(grad).__name__}") from None
         if tuple(grad_array.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad_array.shape)}, expected {self.shape}")
         if grad_array.dtype != self.data.dtype:
@@ -243,28 +278,28 @@ class Tensor:
 
     # ---- operators (the differentiable ones live in ops.py) ----------------------------
     def __add__(self, other):
-        return ops.Add.apply(self, other)
+        return _binary(ops.Add, self, other)
 
     def __radd__(self, other):
-        return ops.Add.apply(other, self)
+        return _binary(ops.Add, other, self)
 
     def __sub__(self, other):
-        return ops.Sub.apply(self, other)
+        return _binary(ops.Sub, self, other)
 
     def __rsub__(self, other):
-        return ops.Sub.apply(other, self)
+        return _binary(ops.Sub, other, self)
 
     def __mul__(self, other):
-        return ops.Mul.apply(self, other)
+        return _binary(ops.Mul, self, other)
 
     def __rmul__(self, other):
-        return ops.Mul.apply(other, self)
+        return _binary(ops.Mul, other, self)
 
     def __truediv__(self, other):
-        return ops.Div.apply(self, other)
+        return _binary(ops.Div, self, other)
 
     def __rtruediv__(self, other):
-        return ops.Div.apply(other, self)
+        return _binary(ops.Div, other, self)
 
     def __neg__(self):
         return ops.Neg.apply(self)
@@ -273,10 +308,10 @@ class Tensor:
         return ops.pow(self, exponent)
 
     def __matmul__(self, other):
-        return ops.MatMul.apply(self, other)
+        return _binary(ops.MatMul, self, other)
 
     def __rmatmul__(self, other):
-        return ops.MatMul.apply(other, self)
+        return _binary(ops.MatMul, other, self)
 
     def __getitem__(self, key):
         return shape_ops.getitem(self, key)
@@ -392,16 +427,36 @@ class Tensor:
         return self
 
 
+def _is_operand(value):
+    """What arithmetic takes beside a Tensor: a real number or an array of a backend."""
+    if isinstance(value, (Tensor, numbers.Real)):
+        return True
+    try:
+        backend_of(value)
+        return True
+    except TypeError:
+        return False
+
+
+def _binary(function, a, b):
+    """``function.apply(a, b)`` for an operator, or NotImplemented when an operand is not a
+    number (a list, a string, None, a complex), so that Python raises its TypeError
+    "unsupported operand type(s)", as PyTorch does."""
+    if not (_is_operand(a) and _is_operand(b)):
+        return NotImplemented
+    return function.apply(a, b)
+
+
 def _shape_args_allow_minus_one(shape):
     """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not isinstance(s, int) or isinstance(s, bool):
+        if not _is_int(s):
             raise TypeError(f"expected ints, got {shape!r}")
         if s < -1:
             raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
-    return tuple(shape)
+    return tuple(int(s) for s in shape)
 
 
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call

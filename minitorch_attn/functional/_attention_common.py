@@ -27,7 +27,7 @@ import numbers
 from ..core.backend import get_backend
 from ..core.ops import broadcast_shapes
 from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
-from ._checks import _check_probability
+from ._checks import _check_flag, _check_probability
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
@@ -168,14 +168,14 @@ def attention_setup(query, key, value=None, attn_mask=None, is_causal=False, cau
 
     Raises:
         TypeError / ValueError: see :func:`_check_attention_inputs`; also for non-Tensor
-            inputs, a non-bool ``is_causal``, a ``dropout_p`` outside [0, 1], an unknown
+            inputs, a non-bool ``is_causal`` or ``enable_gqa``, a ``dropout_p`` outside [0, 1], an unknown
             ``causal_alignment``, a non-finite ``scale``, or ``E = 0`` with the default scale.
     """
     for name, t in (("query", query), ("key", key), ("value", value), ("attn_mask", attn_mask)):
         if (t is not None or name in ("query", "key")) and not isinstance(t, Tensor):
             raise TypeError(f"attention: {name} must be a Tensor, got {type(t).__name__}")
-    if not isinstance(is_causal, bool):
-        raise TypeError(f"attention: is_causal must be True or False, got {is_causal!r}")
+    _check_flag(is_causal, "attention: is_causal")
+    _check_flag(enable_gqa, "attention: enable_gqa")
     groups = _check_attention_inputs(query, key, value if value is not None else key,
                                      attn_mask, is_causal, enable_gqa)
     _check_probability(dropout_p, "attention: dropout_p")

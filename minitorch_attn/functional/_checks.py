@@ -11,7 +11,7 @@ import numbers
 
 import numpy
 
-from ..core.tensor import FLOAT_DTYPES, Tensor
+from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int
 
 
 def _check_eps(eps, what, dtype):
@@ -39,6 +39,13 @@ def _axis(dim, ndim, what):
     return dim % max(ndim, 1)
 
 
+def _check_flag(value, what):
+    """A yes/no option (``training``, ``is_causal``): only True or False, so that a string
+    such as "False" is not read as True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+
+
 def _check_float(x, what):
     if not isinstance(x, Tensor):
         raise TypeError(f"{what}: expected a Tensor, got {type(x).__name__}")
@@ -52,7 +59,10 @@ def _normalized_axes(x, normalized_shape, weight, bias, what):
     """Check ``normalized_shape`` against ``x``'s trailing dims and the affine parameters;
     return the normalized axes (the last ``len(normalized_shape)`` dims)."""
     _check_float(x, what)
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = (normalized_shape,) if _is_int(normalized_shape) else normalized_shape
+    if not isinstance(shape, (tuple, list)) or not all(_is_int(s) for s in shape):
+        raise TypeError(f"{what}: normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}")
+    shape = tuple(int(s) for s in shape)
     if not shape or len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
         raise ValueError(f"{what}: normalized_shape {shape} must equal the trailing dims of the input {x.shape}")
     for name, p in (("weight", weight), ("bias", bias)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ._checks import _check_float, _check_probability
+from ._checks import _check_flag, _check_float, _check_probability
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -152,10 +152,12 @@ def dropout(x, p=0.5, training=True):
     ``p == 1``. Random numbers come from the seeded stream of :func:`manual_seed`.
 
     Raises:
-        TypeError: for a non-float tensor. ValueError: for ``p`` outside [0, 1].
+        TypeError: for a non-float tensor or a ``training`` that is not a bool.
+        ValueError: for ``p`` outside [0, 1].
     """
     _check_float(x, "dropout")
     p = _check_probability(p, "dropout: p")
+    _check_flag(training, "dropout: training")
     if not training or p == 0.0:
         return x
     return Dropout.apply(x, p=p)

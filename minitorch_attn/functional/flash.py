@@ -280,8 +280,9 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
         # BEGIN SOLUTION 5.1
         # 12: O_i = O_i / ℓ_i;  13: lse_i = m_i + log ℓ_i. A row with no allowed key has
         #     ℓ_i = 0 and O_i = 0 (nothing was added): its O stays 0 and lse = +inf, so that
-        #     the backward's P = exp(S - lse) is 0 there
-        seen = ell_i > 0
+        #     the backward's P = exp(S - lse) is 0 there. A row with NaN or +inf scores has
+        #     ℓ_i = NaN, not 0: its O and lse stay NaN, as dense attention's and PyTorch's
+        seen = ell_i != 0
         ell_safe = xp.where(seen, ell_i, 1.0)
         if plan.dropout_p > 0:
             O_i *= _keep_scale(plan.dropout_p)                    # (dropout: survivors times 1/(1-p))

@@ -32,7 +32,7 @@ from ..core.autograd import Function
 from ..core.factories import arange
 from ..core.ops import broadcast_shapes
 from ..core.tensor import Tensor
-from ._checks import _check_float
+from ._checks import _check_flag, _check_float
 
 
 def _rotate(xp, x, cos, sin, interleaved):
@@ -76,7 +76,7 @@ class RotaryEmbedding(Function):
         xp = ctx.xp
         d = x.shape[-1]
         i = xp.arange(d // 2, dtype=xp.float64, device=ctx.backend.device)
-        theta = xp.exp(i * (-2.0 * math.log(base) / d))                      # 1
+        theta = xp.exp(i * (-2.0 * math.log(base) / max(d, 1)))              # 1 (d = 0: no pairs, i empty)
         angles = xp.astype(positions, xp.float64)[..., None] * theta          # 2
         cos, sin = xp.astype(xp.cos(angles), x.dtype), xp.astype(xp.sin(angles), x.dtype)
         ctx.save_for_backward(cos, sin)
@@ -122,8 +122,7 @@ def rotary_embedding(x, positions=None, base=10000.0, interleaved=False):
         raise ValueError(f"rotary_embedding: expected x of shape (..., seq_len, d) with an even d, got {x.shape}")
     if isinstance(base, bool) or not isinstance(base, numbers.Real) or not 0 < base < math.inf:
         raise ValueError(f"rotary_embedding: base must be a finite number > 0, got {base!r}")
-    if not isinstance(interleaved, bool):
-        raise TypeError(f"rotary_embedding: interleaved must be True or False, got {interleaved!r}")
+    _check_flag(interleaved, "rotary_embedding: interleaved")
     if positions is None:
         positions = arange(x.shape[-2], device=x.device)
     if not isinstance(positions, Tensor) or positions.dtype == "bool":

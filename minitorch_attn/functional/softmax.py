@@ -35,17 +35,20 @@ def _shifted_logsumexp(xp, x, axis):
     every constant ``m``, so ``x - lse(x)`` is one and the same function of ``x`` whichever
     ``m`` the code picks, and ``m`` needs no derivative of its own.
 
-    A row whose maximum is not finite (all ``-inf``) is shifted by 0 instead, and so is a
-    row of length 0: their sum is 0 and their ``lse_z`` is ``-inf`` (the log of an empty
-    sum), formed without taking ``log(0)``.
+    A row whose maximum is ``-inf`` (every entry ``-inf``) is shifted by 0 instead, and so
+    is a row of length 0: their sum is 0 and their ``lse_z`` is ``-inf`` (the log of an
+    empty sum), formed without taking ``log(0)``. A row holding NaN or ``+inf`` is shifted
+    by its maximum like any other: ``x - m`` then holds NaN (``inf - inf``), so does the
+    sum, and the whole row comes out NaN, as in PyTorch (a sum that is NaN is not an
+    empty one).
     """
     if x.shape[axis] == 0:
         m = xp.sum(x, axis=axis, keepdims=True)          # an empty row: zeros, nothing to shift
     else:
         m = xp.max(x, axis=axis, keepdims=True)
-    z = x - xp.where(xp.isfinite(m), m, 0.0)
+    z = x - xp.where(m == -math.inf, 0.0, m)
     total = xp.sum(xp.exp(z), axis=axis, keepdims=True)
-    return z, xp.where(total > 0, xp.log(xp.where(total > 0, total, 1.0)), -math.inf)
+    return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
 
 
 class Softmax(Function):
@@ -124,20 +127,29 @@ class LogSoftmax(Function):
         # END SOLUTION
 
 
+def _rowwise(function, x, dim):
+    """Apply softmax or log-softmax along ``dim``; a 0-d tensor is a row of one entry (dim 0
+    or -1, as in PyTorch): its softmax is 1 and its log-softmax 0."""
+    if x.ndim == 0:
+        return function.apply(x.reshape(1), dim=0).reshape(())
+    return function.apply(x, dim=dim)
+
+
 def softmax(x, dim=-1):
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
     Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
-    is then empty, as in PyTorch); the output has its shape and dtype. Entries equal to
-    ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a finite entry); a
-    row of all ``-inf`` gives NaN, as in PyTorch. Source: Bridle 1990, "Probabilistic
+    is then empty, as in PyTorch) and 0-d (softmax 1); the output has its shape and dtype.
+    Entries equal to ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a
+    finite entry); a row of all ``-inf``, or one holding NaN or ``+inf``, gives NaN in the
+    whole row, as in PyTorch. Source: Bridle 1990, "Probabilistic
     interpretation of feedforward classification network outputs".
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
     """
     _check_float(x, "softmax")
-    return Softmax.apply(x, dim=_axis(dim, x.ndim, "softmax"))
+    return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
 
 
 def log_softmax(x, dim=-1):
@@ -151,7 +163,7 @@ def log_softmax(x, dim=-1):
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
     """
     _check_float(x, "log_softmax")
-    return LogSoftmax.apply(x, dim=_axis(dim, x.ndim, "log_softmax"))
+    return _rowwise(LogSoftmax, x, _axis(dim, x.ndim, "log_softmax"))
 
 
 class CrossEntropy(Function):

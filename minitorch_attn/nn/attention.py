@@ -26,9 +26,18 @@ class KVCache:
             default): keep everything.
         max_positions: the positions the model can embed (learned positions); past them
             the cache cannot continue (:meth:`fits` says so). None: no limit.
+
+    Raises:
+        ValueError: unless ``num_layers`` is an int >= 1 and ``window`` and
+            ``max_positions`` are None or ints >= 1.
     """
 
     def __init__(self, num_layers, window=None, max_positions=None):
+        num_layers = _check_positive_int("num_layers", num_layers)
+        if window is not None:
+            window = _check_positive_int("window", window)
+        if max_positions is not None:
+            max_positions = _check_positive_int("max_positions", max_positions)
         self.layers = [None] * num_layers
         self.seen = [0] * num_layers
         self.window, self.max_positions = window, max_positions
@@ -95,12 +104,12 @@ class MultiHeadAttention(Module):
     def __init__(self, d_model, num_heads, dropout=0.1, bias=False, num_kv_heads=None,
                  fused_qkv=False, attn_impl="naive", rope_base=None):
         super().__init__()
-        _check_positive_int("d_model", d_model)
-        _check_positive_int("num_heads", num_heads)
+        d_model = _check_positive_int("d_model", d_model)
+        num_heads = _check_positive_int("num_heads", num_heads)
         if d_model % num_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        _check_positive_int("num_kv_heads", num_kv_heads)
+        num_kv_heads = _check_positive_int("num_kv_heads", num_kv_heads)
         if num_heads % num_kv_heads != 0:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if attn_impl not in ("naive", "flash"):

@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 from ..core.backend import backend_of, get_backend
 from ..core.factories import tensor
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _is_int
 
 
 class Parameter(Tensor):
@@ -136,8 +136,12 @@ class Module:
         Raises:
             KeyError: listing every missing and unexpected key (strict mode).
             ValueError: listing every key whose shape differs, with both shapes.
+            TypeError: for a value that is neither a Tensor nor an array.
         """
         own = dict(self.named_parameters())
+        for name, value in state_dict.items():
+            if not (isinstance(value, Tensor) or hasattr(value, "shape") and hasattr(value, "dtype")):
+                raise TypeError(f"load_state_dict: {name} must be a Tensor or an array, got {type(value).__name__}")
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         wrong_shape = [
@@ -207,8 +211,11 @@ class Sequential(ModuleList):
 
 
 def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+    """A size (features, heads, layers, ...): an int > 0, Python's or NumPy's (as PyTorch);
+    returned as a Python int."""
+    if not _is_int(value) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
 
 
 def _check_tensor(name, value):

@@ -130,8 +130,8 @@ class _SelfAttentionStack(Module):
     def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1,
                  pos_encoding="learned", rope_base=10000.0, **block_options):
         super().__init__()
-        _check_positive_int("num_layers", num_layers)
-        _check_positive_int("max_seq_len", max_seq_len)
+        num_layers = _check_positive_int("num_layers", num_layers)
+        max_seq_len = _check_positive_int("max_seq_len", max_seq_len)
         if pos_encoding not in POS_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {pos_encoding!r}")
         self.max_seq_len, self.pos_encoding = max_seq_len, pos_encoding
