@@ -195,7 +195,7 @@ def test_shape_errors_are_value_errors():
         x.sum(dim=2)
     with pytest.raises(ValueError, match="do not add up"):
         x.split([1, 1], dim=1)
-    with pytest.raises(TypeError, match="Python-number exponent"):
+    with pytest.raises(TypeError, match="number exponent only"):
         x ** x
 
 
@@ -364,3 +364,43 @@ def test_where_pytorch_refuses_an_empty_dimension_we_raise_a_value_error(name, t
         fn(torch.zeros(shape))
     with pytest.raises(ValueError, match=message):
         fn(mt.zeros(shape))
+
+
+@pytest.mark.task_1_2
+def test_integer_tensors_promote_as_pytorch(torch):
+    """NumPy makes float64 of an integer array meeting a Python float or divided; PyTorch
+    (and we) make the default float32, or the other float tensor's dtype."""
+    cases = [
+        (lambda m: m.tensor([1, 2]) + 0.5, "float32"),
+        (lambda m: m.tensor([1, 2]) * m.tensor([1.0, 2.0]), "float32"),
+        (lambda m: m.tensor([1, 2]) / 2, "float32"),
+        (lambda m: m.tensor([3, 4]) / m.tensor([2, 2]), "float32"),
+        (lambda m: m.tensor([1, 2]) - m.tensor([1.0, 2.0], dtype=m.float64), "float64"),
+        (lambda m: m.tensor([1, 2]) + 1, "int64"),
+        (lambda m: m.maximum(m.tensor([1, 5]), m.tensor([2.5, 2.5])), "float32"),
+    ]
+    for make, dtype in cases:
+        ours, theirs = make(mt), make(torch)
+        assert ours.dtype == dtype == str(theirs.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_mean_and_var_of_an_integer_tensor_are_type_errors_as_pytorch():
+    for reduce in (lambda t: t.mean(), lambda t: t.var(), lambda t: mt.mean(t, dim=0)):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            reduce(mt.tensor([1, 2, 3]))
+
+
+@pytest.mark.parametrize("dim", [True, 1.0, "0", (0, 1.5)])
+def test_a_dim_that_is_not_an_int_is_a_type_error(dim):
+    with pytest.raises(TypeError, match="dim must be an int"):
+        mt.ones(2, 3).sum(dim)
+
+
+def test_numpy_integers_serve_as_dims_indices_and_exponents():
+    x = mt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(x.sum(np.int64(1)).numpy(), [6.0, 15.0])
+    np.testing.assert_array_equal(x[np.int64(1)].numpy(), [4.0, 5.0, 6.0])
+    np.testing.assert_array_equal((x ** np.int64(2)).numpy(), x.numpy() ** 2)
+    with pytest.raises(TypeError, match="number exponent"):
+        x ** True

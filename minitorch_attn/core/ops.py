@@ -5,8 +5,9 @@ may keep the broadcast shape of the output: the engine sums them back to each in
 shape (:func:`minitorch_attn.core.autograd.sum_to_shape`), so no backward here un-broadcasts.
 No backward modifies ``grad_output`` in place.
 
-Shapes follow NumPy broadcasting; dtypes follow NumPy/PyTorch promotion (float32 stays
-float32, also with Python-float operands). Sources: the derivative of each elementary
+Shapes follow NumPy broadcasting; dtypes follow PyTorch's promotion: float32 stays float32,
+also with Python-float operands, and an integer tensor meeting a float (or divided) becomes
+float32, or the other operand's float dtype (:meth:`Broadcasting.promote`). Sources: the derivative of each elementary
 function; matmul and reductions as in any autograd text (e.g. Baydin et al.,
 arXiv:1502.05767).
 """
@@ -14,27 +15,31 @@ arXiv:1502.05767).
 from __future__ import annotations
 
 import builtins
-import math
+import numbers
 
 from .autograd import Function
-from .tensor import Tensor
+from .tensor import FLOAT_DTYPES, Tensor
 
 
 def _normalize_dims(dim, ndim, what="dim"):
-    """``dim`` (None, int or tuple, negatives allowed) -> a sorted tuple of axes."""
+    """``dim`` (None, an int or a tuple of ints, negatives allowed) -> a sorted tuple of axes.
+
+    Raises:
+        TypeError: for a dim that is not an int (a bool or a float is refused, not read as 0/1).
+        ValueError: for a dim out of range.
+    """
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
     out = []
     for d in dims:
-        if not isinstance(d, int) or not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
+        if isinstance(d, bool) or not isinstance(d, numbers.Integral):
+            raise TypeError(f"{what} must be an int or a tuple of ints, got {d!r}")
+        if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
             raise ValueError(f"{what} {d!r} is out of range for a tensor with {ndim} dimensions")
-        out.append(d % builtins.max(ndim, 1))
+        out.append(int(d) % builtins.max(ndim, 1))
     return tuple(sorted(set(out)))
 
-
-def _keepdim_shape(shape, axes):
-    return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
 # ---- broadcasting, checked where it can fail ------------------------------------------------------
@@ -52,7 +57,11 @@ def broadcast_shapes(*shapes):
 
 class Broadcasting(Function):
     """An elementwise operation whose operands (Tensors or Python numbers) broadcast together:
-    ``apply`` checks their shapes first, so a mismatch is a ValueError that names them."""
+    ``apply`` checks their shapes first, so a mismatch is a ValueError that names them, and
+    brings integer operands to a float dtype where PyTorch would (:meth:`promote`)."""
+
+    promotes = True          # arithmetic: an integer tensor meeting a float becomes float
+    true_division = False    # division: integers become float even between themselves
 
     @classmethod
     def apply(cls, *args, **options):
@@ -60,7 +69,22 @@ class Broadcasting(Function):
         if broadcast_shapes(*shapes) is None:
             raise ValueError(f"{cls.__name__}: the shapes {', '.join(map(str, shapes))} do not broadcast "
                              f"together (NumPy rules: trailing dims must be equal or 1)")
-        return super().apply(*args, **options)
+        return super().apply(*(cls.promote(args) if cls.promotes else args), **options)
+
+    @classmethod
+    def promote(cls, args):
+        """PyTorch's promotion where NumPy's differs: an integer (or bool) tensor meeting a
+        float tensor takes its dtype (float64 if any is float64), and meeting a Python float,
+        or divided, takes the default float32; NumPy would make float64 of both."""
+        floats = {a.dtype for a in args if isinstance(a, Tensor) and a.dtype in FLOAT_DTYPES}
+        if floats:
+            target = "float64" if "float64" in floats else "float32"
+        elif cls.true_division or any(isinstance(a, float) for a in args):
+            target = "float32"
+        else:
+            return args
+        return tuple(a.to(dtype=target) if isinstance(a, Tensor) and a.dtype not in FLOAT_DTYPES else a
+                     for a in args)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
@@ -106,7 +130,10 @@ class Mul(Broadcasting):
 
 
 class Div(Broadcasting):
-    """``a / b`` with broadcasting.  d/da = 1/b, d/db = -a/b^2 = -(a/b)/b."""
+    """``a / b`` with broadcasting (true division: integers give float32, as PyTorch).
+    d/da = 1/b, d/db = -a/b^2 = -(a/b)/b."""
+
+    true_division = True
 
     @staticmethod
     def forward(ctx, a, b):
@@ -153,9 +180,10 @@ class Pow(Function):
 
 
 def pow(x, exponent):
-    """``x ** exponent`` with a Python int/float exponent (a tensor exponent raises TypeError)."""
-    if isinstance(exponent, Tensor) or not isinstance(exponent, (int, float)):
-        raise TypeError(f"pow supports a Python-number exponent only, got {type(exponent).__name__}")
+    """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError)."""
+    if isinstance(exponent, (Tensor, bool)) or not isinstance(exponent, numbers.Real):
+        raise TypeError(f"pow supports a number exponent only, got {type(exponent).__name__}")
+    exponent = int(exponent) if isinstance(exponent, numbers.Integral) else float(exponent)
     return Pow.apply(x, exponent)
 
 
@@ -371,104 +399,6 @@ def matmul(a, b):
     return MatMul.apply(a, b)
 
 
-# ---- reductions -----------------------------------------------------------------------------------
-class Sum(Function):
-    """Sum over ``dim`` (None = all).  Backward: every summed element receives ``grad_output``,
-    i.e. ``grad_output`` broadcast back over the reduced axes."""
-
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
-        ctx.shape, ctx.axes = tuple(x.shape), axes
-        return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # BEGIN SOLUTION 1.4
-        xp = ctx.xp
-        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
-        return xp.broadcast_to(grad_output, ctx.shape)
-        # END SOLUTION
-
-
-class Mean(Function):
-    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced.
-    The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
-
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
-        count = math.prod(x.shape[a] for a in axes)
-        ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
-        total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
-        return total / count if count else total * math.nan
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # BEGIN SOLUTION 1.4
-        xp = ctx.xp
-        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
-        return xp.broadcast_to(grad_output / ctx.count, ctx.shape)
-        # END SOLUTION
-
-
-class Max(Function):
-    """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
-    position(s) of the maximum; ties share it evenly."""
-
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False):
-        xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
-        if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
-            where = "a tensor with no elements" if dim is None else "a dim of size 0"
-            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
-        y = xp.max(x, axis=axes, keepdims=True)
-        ctx.save_for_backward(x, y)
-        ctx.axes = axes
-        return y if keepdim else xp.reshape(y, tuple(s for i, s in enumerate(x.shape) if i not in axes))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # BEGIN SOLUTION 1.4
-        x, y = ctx.saved_tensors
-        xp = ctx.xp
-        hit = xp.astype(x == y, grad_output.dtype)
-        share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
-        return xp.reshape(grad_output, y.shape) * share
-        # END SOLUTION
-
-
-class Var(Function):
-    """Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
-
-    Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
-    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
-    With no degrees of freedom (``n <= correction``) v is NaN, or inf where the squares sum
-    to more than 0 (as PyTorch), and the gradient NaN."""
-
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False, correction=1):
-        xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
-        n = math.prod(x.shape[a] for a in axes)
-        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
-        ctx.save_for_backward(centered)
-        ctx.axes, ctx.denominator = axes, n - correction if n > correction else math.nan
-        squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
-        if n <= correction:
-            return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
-        return squares / ctx.denominator
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # BEGIN SOLUTION 1.4
-        (centered,) = ctx.saved_tensors
-        grad_output = ctx.xp.reshape(grad_output, _keepdim_shape(centered.shape, ctx.axes))
-        return grad_output * centered * (2.0 / ctx.denominator)
-        # END SOLUTION
-
-
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def exp(x):
     """Elementwise e^x (see :class:`Exp`); any shape, float dtypes."""
@@ -493,28 +423,3 @@ def tanh(x):
 def abs(x):
     """Elementwise absolute value (see :class:`Abs`); any shape."""
     return Abs.apply(x)
-
-
-def sum(x, dim=None, keepdim=False):
-    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range."""
-    return Sum.apply(x, dim=dim, keepdim=keepdim)
-
-
-def mean(x, dim=None, keepdim=False):
-    """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims."""
-    return Mean.apply(x, dim=dim, keepdim=keepdim)
-
-
-def max(x, dim=None, keepdim=False):
-    """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient."""
-    return Max.apply(x, dim=dim, keepdim=keepdim)
-
-
-amax = max
-
-
-def var(x, dim=None, keepdim=False, correction=1):
-    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var)."""
-    return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
-
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 
 from .autograd import Function
 from .backend import backend_of
@@ -180,6 +181,8 @@ def getitem(x, key):
             raise TypeError(f"index tensors must be int32/int64, got {key.dtype}")
         return Take.apply(x, key)
     parts = key if isinstance(key, tuple) else (key,)
+    parts = tuple(int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k
+                  for k in parts)  # NumPy ints index as Python ints
     for k in parts:
         if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
             raise TypeError(
@@ -304,6 +307,8 @@ def chunk(x, chunks, dim=0):
 class Where(Broadcasting):
     """``condition ? a : b`` elementwise, broadcasting.  Backward: ``grad_output`` flows to ``a``
     where the condition holds and to ``b`` elsewhere."""
+
+    promotes = False  # the condition stays bool; a and b keep NumPy's result dtype
 
     @staticmethod
     def forward(ctx, condition, a, b):

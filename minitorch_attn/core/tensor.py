@@ -369,19 +369,19 @@ class Tensor:
         return ops.Clamp.apply(self, min=min, max=max)
 
     def sum(self, dim=None, keepdim=False):
-        return ops.Sum.apply(self, dim=dim, keepdim=keepdim)
+        return reductions.Sum.apply(self, dim=dim, keepdim=keepdim)
 
     def mean(self, dim=None, keepdim=False):
-        return ops.Mean.apply(self, dim=dim, keepdim=keepdim)
+        return reductions.mean(self, dim=dim, keepdim=keepdim)
 
     def max(self, dim=None, keepdim=False):
         """Largest values along ``dim`` (like ``torch.amax``: values only, no indices)."""
-        return ops.Max.apply(self, dim=dim, keepdim=keepdim)
+        return reductions.Max.apply(self, dim=dim, keepdim=keepdim)
 
     amax = max
 
     def var(self, dim=None, keepdim=False, correction=1):
-        return ops.Var.apply(self, dim=dim, keepdim=keepdim, correction=correction)
+        return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
 
     def argmax(self, dim=None, keepdim=False):
         xp = backend_of(self.data).xp
@@ -462,4 +462,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import ops, shape_ops  # noqa: E402
+from . import ops, reductions, shape_ops  # noqa: E402

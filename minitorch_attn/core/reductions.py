@@ -1,0 +1,150 @@
+"""Reductions: sum, mean, max (amax) and var over any dims, each a :class:`Function` with its backward.
+
+A reduction maps many elements to one, so its backward spreads each upstream gradient
+``grad_output`` back over the elements it came from: equally (sum, mean), to the maxima
+(max), or in proportion to each element's distance from the mean (var). ``grad_output`` has
+the reduced shape; :func:`_keepdim_shape` re-inserts the reduced axes as size 1 so that it
+broadcasts back over them, whatever ``keepdim`` was.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+from .autograd import Function
+from .ops import _normalize_dims
+from .tensor import FLOAT_DTYPES, Tensor
+
+
+def _keepdim_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+class Sum(Function):
+    """Sum over ``dim`` (None = all).  Backward: every summed element receives ``grad_output``,
+    i.e. ``grad_output`` broadcast back over the reduced axes."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False):
+        axes = _normalize_dims(dim, x.ndim)
+        ctx.shape, ctx.axes = tuple(x.shape), axes
+        return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # BEGIN SOLUTION 1.4
+        xp = ctx.xp
+        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
+        return xp.broadcast_to(grad_output, ctx.shape)
+        # END SOLUTION
+
+
+class Mean(Function):
+    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced.
+    The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False):
+        axes = _normalize_dims(dim, x.ndim)
+        count = math.prod(x.shape[a] for a in axes)
+        ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
+        total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
+        return total / count if count else total * math.nan
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # BEGIN SOLUTION 1.4
+        xp = ctx.xp
+        grad_output = xp.reshape(grad_output, _keepdim_shape(ctx.shape, ctx.axes))
+        return xp.broadcast_to(grad_output / ctx.count, ctx.shape)
+        # END SOLUTION
+
+
+class Max(Function):
+    """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
+    position(s) of the maximum; ties share it evenly."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False):
+        xp = ctx.xp
+        axes = _normalize_dims(dim, x.ndim)
+        if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
+            where = "a tensor with no elements" if dim is None else "a dim of size 0"
+            raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
+        y = xp.max(x, axis=axes, keepdims=True)
+        ctx.save_for_backward(x, y)
+        ctx.axes = axes
+        return y if keepdim else xp.reshape(y, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # BEGIN SOLUTION 1.4
+        x, y = ctx.saved_tensors
+        xp = ctx.xp
+        hit = xp.astype(x == y, grad_output.dtype)
+        share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
+        return xp.reshape(grad_output, y.shape) * share
+        # END SOLUTION
+
+
+class Var(Function):
+    """Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
+
+    Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
+    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
+    With no degrees of freedom (``n <= correction``) v is NaN, or inf where the squares sum
+    to more than 0 (as PyTorch), and the gradient NaN."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, correction=1):
+        xp = ctx.xp
+        axes = _normalize_dims(dim, x.ndim)
+        n = math.prod(x.shape[a] for a in axes)
+        centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
+        ctx.save_for_backward(centered)
+        ctx.axes, ctx.denominator = axes, n - correction if n > correction else math.nan
+        squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
+        if n <= correction:
+            return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
+        return squares / ctx.denominator
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # BEGIN SOLUTION 1.4
+        (centered,) = ctx.saved_tensors
+        grad_output = ctx.xp.reshape(grad_output, _keepdim_shape(centered.shape, ctx.axes))
+        return grad_output * centered * (2.0 / ctx.denominator)
+        # END SOLUTION
+
+
+# ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
+def sum(x, dim=None, keepdim=False):
+    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range."""
+    return Sum.apply(x, dim=dim, keepdim=keepdim)
+
+
+def _check_float_input(x, what):
+    if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: needs a float32 or float64 tensor to average, got {x.dtype} "
+                        f"(as PyTorch; convert with .float() first)")
+
+
+def mean(x, dim=None, keepdim=False):
+    """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims."""
+    _check_float_input(x, "mean")
+    return Mean.apply(x, dim=dim, keepdim=keepdim)
+
+
+def max(x, dim=None, keepdim=False):
+    """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient."""
+    return Max.apply(x, dim=dim, keepdim=keepdim)
+
+
+amax = max
+
+
+def var(x, dim=None, keepdim=False, correction=1):
+    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var)."""
+    _check_float_input(x, "var")
+    return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
