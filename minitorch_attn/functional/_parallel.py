@@ -2,6 +2,9 @@
 
 NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads can run
 on different cores. CuPy and array-api-strict run everything in the calling thread.
+The pool has :func:`minitorch_attn.threads.get_num_threads` threads (one per core unless
+``set_num_threads`` or ``--threads`` says otherwise), and BLAS runs one thread while the
+pool works (see :mod:`minitorch_attn.threads` for why the two layers must not be stacked).
 """
 
 from __future__ import annotations
@@ -9,12 +12,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
-import os
 
-NUM_THREADS = None
-"""Threads over (batch, head) chunks on the ``"cpu"`` device. None: one per core when BLAS
-runs single-threaded (``OPENBLAS_NUM_THREADS=1`` or ``OMP_NUM_THREADS=1``), else 1
-(see :func:`_thread_count`)."""
+from ..threads import blas_threads, get_num_threads
 
 @dataclasses.dataclass(frozen=True)
 class _Chunk:
@@ -31,17 +30,7 @@ class _Chunk:
 def _thread_count(backend):
     """Threads for the chunks: NumPy releases the GIL in BLAS and ufuncs; CuPy and
     array-api-strict run in the calling thread."""
-    if backend.name != "cpu":
-        return 1
-    if NUM_THREADS is not None:
-        return max(1, int(NUM_THREADS))
-    # speed: a multithreaded BLAS already spreads each matrix product over the cores, and
-    # a second layer of threads calling it at once makes the two fight (OpenBLAS threads
-    # spin-wait for each other: 10x slower on a busy machine). So the pool is used only
-    # when BLAS is told to run one thread per call, e.g. OPENBLAS_NUM_THREADS=1.
-    single = any(os.environ.get(name) == "1"
-                 for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
-    return (os.cpu_count() or 1) if single else 1
+    return get_num_threads() if backend.name == "cpu" else 1
 
 
 def _chunks(lead_shape, threads):
@@ -67,10 +56,12 @@ def _take(array, chunk):
 
 def _run(threads, jobs):
     """Run the jobs (one per chunk) and return their results in order: in the calling
-    thread when there is one, else in the pool."""
+    thread when there is one, else in the pool with a one-thread BLAS (speed: the pool
+    spreads the chunks over the cores; BLAS threads on top would fight it for them)."""
     if len(jobs) == 1:
         return [jobs[0]()]
-    return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
+    with blas_threads(1):
+        return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
 
 
 @functools.cache

@@ -1,0 +1,131 @@
+"""BLAS threads decided by the library (minitorch_attn.threads) and the busy-machine helper."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minitorch_attn import measure, threads
+
+
+@pytest.fixture(autouse=True)
+def _library_chooses(monkeypatch):
+    """Each test starts with no set_num_threads and gets the BLAS count back afterwards."""
+    monkeypatch.setattr(threads, "_requested", None)
+    before = threads.blas_thread_count()
+    yield
+    threads._set_blas(before)
+
+
+def test_blas_threads_sets_and_restores_the_count():
+    with threads.blas_threads(2):
+        with threads.blas_threads(1):
+            assert threads.blas_thread_count() == 1
+        assert threads.blas_thread_count() == 2
+        with pytest.raises(KeyError), threads.blas_threads(1):
+            raise KeyError("the count comes back after an error too")
+        assert threads.blas_thread_count() == 2
+
+
+def test_set_num_threads_fixes_blas_and_the_pool_and_none_gives_the_choice_back():
+    threads.set_num_threads(1)
+    assert threads.blas_thread_count() == 1 and threads.get_num_threads() == 1 and threads.chosen_by_user()
+    assert threads.FastestThreads().candidates == (1,)
+    threads.set_num_threads(None)
+    assert not threads.chosen_by_user() and threads.get_num_threads() == threads.available_cores()
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_set_num_threads_rejects_bad_counts(bad, error):
+    with pytest.raises(error, match="set_num_threads: expected an int >= 1"):
+        threads.set_num_threads(bad)
+
+
+class FakeClock:
+    """A clock that advances by the time the work "took" at the current BLAS count."""
+
+    def __init__(self, seconds_per_count):
+        self.now, self.seconds_per_count = 0.0, seconds_per_count
+
+    def __call__(self):
+        return self.now
+
+    def work(self):
+        self.now += self.seconds_per_count[threads.blas_thread_count()]
+
+
+def run(chooser, clock, repetitions):
+    used = []
+    for _ in range(repetitions):
+        with chooser:
+            clock.work()
+        used.append(chooser.current)
+    return used
+
+
+def test_fastest_threads_alternates_a_trial_keeps_the_faster_and_checks_again():
+    clock = FakeClock({1: 1.0, 2: 3.0})      # a busy machine: one thread is faster
+    chooser = threads.FastestThreads(candidates=(1, 2), trial=2, period=4, clock=clock)
+    used = run(chooser, clock, 12)
+    assert used == [1, 2, 1, 2,  1, 1, 1, 1,  1, 2, 1, 2]
+    assert chooser.choice == 1 and chooser.most_used() == 1
+
+    clock.seconds_per_count = {1: 2.0, 2: 1.0}   # the load went away: the next trial picks two
+    assert run(chooser, clock, 12) == [1, 1, 1, 1,  1, 2, 1, 2,  2, 2, 2, 2]
+    assert chooser.choice == 2
+
+
+def test_fastest_threads_with_one_candidate_never_trials():
+    clock = FakeClock({1: 1.0, 2: 1.0})
+    assert run(threads.FastestThreads(candidates=(2,), clock=clock), clock, 5) == [2] * 5
+
+
+def test_busy_starts_cpu_bound_helpers_and_stops_them():
+    with measure.busy(2) as helpers:
+        time.sleep(0.2)
+        assert [h.poll() for h in helpers] == [None, None]           # running
+    assert all(h.returncode is not None for h in helpers)            # stopped and reaped
+
+
+def test_busy_stops_its_helpers_on_ctrl_c():
+    with pytest.raises(KeyboardInterrupt):
+        with measure.busy(1) as helpers:
+            raise KeyboardInterrupt
+    assert helpers[0].returncode is not None
+
+
+def _running(pid):
+    """True while process ``pid`` runs (a zombie waiting to be reaped has stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
+def test_busy_helpers_end_with_a_parent_that_was_killed():
+    """A parent killed with SIGKILL runs no clean-up: its helper notices and stops, even
+    one killed before the helper has started up."""
+    script = ("import time; from minitorch_attn import measure\n"
+              "with measure.busy(1) as h:\n"
+              "    print(h[0].pid, flush=True); time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    helper_pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):                      # it checks its parent every few tens of ms
+        if not _running(helper_pid):
+            return
+        time.sleep(0.05)
+    os.kill(helper_pid, signal.SIGKILL)
+    pytest.fail("the busy helper outlived its killed parent")
+
+
+def test_busy_rejects_a_negative_count():
+    with pytest.raises(ValueError, match="busy"):
+        with measure.busy(-1):
+            pass
