@@ -173,6 +173,11 @@ class FastestThreads:
                 self.until_trial = self.period
         return False
 
+    def best(self):
+        """``with chooser.best():`` runs a block, untimed, at the count chosen so far (other
+        work of the same job, such as validation between training steps)."""
+        return blas_threads(self.choice if self.choice is not None else self.candidates[0])
+
     def most_used(self):
         """The thread count that ran the most repetitions so far."""
         return max(self.counts, key=self.counts.get)

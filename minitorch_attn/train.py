@@ -42,6 +42,7 @@ from . import nn, optim
 from .core.autograd import no_grad
 from .core.backend import get_backend, manual_seed
 from .core.factories import tensor
+from .threads import FastestThreads
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 LN2 = math.log(2.0)
@@ -228,6 +229,9 @@ def run_training(args):
     tokens_per_step = args.batch_size * block_size
     step, train_start, interrupted, smoothed = start_step, time.perf_counter(), False, None
     eval_seconds = 0.0
+    # speed: BLAS threads by timing: one per core wins on an idle machine, one when other
+    # work keeps a core busy; re-timed every 100 steps (--threads N fixes the number)
+    blas = FastestThreads()
     try:
         while step - start_step < total_steps:
             elapsed = time.perf_counter() - train_start
@@ -238,21 +242,23 @@ def run_training(args):
                 per_step = (elapsed - eval_seconds) / (step - start_step)
                 schedule.total_steps = int((args.time_budget - eval_seconds) / per_step)
             schedule.step(step - start_step)
-            x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(model.parameters(), args.grad_clip)
-            opt.step()
+            with blas:
+                x, y = get_batch(train_ids, args.batch_size, block_size, rng, args.device)
+                logits = model(x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+                opt.zero_grad()
+                loss.backward()
+                optim.clip_grad_norm_(model.parameters(), args.grad_clip)
+                opt.step()
+                bpc = loss.item() / LN2
             step += 1
-            bpc = loss.item() / LN2
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
             history["step"].append(step)
             history["train_bpc"].append(bpc)
             if step % args.eval_interval == 0:
                 t = time.perf_counter()
-                val_bpc = evaluate_bpc(model, val_ids, block_size, args.batch_size, args.eval_windows, args.device)
+                with blas.best():
+                    val_bpc = evaluate_bpc(model, val_ids, block_size, args.batch_size, args.eval_windows, args.device)
                 eval_seconds += time.perf_counter() - t
                 history["val_step"].append(step)
                 history["val_bpc"].append(val_bpc)
@@ -271,7 +277,8 @@ def run_training(args):
     train_seconds = time.perf_counter() - train_start - eval_seconds
     steps_done = step - start_step
 
-    final_val = evaluate_bpc(model, val_ids, block_size, args.batch_size, None, args.device)
+    with blas.best():
+        final_val = evaluate_bpc(model, val_ids, block_size, args.batch_size, None, args.device)
     history["val_step"].append(step)
     history["val_bpc"].append(final_val)
     path = os.path.join(args.out, "checkpoint.npz")
@@ -293,6 +300,7 @@ def run_training(args):
         "wall_s": time.perf_counter() - wall_start, "train_s": train_seconds, "eval_s": eval_seconds,
         "parameters": model.num_parameters(), "config": config, "device": args.device,
         "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "interrupted": interrupted,
+        "blas_threads": blas.counts,
         "sample": sample, "plots": pictures,
     }
     with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as f:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from minitorch_attn import cli, nn, train
+from minitorch_attn import cli, nn, threads, train
 
 
 def test_vocab_round_trip_and_unknown_characters():
@@ -155,3 +155,24 @@ def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(tmp_pat
     train.ckpt.save(path, model, config=model.config, vocab="abcdefghi")
     with pytest.raises(train.ckpt.CheckpointError, match="has no step, history"):
         train.load_model(path)
+
+
+def test_train_times_blas_threads_and_threads_n_fixes_them(small_text, tmp_path, monkeypatch):
+    """Without --threads the loop alternates one BLAS thread and one per core (a trial of
+    3 steps each), then keeps the faster; --threads 1 runs every step with one thread."""
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_requested", None)
+    before = threads.blas_thread_count()
+    try:
+        chosen = tmp_path / "chosen"
+        assert cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(chosen), *TINY]) == 0
+        counts = json.loads((chosen / "metrics.json").read_text())["blas_threads"]
+        assert counts["1"] >= 3 and counts["2"] >= 3 and counts["1"] + counts["2"] == 8
+        fixed = tmp_path / "fixed"
+        assert cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(fixed), "--threads", "1",
+                         *TINY]) == 0
+        assert json.loads((fixed / "metrics.json").read_text())["blas_threads"] == {"1": 8}
+    finally:
+        threads.set_num_threads(None)
+        threads._set_blas(before)
+
