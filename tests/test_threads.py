@@ -129,3 +129,17 @@ def test_busy_rejects_a_negative_count():
     with pytest.raises(ValueError, match="busy"):
         with measure.busy(-1):
             pass
+
+
+def test_alternating_medians_warms_up_finds_each_functions_threads_and_alternates(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    calls = []
+    fns = {"a": lambda: calls.append(("a", threads.blas_thread_count())),
+           "b": lambda: calls.append(("b", threads.blas_thread_count()))}
+    medians, chosen = measure.alternating_medians(fns, repeats=3, warmup=1)
+    assert set(medians) == set(chosen) == {"a", "b"} and all(m >= 0 for m in medians.values())
+    assert set(chosen.values()) <= {1, 2}
+    # a: 1 warm-up + 4 trial calls (1 2 1 2), b the same; then a b a b a b at the chosen counts
+    assert [name for name, _ in calls] == ["a"] * 5 + ["b"] * 5 + ["a", "b"] * 3
+    assert [count for _, count in calls[1:5]] == [1, 2, 1, 2]
+    assert [count for name, count in calls[10:] if name == "a"] == [chosen["a"]] * 3
