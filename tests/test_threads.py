@@ -1,4 +1,5 @@
-"""BLAS threads decided by the library (minitorch_attn.threads) and the busy-machine helper."""
+"""BLAS threads decided by the library (minitorch_attn.threads), the busy-machine helper, and
+the normalizations computed in chunks of rows on the pool (functional._parallel.by_row_chunks)."""
 
 import os
 import signal
@@ -6,9 +7,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
+import minitorch_attn as mt
+import minitorch_attn.functional as F
 from minitorch_attn import measure, threads
+from minitorch_attn.functional import _parallel
+from tests.conftest import float64_tolerance
 
 
 @pytest.fixture(autouse=True)
@@ -143,3 +149,40 @@ def test_alternating_medians_warms_up_finds_each_functions_threads_and_alternate
     assert [name for name, _ in calls] == ["a"] * 5 + ["b"] * 5 + ["a", "b"] * 3
     assert [count for _, count in calls[1:5]] == [1, 2, 1, 2]
     assert [count for name, count in calls[10:] if name == "a"] == [chosen["a"]] * 3
+
+
+# ---- normalizations by chunks of rows ---------------------------------------------------------------
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("normalized_shape", [(8,), (2, 4)])
+def test_norms_in_row_chunks_on_threads_equal_one_call(monkeypatch, rng, norm, normalized_shape):
+    """Chunks of rows (here 3 rows each, spread over 2 threads) give the output and the
+    input's gradient of one call exactly, and the parameters' gradients to rounding."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    x_data = rng.standard_normal((5, 7) + normalized_shape)
+    upstream = mt.tensor(rng.standard_normal(x_data.shape))
+    params = [rng.standard_normal(normalized_shape) for _ in range(2 if norm == "layer_norm" else 1)]
+
+    def run(chunk_bytes):
+        monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", chunk_bytes)
+        x = mt.tensor(x_data, requires_grad=True)
+        ps = [mt.tensor(p, requires_grad=True) for p in params]
+        y = getattr(F, norm)(x, normalized_shape, *ps)
+        y.backward(upstream)
+        return y, [x.grad.numpy()] + [p.grad.numpy() for p in ps]
+
+    (y_chunked, grads_chunked), (y_whole, grads_whole) = run(3 * 8 * 8), run(10**9)
+    assert y_chunked.grad_fn.function is _parallel._RowChunks
+    assert y_whole.grad_fn.function is not _parallel._RowChunks
+    np.testing.assert_array_equal(y_chunked.numpy(), y_whole.numpy())
+    np.testing.assert_array_equal(grads_chunked[0], grads_whole[0])
+    for chunked, whole in zip(grads_chunked[1:], grads_whole[1:]):
+        np.testing.assert_allclose(chunked, whole, rtol=0, atol=float64_tolerance(whole, n_ops=35, dtype="float64"))
+
+
+def test_row_chunks_free_their_saved_arrays_with_the_graph(monkeypatch, rng):
+    monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", 64)
+    x = mt.tensor(rng.standard_normal((6, 8)), requires_grad=True)
+    y = F.layer_norm(x, 8)
+    y.backward(mt.ones_like(y))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward(mt.ones_like(y))
