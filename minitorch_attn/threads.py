@@ -3,9 +3,10 @@
 Two layers of threads can run this package's NumPy work on the ``"cpu"`` device:
 
 * **BLAS threads**: OpenBLAS (or MKL) splits each matrix product over its own threads;
-* **our own pool**: flash attention runs independent (batch, head) chunks in a pool of
-  Python threads (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL
-  inside BLAS and ufuncs, so the chunks really run on different cores.
+* **our own pool**: flash attention runs independent (batch, head) chunks, and LayerNorm
+  and RMSNorm of large inputs chunks of rows, in a pool of Python threads
+  (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL inside BLAS and
+  ufuncs, so the chunks really run on different cores.
 
 The two layers must not be stacked: BLAS threads spin-wait for each other between the
 pieces of a product, and a core taken by another thread (ours, or another program's) makes
@@ -51,8 +52,8 @@ def available_cores():
 
 def set_num_threads(n):
     """Use ``n`` threads on the CPU from now on (as ``torch.set_num_threads``): BLAS runs
-    ``n`` threads outside our own pools, flash attention's pool has ``n`` threads (each
-    with a one-thread BLAS), and training stops choosing by timing. ``None`` gives the
+    ``n`` threads outside our own pools, the pool (flash attention, large normalizations)
+    has ``n`` threads, each with a one-thread BLAS, and nothing chooses by timing. ``None`` gives the
     choice back to the library.
 
     Raises:
