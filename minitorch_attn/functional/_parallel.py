@@ -19,9 +19,10 @@ from ..core.autograd import Context, Function
 from ..core.backend import backend_of
 from ..threads import blas_threads, get_num_threads
 
-ROW_CHUNK_BYTES = 256 * 1024
+ROW_CHUNK_BYTES = 2**20
 """Bytes of input per chunk of rows in :func:`by_row_chunks`: a chunk and the few
-temporaries of one normalization stay in a core's L2 cache (1-2 MiB on current CPUs)."""
+temporaries of one normalization stay in the CPU's caches. Measured on LayerNorm of
+(32, 512, 1024) float32: 1 MiB about 8% faster than 256 KiB (fewer calls), as fast as 2 MiB."""
 
 @dataclasses.dataclass(frozen=True)
 class _Chunk:
@@ -98,7 +99,7 @@ def by_row_chunks(function, x, *params, axes, **options):
 
     speed: each line of the normalization's formula reads and writes the whole input once;
     on an input larger than the cache every line is a trip to main memory. A chunk of
-    :data:`ROW_CHUNK_BYTES` stays in the cache through all its lines, and the threads work
+    :data:`ROW_CHUNK_BYTES` stays in the caches through all its lines, and the threads work
     on different chunks at once. The formulas are untouched: each chunk runs the
     Function's own ``forward`` and ``backward``. Small inputs (at most two chunks), CuPy and
     array-api-strict call the Function directly.
