@@ -83,7 +83,7 @@ def _run(threads, jobs):
 @functools.cache
 def _pool(threads):
     """One pool per thread count, made on first use and kept (threads are cheap to keep)."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="flash")
+    return concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="minitorch-attn")
 
 
 def _concat(xp, parts, chunks):
