@@ -42,7 +42,7 @@ import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
+from minitorch_attn.threads import FastestThreads, available_cores
 
 TARGET_VS_TORCH = 0.9      # our tokens/s over PyTorch's, equal threads
 TARGET_VS_BEST = 0.9       # the command's own choice over its best fixed --threads, with --busy 1
