@@ -1,8 +1,9 @@
 """Speed of attention: dense (naive) against flash against PyTorch, forward and forward+backward.
 
-    python benchmarks/attention_bench.py                        # B=1, H=8, N=2048, d=64, float32, 2 threads
-    python benchmarks/attention_bench.py --seq 1024 --threads 4
-    python benchmarks/attention_bench.py --device cuda          # CuPy against PyTorch's CUDA SDPA
+    python benchmarks/attention_bench.py                        # B=1, H=8, N=2048, d=64, float32
+    python benchmarks/attention_bench.py --busy 1               # the same with one core kept busy
+    python benchmarks/attention_bench.py --seq 1024 --threads 1
+    python benchmarks/attention_bench.py --device cuda --seq 8192   # CuPy against PyTorch's CUDA SDPA
 
 Rows: ``naive`` is ``F.scaled_dot_product_attention`` (forms the (N, N) weights), ``flash``
 is ``flash_attention`` (blockwise, tiles of the default size unless --block-q/--block-k),
@@ -17,15 +18,24 @@ backward's five products), both halved when causal. A row doing more work (the n
 backward recomputes nothing but the flash backward recomputes P) is still measured against
 that same count, so the column compares times, not implementations' honesty.
 
-Fairness on the CPU: each implementation runs in a fresh process with ``--threads``
-threads, set the way it uses them best: PyTorch with ``torch.set_num_threads``; naive
-NumPy with a BLAS of that many threads; flash with a single-threaded BLAS and its own pool
-of that many threads over (batch, head) chunks (two layers of threads would fight; see
-``minitorch_attn.flash.NUM_THREADS``). Rounds alternate between the implementations, so a
-busy machine slows them alike; the medians over all rounds are reported.
+Fairness on the CPU: each implementation runs in a fresh, plain process (no environment
+variable), with the threads each library picks by itself: PyTorch its intra-op pool of one
+thread per core; naive attention NumPy's BLAS as loaded; flash attention its own pool of
+one thread per core over (batch, head) chunks, with a one-thread BLAS inside it (see
+:mod:`minitorch_attn.threads`). ``--threads N`` fixes both libraries to N threads instead
+(``torch.set_num_threads`` and ``minitorch_attn.set_num_threads``). Rounds alternate
+between the implementations, so a busy machine slows them alike; the medians over all
+rounds are reported. ``--busy N`` keeps N cores busy with helper processes for the whole
+run (:func:`minitorch_attn.measure.busy`), the reproducible form of "a machine doing
+something else".
+
+The last lines compare flash forward+backward with PyTorch against the project's targets:
+on the CPU at most 1.0x in a plain process and 1.2x with ``--busy 1`` (B=1, H=8, N=2048,
+d=64); on CUDA (CuPy against PyTorch's CUDA SDPA) at most 3x at N = 8192.
 """
 
 from __future__ import annotations
+
 
 import argparse
 import json
@@ -35,8 +45,13 @@ import subprocess
 import sys
 import time
 
+from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.measure import busy, busy_flag
+
 IMPLEMENTATIONS = ("naive", "flash", "torch")
 CONFIGS = [(causal, mode) for causal in (False, True) for mode in ("fwd", "fwd+bwd")]
+# the most flash fwd+bwd may take, in PyTorch's times: on the CPU per --busy N, on CUDA at N = 8192
+TARGETS = {("cpu", 0): 1.0, ("cpu", 1): 1.2, ("cuda", 0): 3.0}
 
 
 def flops(args, causal, mode):
@@ -73,19 +88,20 @@ def worker(args):
 def _ours_runner(args, arrays):
     import minitorch_attn as mt
     import minitorch_attn.functional as F
-    from minitorch_attn import flash
+
+    mt.keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
 
     q, k, v = (mt.tensor(a, device=args.device, requires_grad=True) for a in arrays[:3])
     upstream = mt.tensor(arrays[3], device=args.device)
-    if args.device == "cpu" and args.worker == "flash":
-        flash.NUM_THREADS = args.threads
+    if args.threads:
+        mt.set_num_threads(args.threads)
     blocks = {}
     if args.worker == "flash":
         blocks = {"block_size_q": args.block_q, "block_size_k": args.block_k}
 
     def attention(causal):
         if args.worker == "flash":
-            return flash.flash_attention(q, k, v, is_causal=causal, **blocks)
+            return F.flash_attention(q, k, v, is_causal=causal, **blocks)
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     def run(causal, mode):
@@ -109,7 +125,8 @@ def _ours_runner(args, arrays):
 def _torch_runner(args, arrays):
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = "cuda" if args.device == "cuda" else "cpu"
     q, k, v = (torch.tensor(a, device=device, requires_grad=True) for a in arrays[:3])
     upstream = torch.tensor(arrays[3], device=device)
@@ -143,21 +160,13 @@ def available(impl, device):
 
 def measure(args, impl):
     """Run one round of ``impl`` in a fresh process; return its JSON, or None if it failed."""
-    env = dict(os.environ)
-    threads = str(args.threads)
-    if impl == "flash" and args.device == "cpu":
-        blas_threads = "1"      # flash's own pool uses the cores
-    else:
-        blas_threads = threads  # naive: BLAS uses the cores; torch: set_num_threads
-    env.update(OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS=blas_threads, MKL_NUM_THREADS=blas_threads)
     command = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--device", args.device,
                "--batch", str(args.batch), "--heads", str(args.heads), "--seq", str(args.seq),
-               "--dim", str(args.dim), "--threads", threads, "--repeats", str(args.repeats)]
-    if args.block_q:
-        command += ["--block-q", str(args.block_q)]
-    if args.block_k:
-        command += ["--block-k", str(args.block_k)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+               "--dim", str(args.dim), "--repeats", str(args.repeats)]
+    for flag, value in (("--threads", args.threads), ("--block-q", args.block_q), ("--block-k", args.block_k)):
+        if value:
+            command += [flag, str(value)]
+    done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         print(f"{impl}: failed\n{done.stderr[-2000:]}", file=sys.stderr)
         return None
@@ -165,20 +174,20 @@ def measure(args, impl):
 
 
 def main(argv=None):
-    from minitorch_attn.argtypes import usable_device  # here: the parent process stays free of NumPy
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=2048)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads for every implementation")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per round")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of all implementations")
-    parser.add_argument("--block-q", type=int, default=None, help="flash's block_size_q (default: tuned)")
-    parser.add_argument("--block-k", type=int, default=None, help="flash's block_size_k (default: tuned)")
+    parser.add_argument("--batch", type=positive_int, default=1)
+    parser.add_argument("--heads", type=positive_int, default=8)
+    parser.add_argument("--seq", type=positive_int, default=2048)
+    parser.add_argument("--dim", type=positive_int, default=64)
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="CPU threads for every implementation (default: each library's own choice)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed calls per round")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="alternating rounds of all implementations")
+    parser.add_argument("--block-q", type=positive_int, default=None, help="flash's block_size_q (default: tuned)")
+    parser.add_argument("--block-k", type=positive_int, default=None, help="flash's block_size_k (default: tuned)")
     parser.add_argument("--only", default=None, help="comma-separated implementations to run")
+    busy_flag(parser)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -187,14 +196,17 @@ def main(argv=None):
     chosen = [i for i in IMPLEMENTATIONS if args.only is None or i in args.only.split(",")]
     impls = [i for i in chosen if available(i, args.device)]
     samples = {impl: {} for impl in impls}
-    for _ in range(args.rounds):
-        for impl in impls:
-            result = measure(args, impl)
-            for key, values in (result or {}).items():
-                samples[impl].setdefault(key, []).extend(values)
+    with busy(args.busy):
+        for _ in range(args.rounds):
+            for impl in impls:
+                result = measure(args, impl)
+                for key, values in (result or {}).items():
+                    samples[impl].setdefault(key, []).extend(values)
 
+    threads = f"{args.threads} threads" if args.threads else "threads of each library's own choice"
     print(f"attention, float32, B={args.batch} H={args.heads} L=S={args.seq} d={args.dim}, "
-          f"device={args.device}, {args.threads} threads, median of {args.rounds} x {args.repeats} calls")
+          f"device={args.device}, {threads}, {args.busy} busy helper process(es), "
+          f"median of {args.rounds} x {args.repeats} calls")
     if "torch" not in impls:
         print("(PyTorch not available: no ratio column)")
     print(f"{'impl':<7} {'causal':<7} {'pass':<8} {'ms':>9} {'GFLOP/s':>9} {'x torch':>8}")
@@ -209,7 +221,22 @@ def main(argv=None):
             ratio = f"{seconds / reference:8.2f}" if reference else f"{'-':>8}"
             print(f"{impl:<7} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
                   f"{flops(args, causal, mode) / seconds / 1e9:9.1f} {ratio}")
+    print_targets(args, samples)
     return 0
+
+
+def print_targets(args, samples):
+    """Flash forward+backward against PyTorch, beside the project's target for this load."""
+    target = TARGETS.get((args.device, args.busy))
+    if target is None or not {"flash", "torch"} <= samples.keys():
+        return
+    print(f"target: flash fwd+bwd <= {target:.1f}x PyTorch on {args.device} with --busy {args.busy}"
+          + (" (set for N = 8192)" if args.device == "cuda" else " (set for B=1 H=8 N=2048 d=64)"))
+    for causal in (False, True):
+        key = f"{causal},fwd+bwd"
+        if key in samples["flash"] and key in samples["torch"]:
+            ratio = statistics.median(samples["flash"][key]) / statistics.median(samples["torch"][key])
+            print(f"  causal={causal!s:<5} {ratio:5.2f}x  {'met' if ratio <= target else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -16,32 +16,32 @@ peak grows as N²; at N = 16384 one such float32 array is 8 GiB. The script esti
 the dense path would need from the largest N it measured (peak scales as N²) and skips,
 with that estimate, any N whose estimate exceeds ``--naive-limit-gib`` instead of running
 the machine out of memory. Flash attention's peak grows linearly in N.
+
+The peaks do not depend on threads or load; ``--threads N`` and ``--busy N`` are here as in
+every benchmark (flash attention's pool keeps one chunk's tiles per thread alive at once).
 """
 
 from __future__ import annotations
 
+from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+
 import argparse
 import contextlib
-import os
 import sys
 
-# BLAS one thread per call, so that flash attention uses its own pool of threads (see
-# minitorch_attn.flash.NUM_THREADS): only the run time changes, not the peaks measured.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.functional import flash_attention
+from minitorch_attn.measure import PeakMeter, busy, busy_flag
 
 GIB = 2**30
 
 
 def run_once(impl, N, mode, args, meter=True):
     """Allocate inputs and run ``impl`` inside the meter; return its peak in bytes."""
-    import numpy
-
-    import minitorch_attn as mt
-    import minitorch_attn.functional as F
-    from minitorch_attn.functional import flash_attention
-    from minitorch_attn.measure import PeakMeter
-
     attention = flash_attention if impl == "flash" else F.scaled_dot_product_attention
     rng = numpy.random.default_rng(0)
     shape = (args.batch, args.heads, N, args.dim)
@@ -59,19 +59,30 @@ def run_once(impl, N, mode, args, meter=True):
 
 
 def main(argv=None):
-    from minitorch_attn.argtypes import usable_device
-
+    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--min-seq", type=int, default=256)
-    parser.add_argument("--max-seq", type=int, default=16384)
+    parser.add_argument("--batch", type=positive_int, default=1)
+    parser.add_argument("--heads", type=positive_int, default=8)
+    parser.add_argument("--dim", type=positive_int, default=64)
+    parser.add_argument("--min-seq", type=positive_int, default=256)
+    parser.add_argument("--max-seq", type=positive_int, default=16384)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--naive-limit-gib", type=float, default=4.0,
                         help="skip dense attention where its estimated peak exceeds this")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="CPU threads (default: the library's choice; the peaks do not depend on it)")
+    busy_flag(parser)
     args = parser.parse_args(argv)
+    if args.threads:
+        mt.set_num_threads(args.threads)
+    with busy(args.busy):
+        table(args)
+    return 0
+
+
+def table(args):
+    """Print the table of peaks (see the module docstring)."""
 
     lengths = []
     N = args.min_seq
@@ -101,7 +112,6 @@ def main(argv=None):
             print(f"{N:>6} {mode:<8} {naive:>28} {flash_peak / 2**20:>8,.1f} MiB {ratio}",
                   flush=True)
     print("~ : from the estimate. Flash's peak grows linearly in N; dense attention's as N².")
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,14 +12,13 @@ traced by tracemalloc on NumPy, the memory pool on CuPy), checks that the output
 and plots peak memory and time against sequence length.
 """
 
-import statistics
 import sys
 
 import numpy
 
 from minitorch_attn import nn
 from minitorch_attn.demo_common import pyplot, randn, save, setup
-from minitorch_attn.measure import median_seconds, peak_memory
+from minitorch_attn.measure import alternating_medians, peak_memory
 
 
 def add_flags(parser):
@@ -49,7 +48,8 @@ def main(argv=None):
     flash.load_state_dict(standard.state_dict())                  # the same weights
     models = {"standard": standard.to(args.device), "flash": flash.to(args.device)}
     print(f"MultiHeadAttention(d_model={d_model}, num_heads={num_heads}, fused_qkv=True), batch 1, "
-          f"float32, {args.device}; forward + backward, median of {repeats} alternating run(s)")
+          f"float32, {args.device}; wall time of one forward + backward, median of {repeats} alternating "
+          f"run(s) after a warm-up, each at its fastest BLAS thread count; peak memory of one more run")
 
     results = {}  # (causal, impl) -> [(seq_len, seconds, peak bytes)]
     for is_causal in (True, False):
@@ -63,12 +63,8 @@ def main(argv=None):
             steps = {name: forward_backward(model, x, upstream, is_causal) for name, model in models.items()}
             outputs = {name: step().numpy() for name, step in steps.items()}   # also the warm-up runs
             # the two alternate, run by run, so that a busy machine slows both alike
-            times = {name: [] for name in steps}
-            for _ in range(repeats):
-                for name, step in steps.items():
-                    times[name].append(median_seconds(step, 1, args.device, warmup=0))
-            row = {name: (statistics.median(times[name]), peak_memory(step, args.device))
-                   for name, step in steps.items()}
+            times, _ = alternating_medians(steps, repeats, args.device, warmup=0)
+            row = {name: (times[name], peak_memory(step, args.device)) for name, step in steps.items()}
             for name in steps:
                 results.setdefault((is_causal, name), []).append((seq_len, *row[name]))
             (ts, ms), (tf, mf) = row["standard"], row["flash"]

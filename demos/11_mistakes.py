@@ -22,7 +22,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
 from minitorch_attn.demo_common import pyplot, randn, save, setup
-from minitorch_attn.measure import median_seconds
+from minitorch_attn.measure import alternating_medians
 
 
 def missing_scale(args):
@@ -65,9 +65,12 @@ def wide_heads(args):
     x = randn(args.rng, *shape, device=args.device)
     repeats = 3 if args.quick else 5
     with mt.no_grad():
-        t_right = median_seconds(lambda: right(x, x, x, need_weights=False), repeats, args.device)
-        t_wrong = median_seconds(lambda: wrong(x), repeats, args.device)
-    print(f"\n2. heads of width d_model instead of d_k = d_model / h (d_model {d_model}, h {num_heads}, x {shape})")
+        times, _ = alternating_medians({"right": lambda: right(x, x, x, need_weights=False),
+                                        "wrong": lambda: wrong(x)}, repeats, args.device)
+    t_right, t_wrong = times["right"], times["wrong"]
+    print(f"\n2. heads of width d_model instead of d_k = d_model / h (d_model {d_model}, h {num_heads}, x {shape}; "
+          f"forward wall time, median of {repeats} alternating runs after a warm-up, each at its fastest "
+          f"BLAS thread count)")
     print(f"   d_k = {d_model // num_heads:<4} parameters {right.num_parameters():>10,}   forward {t_right * 1e3:8.2f} ms")
     print(f"   d_k = {d_model:<4} parameters {wrong.num_parameters():>10,}   forward {t_wrong * 1e3:8.2f} ms")
     print(f"   {wrong.num_parameters() / right.num_parameters():.0f}x the parameters, "

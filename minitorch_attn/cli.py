@@ -25,6 +25,7 @@ import sys
 import time
 
 from . import __version__
+from .allocator import keep_freed_memory
 from .argtypes import (
     CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
     positive_int, probability, usable_device,
@@ -35,6 +36,7 @@ from .export import run_export
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
 from .sampling import run_sample
+from .threads import set_num_threads
 from .train import run_training
 
 
@@ -63,8 +65,8 @@ def add_train(subparsers):
         description="Train a character-level GPT on a text file (default: the Python language reference "
                     "shipped with CPython), printing validation bits per character beside a bigram "
                     "baseline; writes checkpoint.npz, loss.png, attention.png and metrics.json.",
-        epilog="On a machine busy with other work, run with OPENBLAS_NUM_THREADS=1 (as demos/train_gpt.py "
-               "does): BLAS threads waiting for each other can make training several times slower.",
+        epilog="Threads: without --threads, training times one BLAS thread against one per core every "
+               "100 steps and keeps the faster (one wins when other programs keep a core busy).",
         formatter_class=_ShowDefaults)
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
@@ -89,6 +91,9 @@ def add_train(subparsers):
     run.add_argument("--seed", type=non_negative_int, default=1337, help="seed for the weights, the batches and the sample")
     run.add_argument("--eval-interval", type=positive_int, default=100, help="steps between validation estimates")
     run.add_argument("--eval-windows", type=positive_int, default=64, help="validation windows per periodic estimate (the final one uses all)")
+    run.add_argument("--threads", type=positive_int, default=None,
+                     help="CPU threads for BLAS and flash attention's pool (default: chosen by timing, "
+                          "see below)")
     run.add_argument("--quiet", action="store_true",
                      help="no progress bar or log lines; the results (final validation, sample, outputs) are printed")
     model = p.add_argument_group("model (a resumed run keeps its checkpoint's)")
@@ -132,6 +137,7 @@ def _run_train(args):
     if args.steps is None and not args.time_budget:
         raise ValueError("--time-budget 0 means no time limit: give --steps too")
     args.device = args.device or get_default_device()
+    set_num_threads(args.threads)
     args.out = _run_folder(args)
     metrics = run_training(args)
     return 130 if metrics["interrupted"] else 0
@@ -205,6 +211,7 @@ SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, a
 
 
 def main(argv=None):
+    keep_freed_memory()  # speed: a whole program of ours, so the process-wide malloc setting is ours to make
     parser = CommandParser(prog="minitorch-attn", description="A readable autograd engine for attention.")
     parser.add_argument("--version", action="version", version=f"minitorch-attn {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)

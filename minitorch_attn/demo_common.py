@@ -6,6 +6,8 @@ Each demo script starts with ``args, out = setup(__doc__, "NAME", argv)``. The f
     --quick             small shapes and few steps: seconds instead of minutes (the smoke test uses it)
     --seed N            seeds minitorch_attn and NumPy, so a run prints the same numbers again
     --out DIR           folder for the pictures (default runs/demos/NAME)
+    --threads N         CPU threads (default: timed demos pick the fastest BLAS thread count for
+                        each thing they time, see minitorch_attn.measure.alternating_medians)
 
 Pictures are drawn with matplotlib's non-interactive Agg backend and saved as PNG.
 """
@@ -18,7 +20,8 @@ import os
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn.argtypes import usable_device
+from minitorch_attn.allocator import keep_freed_memory
+from minitorch_attn.argtypes import positive_int, usable_device
 
 
 def setup(doc, name, argv=None, extra=None):
@@ -41,9 +44,13 @@ def setup(doc, name, argv=None, extra=None):
     parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
     parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),
                         help="folder for the pictures (default: %(default)s)")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="CPU threads for BLAS and flash attention (default: chosen by timing)")
     if extra is not None:
         extra(parser)
     args = parser.parse_args(argv)
+    keep_freed_memory()  # speed: see minitorch_attn/allocator.py
+    mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
     os.makedirs(args.out, exist_ok=True)

@@ -40,6 +40,7 @@ from .core.backend import get_backend, manual_seed
 from .core.factories import tensor
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
+from .threads import FastestThreads
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 
@@ -188,7 +189,8 @@ def run_training(args):
         "wall_s": time.perf_counter() - wall_start, "train_s": job.train_s, "eval_s": job.eval_s,
         "parameters": job.model.num_parameters(), "config": job.config, "device": args.device,
         "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "interrupted": interrupted,
-        "resumed_from": args.resume, "sample": results["sample"], "plots": results["plots"],
+        "resumed_from": args.resume, "blas_threads": job.blas.counts,
+        "sample": results["sample"], "plots": results["plots"],
     }
     with _ctrl_c_waits():
         write_atomically(os.path.join(args.out, "metrics.json"), json.dumps(metrics, indent=2).encode("utf-8"))
@@ -202,7 +204,8 @@ def _final_results(args, job, log, results):
     pictures, each put in ``results`` as soon as it exists."""
     windows = (len(job.val_ids) - 1) // job.block_size
     log(f"final validation on the whole split ({windows:,} windows)...")
-    results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
+    with job.blas.best():
+        results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
     print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
           f"(bigram baseline {job.baseline:.3f})")
     print("sample:")
@@ -270,6 +273,9 @@ def _train(args, job, log):
     progress = _Progress(args.steps, args.time_budget, job.start_step, disable=args.quiet)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None
+    # speed: BLAS threads by timing: one per core wins on an idle machine, one when other
+    # work keeps a core busy; re-timed every 100 steps (--threads N fixes the number)
+    job.blas = FastestThreads()
     try:
         while job.step - job.start_step < total_steps:
             elapsed = time.perf_counter() - train_start
@@ -280,24 +286,26 @@ def _train(args, job, log):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - job.eval_s) / done
                 schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
-            x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
-            logits = job.model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            job.opt.zero_grad()
-            loss.backward()
-            if args.grad_clip:  # --grad-clip 0: no clipping
-                optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
-            job.opt.step()
+            with job.blas:
+                x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
+                logits = job.model(x)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+                job.opt.zero_grad()
+                loss.backward()
+                if args.grad_clip:  # --grad-clip 0: no clipping
+                    optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
+                job.opt.step()
+                bpc = loss.item() / LN2
             job.step += 1
             schedule.step(job.step - job.start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
-            bpc = loss.item() / LN2
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
             job.history["step"].append(job.step)
             job.history["train_bpc"].append(bpc)
             if job.step % args.eval_interval == 0:
                 t = time.perf_counter()
-                val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
-                                       args.eval_windows, args.device)
+                with job.blas.best():
+                    val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
+                                           args.eval_windows, args.device)
                 job.eval_s += time.perf_counter() - t
                 job.history["val_step"].append(job.step)
                 job.history["val_bpc"].append(val_bpc)

@@ -3,6 +3,7 @@
 
 import contextlib
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -161,3 +162,15 @@ def test_unknown_demo_and_missing_folder_say_so(monkeypatch, capsys):
     monkeypatch.setattr(demos_cli, "demos_folder", lambda: None)
     assert cli.main(["demo", "--list"]) == 2
     assert "no demos/ folder found" in capsys.readouterr().err
+
+
+def test_train_gpt_demo_is_the_train_command_and_leaves_the_environment_alone(monkeypatch):
+    """``python demos/train_gpt.py`` and ``minitorch-attn demo train_gpt`` run the same code:
+    the script sets no BLAS variable (which would work only before NumPy is loaded)."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    calls = []
+    monkeypatch.setattr(cli, "main", lambda argv: calls.append(argv) or 0)
+    status = demos_cli.run_demo(DEMOS / "train_gpt.py", ["--steps", "3"])
+    assert status == 0 and calls == [["train", "--steps", "3"]]
+    assert not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"} & set(os.environ)

@@ -16,6 +16,7 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
+from minitorch_attn import threads
 from minitorch_attn.functional import _parallel, flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
@@ -377,11 +378,32 @@ def test_threads_give_the_same_result(monkeypatch, bias_shape):
         mt.manual_seed(7)
         return flash_attention(q, k, v, m, enable_gqa=True, dropout_p=0.2, block_size_q=3, block_size_k=4)
 
-    monkeypatch.setattr(_parallel, "NUM_THREADS", 1)
+    monkeypatch.setattr(threads, "_requested", 1)
     single = _run(call, arrays, "cpu", mask=bias)
-    monkeypatch.setattr(_parallel, "NUM_THREADS", 2)
+    monkeypatch.setattr(threads, "_requested", 2)
     threaded = _run(call, arrays, "cpu", mask=bias)
     _assert_close(threaded[0] + threaded[1], single[0] + single[1], tol=1e-14)
+
+
+def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
+    """No variable, no set_num_threads: flash splits the heads over one thread per core,
+    and BLAS runs one thread inside the pool (two layers of threads would fight for the
+    cores); BLAS gets its own count back afterwards."""
+    monkeypatch.setattr(threads, "_requested", None)
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    seen = []
+    chunk = flash_module._forward_chunk
+
+    def spy(*args):
+        seen.append(threads.blas_thread_count())
+        return chunk(*args)
+
+    monkeypatch.setattr(flash_module, "_forward_chunk", spy)
+    q, k, v = (_t(a, "cpu") for a in _inputs((1, 4, 8, 3), (1, 4, 8, 3), 3))
+    with threads.blas_threads(2):
+        flash_attention(q, k, v)
+        after = threads.blas_thread_count()
+    assert seen == [1] * 2 * _parallel.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
 
 
 def test_memory_grows_linearly_not_quadratically():

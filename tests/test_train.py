@@ -9,7 +9,7 @@ import pytest
 
 import minitorch_attn as mt
 from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import cli, data, nn, sampling, train
+from minitorch_attn import cli, data, nn, sampling, threads, train
 
 
 @pytest.fixture
@@ -116,3 +116,23 @@ def test_rope_is_trained_saved_and_restored(small_text, tmp_path):
     assert "position_embedding.weight" not in model.state_dict()
     text = sampling.generate(model, vocab, "The ", max_new_tokens=40, temperature=0)  # past the 32 of --block-size
     assert len(text) == 44
+
+
+def test_train_times_blas_threads_and_threads_n_fixes_them(small_text, tmp_path, monkeypatch):
+    """Without --threads the loop alternates one BLAS thread and one per core (a trial of
+    3 steps each), then keeps the faster; --threads 1 runs every step with one thread."""
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(threads, "_requested", None)
+    before = threads.blas_thread_count()
+    try:
+        chosen = tmp_path / "chosen"
+        assert cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(chosen), *TINY]) == 0
+        counts = json.loads((chosen / "metrics.json").read_text())["blas_threads"]
+        assert counts["1"] >= 3 and counts["2"] >= 3 and counts["1"] + counts["2"] == 8
+        fixed = tmp_path / "fixed"
+        assert cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(fixed), "--threads", "1",
+                         *TINY]) == 0
+        assert json.loads((fixed / "metrics.json").read_text())["blas_threads"] == {"1": 8}
+    finally:
+        threads.set_num_threads(None)
+        threads._set_blas(before)

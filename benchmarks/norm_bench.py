@@ -1,0 +1,110 @@
+"""Speed of LayerNorm and RMSNorm, forward + backward: minitorch-attn against PyTorch.
+
+    python benchmarks/norm_bench.py                     # x (32, 512, 1024) float32
+    python benchmarks/norm_bench.py --busy 1            # the same with one core kept busy
+    python benchmarks/norm_bench.py --shape 16,64,128 --threads 1
+
+Each row times ``F.layer_norm`` / ``F.rms_norm`` (with weight, and bias for LayerNorm) and
+PyTorch's functions on the same input, forward + backward under a random upstream
+gradient, in one process, in turn (ours, PyTorch, ours, ...) after a warm-up; medians of
+``--repeats`` runs. Both use their default threads (``--threads N`` fixes both): PyTorch its
+intra-op pool; minitorch-attn computes inputs larger than a few cache-sized chunks of
+rows on its pool of one thread per core (``functional/_parallel.py``, ``by_row_chunks``).
+Without PyTorch only our times are printed. Target: LayerNorm at (32, 512, 1024) float32
+within 1.2x of PyTorch.
+"""
+
+from __future__ import annotations
+
+from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+
+import argparse
+import sys
+
+import numpy
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn.argtypes import positive_int
+from minitorch_attn.measure import alternating_medians, busy, busy_flag
+
+TARGET = 1.2   # LayerNorm fwd+bwd, ours / PyTorch, at (32, 512, 1024) float32
+
+
+def runners(shape, rng):
+    """``{name: fn}``: one forward + backward of each norm, ours and (if installed) PyTorch's."""
+    d = shape[-1]
+    x_np, g_np = (rng.standard_normal(shape).astype(numpy.float32) for _ in range(2))
+    w_np, b_np = (rng.standard_normal(d).astype(numpy.float32) for _ in range(2))
+    x, w, b = (mt.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+    g = mt.tensor(g_np)
+
+    def ours(norm):
+        def run():
+            x.grad = w.grad = b.grad = None
+            y = F.layer_norm(x, (d,), w, b) if norm == "LayerNorm" else F.rms_norm(x, (d,), w, eps=1e-6)
+            y.backward(g)
+        return run
+
+    fns = {("LayerNorm", "minitorch-attn"): ours("LayerNorm"), ("RMSNorm", "minitorch-attn"): ours("RMSNorm")}
+    try:
+        import torch
+    except ImportError:
+        return fns
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+    gt = torch.tensor(g_np)
+
+    def theirs(norm):
+        def run():
+            xt.grad = wt.grad = bt.grad = None
+            if norm == "LayerNorm":
+                y = torch.nn.functional.layer_norm(xt, (d,), wt, bt)
+            else:
+                y = torch.nn.functional.rms_norm(xt, (d,), wt, eps=1e-6)
+            y.backward(gt)
+        return run
+
+    fns[("LayerNorm", "PyTorch")] = theirs("LayerNorm")
+    fns[("RMSNorm", "PyTorch")] = theirs("RMSNorm")
+    return fns
+
+
+def main(argv=None):
+    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="32,512,1024", help="shape of x, comma-separated (normalized: the last)")
+    parser.add_argument("--repeats", type=positive_int, default=7, help="timed runs of each")
+    parser.add_argument("--threads", type=positive_int, default=None,
+                        help="threads of both libraries (default: each library's own choice)")
+    busy_flag(parser)
+    args = parser.parse_args(argv)
+    shape = tuple(int(n) for n in args.shape.split(","))
+    if args.threads:
+        mt.set_num_threads(args.threads)
+        try:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
+    fns = runners(shape, numpy.random.default_rng(0))
+    with busy(args.busy):
+        medians, _ = alternating_medians(fns, args.repeats)
+
+    threads = f"{args.threads} threads" if args.threads else "each library's own threads"
+    print(f"forward + backward, x {shape} float32, {threads}, {args.busy} busy helper process(es), "
+          f"median of {args.repeats} alternating runs after a warm-up")
+    print(f"{'norm':<10} {'minitorch-attn ms':>18} {'PyTorch ms':>11} {'x torch':>8}")
+    for norm in ("LayerNorm", "RMSNorm"):
+        ours = medians[(norm, "minitorch-attn")]
+        theirs = medians.get((norm, "PyTorch"))
+        ratio = f"{ours / theirs:8.2f}" if theirs else f"{'-':>8}"
+        print(f"{norm:<10} {ours * 1e3:18.1f} {theirs * 1e3 if theirs else float('nan'):11.1f} {ratio}")
+    if ("LayerNorm", "PyTorch") in medians and shape == (32, 512, 1024):
+        ratio = medians[("LayerNorm", "minitorch-attn")] / medians[("LayerNorm", "PyTorch")]
+        print(f"target: LayerNorm <= {TARGET}x PyTorch: {ratio:.2f}x  {'met' if ratio <= TARGET else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Keep the memory of freed arrays in the process for the next ones (glibc's malloc on Linux).
+
+speed: every NumPy array takes its memory from the C library's ``malloc``. glibc serves a
+block above a threshold (128 KiB at first, later the largest block freed so far) straight
+from the operating system with ``mmap`` and gives it back at ``free``, and gives back the
+top of its heap whenever more than a second threshold lies free there. An autograd step
+frees and allocates many temporaries of a few MiB, so with these defaults most new arrays
+land on pages the process has just returned, and the first touch of each 4 KiB page is a
+page fault: about 10,000 faults per training step of the default GPT, which made the step
+1.2 to 1.9 times slower on a 2-core virtual machine (``benchmarks/train_bench.py``).
+
+:func:`keep_freed_memory` raises both thresholds to 32 MiB (the most glibc allows for the
+first) with ``mallopt``, so freed blocks up to that size stay in the heap and are reused.
+The price: the process keeps up to its peak of such blocks instead of returning them.
+Arrays above 32 MiB are still returned at once. The setting is the whole process's, so
+the package does not make it when imported: the ``minitorch-attn`` command, the demos and
+the benchmarks call it, and a program of your own may. Elsewhere than glibc (macOS,
+Windows, musl) it does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+
+KEEP_BYTES = 32 * 2**20
+_M_TRIM_THRESHOLD = -1   # from glibc's <malloc.h>
+_M_MMAP_THRESHOLD = -3
+
+
+@functools.cache
+def keep_freed_memory():
+    """Ask glibc to keep freed blocks up to :data:`KEEP_BYTES` for reuse instead of
+    returning them to the operating system. Returns True if it did so, False where the C
+    library is not glibc (then nothing changes). Safe to call more than once."""
+    try:
+        glibc = os.confstr("CS_GNU_LIBC_VERSION") is not None    # "glibc 2.36"; None on musl
+    except (AttributeError, ValueError, OSError):                # no confstr (Windows) or no such name
+        glibc = False
+    if not glibc:
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_BYTES)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES))

@@ -1,0 +1,184 @@
+"""How many CPU threads the library uses: decided here, at run time, without environment variables.
+
+Two layers of threads can run this package's NumPy work on the ``"cpu"`` device:
+
+* **BLAS threads**: OpenBLAS (or MKL) splits each matrix product over its own threads;
+* **our own pool**: flash attention runs independent (batch, head) chunks, and LayerNorm
+  and RMSNorm of large inputs chunks of rows, in a pool of Python threads
+  (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL inside BLAS and
+  ufuncs, so the chunks really run on different cores.
+
+The two layers must not be stacked: BLAS threads spin-wait for each other between the
+pieces of a product, and a core taken by another thread (ours, or another program's) makes
+every product wait for a whole scheduler time slice. So:
+
+1. where we run our own pool, BLAS runs one thread (:func:`blas_threads` around the pool);
+2. elsewhere, loops of repeated work (training steps, timed demo runs) let
+   :class:`FastestThreads` time one BLAS thread against one per core and keep the faster,
+   checking again now and then because the load of the machine changes: two threads are
+   about 20% faster for the default GPT on an idle 2-core machine, one is about twice as
+   fast when another program keeps a core busy;
+3. :func:`set_num_threads` (the ``--threads N`` flag of the commands, demos and
+   benchmarks) fixes the number instead, as ``torch.set_num_threads`` does.
+
+The BLAS thread count is changed with threadpoolctl, the library scikit-learn uses for
+this: it finds the BLAS that NumPy loaded and calls its own setter
+(``openblas_set_num_threads``, ...), so it works after NumPy is imported, which an
+environment variable such as ``OPENBLAS_NUM_THREADS`` does not. The setting is
+process-wide: calling the package from several threads at once shares it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import statistics
+import time
+from contextlib import contextmanager
+
+import numpy  # noqa: F401  (loads NumPy's BLAS, which the handle below must see)
+from threadpoolctl import ThreadpoolController
+
+_requested = None   # set_num_threads(n): n; None: the library chooses
+
+
+def available_cores():
+    """The number of CPU cores this process may run on (its affinity mask where the OS has
+    one, else ``os.cpu_count()``)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def set_num_threads(n):
+    """Use ``n`` threads on the CPU from now on (as ``torch.set_num_threads``): BLAS runs
+    ``n`` threads outside our own pools, the pool (flash attention, large normalizations)
+    has ``n`` threads, each with a one-thread BLAS, and nothing chooses by timing. ``None`` gives the
+    choice back to the library.
+
+    Raises:
+        TypeError: if ``n`` is not an int (or None). ValueError: if ``n < 1``.
+    """
+    global _requested
+    if n is not None:
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise TypeError(f"set_num_threads: expected an int >= 1 or None, got {n!r}")
+        if n < 1:
+            raise ValueError(f"set_num_threads: expected an int >= 1 or None, got {n}")
+        _set_blas(n)
+    _requested = n
+
+
+def get_num_threads():
+    """The threads the library uses on the CPU: the number given to :func:`set_num_threads`,
+    else one per available core (the size of flash attention's pool)."""
+    return _requested if _requested is not None else available_cores()
+
+
+def chosen_by_user():
+    """True after ``set_num_threads(n)`` with an int: then nothing chooses by timing."""
+    return _requested is not None
+
+
+@functools.cache
+def _blas():
+    """threadpoolctl's handle on the BLAS libraries loaded in this process (found once:
+    looking them up costs about 0.2 ms, using the handle a few microseconds)."""
+    return ThreadpoolController().select(user_api="blas")
+
+
+def blas_thread_count():
+    """The number of threads BLAS uses now (1 if no BLAS library was found)."""
+    return max((lib.num_threads for lib in _blas().lib_controllers), default=1)
+
+
+def _set_blas(n):
+    """Tell every BLAS library of the process to use ``n`` threads; return what they used."""
+    before = [lib.num_threads for lib in _blas().lib_controllers]
+    for lib in _blas().lib_controllers:
+        lib.set_num_threads(n)
+    return before
+
+
+def _restore_blas(counts):
+    """Give each BLAS library back the count that :func:`_set_blas` returned."""
+    for lib, count in zip(_blas().lib_controllers, counts):
+        lib.set_num_threads(count)
+
+
+@contextmanager
+def blas_threads(n):
+    """Inside the ``with`` block BLAS uses ``n`` threads; the previous count comes back after."""
+    before = _set_blas(n)
+    try:
+        yield
+    finally:
+        _restore_blas(before)
+
+
+class FastestThreads:
+    """Picks the BLAS thread count that makes a repeated piece of work fastest, by timing it.
+
+    Use it around each repetition (a training step, a timed call)::
+
+        threads = FastestThreads()
+        for step in range(steps):
+            with threads:
+                train_step()
+
+    It alternates the candidates (one thread, and one per core) over ``trial`` repetitions
+    each, keeps the one with the smaller median time for the next ``period``
+    repetitions, then times them all again: the load of the machine changes while a long
+    job runs. After :func:`set_num_threads` there is one candidate and no trial.
+
+    Args:
+        candidates: the thread counts to try (default: 1 and the available cores).
+        trial: repetitions of each candidate per trial (their median is compared).
+        period: repetitions between two trials.
+        clock: the timer (``time.perf_counter``; the tests pass a fake one).
+    """
+
+    def __init__(self, candidates=None, trial=3, period=100, clock=time.perf_counter):
+        if candidates is None:
+            candidates = (get_num_threads(),) if chosen_by_user() else sorted({1, available_cores()})
+        self.candidates = tuple(candidates)
+        self.trial, self.period, self.clock = trial, period, clock
+        self.choice = self.candidates[0] if len(self.candidates) == 1 else None
+        self.until_trial = None if self.choice is not None else 0   # repetitions before the next trial
+        self.trial_order = []             # the counts still to time in this trial
+        self.samples = {}                 # count -> seconds of its repetitions in this trial
+        self.counts = {n: 0 for n in self.candidates}                # repetitions run with each
+
+    def __enter__(self):
+        if self.until_trial == 0 and not self.trial_order:   # a new trial: A B A B ..., so that
+            self.trial_order = list(self.candidates) * self.trial  # a drifting load hits all alike
+            self.samples = {n: [] for n in self.candidates}
+        self.timed = bool(self.trial_order)
+        if self.timed:
+            self.current = self.trial_order.pop(0)
+        else:
+            self.current = self.choice
+            self.until_trial = None if self.until_trial is None else self.until_trial - 1
+        self._before = _set_blas(self.current)
+        self.start = self.clock()
+        return self
+
+    def __exit__(self, *exc):
+        elapsed = self.clock() - self.start
+        _restore_blas(self._before)
+        self.counts[self.current] += 1
+        if self.timed:
+            self.samples[self.current].append(elapsed)
+            if not self.trial_order:      # the trial is complete: keep the fastest
+                self.choice = min(self.candidates, key=lambda n: statistics.median(self.samples[n]))
+                self.until_trial = self.period
+        return False
+
+    def best(self):
+        """``with chooser.best():`` runs a block, untimed, at the count chosen so far (other
+        work of the same job, such as validation between training steps)."""
+        return blas_threads(self.choice if self.choice is not None else self.candidates[0])
+
+    def most_used(self):
+        """The thread count that ran the most repetitions so far."""
+        return max(self.counts, key=self.counts.get)

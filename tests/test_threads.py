@@ -1,0 +1,188 @@
+"""BLAS threads decided by the library (minitorch_attn.threads), the busy-machine helper, and
+the normalizations computed in chunks of rows on the pool (functional._parallel.by_row_chunks)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import measure, threads
+from minitorch_attn.functional import _parallel
+from tests.conftest import float64_tolerance
+
+
+@pytest.fixture(autouse=True)
+def _library_chooses(monkeypatch):
+    """Each test starts with no set_num_threads and gets the BLAS count back afterwards."""
+    monkeypatch.setattr(threads, "_requested", None)
+    before = threads.blas_thread_count()
+    yield
+    threads._set_blas(before)
+
+
+def test_blas_threads_sets_and_restores_the_count():
+    with threads.blas_threads(2):
+        with threads.blas_threads(1):
+            assert threads.blas_thread_count() == 1
+        assert threads.blas_thread_count() == 2
+        with pytest.raises(KeyError), threads.blas_threads(1):
+            raise KeyError("the count comes back after an error too")
+        assert threads.blas_thread_count() == 2
+
+
+def test_set_num_threads_fixes_blas_and_the_pool_and_none_gives_the_choice_back():
+    threads.set_num_threads(1)
+    assert threads.blas_thread_count() == 1 and threads.get_num_threads() == 1 and threads.chosen_by_user()
+    assert threads.FastestThreads().candidates == (1,)
+    threads.set_num_threads(None)
+    assert not threads.chosen_by_user() and threads.get_num_threads() == threads.available_cores()
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_set_num_threads_rejects_bad_counts(bad, error):
+    with pytest.raises(error, match="set_num_threads: expected an int >= 1"):
+        threads.set_num_threads(bad)
+
+
+class FakeClock:
+    """A clock that advances by the time the work "took" at the current BLAS count."""
+
+    def __init__(self, seconds_per_count):
+        self.now, self.seconds_per_count = 0.0, seconds_per_count
+
+    def __call__(self):
+        return self.now
+
+    def work(self):
+        self.now += self.seconds_per_count[threads.blas_thread_count()]
+
+
+def run(chooser, clock, repetitions):
+    used = []
+    for _ in range(repetitions):
+        with chooser:
+            clock.work()
+        used.append(chooser.current)
+    return used
+
+
+def test_fastest_threads_alternates_a_trial_keeps_the_faster_and_checks_again():
+    clock = FakeClock({1: 1.0, 2: 3.0})      # a busy machine: one thread is faster
+    chooser = threads.FastestThreads(candidates=(1, 2), trial=2, period=4, clock=clock)
+    used = run(chooser, clock, 12)
+    assert used == [1, 2, 1, 2,  1, 1, 1, 1,  1, 2, 1, 2]
+    assert chooser.choice == 1 and chooser.most_used() == 1
+
+    clock.seconds_per_count = {1: 2.0, 2: 1.0}   # the load went away: the next trial picks two
+    assert run(chooser, clock, 12) == [1, 1, 1, 1,  1, 2, 1, 2,  2, 2, 2, 2]
+    assert chooser.choice == 2
+
+
+def test_fastest_threads_with_one_candidate_never_trials():
+    clock = FakeClock({1: 1.0, 2: 1.0})
+    assert run(threads.FastestThreads(candidates=(2,), clock=clock), clock, 5) == [2] * 5
+
+
+def test_busy_starts_cpu_bound_helpers_and_stops_them():
+    with measure.busy(2) as helpers:
+        time.sleep(0.2)
+        assert [h.poll() for h in helpers] == [None, None]           # running
+    assert all(h.returncode is not None for h in helpers)            # stopped and reaped
+
+
+def test_busy_stops_its_helpers_on_ctrl_c():
+    with pytest.raises(KeyboardInterrupt):
+        with measure.busy(1) as helpers:
+            raise KeyboardInterrupt
+    assert helpers[0].returncode is not None
+
+
+def _running(pid):
+    """True while process ``pid`` runs (a zombie waiting to be reaped has stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
+def test_busy_helpers_end_with_a_parent_that_was_killed():
+    """A parent killed with SIGKILL runs no clean-up: its helper notices and stops, even
+    one killed before the helper has started up."""
+    script = ("import time; from minitorch_attn import measure\n"
+              "with measure.busy(1) as h:\n"
+              "    print(h[0].pid, flush=True); time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    helper_pid = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    for _ in range(100):                      # it checks its parent every few tens of ms
+        if not _running(helper_pid):
+            return
+        time.sleep(0.05)
+    os.kill(helper_pid, signal.SIGKILL)
+    pytest.fail("the busy helper outlived its killed parent")
+
+
+def test_busy_rejects_a_negative_count():
+    with pytest.raises(ValueError, match="busy"):
+        with measure.busy(-1):
+            pass
+
+
+def test_alternating_medians_warms_up_finds_each_functions_threads_and_alternates(monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    calls = []
+    fns = {"a": lambda: calls.append(("a", threads.blas_thread_count())),
+           "b": lambda: calls.append(("b", threads.blas_thread_count()))}
+    medians, chosen = measure.alternating_medians(fns, repeats=3, warmup=1)
+    assert set(medians) == set(chosen) == {"a", "b"} and all(m >= 0 for m in medians.values())
+    assert set(chosen.values()) <= {1, 2}
+    # a: 1 warm-up + 4 trial calls (1 2 1 2), b the same; then a b a b a b at the chosen counts
+    assert [name for name, _ in calls] == ["a"] * 5 + ["b"] * 5 + ["a", "b"] * 3
+    assert [count for _, count in calls[1:5]] == [1, 2, 1, 2]
+    assert [count for name, count in calls[10:] if name == "a"] == [chosen["a"]] * 3
+
+
+# ---- normalizations by chunks of rows ---------------------------------------------------------------
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("normalized_shape", [(8,), (2, 4)])
+def test_norms_in_row_chunks_on_threads_equal_one_call(monkeypatch, rng, norm, normalized_shape):
+    """Chunks of rows (here 3 rows each, spread over 2 threads) give the output and the
+    input's gradient of one call exactly, and the parameters' gradients to rounding."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    x_data = rng.standard_normal((5, 7) + normalized_shape)
+    upstream = mt.tensor(rng.standard_normal(x_data.shape))
+    params = [rng.standard_normal(normalized_shape) for _ in range(2 if norm == "layer_norm" else 1)]
+
+    def run(chunk_bytes):
+        monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", chunk_bytes)
+        x = mt.tensor(x_data, requires_grad=True)
+        ps = [mt.tensor(p, requires_grad=True) for p in params]
+        y = getattr(F, norm)(x, normalized_shape, *ps)
+        y.backward(upstream)
+        return y, [x.grad.numpy()] + [p.grad.numpy() for p in ps]
+
+    (y_chunked, grads_chunked), (y_whole, grads_whole) = run(3 * 8 * 8), run(10**9)
+    assert y_chunked.grad_fn.function is _parallel._RowChunks
+    assert y_whole.grad_fn.function is not _parallel._RowChunks
+    np.testing.assert_array_equal(y_chunked.numpy(), y_whole.numpy())
+    np.testing.assert_array_equal(grads_chunked[0], grads_whole[0])
+    for chunked, whole in zip(grads_chunked[1:], grads_whole[1:]):
+        np.testing.assert_allclose(chunked, whole, rtol=0, atol=float64_tolerance(whole, n_ops=35, dtype="float64"))
+
+
+def test_row_chunks_free_their_saved_arrays_with_the_graph(monkeypatch, rng):
+    monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", 64)
+    x = mt.tensor(rng.standard_normal((6, 8)), requires_grad=True)
+    y = F.layer_norm(x, 8)
+    y.backward(mt.ones_like(y))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward(mt.ones_like(y))
