@@ -73,7 +73,7 @@ def main(argv=None):
         t.grad = None
     fused_out = F.layer_norm(x, (d,), gamma, beta)
     (fused_out * upstream).sum().backward()
-    fused = draw(fused_out, out, "layernorm_fused", params=names, show_grad=True)
+    draw(fused_out, out, "layernorm_fused", params=names, show_grad=True)
     difference = max(float(numpy.abs(t.grad.numpy() - g).max()) for t, g in zip((x, gamma, beta), scratch_grads))
     print(f"   max |gradient difference| between 1 and 2: {difference:.1e} (float32)")
 
