@@ -559,3 +559,17 @@ def test_load_state_dict_rejects_values_that_are_not_arrays():
     state["weight"] = state["weight"].tolist()
     with pytest.raises(TypeError, match="load_state_dict: weight must be a Tensor or an array, got list"):
         model.load_state_dict(state)
+
+
+@pytest.mark.parametrize("in_features, out_features", [(0, 3), (3, 0), (0, 0)])
+def test_linear_with_an_empty_feature_dim_as_pytorch(torch, in_features, out_features):
+    """torch.nn.Linear(0, 3) maps every row to its bias; Linear(3, 0) gives empty rows."""
+    layer = nn.Linear(in_features, out_features, dtype="float64")
+    x = mt.zeros(2, in_features, dtype="float64", requires_grad=True)
+    y = layer(x)
+    reference = torch.nn.functional.linear(torch.zeros(2, in_features, dtype=torch.float64),
+                                           torch.tensor(layer.weight.numpy()), torch.tensor(layer.bias.numpy()))
+    assert y.shape == tuple(reference.shape)
+    np.testing.assert_array_equal(y.numpy(), reference.numpy())
+    y.backward(mt.ones(*y.shape, dtype="float64"))
+    assert x.grad.shape == (2, in_features) and layer.bias.grad.shape == (out_features,)

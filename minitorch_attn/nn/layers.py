@@ -32,15 +32,19 @@ class Linear(Module):
 
     Shapes: ``(..., in_features) -> (..., out_features)``. Initialization is PyTorch's:
     ``W, b ~ U(-1/sqrt(in), 1/sqrt(in))`` (the Transformer models re-initialize, see
-    :func:`init_gpt2`).
+    :func:`init_gpt2`). Either size may be 0, as in PyTorch: ``in_features = 0`` maps every
+    row to the bias.
+
+    Raises:
+        ValueError: for a size that is not an int >= 0.
     """
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
         super().__init__()
-        _check_positive_int("in_features", in_features)
-        _check_positive_int("out_features", out_features)
+        in_features = _check_positive_int("in_features", in_features, allow_zero=True)
+        out_features = _check_positive_int("out_features", out_features, allow_zero=True)
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features)
+        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
         self.weight = Parameter(_uniform((out_features, in_features), bound, device, dtype))
         self.bias = Parameter(_uniform((out_features,), bound, device, dtype)) if bias else None
 

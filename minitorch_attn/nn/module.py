@@ -210,11 +210,11 @@ class Sequential(ModuleList):
 
 
 
-def _check_positive_int(name, value):
-    """A size (features, heads, layers, ...): an int > 0, Python's or NumPy's (as PyTorch);
-    returned as a Python int."""
-    if not _is_int(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _check_positive_int(name, value, allow_zero=False):
+    """A size (features, heads, layers, ...): an int > 0 (>= 0 with ``allow_zero``, for the
+    feature sizes PyTorch lets be empty), Python's or NumPy's; returned as a Python int."""
+    if not _is_int(value) or value < (0 if allow_zero else 1):
+        raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} int, got {value!r}")
     return int(value)
 
 
