@@ -61,3 +61,13 @@ def test_rms_norm_module_and_functional_share_the_default_eps(rng, dtype):
     assert module.eps is None
     x = mt.tensor(rng.standard_normal((3, 4)) * 1e-4, dtype=dtype)  # small rows: eps matters
     np.testing.assert_array_equal(module(x).numpy(), F.rms_norm(x, 4, module.weight).numpy())
+
+
+def test_a_large_offset_costs_only_the_float_spacing_near_it():
+    """The layer_norm docstring: LN(x + c) equals LN(x) to about eps(dtype) · |c| / std(x)."""
+    x = np.random.default_rng(3).standard_normal((4, 64)).astype(np.float32)
+    reference = F.layer_norm(mt.tensor(x), 64).numpy()
+    eps32 = float(np.finfo(np.float32).eps)
+    for c in (1e2, 1e4, 1e6):
+        shifted = F.layer_norm(mt.tensor(x + np.float32(c)), 64).numpy()
+        assert np.max(np.abs(shifted - reference)) <= 4 * eps32 * c / x.std(), c

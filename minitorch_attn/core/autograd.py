@@ -34,7 +34,8 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    lead into it from later nodes (an iterative walk: no recursion limit);
 2. visits the nodes from the output back to the leaves, each one only after all of its
    consumers (a topological order), so every term of the sum above has arrived before
-   its backward runs (``b = a + a`` gives ``a`` the sum of two gradients);
+   its backward runs (``b = a + a`` gives ``a`` the sum of two gradients: one node that
+   takes the same tensor twice counts as two edges, one per argument);
 3. undoes broadcasting in one place, :func:`sum_to_shape`: ``y = broadcast(x)`` copies
    ``x`` along some axes, so ``J`` is a stack of identities and ``Jᵀ · grad_output`` sums
    ``grad_output`` over those axes. A backward may return a gradient of the broadcast
@@ -43,7 +44,11 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    nothing): nothing is sent, and a node that receives nothing from any consumer is
    skipped, since all its terms would be zero (a leaf reached only that way keeps
    ``grad = None``, as in PyTorch);
-5. accumulates the result into ``leaf.grad`` (summed across backward calls, as in
+5. hands a node with several outputs (flash attention's ``out`` and ``lse``) one
+   gradient per output, kept apart by the output's index; an output that received
+   nothing (unused by the loss) gets zeros of its shape, the gradient of a term that
+   does not appear in ``L``;
+6. accumulates the result into ``leaf.grad`` (summed across backward calls, as in
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 

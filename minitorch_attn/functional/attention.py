@@ -67,24 +67,24 @@ class ScaledDotProductAttention(Function):
         1. S  = scale · Q Kᵀ                                    (..., N_q, N_k)
         2. S  = S + bias;  S = where(keep, S, -inf)
         3. P  = softmax(S) = exp(S - lse) along keys;  rows with no key: lse = +inf, P = 0
-        4. P̃  = P ∘ M,  M = 1/(1-p) kept, 0 dropped
-        5. O  = P̃ V                                            (..., N_q, E_v)
+        4. P_d = P ∘ M,  M = Z / (1-p): Z the 0/1 keep-mask, p the dropout probability
+        5. O  = P_d V                                            (..., N_q, E_v)
 
     Backward, walking the passes in reverse::
 
-        5. dV = P̃ᵀ dO,   dP̃ = dO Vᵀ               (the matmul rule of C = A B)
-        4. dP = dP̃ ∘ M
+        5. dV = P_dᵀ dO,   dP_d = dO Vᵀ               (the matmul rule of C = A B)
+        4. dP = dP_d ∘ M
         3. dS = P ∘ (dP - D),   D = rowsum(dP ∘ P) = rowsum(dO ∘ O)
         2. dbias = dS   (the engine sums it to the mask's shape)
         1. dQ = scale · dS K,   dK = scale · dSᵀ Q
         0. dK, dV summed over the G query heads of each group
 
-    Step 3 is the softmax backward row by row (``dS_j = P_j (dP_j - Σ_i dP_i P_i)``, see
+    Step 3 is the softmax backward row by row (``dS_j = P_j (dP_j - Σ_k dP_k P_k)`` over the keys j, k of one row, see
     :class:`~minitorch_attn.functional.softmax.Softmax`). Why ``D`` can be taken from
-    ``O`` and ``dO`` alone, without the rows of ``P``: with ``dP̃ = dO Vᵀ``,
-    ``Σ_j P̃_ij dP̃_ij = Σ_j P̃_ij Σ_e dO_ie V_je = Σ_e dO_ie Σ_j P̃_ij V_je = Σ_e dO_ie O_ie``.
-    That is ``rowsum(dP̃ ∘ P̃) = rowsum(dO ∘ O)``. With dropout, ``P̃ = P ∘ M`` and
-    ``dP = dP̃ ∘ M`` carry the same ``M``, so ``dP ∘ P = dP̃ ∘ M ∘ P = dP̃ ∘ P̃`` entry by
+    ``O`` and ``dO`` alone, without the rows of ``P`` (row i, keys j, features e): with
+    ``dP_d = dO Vᵀ``, ``Σ_j P_d_ij dP_d_ij = Σ_j P_d_ij Σ_e dO_ie V_je = Σ_e dO_ie Σ_j P_d_ij V_je = Σ_e dO_ie O_ie``.
+    That is ``rowsum(dP_d ∘ P_d) = rowsum(dO ∘ O)``. With dropout, ``P_d = P ∘ M`` and
+    ``dP = dP_d ∘ M`` carry the same ``M``, so ``dP ∘ P = dP_d ∘ M ∘ P = dP_d ∘ P_d`` entry by
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
     (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
     """

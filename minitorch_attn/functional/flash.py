@@ -34,6 +34,9 @@ This is FlashAttention-2 (Dao, arXiv:2307.08691): :func:`_forward_chunk` is its 
 1 and :func:`_backward_chunk` its Algorithm 2, each comment numbered after the line of the
 algorithm it implements, and the backward's comments name the forward line each step
 undoes. Python loops run only over blocks: the batch and head dimensions are vectorized.
+(Reading the paper beside the code: Algorithm 1's line 10 is printed with an inverse,
+``diag(e^{m^(j-1) - m^(j)})^{-1} O``, a known typo; rescaling by ``e^{m_old - m_new} <= 1``
+without the inverse, as the code does, is what the online softmax needs.)
 
 Names follow the paper: blocks ``Q_i``, ``K_j``, ``V_j``, ``O_i``, ``dO_i``; tiles
 ``S_ij``, ``P_ij``, ``dP_ij``, ``dS_ij``; the running ``m_i``, ``ell_i`` (ℓ); ``lse`` for the
@@ -302,8 +305,10 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
     outer loop runs over key/value blocks, so ``dK_j`` and ``dV_j`` are complete when
     their inner loop ends (FlashAttention keeps them in on-chip memory; here they are
     small local arrays); ``dQ`` accumulates across the outer loop, one array per query
-    block. With dropout (keep-mask ``Z``), the forward used ``P̃ = P ∘ Z / (1-p)`` at its
-    line 10, so lines 12-13 use ``P̃`` and pass ``dP = dP̃ ∘ Z / (1-p)`` on.
+    block. With dropout (keep-mask ``Z``), the forward used the dropped weights
+    ``P_d = P ∘ Z / (1-p)`` at its line 10 (dense attention's ``P_d``; the paper's ``P̃`` is
+    the unnormalized tile of Algorithm 1, a different thing), so lines 12-13 use ``P_d``
+    and pass ``dP = dP_d ∘ Z / (1-p)`` on.
     """
     N_q, N_k = Q.shape[-2], K.shape[-2]
     K_T, V_T = transposed_copy(xp, K), transposed_copy(xp, V)     # speed: row-major Kᵀ, Vᵀ, once
@@ -332,12 +337,12 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
             P_ij = _exp_(xp, S_ij)                                #     lines 9, 12, 13 at once (speed: in place)
             if row_keys is not None:                              #     masked: exp(-inf) = 0; empty row: lse = +inf
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
-                P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P̃_ij, the dropped weights of line 10
+                P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P_d, the dropped weights of line 10
             else:
                 P_used = P_ij
-            dV_j += xp.matmul(xp.matrix_transpose(P_used), dO_i)  # 12: dV_j += P̃_ijᵀ dO_i   (undoes line 10 for V_j)
-            dP_ij = xp.matmul(dO_i, V_T_j)                        # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P̃_ij)
-            if row_keys is not None:                              #     dropout: dP = dP̃ ∘ Z / (1-p)
+            dV_j += xp.matmul(xp.matrix_transpose(P_used), dO_i)  # 12: dV_j += P_dᵀ dO_i     (undoes line 10 for V_j)
+            dP_ij = xp.matmul(dO_i, V_T_j)                        # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P_d)
+            if row_keys is not None:                              #     dropout: dP = dP_d ∘ Z / (1-p)
                 dP_ij = xp.where(keep, dP_ij * keep_scale, 0.0)
             dP_ij -= D_i                                          # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
             dP_ij *= P_ij                                         #     lines 9 and 12, the softmax; speed: in place)

@@ -71,14 +71,17 @@ class LayerNorm(Function):
         1.  mean = sum(x) / n
         1'. mean = mean + sum(x - mean) / n     (adds back the rounding error of 1, so the
                                                  mean of a constant row is exactly its value)
-        2.  xc   = x - mean                     (two passes: exact for shifted rows)
+        2.  xc   = x - mean                     (two passes: accurate for shifted rows)
         3.  var  = sum(xc²) / n                 (biased, as PyTorch)
         4.  rstd = 1 / sqrt(var + eps)
         5.  x̂    = xc · rstd                    (3-5: RMSNorm's scaling, of xc)
         6.  y    = x̂ · w + b
 
-    Derivation of the backward. From 3-4, ``dvar/dx_j = 2 xc_j / n`` (the term through the
-    mean is ``-(2/n²) Σ_i xc_i = 0``) and ``drstd/dx_j = -rstd³ xc_j / n = -rstd² x̂_j / n``.
+    Derivation of the backward. The backward is written from the mathematical function
+    of lines 1-6, so the forward's rounding guards (1', the two passes) never enter it.
+    From 3, ``dvar/dx_j = 2 xc_j / n`` (the term through the mean is
+    ``-(2/n²) Σ_i xc_i = 0``); from 4, ``drstd/dvar = -½ (var + eps)^(-3/2) = -½ rstd³``;
+    together ``drstd/dx_j = -½ rstd³ · 2 xc_j / n = -rstd³ xc_j / n = -rstd² x̂_j / n``.
     Then from 2 and 5, with ``dmean/dx_j = 1/n``::
 
         dx̂_i/dx_j = rstd (δ_ij - 1/n) + xc_i drstd/dx_j = rstd (δ_ij - 1/n - x̂_i x̂_j / n)
@@ -131,8 +134,10 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     Shapes: ``x (..., *normalized_shape)``; ``weight`` and ``bias`` ``normalized_shape``
     (optional); output like ``x``. Any dim may be 0 (the output is then empty, as in
     PyTorch). Normalizing several trailing dims equals flattening them into one. The
-    variance is biased and computed after the mean (two passes), so
-    ``layer_norm(x + c) == layer_norm(x)`` for large offsets c. A constant row gives
+    variance is biased and computed after the mean (two passes), so a large offset c
+    costs only the float spacing near c: ``layer_norm(x + c)`` equals ``layer_norm(x)`` to
+    about ``eps(dtype) · |c| / std(x)`` (the one-pass ``mean(x²) - mean²`` loses everything,
+    even NaN). A constant row gives
     exactly ``bias``. Source: arXiv:1607.06450.
 
     Raises:
@@ -173,13 +178,14 @@ class RMSNorm(Function):
 
     An all-zero row has x̂ = 0, so y = 0, dw = 0 and ``dx = r · dx̂`` with
     ``r = 1/sqrt(eps)``: finite, but the upstream gradient is amplified by
-    ``1/sqrt(eps)``. At the default eps (the dtype's machine epsilon) that is 2.9e3 in
-    float32 and 6.7e7 in float64 (tested).
+    ``1/sqrt(eps)``. At :func:`rms_norm`'s default eps (the dtype's machine epsilon) that
+    is 2.9e3 in float32 and 6.7e7 in float64 (tested).
     """
 
     @staticmethod
-    def forward(ctx, x, weight, axes=(-1,), eps=1e-6):
+    def forward(ctx, x, weight, axes=(-1,), eps=None):
         ctx.rows = _Rows(ctx.xp, x.shape, axes)
+        eps = float(ctx.xp.finfo(x.dtype).eps) if eps is None else eps  # as rms_norm's default
         # BEGIN SOLUTION 3.2
         xhat, r = _unit_rms(ctx.rows, x, eps)                               # 1-3
         # END SOLUTION

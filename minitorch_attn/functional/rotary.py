@@ -104,7 +104,7 @@ def rotary_embedding(x, positions=None, base=10000.0, interleaved=False):
             or broadcastable to ``x.shape[:-1]``, on ``x``'s device; default
             ``arange(seq_len)``. Pass ``arange(offset, offset + seq_len)`` for tokens that
             continue a cached sequence. Positions get no gradient.
-        base: ``θ`` of the frequencies ``θ_i = base^(-2i/d)`` (10,000 in the paper and
+        base: the base of the frequencies ``θ_i = base^(-2i/d)`` (10,000 in the paper and
             LLaMA 2; larger bases rotate slower and reach further).
         interleaved: False (default): pairs ``(x_i, x_{i+d/2})``, the split halves of
             GPT-NeoX and LLaMA in Hugging Face transformers. True: adjacent pairs

@@ -65,12 +65,12 @@ class Softmax(Function):
 
         2-1. dx_j = Σ_i g_i p_i (δ_ij - p_j) = p_j (g_j - Σ_i g_i p_i)
 
-    The max shift of 1 does not change this: ``p(x - c) = p(x)`` for every constant ``c``.
+    The max shift of step 1 does not change this: ``p(x - c) = p(x)`` for every constant ``c``.
 
-    Why the formula avoids dividing by p: for ``x = [0, -inf]``, ``p = [1, 0]``. The same
-    gradient taken through the logarithm (``dp_j = p_j d(log p_j)``, as when composing
-    ``exp(log_softmax(x))``, or ``d(log p_j) = dp_j / p_j`` for ``log(softmax(x))``)
-    forms ``0 · inf`` or ``0 / 0`` at ``j = 2``: NaN. Here ``dx_2 = 0 · (g_2 - …) = 0``.
+    Why the formula never divides by p: for ``x = [0, -inf]``, ``p = [1, 0]``. Composing
+    ``log(softmax(x))`` differentiates the logarithm as ``d(log p_j) = dp_j / p_j``, which
+    is ``0 / 0`` at the second entry (index 1): NaN there, and since ``Σ_i g_i p_i`` then
+    holds a NaN, the whole row's gradient is NaN (tested). Here ``dx_1 = 0 · (g_1 - …) = 0``.
     """
 
     @staticmethod
@@ -105,7 +105,7 @@ class LogSoftmax(Function):
 
         2-1. dx_j = Σ_i g_i (δ_ij - p_j) = g_j - p_j Σ_i g_i
 
-    The max shift of 1 does not change this: ``y(x - c) = y(x)`` for every constant ``c``.
+    The max shift of step 1 does not change this: ``y(x - c) = y(x)`` for every constant ``c``.
     Exact for large offsets: ``log_softmax([1000, 0]) == [0, -1000]``.
     """
 
