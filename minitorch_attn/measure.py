@@ -73,3 +73,69 @@ def peak_memory(fn, device="cpu"):
     with PeakMeter(device) as meter:
         fn()
     return meter.peak
+
+
+class Comparison:
+    """Two functions timed in alternation by :func:`alternate`.
+
+    Attributes:
+        first, second: the median wall time of each, in seconds.
+        ratio: the median over the rounds of ``second's time / first's time``: below 1 the
+            second is faster (a speed-up of ``1 / ratio``), above 1 it is slower.
+        rounds: how many timed rounds the medians are taken over.
+    """
+
+    def __init__(self, first, second, ratio, rounds):
+        self.first, self.second, self.ratio, self.rounds = first, second, ratio, rounds
+
+    def __repr__(self):
+        return f"Comparison(first={self.first!r}, second={self.second!r}, ratio={self.ratio!r}, rounds={self.rounds})"
+
+    def describe(self, first_name, second_name):
+        """One line saying what was measured: the time ratio, the speed it means, and both
+        medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (RMSNorm runs at 1.10x the
+        speed of LayerNorm; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``."""
+        return (f"{second_name} / {first_name} time ratio {self.ratio:.2f} ({second_name} runs at "
+                f"{1 / self.ratio:.2f}x the speed of {first_name}; medians {format_seconds(self.first)} "
+                f"and {format_seconds(self.second)} over {self.rounds} alternating rounds)")
+
+
+def alternate(first, second, repeats=5, device="cpu", warmup=1):
+    """Time ``first()`` against ``second()`` like for like: warm both up, then alternate them.
+
+    Both run ``warmup`` untimed calls first (caches, allocations, lazy imports). Then each of
+    the ``repeats`` rounds times one call of each, and the order swaps from round to round
+    (first-second, second-first, ...), so that a load that comes and goes on a shared
+    machine slows both alike and neither always runs in the other's wake. The ratio is the
+    median of the per-round ratios, which a slow round cannot move much.
+
+    Returns:
+        a :class:`Comparison` (medians in seconds, ``ratio = second / first``).
+    Raises:
+        ValueError: if ``repeats < 1`` or ``warmup < 0``.
+    """
+    if repeats < 1 or warmup < 0:
+        raise ValueError(f"alternate: expected repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    for _ in range(warmup):
+        first()
+        second()
+    times = ([], [])
+    for round_ in range(repeats):
+        order = (0, 1) if round_ % 2 == 0 else (1, 0)
+        for which in order:
+            fn = (first, second)[which]
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[which].append(time.perf_counter() - start)
+    ratios = [b / a for a, b in zip(*times)]
+    return Comparison(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), repeats)
+
+
+def format_seconds(seconds):
+    """``0.0123 -> '12.3 ms'``: seconds in the unit that keeps three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"

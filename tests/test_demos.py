@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_attn import cli, demos_cli
+from minitorch_attn import cli, demos_cli, measure
 
 pytest.importorskip("matplotlib")
 
@@ -151,3 +151,36 @@ def test_unknown_demo_and_missing_folder_say_so(monkeypatch, capsys):
     monkeypatch.setattr(demos_cli, "demos_folder", lambda: None)
     assert cli.main(["demo", "--list"]) == 2
     assert "no demos/ folder found" in capsys.readouterr().err
+
+
+def test_alternate_swaps_the_order_each_round_and_reports_the_median_ratio(monkeypatch):
+    """A fake clock: the first function takes 1 s, the second 3 s, except one slow round of
+    the first (10 s) that the median ignores."""
+    clock, calls = [0.0], []
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    first_costs = iter([1.0, 1.0, 10.0, 1.0, 1.0, 1.0])  # warm-up, then 5 rounds
+
+    def first():
+        calls.append("a")
+        clock[0] += next(first_costs)
+
+    def second():
+        calls.append("b")
+        clock[0] += 3.0
+
+    result = measure.alternate(first, second, repeats=5, warmup=1)
+    assert "".join(calls) == "ab" + "ab" + "ba" + "ab" + "ba" + "ab"
+    assert (result.first, result.second, result.ratio, result.rounds) == (1.0, 3.0, 3.0, 5)
+    assert result.describe("A", "B") == ("B / A time ratio 3.00 (B runs at 0.33x the speed of A; "
+                                         "medians 1 s and 3 s over 5 alternating rounds)")
+
+
+@pytest.mark.parametrize("repeats, warmup", [(0, 1), (3, -1)])
+def test_alternate_refuses_no_rounds_or_negative_warmup(repeats, warmup):
+    with pytest.raises(ValueError, match="repeats >= 1 and warmup >= 0"):
+        measure.alternate(lambda: None, lambda: None, repeats=repeats, warmup=warmup)
+
+
+@pytest.mark.parametrize("seconds, text", [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (4.56e-5, "45.6 µs"), (3e-9, "3 ns")])
+def test_format_seconds_keeps_three_digits(seconds, text):
+    assert measure.format_seconds(seconds) == text
