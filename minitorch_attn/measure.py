@@ -93,11 +93,11 @@ class Comparison:
 
     def describe(self, first_name, second_name):
         """One line saying what was measured: the time ratio, the speed it means, and both
-        medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (RMSNorm runs at 1.10x the
-        speed of LayerNorm; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``."""
-        return (f"{second_name} / {first_name} time ratio {self.ratio:.2f} ({second_name} runs at "
-                f"{1 / self.ratio:.2f}x the speed of {first_name}; medians {format_seconds(self.first)} "
-                f"and {format_seconds(self.second)} over {self.rounds} alternating rounds)")
+        medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (speed relative to LayerNorm:
+        1.10x; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``."""
+        return (f"{second_name} / {first_name} time ratio {self.ratio:.2f} (speed relative to {first_name}: "
+                f"{1 / self.ratio:.2f}x; medians {format_seconds(self.first)} and {format_seconds(self.second)} "
+                f"over {self.rounds} alternating rounds)")
 
 
 def alternate(first, second, repeats=5, device="cpu", warmup=1):
