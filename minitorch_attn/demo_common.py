@@ -88,7 +88,7 @@ def quick_training_flags(folder):
         f.write(load_corpus()[:20_000])
     return ["--text", excerpt, "--steps", "15", "--time-budget", "0", "--warmup-steps", "5",
             "--d-model", "32", "--num-layers", "2", "--num-heads", "2", "--batch-size", "8",
-            "--eval-interval", "1000", "--sample-tokens", "20", "--quiet"]
+            "--eval-interval", "1000", "--sample-tokens", "20"]
 
 
 def pyplot():

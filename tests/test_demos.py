@@ -1,6 +1,7 @@
 """Smoke test of the tutorial's demos: each runs in --quick mode, prints its key numbers
 (shapes, row sums, parameter counts) and writes its pictures; and the ``demo`` command."""
 
+import argparse
 import contextlib
 import io
 import re
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from minitorch_attn import cli, demos_cli, measure
+from minitorch_attn import cli, demo_common, demos_cli, measure
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("matplotlib")
@@ -41,7 +42,7 @@ EXPECTED = {
                       ["norm_speed.png"]),
     "05_encoder": (["token ids shape: (4, 20)", "output shape: (4, 20, 256)",
                     f"total parameters: {30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
-                    "sum of the rows: 12,544,000", "the tutorial prints 6,832,384"],
+                    "sum of the rows: 12,544,000", "by the formula: 12,544,000", "the tutorial prints 6,832,384"],
                    ["encoder_parameters.png"]),
     "06_masks": (["[[1 0 0 0 0]", " [1 1 1 1 1]]",
                   "self-attention: output (2, 15, 256), attention map (2, 8, 15, 15), rows sum to 1: True",
@@ -49,19 +50,31 @@ EXPECTED = {
                   "cross-attention: output (2, 8, 256), attention map (2, 8, 8, 15), rows sum to 1: True",
                   "above the diagonal (the future): max 0.0"],
                  ["three_attentions.png"]),
-    "07_flash": (["causal", "not causal", "max |flash - standard|"], ["flash_memory.png"]),
-    "08_heatmaps": (["attention weights (5, 5), rows sum to 1.000000 .. 1.000000",
+    "07_flash": (["Counted: 134,217,728 (0.134 billion", "16,777,216 (right)", "causal", "not causal",
+                  "max |flash - standard|", "time ratio flash / standard"],
+                 ["flash_memory.png"]),
+    "08_heatmaps": (["the tutorial's example ['The', 'cat', 'sat', 'on', 'mat']: weights (5, 5), rows sum to 1.000000",
+                     "tutorial: 'cat' attends to 'sat' (0.08); measured: 'cat' attends most to 'cat' (0.80)",
+                     "tutorial: 'on' attends to 'mat' (0.09); measured: 'on' attends most to 'on' (0.63)",
                      "attention maps: (2, 2, 56, 56) (layers, heads, queries, keys), rows sum to 1: True"],
-                    ["cat_sat_on_mat.png", "trained_heads.png", "model/checkpoint.npz"]),
-    "09_scaling": (["uniform weights would have entropy log 32", "with the 1/sqrt(d_k) factor"], ["scaling.png"]),
-    "10_pre_post_ln": (["4 blocks", "Pre-LN   gradient norm at init", "Post-LN  gradient norm at init",
+                    ["cat_sat_on_mat.png", "trained_heads.png", "trained_head_detail.png", "model/checkpoint.npz"]),
+    "09_scaling": (["uniform weights would have entropy log 32", "with the 1/sqrt(d_k) factor",
+                    "q, k entries of std 4, divided by sqrt(64)"], ["scaling.png"]),
+    "10_pre_post_ln": (["4 blocks", "Pre-LN                       gradient norm at init",
+                        "Post-LN                      gradient norm at init", "Post-LN, 2-step warmup",
                         "final loss, Post-LN minus Pre-LN"],
                        ["pre_post_ln.png"]),
-    "11_mistakes": (["d_k = 64   parameters  1,048,576", "d_k = 512  parameters  8,388,608", "8x the parameters",
+    "11_mistakes": (["d_k = 64   parameters  1,048,576   multiply-adds     17,039,360",
+                     "d_k = 512  parameters  8,388,608   multiply-adds    136,314,880",
+                     "8x the parameters, 8x the multiply-adds",
                      "is_causal=True  |change of position 0| = 0.000e+00",
-                     "Linear before the norm: weight    0.000e+00  vanishes",
-                     "LayerNorm: bias", "over the batch (dim 0)         two different inputs -> max |y1 - y2| = 0.000e+00"],
+                     "training mode: two different inputs -> max |y1 - y2| = 0.000e+00 (a constant output)",
+                     "Linear before the norm: weight    0.000e+00  vanishes", "LayerNorm: bias",
+                     "tutorial: 'no gradient flows, training is dead'"],
                     ["zero_gamma_gradients.png"]),
+    "train_gpt": (["corpus: 20,000 characters", "model: GPT with 30,016 parameters (2 layers, d_model 32",
+                   "step 15: final validation"],
+                  ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
 }
 
 
@@ -94,11 +107,13 @@ def quick_run(tmp_path_factory):
 def test_demo_runs_quick_and_prints_its_numbers(name, quick_run):
     text, folder = quick_run(name)
     lines, pictures = EXPECTED[name]
+    assert "picture check" not in text, f"{name} draws a picture that is hard to read:\n{text}"
     for line in lines:
         assert line in text, f"{name}: expected {line!r} in its output:\n{text}"
     for picture in pictures:
         path = folder / picture
-        assert path.is_file() and path.stat().st_size > 1000, f"{name} did not write {picture}"
+        assert path.is_file() and path.stat().st_size > (1000 if picture.endswith(".png") else 0), \
+            f"{name} did not write {picture}"
 
 
 def reference_table(text, title):
@@ -205,8 +220,8 @@ def test_demo_found_by_file_name_or_number(name):
 
 
 def test_demo_command_runs_a_demo(tmp_path, capsys):
-    assert cli.main(["demo", "multihead", "--quick", "--out", str(tmp_path)]) == 0
-    assert "parameters: 1,048,576" in capsys.readouterr().out
+    assert cli.main(["demo", "encoder", "--quick", "--out", str(tmp_path)]) == 0
+    assert "by the formula: 12,544,000" in capsys.readouterr().out
 
 
 def test_unknown_demo_and_missing_folder_say_so(monkeypatch, capsys):
@@ -248,3 +263,43 @@ def test_alternate_refuses_no_rounds_or_negative_warmup(repeats, warmup):
 @pytest.mark.parametrize("seconds, text", [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (4.56e-5, "45.6 µs"), (3e-9, "3 ns")])
 def test_format_seconds_keeps_three_digits(seconds, text):
     assert measure.format_seconds(seconds) == text
+
+
+@pytest.mark.parametrize("name", ["00_why_attention", "04_norm_speed", "07_flash", "08_heatmaps", "10_pre_post_ln",
+                                  "11_mistakes"])
+def test_quick_runs_say_which_lesson_needs_the_full_size(quick_run, name):
+    text, _ = quick_run(name)
+    assert re.search(r"^\[--quick\] these sizes are too small to show .+: run without --quick to see it$", text, re.M)
+
+
+def test_quick_caveat_is_silent_at_full_size(capsys):
+    assert demo_common.quick_caveat(argparse.Namespace(quick=False), "a lesson") is False
+    assert capsys.readouterr().out == ""
+
+
+def test_flags_come_from_the_environment_inside_a_jupyter_kernel(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/venv/lib/python3/site-packages/ipykernel_launcher.py", "-f", "kernel.json"])
+    monkeypatch.setenv(demo_common.FLAGS_VARIABLE, "--quick --out 'a folder'")
+    assert demo_common.demo_argv() == ["--quick", "--out", "a folder"]
+    monkeypatch.delenv(demo_common.FLAGS_VARIABLE)
+    assert demo_common.demo_argv() == []
+    monkeypatch.setattr(sys, "argv", ["demos/01_attention.py", "--seed", "3"])
+    assert demo_common.demo_argv() == ["--seed", "3"]
+
+
+def test_picture_problems_finds_small_cut_and_overlapping_text():
+    plt = demo_common.pyplot()
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+    ax.set_xlabel("time (s)")
+    ax.set_title("a readable picture")
+    assert demo_common.picture_problems(fig) == []
+    ax.text(0.5, 0.5, "tiny", fontsize=6)
+    ax.text(0.1, 0.1, "one label")
+    ax.text(0.12, 0.1, "another label")
+    fig.text(0.98, 0.5, "beyond the right edge")
+    problems = demo_common.picture_problems(fig)
+    plt.close(fig)
+    assert "'tiny' is 6.0 pt (under 8)" in problems
+    assert "'one label' overlaps 'another label'" in problems
+    assert "'beyond the right edge' is cut by the picture's edge" in problems
+    assert len(problems) == 3, problems
