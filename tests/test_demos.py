@@ -303,3 +303,58 @@ def test_picture_problems_finds_small_cut_and_overlapping_text():
     assert "'one label' overlaps 'another label'" in problems
     assert "'beyond the right edge' is cut by the picture's edge" in problems
     assert len(problems) == 3, problems
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """One Jupyter kernel for the notebook tests (starting one takes seconds); each notebook
+    clears the namespace the one before it left. Skips without the ``notebooks`` extra."""
+    for module in ("jupytext", "nbclient", "ipykernel"):
+        pytest.importorskip(module, reason='the notebook tests need pip install -e ".[notebooks]"')
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel()
+    yield manager
+    manager.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("name", sorted(demos_cli.available_demos(DEMOS)))
+def test_demo_runs_as_a_notebook_in_quick_mode(name, kernel, tmp_path):
+    """Every demo is a notebook of jupytext percent cells, with prose, that runs from top to
+    bottom in a kernel with --quick (from $MINITORCH_ATTN_DEMO_FLAGS) and prints what its
+    script prints."""
+    import nbclient
+    import nbformat
+
+    nb = demos_cli.notebook(DEMOS / f"{name}.py")
+    kinds = [cell.cell_type for cell in nb.cells]
+    assert kinds.count("markdown") >= 1 and kinds.count("code") >= 2, \
+        f"demos/{name}.py is not written in cells: '# %% [markdown]' prose and '# %%' code (see demos/01_attention.py)"
+    flags = f"--quick --out {tmp_path}"
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        f"%reset -f\nimport os\nos.environ[{demo_common.FLAGS_VARIABLE!r}] = {flags!r}"))
+    nbclient.NotebookClient(nb, km=kernel, timeout=600).execute()
+    text = "".join(output.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+                   for output in cell.outputs if output.output_type == "stream" and output.name == "stdout")
+    lines, pictures = EXPECTED.get(name, ([], []))
+    for line in lines:
+        assert line in text, f"notebook {name}: expected {line!r} in its output:\n{text}"
+    for picture in pictures:
+        assert (tmp_path / picture).is_file(), f"notebook {name} did not write {picture}"
+
+
+def test_notebooks_command_writes_one_notebook_per_demo(tmp_path, capsys):
+    jupytext = pytest.importorskip("jupytext", reason='needs pip install -e ".[notebooks]"')
+    assert cli.main(["demo", "--notebooks", str(tmp_path)]) == 0
+    written = sorted(path.stem for path in tmp_path.glob("*.ipynb"))
+    assert written == sorted(demos_cli.available_demos(DEMOS))
+    nb = jupytext.read(tmp_path / "01_attention.ipynb")
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# Sections 2-4")
+
+
+def test_notebooks_command_without_jupytext_says_what_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "jupytext", None)  # import jupytext now raises ImportError
+    assert cli.main(["demo", "--notebooks", str(tmp_path)]) == 2
+    assert 'pip install -e ".[notebooks]"' in capsys.readouterr().err
