@@ -165,13 +165,15 @@ def picture_problems(fig):
 
 
 def save(fig, out, filename, dpi=100):
-    """Save ``fig`` as ``out/filename`` at ``dpi``, close it and print the path; first print
-    a ``picture check`` line for each problem :func:`picture_problems` finds at that size."""
+    """Save ``fig`` as the PNG ``out/filename`` at ``dpi`` (atomically), close it and print the
+    path; first print a ``picture check`` line for each problem :func:`picture_problems`
+    finds at that size."""
     fig.set_dpi(dpi)
     for problem in picture_problems(fig)[:10]:
         print(f"picture check, {filename}: {problem}")
     path = os.path.join(out, filename)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path + ".partial", dpi=dpi, format="png")   # written whole, then renamed
+    os.replace(path + ".partial", path)
     pyplot().close(fig)
     print(f"picture: {path}")
     return path

@@ -14,6 +14,7 @@ cells, ``# %% [markdown]`` prose), so the same file is also a notebook.
 from __future__ import annotations
 
 import ast
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -160,8 +161,11 @@ def write_notebooks(demos, out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for stem, path in demos.items():
-        jupytext.write(notebook(path), out / f"{stem}.ipynb")
-        print(f"notebook: {out / stem}.ipynb")
+        target = out / f"{stem}.ipynb"
+        partial = out / f"{stem}.ipynb.partial"   # written whole, then renamed: never half a notebook
+        partial.write_text(jupytext.writes(notebook(path), fmt="ipynb"), encoding="utf-8")
+        os.replace(partial, target)
+        print(f"notebook: {target}")
     print("in a notebook the demo's flags come from $MINITORCH_ATTN_DEMO_FLAGS, e.g. "
           "MINITORCH_ATTN_DEMO_FLAGS=--quick jupyter lab")
     return 0
