@@ -27,8 +27,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup
-from minitorch_attn.measure import alternate
+from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "00_why_attention")
 d_model, num_heads = 64, 4
@@ -117,9 +116,8 @@ print(f"{'T':>6} {'RNN multiply-adds':>18} {'attention multiply-adds':>24}  meas
 for n in lengths:
     xs = randn(args.rng, batch, n, d_model, device=args.device)
     with mt.no_grad():
-        comparison = alternate(lambda: rnn(xs),
-                               lambda: attention(xs, xs, xs, is_causal=True, need_weights=False),
-                               repeats=5 if args.quick else 9, device=args.device)
+        comparison = timed_pair(args, lambda: rnn(xs),
+                                lambda: attention(xs, xs, xs, is_causal=True, need_weights=False))
     rnn_work = batch * n * 2 * d_model * d_model                      # W_x x_t and W_h h per step
     attention_work = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)  # 4 projections, QKᵀ and weights @ V
     timings.append((n, comparison.first, comparison.second))

@@ -29,8 +29,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, randn, save, setup
-from minitorch_attn.measure import alternate
+from minitorch_attn.demo_common import log_ticks, pyplot, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "02_multihead")
 batch, seq_len, d_model, num_heads = 4, 10, 512, 8
@@ -134,9 +133,8 @@ for n in lengths:
     xs = randn(args.rng, batch, n, d_model, device=args.device)
     multiply_adds = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)   # the same for any h
     with mt.no_grad():
-        comparison = alternate(lambda: one_head(xs, xs, xs, need_weights=False),
-                               lambda: eight_heads(xs, xs, xs, need_weights=False),
-                               repeats=5 if args.quick else 7, device=args.device)
+        comparison = timed_pair(args, lambda: one_head(xs, xs, xs, need_weights=False),
+                                lambda: eight_heads(xs, xs, xs, need_weights=False))
     cost.append((n, comparison.first, comparison.second, comparison.ratio))
     print(f"  T = {n:>4}: multiply-adds {multiply_adds:,} for both; softmax entries {batch * n * n:,} "
           f"against {batch * num_heads * n * n:,} ({num_heads}x)")

@@ -28,12 +28,13 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup
-from minitorch_attn.measure import alternate
+from minitorch_attn.argtypes import positive_int
+from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
 
 
 def add_flags(parser):
-    parser.add_argument("--repeats", type=int, default=None, help="alternating rounds per pair (default 5, --quick 7)")
+    parser.add_argument("--repeats", type=positive_int, default=None,
+                        help="at least this many alternating rounds per pair (default 5, --quick 3)")
 
 
 args, out = setup(__doc__, "04_norm_speed", extra=add_flags)
@@ -104,7 +105,6 @@ for i, name in enumerate(("output", "grad x", "grad gamma")):
 
 # %%
 shape = (8, 64, 512) if args.quick else (32, 512, 4096)
-repeats = args.repeats or (7 if args.quick else 5)
 d = shape[-1]
 x = randn(args.rng, *shape, device=args.device, requires_grad=True)
 upstream = randn(args.rng, *shape, device=args.device)
@@ -173,11 +173,11 @@ if use_torch:
 elif torch is None:
     print("PyTorch is not installed: skipped its functions and the tutorial's pair")
 
-print(f"\nx {shape} float32 on {args.device}, {repeats} alternating rounds after one warm-up call each"
+print(f"\nx {shape} float32 on {args.device}, alternating rounds after one warm-up call each"
       + (f", PyTorch {torch.__version__}" if use_torch else ""))
 ratios = {}
 for name, (layer_norm, rms_norm, kind) in pairs.items():
-    comparison = alternate(layer_norm, rms_norm, repeats, args.device)
+    comparison = timed_pair(args, layer_norm, rms_norm, args.repeats)
     ratios[name] = (comparison.ratio, kind)
     print(f"  {name:<27} {comparison.describe('LayerNorm', 'RMSNorm')}  [{kind}]")
 if use_torch:

@@ -30,8 +30,8 @@ import numpy
 
 from minitorch_attn import nn
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup
-from minitorch_attn.measure import alternate, peak_memory
+from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
+from minitorch_attn.measure import peak_memory
 
 
 def add_flags(parser):
@@ -75,14 +75,13 @@ def forward_backward(model, x, upstream, is_causal):
 
 
 lengths = args.lengths or ([32, 64] if args.quick else [256, 512, 1024, 2048])
-repeats = 3 if args.quick else 5
 d_model, num_heads = (128, 4) if args.quick else (512, 8)
 standard = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0, fused_qkv=True, attn_impl="naive")
 flash = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0, fused_qkv=True, attn_impl="flash")
 flash.load_state_dict(standard.state_dict())                  # the same weights
 standard, flash = standard.to(args.device), flash.to(args.device)
 print(f"\nMultiHeadAttention(d_model={d_model}, num_heads={num_heads}, fused_qkv=True), batch 1, float32, "
-      f"{args.device}; forward + backward, {repeats} alternating rounds after a warm-up")
+      f"{args.device}; forward + backward, alternating rounds after a warm-up")
 
 results = {}  # (causal, "standard" or "flash") -> [(seq_len, seconds, peak bytes)]
 more_memory = []
@@ -97,7 +96,7 @@ for is_causal in (True, False):
         steps = {"standard": forward_backward(standard, x, upstream, is_causal),
                  "flash": forward_backward(flash, x, upstream, is_causal)}
         worst = max(worst, float(numpy.abs(steps["flash"]().numpy() - steps["standard"]().numpy()).max()))
-        timing = alternate(steps["standard"], steps["flash"], repeats, args.device)
+        timing = timed_pair(args, steps["standard"], steps["flash"])
         memory = {name: peak_memory(step, args.device) for name, step in steps.items()}
         results.setdefault((is_causal, "standard"), []).append((seq_len, timing.first, memory["standard"]))
         results.setdefault((is_causal, "flash"), []).append((seq_len, timing.second, memory["flash"]))

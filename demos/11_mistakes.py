@@ -31,8 +31,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
-from minitorch_attn.demo_common import normalize_over, pyplot, quick_caveat, randn, save, setup
-from minitorch_attn.measure import alternate
+from minitorch_attn.demo_common import normalize_over, pyplot, quick_caveat, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "11_mistakes")
 
@@ -83,8 +82,7 @@ right = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0).to(args.device)
 wrong = HeadsOfWidthDModel(d_model, num_heads).to(args.device)
 x = randn(args.rng, batch, length, d_model, device=args.device)
 with mt.no_grad():
-    timing = alternate(lambda: right(x, x, x, need_weights=False), lambda: wrong(x),
-                       repeats=5 if args.quick else 7, device=args.device)
+    timing = timed_pair(args, lambda: right(x, x, x, need_weights=False), lambda: wrong(x))
 
 
 def multiply_adds(width):

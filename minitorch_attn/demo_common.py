@@ -28,6 +28,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn.argtypes import usable_device
+from minitorch_attn.measure import alternate
 from minitorch_attn.train import load_corpus
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
@@ -77,6 +78,15 @@ def quick_caveat(args, lesson):
     if args.quick:
         print(f"[--quick] these sizes are too small to show {lesson}: run without --quick to see it")
     return args.quick
+
+
+def timed_pair(args, first, second, repeats=None):
+    """:func:`~minitorch_attn.measure.alternate` on the demo's device with the demos' budget:
+    with ``--quick`` 3 rounds; otherwise at least 5 (or ``repeats``), and more until each
+    function has been timed for half a second in all."""
+    if args.quick:
+        return alternate(first, second, repeats or 3, args.device, min_seconds=0.0)
+    return alternate(first, second, repeats or 5, args.device, min_seconds=0.5)
 
 
 def quick_training_flags(folder):

@@ -100,37 +100,41 @@ class Comparison:
                 f"over {self.rounds} alternating rounds)")
 
 
-def alternate(first, second, repeats=5, device="cpu", warmup=1):
+def alternate(first, second, repeats=5, device="cpu", warmup=1, min_seconds=0.5, max_rounds=200):
     """Time ``first()`` against ``second()`` like for like: warm both up, then alternate them.
 
-    Both run ``warmup`` untimed calls first (caches, allocations, lazy imports). Then each of
-    the ``repeats`` rounds times one call of each, and the order swaps from round to round
-    (first-second, second-first, ...), so that a load that comes and goes on a shared
-    machine slows both alike and neither always runs in the other's wake. The ratio is the
-    median of the per-round ratios, which a slow round cannot move much.
+    Both run ``warmup`` untimed calls first (caches, allocations, lazy imports). Then each
+    round times one call of each, and the order swaps from round to round (first-second,
+    second-first, ...), so that a load that comes and goes on a shared machine slows both
+    alike and neither always runs in the other's wake. There are at least ``repeats``
+    rounds, and more (up to ``max_rounds``) until each function has been timed for
+    ``min_seconds`` in all: quick calls get many rounds, whose medians a busy moment cannot
+    move. The ratio is the median of the per-round ratios.
 
     Returns:
         a :class:`Comparison` (medians in seconds, ``ratio = second / first``).
     Raises:
-        ValueError: if ``repeats < 1`` or ``warmup < 0``.
+        ValueError: if ``repeats < 1``, ``warmup < 0`` or ``max_rounds < repeats``.
     """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"alternate: expected repeats >= 1 and warmup >= 0, got {repeats} and {warmup}")
+    if repeats < 1 or warmup < 0 or max_rounds < repeats:
+        raise ValueError(f"alternate: expected repeats >= 1, warmup >= 0 and max_rounds >= repeats, "
+                         f"got {repeats}, {warmup} and {max_rounds}")
     for _ in range(warmup):
         first()
         second()
     times = ([], [])
-    for round_ in range(repeats):
-        order = (0, 1) if round_ % 2 == 0 else (1, 0)
-        for which in order:
+    rounds = 0
+    while rounds < repeats or (rounds < max_rounds and min(sum(times[0]), sum(times[1])) < min_seconds):
+        for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
             fn = (first, second)[which]
             synchronize(device)
             start = time.perf_counter()
             fn()
             synchronize(device)
             times[which].append(time.perf_counter() - start)
+        rounds += 1
     ratios = [b / a for a, b in zip(*times)]
-    return Comparison(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), repeats)
+    return Comparison(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), rounds)
 
 
 def format_seconds(seconds):

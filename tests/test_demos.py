@@ -247,17 +247,29 @@ def test_alternate_swaps_the_order_each_round_and_reports_the_median_ratio(monke
         calls.append("b")
         clock[0] += 3.0
 
-    result = measure.alternate(first, second, repeats=5, warmup=1)
+    result = measure.alternate(first, second, repeats=5, warmup=1, min_seconds=0.0)
     assert "".join(calls) == "ab" + "ab" + "ba" + "ab" + "ba" + "ab"
     assert (result.first, result.second, result.ratio, result.rounds) == (1.0, 3.0, 3.0, 5)
     assert result.describe("A", "B") == ("B / A time ratio 3.00 (speed relative to A: 0.33x; "
                                          "medians 1 s and 3 s over 5 alternating rounds)")
 
 
-@pytest.mark.parametrize("repeats, warmup", [(0, 1), (3, -1)])
-def test_alternate_refuses_no_rounds_or_negative_warmup(repeats, warmup):
-    with pytest.raises(ValueError, match="repeats >= 1 and warmup >= 0"):
-        measure.alternate(lambda: None, lambda: None, repeats=repeats, warmup=warmup)
+def test_alternate_adds_rounds_until_each_function_ran_min_seconds(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+
+    def tick():
+        clock[0] += 0.25
+
+    assert measure.alternate(tick, tick, repeats=2, warmup=0, min_seconds=1.0).rounds == 4
+    assert measure.alternate(tick, tick, repeats=2, warmup=0, min_seconds=1.0, max_rounds=3).rounds == 3
+    assert measure.alternate(tick, tick, repeats=2, warmup=0, min_seconds=0.25).rounds == 2
+
+
+@pytest.mark.parametrize("repeats, warmup, max_rounds", [(0, 1, 10), (3, -1, 10), (3, 1, 2)])
+def test_alternate_refuses_no_rounds_negative_warmup_or_too_few_rounds(repeats, warmup, max_rounds):
+    with pytest.raises(ValueError, match="repeats >= 1, warmup >= 0 and max_rounds >= repeats"):
+        measure.alternate(lambda: None, lambda: None, repeats=repeats, warmup=warmup, max_rounds=max_rounds)
 
 
 @pytest.mark.parametrize("seconds, text", [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (4.56e-5, "45.6 µs"), (3e-9, "3 ns")])
