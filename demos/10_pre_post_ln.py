@@ -30,7 +30,7 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import functional as F
 from minitorch_attn import manual_seed, nn, optim
-from minitorch_attn.demo_common import pyplot, quick_caveat, save, setup
+from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, save, setup
 from minitorch_attn.train import CharVocab, get_batch, load_corpus, make_optimizer, split_ids
 
 
@@ -168,9 +168,11 @@ for name in ("Pre-LN", "Post-LN"):
 axes[0].set_xlabel("step")
 axes[0].set_ylabel("training loss (nats / character)")
 axes[0].set_title(f"{layers} blocks, peak lr {args.lr}")
+axes[1].set_xticks(range(1, layers + 1))
 axes[1].set_xlabel("block (1 = next to the input)")
 axes[1].set_ylabel("gradient norm at initialization")
 axes[1].set_yscale("log")
+log_ticks(axes[1].yaxis)
 axes[1].set_title("Gradient norm of each block at step 0")
 for ax in axes:
     ax.grid(alpha=0.3)

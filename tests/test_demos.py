@@ -266,6 +266,13 @@ def test_alternate_adds_rounds_until_each_function_ran_min_seconds(monkeypatch):
     assert measure.alternate(tick, tick, repeats=2, warmup=0, min_seconds=0.25).rounds == 2
 
 
+def test_describe_flags_a_noisy_measurement():
+    steady = measure.Comparison(first=1.0, second=2.0, ratio=2.1, rounds=5)
+    noisy = measure.Comparison(first=1.0, second=2.0, ratio=3.0, rounds=5)
+    assert "noisy" not in steady.describe("A", "B")
+    assert noisy.describe("A", "B").endswith("[noisy: the ratio of the medians is 2.00]")
+
+
 @pytest.mark.parametrize("repeats, warmup, max_rounds", [(0, 1, 10), (3, -1, 10), (3, 1, 2)])
 def test_alternate_refuses_no_rounds_negative_warmup_or_too_few_rounds(repeats, warmup, max_rounds):
     with pytest.raises(ValueError, match="repeats >= 1, warmup >= 0 and max_rounds >= repeats"):
