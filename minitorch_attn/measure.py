@@ -94,16 +94,20 @@ class Comparison:
     def describe(self, first_name, second_name):
         """One line saying what was measured: the time ratio, the speed it means, and both
         medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (speed relative to LayerNorm:
-        1.10x; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``. When the ratio of
-        the two medians differs from the median ratio by more than a quarter, the load
-        changed faster than the rounds, and the line says so with both values."""
+        1.10x; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``; when it is
+        :attr:`noisy`, the line says so and gives the ratio of the medians too."""
         line = (f"{second_name} / {first_name} time ratio {self.ratio:.2f} (speed relative to {first_name}: "
                 f"{1 / self.ratio:.2f}x; medians {format_seconds(self.first)} and {format_seconds(self.second)} "
                 f"over {self.rounds} alternating rounds)")
-        of_medians = self.second / self.first
-        if not 0.8 <= of_medians / self.ratio <= 1.25:
-            line += f" [noisy: the ratio of the medians is {of_medians:.2f}]"
+        if self.noisy:
+            line += f" [noisy: the ratio of the medians is {self.second / self.first:.2f}]"
         return line
+
+    @property
+    def noisy(self):
+        """Whether the ratio of the two medians and the median of the per-round ratios differ
+        by more than a quarter: the load changed faster than the rounds alternated."""
+        return not 0.8 <= (self.second / self.first) / self.ratio <= 1.25
 
 
 def alternate(first, second, repeats=5, device="cpu", warmup=1, min_seconds=0.5, max_rounds=200):

@@ -269,6 +269,7 @@ def test_alternate_adds_rounds_until_each_function_ran_min_seconds(monkeypatch):
 def test_describe_flags_a_noisy_measurement():
     steady = measure.Comparison(first=1.0, second=2.0, ratio=2.1, rounds=5)
     noisy = measure.Comparison(first=1.0, second=2.0, ratio=3.0, rounds=5)
+    assert not steady.noisy and noisy.noisy
     assert "noisy" not in steady.describe("A", "B")
     assert noisy.describe("A", "B").endswith("[noisy: the ratio of the medians is 2.00]")
 
