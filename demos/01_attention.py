@@ -35,7 +35,13 @@ from minitorch_attn import nn
 from minitorch_attn.demo_common import pyplot, randn, save, setup
 
 args, out = setup(__doc__, "01_attention")
-numpy.set_printoptions(precision=3, suppress=True, floatmode="fixed")
+
+
+def show(array):
+    """An array printed with 3 decimals (without changing NumPy's print options for anyone else)."""
+    return numpy.array2string(array, precision=3, suppress_small=True, floatmode="fixed")
+
+
 float32_eps = float(numpy.finfo(numpy.float32).eps)
 
 # %% [markdown]
@@ -50,7 +56,7 @@ directions = ["north", "east", "south", "west"]
 keys = numpy.array([[0.0, 1.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0]])       # (4 keys, 2)
 values = numpy.array([[4.0], [12.0], [20.0], [9.0]])                        # (4 values, 1): °C
 query = numpy.array([0.4, 1.0])                                             # north, a little east
-print("section 2: a soft lookup; keys", directions, "with values (°C)", values.ravel())
+print(f"section 2: a soft lookup; keys {directions} with values (°C) {show(values.ravel())}")
 lookups = {}
 for sharpness in (1, 4, 16):
     q = mt.tensor((sharpness * query)[None, :], device=args.device)          # (1 query, 2)
@@ -59,7 +65,7 @@ for sharpness in (1, 4, 16):
     answer = weights @ v                                                     # (1, 1)
     lookups[sharpness] = w = weights.numpy()[0]
     by_hand = float(w @ values[:, 0])                                        # the weighted average, in NumPy
-    print(f"  sharpness {sharpness:>2}: weights {w}  answer {answer.item():6.2f} °C "
+    print(f"  sharpness {sharpness:>2}: weights {show(w)}  answer {answer.item():6.2f} °C "
           f"(weighted average by hand {by_hand:6.2f})")
 print(f"  the sharper the query, the closer the answer to the best key's value ({values[0, 0]:g} °C, north)")
 
@@ -108,7 +114,7 @@ reference /= reference.sum(axis=-1, keepdims=True)
 w = weights.numpy()
 print(f"score std before / after dividing by sqrt({d_k}) = {math.sqrt(d_k):g}: {raw.std():.2f} / {scores.std():.2f}")
 print("attention weights of batch 0, head 0 (row = query, column = key):")
-print(w[0, 0])
+print(show(w[0, 0]))
 row_sums = w.sum(axis=-1)
 print(f"row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f} "
       f"(every row sums to 1: {bool(numpy.allclose(row_sums, 1.0, atol=1e-6))})")

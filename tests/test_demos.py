@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy
 import pytest
 
 from minitorch_attn import cli, demo_common, demos_cli, measure
@@ -83,9 +84,11 @@ def run(name, out, *flags):
     path = demos_cli.find_demo(name, demos_cli.available_demos(DEMOS))
     assert path is not None, f"demos/{name}.py is missing"
     printed = io.StringIO()
+    print_options = numpy.get_printoptions()
     with contextlib.redirect_stdout(printed):
         status = demos_cli.run_demo(path, ["--quick", "--out", str(out), *flags])
     assert status == 0, f"{name} exited with {status}:\n{printed.getvalue()}"
+    assert numpy.get_printoptions() == print_options, f"{name} changed NumPy's print options for everyone"
     return printed.getvalue()
 
 
