@@ -146,10 +146,11 @@ final = {name: float(numpy.mean(losses[-tail:])) for name, losses in curves.item
 warmed = f"Post-LN, {warmup}-step warmup"
 gap, gap_warmed = final["Post-LN"] - final["Pre-LN"], final[warmed] - final["Pre-LN"]
 print(f"final loss, Post-LN minus Pre-LN: {gap:+.3f} nats; with the warmup: {gap_warmed:+.3f} nats")
+print("tutorial: Post-LN 'requires careful warm-up schedules'; Pre-LN 'trains stably without warmup'")
 if gap > 0:
-    print(f"the warmup closes {100 * (1 - gap_warmed / gap):.0f}% of Post-LN's gap to Pre-LN here")
+    print(f"measured: the warmup closes {100 * (1 - gap_warmed / gap):.0f}% of Post-LN's gap to Pre-LN here")
 else:
-    print("here Post-LN did not end behind Pre-LN, so there is no gap for the warmup to close")
+    print("measured: here Post-LN did not end behind Pre-LN, so there is no gap for the warmup to close")
 quick_caveat(args, "Post-LN falling behind (it needs the 12 blocks and 100 steps of the full run)")
 
 # %% [markdown]
