@@ -1,3 +1,13 @@
+# %% [markdown]
+# # Beyond the tutorial: train a character-level GPT, then sample from it
+#
+# Everything the tutorial builds, put to work: a GPT (token and position embeddings, Pre-LN
+# blocks of causal multi-head attention and a feed-forward network) trained on the Python
+# language reference with our own backward passes, then asked to continue a prompt. This runs
+# the `minitorch-attn train` command; `--quick` trains a tiny model for a few seconds (it
+# learns little: the full run takes minutes).
+
+# %%
 """Train a character-level GPT on the Python language reference, then sample from it.
 
     python demos/train_gpt.py                      # the defaults: about 4 minutes on 2 CPU cores
@@ -16,8 +26,23 @@ continues any prompt.
 """
 
 import sys
+import tempfile
 
 from minitorch_attn.cli import main
+from minitorch_attn.demo_common import demo_argv, quick_training_flags
 
-if __name__ == "__main__":
-    sys.exit(main(["train", *sys.argv[1:]]))
+# %% [markdown]
+# ## Training
+#
+# The flags are the `train` command's; `--quick` stands for a tiny model (2 layers of width
+# 32) trained 15 steps on an excerpt of the corpus, and any flag given after it still wins.
+
+# %%
+flags = demo_argv()
+if "--quick" in flags:
+    with tempfile.TemporaryDirectory() as folder:  # for the excerpt of the corpus
+        status = main(["train", *quick_training_flags(folder), *[f for f in flags if f != "--quick"]])
+else:
+    status = main(["train", *flags])
+if status:
+    sys.exit(status)

@@ -160,3 +160,83 @@ def peak_memory(fn, device="cpu"):
     with PeakMeter(device) as meter:
         fn()
     return meter.peak
+
+
+class Comparison:
+    """Two functions timed in alternation by :func:`alternate`.
+
+    Attributes:
+        first, second: the median wall time of each, in seconds.
+        ratio: the median over the rounds of ``second's time / first's time``: below 1 the
+            second is faster (a speed-up of ``1 / ratio``), above 1 it is slower.
+        rounds: how many timed rounds the medians are taken over.
+    """
+
+    def __init__(self, first, second, ratio, rounds):
+        self.first, self.second, self.ratio, self.rounds = first, second, ratio, rounds
+
+    def __repr__(self):
+        return f"Comparison(first={self.first!r}, second={self.second!r}, ratio={self.ratio!r}, rounds={self.rounds})"
+
+    def describe(self, first_name, second_name):
+        """One line saying what was measured: the time ratio, the speed it means, and both
+        medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (speed relative to LayerNorm:
+        1.10x; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``; when it is
+        :attr:`noisy`, the line says so and gives the ratio of the medians too."""
+        line = (f"{second_name} / {first_name} time ratio {self.ratio:.2f} (speed relative to {first_name}: "
+                f"{1 / self.ratio:.2f}x; medians {format_seconds(self.first)} and {format_seconds(self.second)} "
+                f"over {self.rounds} alternating rounds)")
+        if self.noisy:
+            line += f" [noisy: the ratio of the medians is {self.second / self.first:.2f}]"
+        return line
+
+    @property
+    def noisy(self):
+        """Whether the ratio of the two medians and the median of the per-round ratios differ
+        by more than a quarter: the load changed faster than the rounds alternated."""
+        return not 0.8 <= (self.second / self.first) / self.ratio <= 1.25
+
+
+def alternate(first, second, repeats=5, device="cpu", warmup=1, min_seconds=0.5, max_rounds=200):
+    """Time ``first()`` against ``second()`` like for like: warm both up, then alternate them.
+
+    Both run ``warmup`` untimed calls first (caches, allocations, lazy imports). Then each
+    round times one call of each, and the order swaps from round to round (first-second,
+    second-first, ...), so that a load that comes and goes on a shared machine slows both
+    alike and neither always runs in the other's wake. There are at least ``repeats``
+    rounds, and more (up to ``max_rounds``) until each function has been timed for
+    ``min_seconds`` in all: quick calls get many rounds, whose medians a busy moment cannot
+    move. The ratio is the median of the per-round ratios.
+
+    Returns:
+        a :class:`Comparison` (medians in seconds, ``ratio = second / first``).
+    Raises:
+        ValueError: if ``repeats < 1``, ``warmup < 0`` or ``max_rounds < repeats``.
+    """
+    if repeats < 1 or warmup < 0 or max_rounds < repeats:
+        raise ValueError(f"alternate: expected repeats >= 1, warmup >= 0 and max_rounds >= repeats, "
+                         f"got {repeats}, {warmup} and {max_rounds}")
+    for _ in range(warmup):
+        first()
+        second()
+    times = ([], [])
+    rounds = 0
+    while rounds < repeats or (rounds < max_rounds and min(sum(times[0]), sum(times[1])) < min_seconds):
+        for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
+            fn = (first, second)[which]
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            times[which].append(time.perf_counter() - start)
+        rounds += 1
+    ratios = [b / a for a, b in zip(*times)]
+    return Comparison(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), rounds)
+
+
+def format_seconds(seconds):
+    """``0.0123 -> '12.3 ms'``: seconds in the unit that keeps three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"

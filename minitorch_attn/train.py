@@ -334,7 +334,7 @@ def write_plots(out, history, baseline, model, vocab, device, log=print, final=N
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        log('matplotlib is not installed: skipped loss.png and attention.png (pip install "minitorch-attn[demos]")')
+        log('matplotlib is not installed: skipped loss.png and attention.png (pip install -e ".[demos]")')
         return []
     written = []
     for name, fig, dpi in [("loss.png", loss_figure(plt, history, baseline, final, windows), 120),
@@ -387,19 +387,22 @@ def attention_figure(plt, model, vocab, device):
     heads = w.shape[0]
     cols = min(heads, 2)
     rows = math.ceil(heads / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 7.5 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols + 1.2, 7.5 * rows + 0.6), squeeze=False,
+                             layout="constrained")
     labels = [c if c != " " else "␣" for c in chars]
+    top = float(numpy.quantile(w, 0.99))  # the first query's weight is 1: it would wash out the rest
     for h in range(rows * cols):
         ax = axes[h // cols][h % cols]
         if h >= heads:
             ax.axis("off")
             continue
-        ax.imshow(w[h], cmap="viridis", vmin=0.0)
-        ax.set_title(f"layer {layer}, head {h}")
-        ax.set_xticks(range(len(labels)), labels, fontsize=6)
-        ax.set_yticks(range(len(labels)), labels, fontsize=6)
+        image = ax.imshow(w[h], cmap="viridis", vmin=0.0, vmax=top)
+        ax.set_title(f"head {h}")
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
         ax.set_xlabel("key (attended to)")
         ax.set_ylabel("query")
-    fig.suptitle(f"Attention of every head of the last layer: {chars!r}")
-    fig.tight_layout()
+    fig.colorbar(image, ax=axes, extend="max", shrink=0.8,
+                 label=f"attention weight (colours stop at {top:.2f}, the 99th percentile)")
+    fig.suptitle(f"Every head of layer {layer}, the last, reading {chars!r}")
     return fig
