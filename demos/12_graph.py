@@ -1,3 +1,12 @@
+# %% [markdown]
+# # The graph that `backward()` walks (section 9, seen from the engine)
+#
+# Autograd records one node per operation. Written with primitive operations, LayerNorm is a
+# chain of small steps, each with its own backward; the hand-written `F.layer_norm` is one
+# node whose backward is the closed form. Both give the same gradients. The last picture is
+# one Pre-LN block: attention and a feed-forward network, every parameter named.
+
+# %%
 """The autograd graph: LayerNorm from primitives beside the hand-written one, and one attention block.
 
     python demos/12_graph.py [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
@@ -108,5 +117,12 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+# %% [markdown]
+# ## Run it
+#
+# The flags are the command line's (or, in a notebook, `$MINITORCH_ATTN_DEMO_FLAGS`).
+
+# %%
+status = main()
+if status:
+    sys.exit(status)

@@ -1,3 +1,11 @@
+# %% [markdown]
+# # Beyond the tutorial: learned positions against rotary positions (RoPE)
+#
+# The same GPT, corpus, seed and number of steps, trained twice: once with a learned
+# embedding per position, once with rotary queries and keys. We compare validation bits per
+# character, speed, and a sample that runs past the context, where rotary attention slides.
+
+# %%
 """Learned positions against rotary positions (RoPE): the same GPT, corpus and steps.
 
     python demos/13_rope.py [--steps N] [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
@@ -11,17 +19,13 @@ positions are re-read from the last 64), and draws both validation curves. ``--q
 a tiny model on the first 20,000 characters, for the smoke test.
 """
 
+import json
 import os
 import sys
 
-if "OPENBLAS_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # as demos/train_gpt.py: see its docstring
-
-import json  # noqa: E402
-
-from minitorch_attn import checkpoint, cli, data  # noqa: E402
-from minitorch_attn.argtypes import positive_int  # noqa: E402
-from minitorch_attn.demo_common import pyplot, save, setup  # noqa: E402
+from minitorch_attn import checkpoint, cli, data
+from minitorch_attn.argtypes import positive_int
+from minitorch_attn.demo_common import pyplot, save, setup
 
 QUICK = ["--d-model", "32", "--num-layers", "1", "--num-heads", "2", "--block-size", "32", "--batch-size", "8",
          "--eval-interval", "10", "--eval-windows", "4", "--sample-tokens", "80"]
@@ -88,5 +92,12 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+# %% [markdown]
+# ## Run it
+#
+# The flags are the command line's (or, in a notebook, `$MINITORCH_ATTN_DEMO_FLAGS`).
+
+# %%
+status = main()
+if status:
+    sys.exit(status)

@@ -85,7 +85,7 @@ EXPECTED = {
                  "sample, learned positions:\nThe ", "sample, rope positions:\nThe "],
                 ["rope_vs_learned.png"]),
     "train_gpt": (["corpus: 20,000 characters", "model: GPT with 30,016 parameters (2 layers, d_model 32",
-                   "step 15: final validation"],
+                   "step 15: validation"],
                   ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
 }
 
