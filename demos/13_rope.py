@@ -45,6 +45,8 @@ def run(pos_encoding, args, out):
         flags += ["--text", text, *QUICK]
     status = cli.main(flags)
     if status:
+        if status == 130:  # Ctrl-C: train said so and saved its checkpoint
+            raise SystemExit(130)
         raise SystemExit(f"training with {pos_encoding} positions failed (status {status})")
     with open(os.path.join(folder, "metrics.json"), encoding="utf-8") as f:
         metrics = json.load(f)

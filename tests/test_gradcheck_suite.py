@@ -37,3 +37,26 @@ def test_an_unusable_device_is_one_message(capsys):
 
     assert main(["--device", "tpu"]) == 2
     assert "unknown device 'tpu'" in capsys.readouterr().err
+
+
+def test_ctrl_c_is_a_clean_stop_with_status_130(capsys, monkeypatch):
+    from minitorch_attn.gradcheck import command
+
+    def interrupted():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(command, "entries", interrupted)
+    assert command.main([]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """``python -m gradcheck | head -1``: the pipe closes under the table."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "gradcheck", "--only", "a"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.stdout.readline()
+    process.stdout.close()
+    assert process.wait(timeout=120) == 0
+    assert "Traceback" not in process.stderr.read()

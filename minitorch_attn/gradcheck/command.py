@@ -3,6 +3,7 @@
     python -m gradcheck [--device cpu|strict|cuda] [--dtype float64|float32] [--only NAME]
 """
 
+import os
 import sys
 import time
 
@@ -12,6 +13,20 @@ from .suite import TOLERANCES, entries
 
 
 def main(argv=None, prog="python -m gradcheck"):
+    """Run the suite and print its table; returns the exit status (0 all passed, 1 a failure,
+    2 bad arguments, 130 after Ctrl-C). A reader that stops reading (``| head``) ends it quietly."""
+    try:
+        return _run(argv, prog)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the table's reader went away: nothing left to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(argv, prog):
     parser = CommandParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (NumPy), strict (array-api-strict) or cuda (CuPy)")
     parser.add_argument("--dtype", default="float64", choices=sorted(TOLERANCES))
