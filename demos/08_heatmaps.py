@@ -23,6 +23,7 @@
    whose heads have learned little).
 """
 
+import argparse
 import os
 
 import numpy
@@ -35,9 +36,16 @@ from minitorch_attn.sampling import load_model
 from minitorch_attn.train import HEATMAP_SENTENCE
 
 
+def existing_file(text):
+    """An argparse ``type=``: a path to a file that exists, checked before the demo draws anything."""
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"no checkpoint at {text!r}")
+    return text
+
+
 def add_flags(parser):
-    parser.add_argument("--checkpoint", metavar="PATH", help="checkpoint.npz of minitorch-attn train "
-                                                              "(default: train a small model first)")
+    parser.add_argument("--checkpoint", metavar="PATH", type=existing_file,
+                        help="checkpoint.npz of minitorch-attn train (default: train a small model first)")
 
 
 args, out = setup(__doc__, "08_heatmaps", extra=add_flags)

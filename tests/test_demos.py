@@ -402,3 +402,11 @@ def test_notebooks_command_without_jupytext_says_what_to_install(tmp_path, monke
     monkeypatch.setitem(sys.modules, "jupytext", None)  # import jupytext now raises ImportError
     assert cli.main(["demo", "--notebooks", str(tmp_path)]) == 2
     assert 'pip install -e ".[notebooks]"' in capsys.readouterr().err
+
+
+def test_a_missing_checkpoint_is_refused_before_the_heatmaps_demo_draws(tmp_path, capsys):
+    out = tmp_path / "heatmaps"
+    status = demos_cli.run_demo(DEMOS / "08_heatmaps.py", ["--checkpoint", str(tmp_path / "nothere.npz"),
+                                                          "--out", str(out)])
+    assert status == 2 and "no checkpoint at" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
