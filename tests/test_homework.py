@@ -404,3 +404,13 @@ def test_check_results_report_every_failure_in_full():
     assert long_message in describe(result)
     public = describe(result, public_only=True)
     assert "test_a" not in public and "skipped, which counts as failed" in public
+
+
+def test_the_selftest_table_counts_columns_not_combining_accents():
+    import unicodedata
+
+    from minitorch_attn.homework.selftest import _column
+
+    cell = _column("without the x̂ mean(dx̂ x̂) term", 40)
+    assert sum(not unicodedata.combining(c) for c in cell) == 40
+    assert _column("abcdef", 3) == "abc"

@@ -29,6 +29,7 @@ import dataclasses
 import json
 import sys
 import time
+import unicodedata
 
 from .grade import Grader
 from .submission import Submission
@@ -100,7 +101,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout):
                     verdict = _verdict(name, own, graded)
                     cells = [f"{r.score:g}/{r.points:g}" + ("=" if r.reused else " ") for r in graded]
                 ok &= verdict.startswith("ok")
-                print(f"{name[:62]:<62} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
+                print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
             if len(mine) < MIN_MUTANTS:
                 ok = False
@@ -133,3 +134,16 @@ def _first(result):
     if result.problem:
         return result.problem.splitlines()[0][:100]
     return result.failures[0].nodeid.split("::")[-1] if result.failures else "?"
+
+
+def _column(text, width):
+    """``text`` cut or padded to ``width`` columns on a terminal: a combining accent (the hat
+    of x̂) takes no column of its own, so it is not counted."""
+    out, used = [], 0
+    for char in text:
+        wide = 0 if unicodedata.combining(char) else 1
+        if used + wide > width:
+            break
+        out.append(char)
+        used += wide
+    return "".join(out) + " " * (width - used)
