@@ -3,9 +3,10 @@ reproducible busy machine.
 
 Used by the demos and the benchmarks, so that every figure they print is measured the same way:
 
-* :func:`median_seconds` times one function; :func:`alternating_medians` times several
-  in turn (A B A B ...), so that a machine whose load changes slows them alike, each at
-  the BLAS thread count that suits it best (:class:`~minitorch_attn.threads.FastestThreads`);
+* :func:`alternate` times two functions in turn (A B, B A, ...), so that a machine whose
+  load changes slows them alike; :func:`alternating_medians` times several in turn, each
+  at the BLAS thread count that suits it best (:class:`~minitorch_attn.threads.FastestThreads`);
+  both time one call with :func:`seconds_of`;
 * :class:`PeakMeter` and :func:`peak_memory` read the peak bytes the array library allocated;
 * :func:`busy` keeps ``n`` cores busy with helper processes while a benchmark runs (its
   ``--busy N`` flag), so a figure "under load" is measured under a load anyone can repeat.
@@ -33,18 +34,13 @@ def synchronize(device):
         cupy.cuda.Device().synchronize()
 
 
-def median_seconds(fn, repeats, device="cpu", warmup=1):
-    """The median wall time of ``fn()`` over ``repeats`` runs, after ``warmup`` untimed runs."""
-    for _ in range(warmup):
-        fn()
+def seconds_of(fn, device="cpu"):
+    """The wall time of one call ``fn()``, with the GPU's queued work finished before and after."""
     synchronize(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
 
 
 def alternating_medians(fns, repeats, device="cpu", warmup=1):
@@ -68,10 +64,7 @@ def alternating_medians(fns, repeats, device="cpu", warmup=1):
     for _ in range(repeats):
         for name, fn in fns.items():
             with choosers[name]:
-                start = time.perf_counter()
-                fn()
-                synchronize(device)
-                times[name].append(time.perf_counter() - start)
+                times[name].append(seconds_of(fn, device))
     return ({name: statistics.median(t) for name, t in times.items()},
             {name: chooser.choice for name, chooser in choosers.items()})
 
@@ -223,12 +216,7 @@ def alternate(first, second, repeats=5, device="cpu", warmup=1, min_seconds=0.5,
     rounds = 0
     while rounds < repeats or (rounds < max_rounds and min(sum(times[0]), sum(times[1])) < min_seconds):
         for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
-            fn = (first, second)[which]
-            synchronize(device)
-            start = time.perf_counter()
-            fn()
-            synchronize(device)
-            times[which].append(time.perf_counter() - start)
+            times[which].append(seconds_of((first, second)[which], device))
         rounds += 1
     ratios = [b / a for a, b in zip(*times)]
     return Comparison(statistics.median(times[0]), statistics.median(times[1]), statistics.median(ratios), rounds)

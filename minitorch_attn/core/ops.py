@@ -76,7 +76,10 @@ class Broadcasting(Function):
         """PyTorch's promotion where NumPy's differs: an integer (or bool) tensor meeting a
         float tensor takes its dtype (float64 if any is float64), and meeting a Python float,
         or divided, takes the default float32; NumPy would make float64 of both."""
-        floats = {a.dtype for a in args if isinstance(a, Tensor) and a.dtype in FLOAT_DTYPES}
+        dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+        if all(d in FLOAT_DTYPES for d in dtypes):
+            return args  # speed: the common case (float operands) returns at once
+        floats = {d for d in dtypes if d in FLOAT_DTYPES}
         if floats:
             target = "float64" if "float64" in floats else "float32"
         elif cls.true_division or any(isinstance(a, float) for a in args):

@@ -137,16 +137,16 @@ class _RowChunks(Function):
         return ctx.xp.reshape(out, x.shape)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, grad_output):
         chunks, bounds = ctx.saved_tensors, ctx.bounds
         x_shape, rows_shape = ctx.shapes
-        g = ctx.xp.reshape(g, rows_shape)
-        grad_x = ctx.xp.empty_like(g) if ctx.needs_input_grad[0] else None
+        grad_output = ctx.xp.reshape(grad_output, rows_shape)
+        grad_x = ctx.xp.empty_like(grad_output) if ctx.needs_input_grad[0] else None
         param_grads = [None] * len(chunks)
 
         def one_chunk(n):
             a, b = bounds[n], bounds[n + 1]
-            grads = ctx.function.backward(chunks[n], g[a:b])
+            grads = ctx.function.backward(chunks[n], grad_output[a:b])
             if grad_x is not None:
                 grad_x[a:b] = grads[0]
             param_grads[n] = grads[1:]
