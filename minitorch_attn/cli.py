@@ -193,9 +193,10 @@ def add_export(subparsers):
         "export", help="write a trained GPT's weights for PyTorch (safetensors + JSON config)",
         description="Write the weights of a checkpoint of the train command as safetensors, under the "
                     "parameter names of minitorch_attn.torch_gpt.GPT, and its config and vocabulary as "
-                    "JSON beside them (needs the export extra: pip install \"minitorch-attn[export]\").")
+                    "JSON beside them (needs the export extra: pip install -e \".[export]\").")
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
     p.add_argument("--out", required=True, metavar="FILE.safetensors", help="the weights to write (FILE.json beside)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export at --out (refused otherwise)")
     p.set_defaults(run=_run_export)
 
 

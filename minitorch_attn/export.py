@@ -68,7 +68,13 @@ def export(checkpoint, out):
 
 
 def run_export(args):
-    """The ``export`` command."""
+    """The ``export`` command. An earlier export at ``--out`` (its weights or its JSON) is
+    kept unless ``--overwrite``: a ValueError says so, as ``train`` does for its folder."""
+    stem = os.path.splitext(os.fspath(args.out))[0]
+    existing = [path for path in (os.fspath(args.out), stem + ".json") if os.path.exists(path)]
+    if existing and not args.overwrite:
+        raise ValueError(f"{' and '.join(existing)} already exist(s); give another --out, or replace "
+                         f"them with --overwrite")
     weights, config = export(args.checkpoint, args.out)
     print(f"wrote {weights} and {config}; in PyTorch:\n"
           f"    from minitorch_attn.torch_gpt import GPT\n"

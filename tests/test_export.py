@@ -98,3 +98,17 @@ def test_the_pytorch_module_without_torch_names_what_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "minitorch_attn.torch_gpt", raising=False)
     with pytest.raises(ImportError, match=r"pip install torch"):
         import minitorch_attn.torch_gpt  # noqa: F401
+
+
+def test_an_earlier_export_is_kept_unless_overwrite(tmp_path, rng, capsys):
+    pytest.importorskip("safetensors")
+    write_checkpoint(tmp_path / "c.npz", rng, {})
+    command = ["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")]
+    assert cli.main(command) == 0
+    before = (tmp_path / "m.safetensors").read_bytes()
+    (tmp_path / "m.json").write_text("{}")          # the user's own edit, kept
+    assert cli.main(command) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (tmp_path / "m.safetensors").read_bytes() == before and (tmp_path / "m.json").read_text() == "{}"
+    assert cli.main(command + ["--overwrite"]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["step"] == 7
