@@ -231,8 +231,12 @@ class _Command:
     def __init__(self, *args, cwd):
         script = shutil.which("minitorch-attn", path=os.path.dirname(sys.executable))
         command = [script] if script else [sys.executable, "-m", "minitorch_attn.cli"]
+        # Ctrl-C reaches the command as it reaches one typed in a terminal even when these tests
+        # run in the background: a shell without job control starts background jobs with SIGINT
+        # ignored, and a child would inherit that (Python then never raises KeyboardInterrupt)
         self.process = subprocess.Popen([*command, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.output = {"out": bytearray(), "err": bytearray()}
         self.readers = [threading.Thread(target=self._read, args=(stream, self.output[name]), daemon=True)
                         for name, stream in (("out", self.process.stdout), ("err", self.process.stderr))]
@@ -260,7 +264,11 @@ class _Command:
         self.process.send_signal(signal.SIGINT)
 
     def finish(self, timeout=120):
-        status = self.process.wait(timeout)
+        try:
+            status = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # never leave a training run behind the test
+            raise
         for reader in self.readers:
             reader.join()
         assert "Traceback" not in self.text("err"), self.text("err")
