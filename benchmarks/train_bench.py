@@ -223,7 +223,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--d-model", type=positive_int, default=128)
-    parser.add_argument("--num-layers", type=positive_int, default=4)
+    parser.add_argument("--num-layers", type=positive_int, default=3)
     parser.add_argument("--num-heads", type=positive_int, default=4)
     parser.add_argument("--block-size", type=positive_int, default=64)
     parser.add_argument("--batch-size", type=positive_int, default=16)

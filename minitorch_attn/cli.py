@@ -98,7 +98,7 @@ def add_train(subparsers):
                      help="no progress bar or log lines; the results (final validation, sample, outputs) are printed")
     model = p.add_argument_group("model (a resumed run keeps its checkpoint's)")
     model.add_argument("--d-model", type=positive_int, default=128, action=_Given, help="width of the residual stream")
-    model.add_argument("--num-layers", type=positive_int, default=4, action=_Given, help="Transformer blocks")
+    model.add_argument("--num-layers", type=positive_int, default=3, action=_Given, help="Transformer blocks")
     model.add_argument("--num-heads", type=positive_int, default=4, action=_Given, help="attention heads per block")
     model.add_argument("--block-size", type=positive_int, default=64, action=_Given, help="context length in characters")
     model.add_argument("--dropout", type=probability, default=0.0, action=_Given, help="dropout probability")
@@ -110,7 +110,7 @@ def add_train(subparsers):
                             "(RoPE), whose attention slides over the last --block-size characters when sampling")
     opt = p.add_argument_group("optimization")
     opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
-    opt.add_argument("--lr", type=positive_float, default=3e-3, help="peak learning rate of AdamW")
+    opt.add_argument("--lr", type=positive_float, default=4e-3, help="peak learning rate of AdamW")
     opt.add_argument("--warmup-steps", type=non_negative_int, default=50, help="linear warmup before the cosine decay")
     opt.add_argument("--weight-decay", type=non_negative_float, default=0.1,
                      help="AdamW's decoupled weight decay, on every matrix (embeddings included), not on vectors")

@@ -215,3 +215,18 @@ def test_an_assigned_grad_must_match_the_tensor():
     assert x.grad.tolist() == [3.0, 3.0]
     x.grad = None
     assert x.grad is None
+
+
+def test_dtype_name_remembers_answers_but_not_errors():
+    """dtype_name keeps the names it computed (it is asked on every operation); a dtype it
+    rejected is rejected again, and unhashable input still gets the TypeError."""
+    for _ in range(2):
+        assert mt.dtype_name(np.dtype("float32")) == "float32"
+        assert mt.dtype_name(np.float64) == "float64"
+        assert mt.dtype_name("bool") == "bool" and mt.dtype_name(np.bool_) == "bool"
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            mt.dtype_name(np.float16)
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            mt.dtype_name(float)   # equal to float64's dtype in NumPy's eyes, but not a dtype we take
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            mt.dtype_name(["float32"])

@@ -23,9 +23,28 @@ DTYPES = (float32, float64, int32, int64, bool_)
 FLOAT_DTYPES = (float32, float64)
 
 
+_NAME_OF = {}
+"""speed: ``dtype_name`` of each dtype object seen so far. Every operation asks its inputs'
+dtypes, and NumPy's ``dtype.name`` is computed anew (a few microseconds) on each request:
+about 1,700 requests per training step of the default GPT, some 3% of its time."""
+
+
 def dtype_name(dtype):
     """Normalize a dtype given as a string, a NumPy/CuPy dtype or type, or an
     array-api-strict dtype to one of :data:`DTYPES`. Raises TypeError otherwise."""
+    try:
+        return _NAME_OF[dtype]
+    except (KeyError, TypeError):  # not seen yet, or not hashable
+        pass
+    name = _dtype_name(dtype)
+    try:
+        _NAME_OF[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _dtype_name(dtype):
     if isinstance(dtype, str):
         name = dtype
     elif hasattr(dtype, "name") and isinstance(dtype.name, str):  # numpy.dtype('float32')

@@ -11,10 +11,10 @@ import math
 from ..core.autograd import Function
 from ._checks import _check_flag, _check_float, _check_probability
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
+_TANH_B = 0.044715 * _TANH_A
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_CUBIC = 0.044715
 
 
 def _dropout_scale(backend, shape, p, dtype):
@@ -46,14 +46,20 @@ class GELU(Function):
 
     Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's)::
 
-        1. u = √(2/π) (x + 0.044715 x³),  t = tanh(u)
-        2. y = x (1 + t) / 2
+        1. u = √(2/π) (x + 0.044715 x³) = x (a + b x²),  a = √(2/π), b = 0.044715 a
+        2. h = (1 + tanh(u)) / 2                        (Φ's stand-in, between 0 and 1)
+        3. y = x h
 
-        2.  dy/dx = (1 + t)/2 + (x/2) dt/dx            (product rule)
-        1.  dt/dx = (1 - t²) du/dx,  du/dx = √(2/π) (1 + 3·0.044715 x²)
+        3.  dy/dx = h + x dh/dx                          (product rule)
+        2.  dh/dx = (1 - tanh²(u))/2 · du/dx = 2 h (1 - h) du/dx
+            (1 - tanh² = (1 - tanh)(1 + tanh) = (2 - 2h)(2h))
+        1.  du/dx = a + 3 b x²
+        so  dy/dx = h (1 + x (1 - h) (2a + 6b x²))
 
-    The backward reuses ``Φ`` (or ``t``) saved by the forward rather than recomputing it:
-    erf is the expensive part on NumPy.
+    The backward reuses ``Φ`` (or ``h``) saved by the forward rather than recomputing it:
+    erf and tanh are the expensive parts on NumPy. (speed: the tanh form is written with
+    as few array operations as its formula allows, 8 forward and 9 backward; each is a
+    trip through an array of the MLP's width.)
     """
 
     @staticmethod
@@ -61,9 +67,10 @@ class GELU(Function):
         xp = ctx.xp
         ctx.approximate = approximate
         if approximate == "tanh":
-            t = xp.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))      # 1. t = tanh(u)
-            ctx.save_for_backward(x, t)
-            return 0.5 * x * (1.0 + t)                                        # 2
+            u = x * (_TANH_A + _TANH_B * (x * x))                             # 1
+            h = 0.5 * (1.0 + xp.tanh(u))                                      # 2
+            ctx.save_for_backward(x, h)
+            return x * h                                                      # 3
         cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))                  # 1. Φ
         ctx.save_for_backward(x, cdf)
         return x * cdf                                                        # 2
@@ -73,9 +80,9 @@ class GELU(Function):
         x, saved = ctx.saved_tensors
         xp = ctx.xp
         if ctx.approximate == "tanh":
-            t = saved
-            dt_dx = (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_CUBIC * x * x)   # 1
-            return grad_output * (0.5 * (1.0 + t) + 0.5 * x * dt_dx)                    # 2
+            h = saved
+            two_du_dx = 2.0 * _TANH_A + 6.0 * _TANH_B * (x * x)              # 1: 2 du/dx
+            return grad_output * (h * (1.0 + x * (1.0 - h) * two_du_dx))      # 3, 2: h + x dh/dx
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                            # φ
         return grad_output * (saved + x * pdf)                                # 2-1: Φ + x φ
 

@@ -68,10 +68,10 @@ class LayerNorm(Function):
 
     Forward (n = number of normalized elements per row)::
 
-        1.  mean = sum(x) / n
-        1'. mean = mean + sum(x - mean) / n     (adds back the rounding error of 1, so the
-                                                 mean of a constant row is exactly its value)
-        2.  xc   = x - mean                     (two passes: accurate for shifted rows)
+        1.  μ    = sum(x) / n                   (the row's mean; ``mu`` in the code)
+        1'. μ    = μ + sum(x - μ) / n           (adds back the rounding error of 1, so the
+                                                 μ of a constant row is exactly its value)
+        2.  xc   = x - μ                        (two passes: accurate for shifted rows)
         3.  var  = sum(xc²) / n                 (biased, as PyTorch)
         4.  rstd = 1 / sqrt(var + eps)
         5.  x̂    = xc · rstd                    (3-5: RMSNorm's scaling, of xc)
@@ -79,10 +79,10 @@ class LayerNorm(Function):
 
     Derivation of the backward. The backward is written from the mathematical function
     of lines 1-6, so the forward's rounding guards (1', the two passes) never enter it.
-    From 3, ``dvar/dx_j = 2 xc_j / n`` (the term through the mean is
+    From 3, ``dvar/dx_j = 2 xc_j / n`` (the term through μ is
     ``-(2/n²) Σ_i xc_i = 0``); from 4, ``drstd/dvar = -½ (var + eps)^(-3/2) = -½ rstd³``;
     together ``drstd/dx_j = -½ rstd³ · 2 xc_j / n = -rstd³ xc_j / n = -rstd² x̂_j / n``.
-    Then from 2 and 5, with ``dmean/dx_j = 1/n``::
+    Then from 2 and 5, with ``dμ/dx_j = 1/n``::
 
         dx̂_i/dx_j = rstd (δ_ij - 1/n) + xc_i drstd/dx_j = rstd (δ_ij - 1/n - x̂_i x̂_j / n)
 
@@ -93,9 +93,9 @@ class LayerNorm(Function):
         5-1. dx = rstd · (dx̂ - mean(dx̂) - x̂ · mean(dx̂ · x̂))
              (the mean(dx̂) term undoes 1-2, the x̂ term undoes 3-4 through rstd)
 
-    The guards change no gradient: 1' adds ``mean(x - mean)``, which is 0 for every ``x``
+    The guards change no gradient: 1' adds ``mean(x - μ)``, which is 0 for every ``x``
     in exact arithmetic, so the function of ``x`` is the same; the two-pass variance 3 is
-    exactly ``mean(x²) - mean²`` in exact arithmetic. Both only change rounding.
+    exactly ``mean(x²) - μ²`` in exact arithmetic. Both only change rounding.
 
     A constant row has xc = 0 exactly (thanks to 1'), so y = b, dw = 0 and
     ``dx = rstd · (dx̂ - mean(dx̂))`` with ``rstd = 1/sqrt(eps)``: finite, but the upstream
@@ -106,9 +106,9 @@ class LayerNorm(Function):
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
         rows = ctx.rows = _Rows(ctx.xp, x.shape, axes)
         # BEGIN SOLUTION 3.1
-        mean = rows.mean(x)                                                 # 1
-        mean = mean + rows.mean(x - mean)                                   # 1'
-        xc = x - mean                                                       # 2
+        mu = rows.mean(x)                                                   # 1
+        mu = mu + rows.mean(x - mu)                                         # 1'
+        xc = x - mu                                                         # 2
         xhat, rstd = _unit_rms(rows, xc, eps)                               # 3-5
         # END SOLUTION
         ctx.save_for_backward(xhat, rstd, weight)
@@ -136,7 +136,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     PyTorch). Normalizing several trailing dims equals flattening them into one. The
     variance is biased and computed after the mean (two passes), so a large offset c
     costs only the float spacing near c: ``layer_norm(x + c)`` equals ``layer_norm(x)`` to
-    about ``eps(dtype) · |c| / std(x)`` (the one-pass ``mean(x²) - mean²`` loses everything,
+    about ``eps(dtype) · |c| / std(x)`` (the one-pass ``mean(x²) - mean(x)²`` loses everything,
     even NaN). A constant row gives
     exactly ``bias``. Source: arXiv:1607.06450.
 
