@@ -266,17 +266,17 @@ def main(argv=None):
           f"median of {args.rounds} x {args.repeats} calls")
     if "torch" not in impls:
         print("(PyTorch not available: no ratio column)")
-    print(f"{'impl':<7} {'causal':<7} {'pass':<8} {'ms':>9} {'GFLOP/s':>9} {'x torch':>8}")
+    print(f"{'impl':<8} {'causal':<7} {'pass':<8} {'ms':>9} {'GFLOP/s':>9} {'x torch':>8}")
     for causal, mode in CONFIGS:
         key = f"{causal},{mode}"
         reference = statistics.median(samples["torch"][key]) if samples.get("torch", {}).get(key) else None
         for impl in impls:
             if key not in samples[impl]:
-                print(f"{impl:<7} {str(causal):<7} {mode:<8} {'failed':>9}")
+                print(f"{impl:<8} {str(causal):<7} {mode:<8} {'failed':>9}")
                 continue
             seconds = statistics.median(samples[impl][key])
             ratio = f"{seconds / reference:8.2f}" if reference else f"{'-':>8}"
-            print(f"{impl:<7} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
+            print(f"{impl:<8} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
                   f"{flops(args, causal, mode) / seconds / 1e9:9.1f} {ratio}")
     print_targets(args, samples)
     return 0

@@ -197,13 +197,15 @@ def the_command(args):
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(args.command_rounds):
             for n in settings:
-                out = os.path.join(folder, f"{n}-{round_}")
+                out = os.path.join(folder, f"{'chosen' if n is None else n}-{round_}")
                 command = [sys.executable, "-m", "minitorch_attn.cli", "train", "--steps", str(args.command_steps),
                            "--time-budget", "0", "--quiet", "--sample-tokens", "0", "--out", out,
                            "--device", args.device]
                 if n is not None:
                     command += ["--threads", str(n)]
-                subprocess.run(command, check=True)
+                done = subprocess.run(command, capture_output=True, text=True)  # its results are not the table's
+                if done.returncode != 0:
+                    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
                 with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
                     rates[n].append(json.load(f)["tokens_per_s"])
     medians = {n: statistics.median(r) for n, r in rates.items()}

@@ -36,15 +36,13 @@ length = 30 if args.quick else 100          # "when an RNN reaches word 100 ..."
 
 class ElmanRNN(nn.Module):
     """``h_t = tanh(W_x x_t + b + W_h h_(t-1))``, ``h_0 = 0``: the recurrence of the tutorial's
-    section 1. Weights start as PyTorch's ``nn.RNN`` (uniform in ±1/sqrt(hidden)); ``scale``
-    multiplies the recurrent matrix ``W_h``. Shapes: ``(batch, T, d_model) -> (batch, d_model)``,
+    section 1. Weights start as PyTorch's ``nn.RNN`` (uniform in ±1/sqrt(hidden)). Shapes: ``(batch, T, d_model) -> (batch, d_model)``,
     the last hidden state."""
 
-    def __init__(self, d_model, scale=1.0):
+    def __init__(self, d_model):
         super().__init__()
         self.W_x = nn.Linear(d_model, d_model)
         self.W_h = nn.Linear(d_model, d_model, bias=False)
-        self.W_h.weight.data = (self.W_h.weight * scale).data
 
     def forward(self, x):
         inputs = self.W_x(x)                                  # every position at once: (B, T, d)
@@ -77,8 +75,10 @@ curves = {}
 print(f"x (1, {length}, {d_model}); gradient norm reaching token t from the output at the last token {length}")
 print(f"{'model':<34} {'spectral radius':>15} {'token 1':>10} {'token ' + str(length // 2):>10} "
       f"{'token ' + str(length - 1):>10}")
+rnn = ElmanRNN(d_model).to(args.device)
+W_h = rnn.W_h.weight.data
 for scale in (1.0, 3.0, 6.0):
-    rnn = ElmanRNN(d_model, scale).to(args.device)
+    rnn.W_h.weight.data = W_h * scale                                     # the same matrix, scaled
     radius = float(numpy.abs(numpy.linalg.eigvals(rnn.W_h.weight.numpy().astype(numpy.float64))).max())
     name = "RNN, PyTorch's init" if scale == 1.0 else f"RNN, W_h x {scale:g}"
     curves[name] = g = gradient_per_token(rnn(x), x, upstream)
@@ -95,8 +95,11 @@ print(f"tutorial: 'when an RNN reaches word 100, it barely remembers word 1'. Me
                                   if first_zero else ""))
 print(f"attention: token 1 gets {curves['attention (causal, one layer)'][0] / curves['attention (causal, one layer)'][-2]:.2f}x "
       f"what token {length - 1} gets: one step away, whatever the distance")
-print("the RNN's decay is a product over the steps: with larger recurrent weights it stops vanishing, "
-      "and at 6x it explodes instead")
+grown, exploded = curves["RNN, W_h x 3"], curves["RNN, W_h x 6"]
+print(f"the RNN's decay is a product over the steps: scaled by 3, the same W_h sends token 1 "
+      f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} (at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
+      f"scaled by 6 it explodes, to about 1e{numpy.log10(exploded[0]):.0f} (a chaotic recurrence: "
+      f"only the order of magnitude survives a change of rounding)")
 
 # %% [markdown]
 # ## Waiting for each step, or all positions at once
@@ -122,7 +125,7 @@ for n in lengths:
     attention_work = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)  # 4 projections, QKᵀ and weights @ V
     timings.append((n, comparison.first, comparison.second))
     print(f"{n:>6} {rnn_work:>18,} {attention_work:>24,}  {comparison.describe('RNN', 'attention')}")
-print("tutorial: 'they process all positions simultaneously ... the secret behind their speed'. Measured: "
+print("tutorial: 'they process all positions simultaneously ... the secret behind their incredible speed'. Measured: "
       f"at T = {lengths[-1]} attention does {attention_work / rnn_work:.1f}x the RNN's multiply-adds and takes "
       f"{comparison.ratio:.2f}x its time")
 quick_caveat(args, "how far back an RNN's gradient reaches at the tutorial's 100 words")

@@ -104,6 +104,7 @@ if not args.quick:
         torch = None
         print("PyTorch is not installed: skipped what torch.nn.MultiheadAttention returns")
     if torch is not None:
+        torch.manual_seed(args.seed)       # its weights and dropout masks: the same seed, the same line
         reference = torch.nn.MultiheadAttention(d_model, num_heads, dropout=0.1, batch_first=True)
         tx = torch.tensor(x.numpy())
         _, tw = reference(tx, tx, tx, need_weights=True, average_attn_weights=False)

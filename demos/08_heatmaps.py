@@ -107,7 +107,7 @@ def train_small_model(args, out):
     flags = ["--out", folder, "--overwrite", "--device", args.device, "--seed", str(args.seed), "--block-size", "64"]
     if args.quick:
         flags += quick_training_flags(folder) + ["--quiet"]
-    else:  # two minutes of the default model, one layer fewer
+    else:  # two minutes of the default model
         flags += ["--time-budget", "120", "--num-layers", "3", "--eval-interval", "200", "--sample-tokens", "100"]
     print(f"no --checkpoint given: training a small model first: minitorch-attn train {' '.join(flags)}")
     status = cli_main(["train", *flags])

@@ -149,7 +149,11 @@ gap, gap_warmed = final["Post-LN"] - final["Pre-LN"], final[warmed] - final["Pre
 print(f"final loss, Post-LN minus Pre-LN: {gap:+.3f} nats; with the warmup: {gap_warmed:+.3f} nats")
 print("tutorial: Post-LN 'requires careful warm-up schedules'; Pre-LN 'trains stably without warmup'")
 if gap > 0:
-    print(f"measured: the warmup closes {100 * (1 - gap_warmed / gap):.0f}% of Post-LN's gap to Pre-LN here")
+    closed = 1 - gap_warmed / gap
+    if closed >= 0:
+        print(f"measured: the warmup closes {closed:.1%} of Post-LN's gap to Pre-LN here")
+    else:
+        print(f"measured: the warmup widens Post-LN's gap to Pre-LN by {-closed:.1%} here")
 else:
     print("measured: here Post-LN did not end behind Pre-LN, so there is no gap for the warmup to close")
 quick_caveat(args, "Post-LN falling behind (it needs the 12 blocks and 100 steps of the full run)")

@@ -55,8 +55,8 @@ def alternating_medians(fns, repeats, device="cpu", warmup=1):
     for name, fn in fns.items():
         for _ in range(warmup):
             fn()
-        choosers[name] = chooser = FastestThreads(trial=2, period=10**9)
-        while chooser.choice is None or chooser.trial_order:
+        choosers[name] = chooser = FastestThreads(trial=2, period=10**9, warmup=0)
+        while len(chooser.candidates) > 1 and not chooser.trials_done:
             with chooser:
                 fn()
                 synchronize(device)

@@ -126,32 +126,41 @@ class FastestThreads:
             with threads:
                 train_step()
 
-    It alternates the candidates (one thread, and one per core) over ``trial`` repetitions
-    each, keeps the one with the smaller median time for the next ``period``
-    repetitions, then times them all again: the load of the machine changes while a long
-    job runs. After :func:`set_num_threads` there is one candidate and no trial.
+    The first ``warmup`` repetitions run untimed with the first candidate (one thread, the
+    safe choice): a job's first steps are slow for reasons of their own (arrays allocated
+    for the first time, caches cold), and timing them would favour whichever count came
+    later. Then it alternates the candidates (one thread, and one per core) over ``trial``
+    repetitions each, in the order A B, B A, A B, ... (so that a drift in speed during the
+    trial hits them alike), keeps the one with the smaller median time for the next
+    ``period`` repetitions, then times them all again: the load of the machine changes
+    while a long job runs. After :func:`set_num_threads` there is one candidate and no trial.
 
     Args:
         candidates: the thread counts to try (default: 1 and the available cores).
         trial: repetitions of each candidate per trial (their median is compared).
         period: repetitions between two trials.
+        warmup: untimed repetitions before the first trial.
         clock: the timer (``time.perf_counter``; the tests pass a fake one).
     """
 
-    def __init__(self, candidates=None, trial=3, period=100, clock=time.perf_counter):
+    def __init__(self, candidates=None, trial=3, period=100, warmup=2, clock=time.perf_counter):
         if candidates is None:
             candidates = (get_num_threads(),) if chosen_by_user() else sorted({1, available_cores()})
         self.candidates = tuple(candidates)
         self.trial, self.period, self.clock = trial, period, clock
         self.choice = self.candidates[0] if len(self.candidates) == 1 else None
-        self.until_trial = None if self.choice is not None else 0   # repetitions before the next trial
+        if self.choice is None and warmup:
+            self.choice = self.candidates[0]                          # until the first trial
+        self.until_trial = None if len(self.candidates) == 1 else warmup   # repetitions before the next trial
         self.trial_order = []             # the counts still to time in this trial
         self.samples = {}                 # count -> seconds of its repetitions in this trial
         self.counts = {n: 0 for n in self.candidates}                # repetitions run with each
+        self.trials_done = 0
 
     def __enter__(self):
-        if self.until_trial == 0 and not self.trial_order:   # a new trial: A B A B ..., so that
-            self.trial_order = list(self.candidates) * self.trial  # a drifting load hits all alike
+        if self.until_trial == 0 and not self.trial_order:   # a new trial: A B, B A, A B, ...
+            self.trial_order = [n for r in range(self.trial)
+                                for n in (self.candidates if r % 2 == 0 else self.candidates[::-1])]
             self.samples = {n: [] for n in self.candidates}
         self.timed = bool(self.trial_order)
         if self.timed:
@@ -172,6 +181,7 @@ class FastestThreads:
             if not self.trial_order:      # the trial is complete: keep the fastest
                 self.choice = min(self.candidates, key=lambda n: statistics.median(self.samples[n]))
                 self.until_trial = self.period
+                self.trials_done += 1
         return False
 
     def best(self):
