@@ -98,8 +98,9 @@ print(f"attention: token 1 gets {curves['attention (causal, one layer)'][0] / cu
 grown, exploded = curves["RNN, W_h x 3"], curves["RNN, W_h x 6"]
 print(f"the RNN's decay is a product over the steps: scaled by 3, the same W_h sends token 1 "
       f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} (at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
-      f"scaled by 6 it explodes, to about 1e{numpy.log10(exploded[0]):.0f} (a chaotic recurrence: "
-      f"only the order of magnitude survives a change of rounding)")
+      f"scaled by 6 it explodes: token 1 gets {exploded[0] / exploded[-2]:.0e}x the gradient of token {length - 1} "
+      f"in this float32 run, but the recurrence is chaotic: rounding alone moves that figure by orders of "
+      f"magnitude, so only 'far above 1' is reproducible")
 
 # %% [markdown]
 # ## Waiting for each step, or all positions at once
