@@ -111,3 +111,26 @@ def test_index_add_accumulates_repeated_rows(device):
 def test_arrays_of_unknown_libraries_are_rejected():
     with pytest.raises(TypeError, match="not supported"):
         mt.Tensor([1.0, 2.0])
+
+
+@pytest.mark.parametrize("index_shape, rest, num_rows", [
+    ((1024,), (16,), 7),        # many repeats of few rows (an embedding's backward)
+    ((3, 5), (2, 3), 4),        # a 2-D index, 2-D rows
+    ((0,), (3,), 5),            # no index at all
+    ((6,), (), 3),              # scalar rows
+    ((6,), (0,), 4),            # rows of width 0
+])
+def test_cpu_index_add_is_a_scatter_add(index_shape, rest, num_rows):
+    """The cpu backend's sorted, run-by-run scatter-add equals numpy.add.at's in float64,
+    within float32's rounding of a sum of k terms (k eps Σ|v| per row), negative indices
+    included."""
+    rng = np.random.default_rng(0)
+    index = rng.integers(-num_rows, num_rows, index_shape)
+    values = rng.standard_normal(index_shape + rest).astype(np.float32)
+    exact, magnitude = (np.zeros((num_rows, *rest)) for _ in range(2))
+    np.add.at(exact, index, values.astype(np.float64))
+    np.add.at(magnitude, index, np.abs(values.astype(np.float64)))
+    terms = np.bincount(np.reshape(index, -1) % num_rows, minlength=num_rows).reshape((num_rows,) + (1,) * len(rest))
+    got = backend.get_backend("cpu").index_add(num_rows, index, values)
+    assert got.dtype == np.float32 and got.shape == exact.shape
+    assert np.all(np.abs(got - exact) <= np.finfo(np.float32).eps * terms * magnitude)
