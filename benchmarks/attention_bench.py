@@ -41,6 +41,7 @@ from __future__ import annotations
 
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -49,7 +50,7 @@ import sys
 import time
 
 from minitorch_attn.argtypes import positive_int, usable_device
-from minitorch_attn.measure import busy, busy_flag
+from minitorch_attn.measure import busy, busy_flag, synchronize
 
 IMPLEMENTATIONS = ("naive", "flash", "products", "torch")
 CONFIGS = [(causal, mode) for causal in (False, True) for mode in ("fwd", "fwd+bwd")]
@@ -118,20 +119,12 @@ def _ours_runner(args, arrays):
         else:
             attention(causal).backward(upstream)
 
-    def sync():
-        if args.device == "cuda":
-            import cupy
-
-            cupy.cuda.get_current_stream().synchronize()
-
-    return run, sync
+    return run, functools.partial(synchronize, args.device)
 
 
 def _products_runner(args, arrays):
     """Flash attention's loops with every line but the matrix products taken out: what its
     time would be if the softmax and the bookkeeping between the products were free."""
-    import functools
-
     import minitorch_attn as mt
     from minitorch_attn.core.backend import get_backend
     from minitorch_attn.functional import _parallel
@@ -170,13 +163,7 @@ def _products_runner(args, arrays):
         chunks = _parallel._chunks(Q.shape[:-2], threads)
         _parallel._run(threads, [functools.partial(chunk_products, c, causal, mode) for c in chunks])
 
-    def sync():
-        if args.device == "cuda":
-            import cupy
-
-            cupy.cuda.get_current_stream().synchronize()
-
-    return run, sync
+    return run, functools.partial(synchronize, args.device)
 
 
 def _torch_runner(args, arrays):

@@ -36,8 +36,8 @@ length = 30 if args.quick else 100          # "when an RNN reaches word 100 ..."
 
 class ElmanRNN(nn.Module):
     """``h_t = tanh(W_x x_t + b + W_h h_(t-1))``, ``h_0 = 0``: the recurrence of the tutorial's
-    section 1. Weights start as PyTorch's ``nn.RNN`` (uniform in ±1/sqrt(hidden)). Shapes: ``(batch, T, d_model) -> (batch, d_model)``,
-    the last hidden state."""
+    section 1. Weights start as PyTorch's ``nn.RNN`` (uniform in ±1/sqrt(hidden)). Shapes:
+    ``(batch, T, d_model) -> (batch, d_model)``, the last hidden state."""
 
     def __init__(self, d_model):
         super().__init__()

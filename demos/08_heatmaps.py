@@ -108,7 +108,7 @@ def train_small_model(args, out):
     if args.quick:
         flags += quick_training_flags(folder) + ["--quiet"]
     else:  # two minutes of the default model
-        flags += ["--time-budget", "120", "--num-layers", "3", "--eval-interval", "200", "--sample-tokens", "100"]
+        flags += ["--time-budget", "120", "--eval-interval", "200", "--sample-tokens", "100"]
     print(f"no --checkpoint given: training a small model first: minitorch-attn train {' '.join(flags)}")
     status = cli_main(["train", *flags])
     if status != 0:  # a bad flag (2) or Ctrl-C (130): the command has said why

@@ -148,9 +148,8 @@ class FastestThreads:
             candidates = (get_num_threads(),) if chosen_by_user() else sorted({1, available_cores()})
         self.candidates = tuple(candidates)
         self.trial, self.period, self.clock = trial, period, clock
-        self.choice = self.candidates[0] if len(self.candidates) == 1 else None
-        if self.choice is None and warmup:
-            self.choice = self.candidates[0]                          # until the first trial
+        # the count to run until the first trial (None: that trial starts at once)
+        self.choice = self.candidates[0] if len(self.candidates) == 1 or warmup else None
         self.until_trial = None if len(self.candidates) == 1 else warmup   # repetitions before the next trial
         self.trial_order = []             # the counts still to time in this trial
         self.samples = {}                 # count -> seconds of its repetitions in this trial
