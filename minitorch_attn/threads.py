@@ -141,12 +141,25 @@ class FastestThreads:
         period: repetitions between two trials.
         warmup: untimed repetitions before the first trial.
         clock: the timer (``time.perf_counter``; the tests pass a fake one).
+
+    Raises:
+        TypeError: a count that is not an int. ValueError: no candidate, a thread count
+            < 1, ``trial < 1``, ``period < 0`` or ``warmup < 0`` (each would make the
+            chooser never decide, or decide on nothing).
     """
 
     def __init__(self, candidates=None, trial=3, period=100, warmup=2, clock=time.perf_counter):
         if candidates is None:
             candidates = (get_num_threads(),) if chosen_by_user() else sorted({1, available_cores()})
         self.candidates = tuple(candidates)
+        if not self.candidates:
+            raise ValueError("FastestThreads: expected at least one candidate thread count")
+        for name, value, least in [("a candidate", n, 1) for n in self.candidates] + [
+                ("trial", trial, 1), ("period", period, 0), ("warmup", warmup, 0)]:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"FastestThreads: {name} must be an int, got {value!r}")
+            if value < least:
+                raise ValueError(f"FastestThreads: {name} must be >= {least}, got {value}")
         self.trial, self.period, self.clock = trial, period, clock
         # the count to run until the first trial (None: that trial starts at once)
         self.choice = self.candidates[0] if len(self.candidates) == 1 or warmup else None

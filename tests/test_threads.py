@@ -99,6 +99,18 @@ def test_fastest_threads_does_not_time_the_slow_first_steps():
     assert used[:2] == [1, 1] and chooser.choice == 1      # the trial (steps 3-4) was timed warm
 
 
+@pytest.mark.parametrize("options, error", [
+    (dict(candidates=()), ValueError), (dict(candidates=(0, 2)), ValueError), (dict(candidates=(1, 2.0)), TypeError),
+    (dict(trial=0), ValueError), (dict(trial=2.0), TypeError), (dict(period=-1), ValueError),
+    (dict(period=0.5), TypeError), (dict(warmup=-1), ValueError), (dict(warmup=True), TypeError),
+])
+def test_fastest_threads_rejects_arguments_that_would_never_decide(options, error):
+    """trial 0, a negative warmup or period, ... made the chooser crash later or never
+    time anything; each is refused at once, saying which argument."""
+    with pytest.raises(error, match="FastestThreads: "):
+        threads.FastestThreads(**{"candidates": (1, 2), **options})
+
+
 def test_fastest_threads_with_one_candidate_never_trials():
     clock = FakeClock({1: 1.0, 2: 1.0})
     assert run(threads.FastestThreads(candidates=(2,), clock=clock), clock, 5) == [2] * 5
