@@ -1,5 +1,7 @@
 """Tensor: factories, dtypes, devices, conversions and comparisons."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -230,3 +232,16 @@ def test_dtype_name_remembers_answers_but_not_errors():
             mt.dtype_name(float)   # equal to float64's dtype in NumPy's eyes, but not a dtype we take
         with pytest.raises(TypeError, match="unsupported dtype"):
             mt.dtype_name(["float32"])
+
+
+def test_dtype_name_never_compares_dtypes_of_different_libraries():
+    """The remembered answers are kept per kind of object: asking for array-api-strict and
+    NumPy dtypes in turn gives each its name without comparing one with the other (which
+    array-api-strict answers with a UserWarning)."""
+    xp = pytest.importorskip("array_api_strict")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):
+            for strict, native in ((xp.float32, np.dtype("float32")), (xp.float64, np.dtype("float64")),
+                                   (xp.int64, np.dtype("int64")), (xp.bool, np.dtype("bool"))):
+                assert mt.dtype_name(native) == mt.dtype_name(strict) == native.name

@@ -26,19 +26,23 @@ FLOAT_DTYPES = (float32, float64)
 _NAME_OF = {}
 """speed: ``dtype_name`` of each dtype object seen so far. Every operation asks its inputs'
 dtypes, and NumPy computes ``dtype.name`` anew (a few microseconds) on each request: about
-1,700 requests per training step of the default GPT (counted with cProfile)."""
+1,700 requests per training step of the default GPT (counted with cProfile). Keyed by
+(type, dtype), so that objects of different kinds are never compared with each other
+(``numpy.dtype("float32") == "float32"`` holds, and array-api-strict warns when one of its
+dtypes is compared with a NumPy one)."""
 
 
 def dtype_name(dtype):
     """Normalize a dtype given as a string, a NumPy/CuPy dtype or type, or an
     array-api-strict dtype to one of :data:`DTYPES`. Raises TypeError otherwise."""
+    key = (type(dtype), dtype)
     try:
-        return _NAME_OF[dtype]
+        return _NAME_OF[key]
     except (KeyError, TypeError):  # not seen yet, or not hashable
         pass
     name = _dtype_name(dtype)
     try:
-        _NAME_OF[dtype] = name
+        _NAME_OF[key] = name
     except TypeError:
         pass
     return name
