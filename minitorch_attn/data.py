@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import os
+import select
+import stat
 
 import numpy
 
@@ -45,11 +47,30 @@ def load_corpus(path=None):
         text = "\n\n".join(topics[key] for key in sorted(topics))
     else:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = _read_bytes(path).decode("utf-8")
         except UnicodeDecodeError as error:
             raise ValueError(f"{os.fspath(path)!r} is not UTF-8 text (byte {error.start}: {error.reason})") from None
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # any line ending as "\n", as open() in text mode reads
     return text
+
+
+def _read_bytes(path):
+    """All bytes of the file at ``path``. A pipe (``--text <(command)`` or a named pipe) is
+    read in waits of at most 0.1 s: a blocking read cannot notice a Ctrl-C that arrived just
+    before it began, and the program would then wait for the writer for ever."""
+    with open(path, "rb", buffering=0) as f:
+        if os.name != "posix" or not stat.S_ISFIFO(os.fstat(f.fileno()).st_mode):
+            return f.read()
+        os.set_blocking(f.fileno(), False)
+        chunks = []
+        while True:  # a Ctrl-C (KeyboardInterrupt) is raised in here between two waits
+            if not select.select([f], [], [], 0.1)[0]:
+                continue
+            chunk = f.read(1 << 20)  # None: nothing to read after all
+            if chunk == b"":
+                return b"".join(chunks)  # the writer closed its end
+            if chunk:
+                chunks.append(chunk)
 
 
 class CharVocab:

@@ -1,6 +1,10 @@
 """The training job's data: the vocabulary, the split, the batches and the bigram baseline."""
 
+import _thread
 import math
+import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -34,6 +38,58 @@ def test_bigram_baseline_by_hand():
     tr = np.array([0, 1] * 5)
     bpc = data.bigram_bpc(tr, np.array([0, 1]), 2)
     assert bpc == pytest.approx(-math.log2((5 + 1) / (5 + 2)))
+
+
+needs_pipes = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+
+
+def _write_to_pipe(path, data, ctrl_c=False):
+    """In a thread: open the writing end of the named pipe ``path`` (this waits for the
+    reader), write ``data`` and close it. With ``ctrl_c`` it instead keeps its end open and
+    presses Ctrl-C in the main thread the way Python notes a signal, without cutting a system
+    call short (so a read that is already waiting would go on waiting), until ``done`` is set.
+    Returns (thread, done)."""
+    done = threading.Event()
+
+    def write():
+        fd = os.open(path, os.O_WRONLY)
+        os.write(fd, data)
+        if ctrl_c:
+            time.sleep(0.3)
+            _thread.interrupt_main()
+            done.wait()
+        os.close(fd)
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread, done
+
+
+@needs_pipes
+def test_a_file_and_a_pipe_give_the_same_text_with_every_line_ending_as_newline(tmp_path):
+    raw = "one\r\ntwo\rthree\nfour é\r\n".encode("utf-8")
+    (tmp_path / "file").write_bytes(raw)
+    os.mkfifo(tmp_path / "pipe")
+    writer, _ = _write_to_pipe(tmp_path / "pipe", raw)
+    assert data.load_corpus(tmp_path / "pipe") == data.load_corpus(tmp_path / "file") == "one\ntwo\nthree\nfour é\n"
+    writer.join()
+    (tmp_path / "bad").write_bytes(b"ok\xff")
+    with pytest.raises(ValueError, match="not UTF-8 text \\(byte 2"):
+        data.load_corpus(tmp_path / "bad")
+
+
+@needs_pipes
+@pytest.mark.timeout(30, method="signal")  # without the short waits the read never ends: fail instead
+def test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read(tmp_path):
+    # the race the command met: Ctrl-C arrives just before a blocking read begins, so no
+    # read is cut short, and the writer keeps its end open; reading in short waits notices it
+    os.mkfifo(tmp_path / "pipe")
+    writer, done = _write_to_pipe(tmp_path / "pipe", b"the writer never closes", ctrl_c=True)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            data.load_corpus(tmp_path / "pipe")
+    finally:
+        done.set()
+        writer.join()
 
 
 def test_default_corpus_is_the_python_reference():

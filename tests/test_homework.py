@@ -19,7 +19,7 @@ import zipfile
 
 import pytest
 
-from minitorch_attn.homework import markers
+from minitorch_attn.homework import markers, runner
 from minitorch_attn.homework.grade import Grader, TaskResult
 from minitorch_attn.homework.gradescope import write_autograder
 from minitorch_attn.homework.instructor import GraderError, InstructorTree, SubmissionProblem, splice
@@ -307,6 +307,27 @@ def test_a_hang_a_debugger_and_a_crash_each_cost_their_own_task(tmp_path):
     assert "breakpoint() or pdb.set_trace() was called" in outputs["2.2"]
     assert "crashed (exit status 3)" in outputs["2.3"]
     assert json.loads((tree / "results.json").read_text()) == results
+
+
+def test_ctrl_c_while_a_task_is_graded_stops_its_test_run_too(tmp_path, monkeypatch):
+    # the run has a session of its own (a terminal's Ctrl-C never reaches it): the grader
+    # must stop it, or it would go on in the background after the command has ended
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    presses = iter([None, KeyboardInterrupt])
+
+    def sleep(seconds):  # Ctrl-C during the grader's second pause between looks at the run
+        if (press := next(presses)) is not None:
+            raise press
+
+    monkeypatch.setattr(runner.time, "sleep", sleep)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner._wait(run, tmp_path / "report.jsonl", limit=100)
+        assert run.poll() == -9
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
 
 
 def test_a_skipped_test_counts_as_failed():

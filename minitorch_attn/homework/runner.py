@@ -119,23 +119,36 @@ def _launch(folder, selection, timeout, limit):
 
 
 def _wait(process, report, limit):
-    """Wait for the run; stop its process group when it hangs. Returns why it was stopped, or None."""
+    """Wait for the run; stop its process group when it hangs, or when this wait ends by an
+    exception such as Ctrl-C (the run has a session of its own, so a Ctrl-C typed in the
+    terminal never reaches it: left alone it would go on in the background). Returns why it
+    was stopped, or None."""
     start, ended = time.monotonic(), None
-    while process.poll() is None:
-        now = time.monotonic()
-        if ended is None and report.is_file() and '"exit"' in report.read_text(errors="replace"):
-            ended = now
-        reason = None
-        if now - start > limit:
-            reason = f"the test run was stopped after {limit:g} s in all"
-        elif ended is not None and now - ended > GRACE:
-            reason = f"the tests ended but the process did not exit within {GRACE:g} s (a thread that never stops?)"
-        if reason:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return reason
-        time.sleep(0.1)
-    return None
+    try:
+        while process.poll() is None:
+            now = time.monotonic()
+            if ended is None and report.is_file() and '"exit"' in report.read_text(errors="replace"):
+                ended = now
+            if now - start > limit:
+                return _stop(process, f"the test run was stopped after {limit:g} s in all")
+            if ended is not None and now - ended > GRACE:
+                return _stop(process, f"the tests ended but the process did not exit within {GRACE:g} s "
+                                      f"(a thread that never stops?)")
+            time.sleep(0.1)
+        return None
+    except BaseException:
+        _stop(process, "interrupted")
+        raise
+
+
+def _stop(process, reason):
+    """Kill the run's whole process group, wait for it and return ``reason``."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended by itself meanwhile
+        pass
+    process.wait()
+    return reason
 
 
 def _records(report):
