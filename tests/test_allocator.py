@@ -17,20 +17,22 @@ def _glibc():
         return False
 
 
-def _churn():
-    """What an autograd step does to memory: several temporaries of 2 MiB, made and freed."""
-    for _ in range(20):
-        arrays = [np.ones(2**19, dtype=np.float32) for _ in range(4)]
+def _churn(mib=2, times=20):
+    """What an autograd step does to memory: several temporaries of ``mib`` MiB, made and freed."""
+    for _ in range(times):
+        arrays = [np.ones(mib * 2**18, dtype=np.float32) for _ in range(4)]
         del arrays
 
 
 @pytest.mark.skipif(not _glibc(), reason="the thresholds are glibc's")
-def test_freed_blocks_are_reused_without_page_faults():
-    """With glibc's defaults the 80 arrays below take about 40,000 page faults (each array
-    lands on pages the process has just returned); kept, they reuse the same memory."""
+@pytest.mark.parametrize("mib", [2, 64], ids=["2 MiB", "64 MiB, above glibc's largest mmap threshold"])
+def test_freed_blocks_are_reused_without_page_faults(mib):
+    """With glibc's defaults the arrays below take about 512 page faults per MiB (each
+    array lands on pages the process has just returned); kept, they reuse the same memory."""
     assert allocator.keep_freed_memory()   # as the commands do; calling again is harmless
-    _churn()                               # the heap grows to its peak once
+    times = 20 if mib < 32 else 3
+    _churn(mib, times)                     # the heap grows to its peak once
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    _churn()
+    _churn(mib, times)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     assert faults < 512, f"{faults} page faults: freed memory was given back and faulted in again"
