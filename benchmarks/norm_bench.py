@@ -3,6 +3,7 @@
     python benchmarks/norm_bench.py                     # x (32, 512, 1024) float32
     python benchmarks/norm_bench.py --busy 1            # the same with one core kept busy
     python benchmarks/norm_bench.py --shape 16,64,128 --threads 1
+    python benchmarks/norm_bench.py --malloc default    # glibc's own malloc settings
 
 Each row times ``F.layer_norm`` / ``F.rms_norm`` (with weight, and bias for LayerNorm) and
 PyTorch's functions on the same input, forward + backward under a random upstream
@@ -12,6 +13,11 @@ intra-op pool; minitorch-attn computes inputs larger than a few cache-sized chun
 rows on its pool of one thread per core (``functional/_parallel.py``, ``by_row_chunks``).
 Without PyTorch only our times are printed. Target: LayerNorm at (32, 512, 1024) float32
 within 1.2x of PyTorch.
+
+Both libraries share the process, so they share its ``malloc``: by default the setting the
+``minitorch-attn`` command makes (``keep_freed_memory``, minitorch_attn/allocator.py);
+``--malloc default`` keeps glibc's own, which a PyTorch program has. With glibc's own every
+64 MiB array of this shape is faulted in page by page, in both libraries alike.
 """
 
 from __future__ import annotations
@@ -70,14 +76,18 @@ def runners(shape, rng):
 
 
 def main(argv=None):
-    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="32,512,1024", help="shape of x, comma-separated (normalized: the last)")
     parser.add_argument("--repeats", type=positive_int, default=7, help="timed runs of each")
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="threads of both libraries (default: each library's own choice)")
+    parser.add_argument("--malloc", choices=("kept", "default"), default="kept",
+                        help="kept: freed memory stays in the process, as the minitorch-attn command sets "
+                             "it (default); default: glibc's own settings")
     busy_flag(parser)
     args = parser.parse_args(argv)
+    if args.malloc == "kept":
+        keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
     shape = tuple(int(n) for n in args.shape.split(","))
     if args.threads:
         mt.set_num_threads(args.threads)
@@ -93,7 +103,7 @@ def main(argv=None):
 
     threads = f"{args.threads} threads" if args.threads else "each library's own threads"
     print(f"forward + backward, x {shape} float32, {threads}, {args.busy} busy helper process(es), "
-          f"median of {args.repeats} alternating runs after a warm-up")
+          f"malloc {args.malloc}, median of {args.repeats} alternating runs after a warm-up")
     print(f"{'norm':<10} {'minitorch-attn ms':>18} {'PyTorch ms':>11} {'x torch':>8}")
     for norm in ("LayerNorm", "RMSNorm"):
         ours = medians[(norm, "minitorch-attn")]
