@@ -55,22 +55,31 @@ def load_corpus(path=None):
 
 
 def _read_bytes(path):
-    """All bytes of the file at ``path``. A pipe (``--text <(command)`` or a named pipe) is
-    read in waits of at most 0.1 s: a blocking read cannot notice a Ctrl-C that arrived just
-    before it began, and the program would then wait for the writer for ever."""
-    with open(path, "rb", buffering=0) as f:
-        if os.name != "posix" or not stat.S_ISFIFO(os.fstat(f.fileno()).st_mode):
+    """All bytes of the file at ``path``. Anything but a regular file (a pipe as in
+    ``--text <(command)``, a named pipe, a device) is opened without waiting and read in
+    chunks, waiting at most 0.1 s at a time for more: a blocking ``open`` or ``read`` cannot
+    notice a Ctrl-C that arrived just before it began, and the program would then wait for
+    a writer for ever (and a device that never ends would never let Ctrl-C through)."""
+    if os.name != "posix" or stat.S_ISREG(os.stat(path).st_mode):
+        with open(path, "rb") as f:
             return f.read()
-        os.set_blocking(f.fileno(), False)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe: no wait for its writer here
+    try:
+        waiting = select.poll()  # poll, not select: any file descriptor number
+        waiting.register(fd, select.POLLIN)
         chunks = []
-        while True:  # a Ctrl-C (KeyboardInterrupt) is raised in here between two waits
-            if not select.select([f], [], [], 0.1)[0]:
+        while True:  # a Ctrl-C (KeyboardInterrupt) is raised in here, between two waits or chunks
+            if not waiting.poll(100):
                 continue
-            chunk = f.read(1 << 20)  # None: nothing to read after all
-            if chunk == b"":
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # nothing to read after all
+                continue
+            if not chunk:
                 return b"".join(chunks)  # the writer closed its end
-            if chunk:
-                chunks.append(chunk)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
 
 
 class CharVocab:

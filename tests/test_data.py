@@ -92,6 +92,38 @@ def test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read(tmp_path):
         writer.join()
 
 
+@needs_pipes
+@pytest.mark.timeout(30, method="signal")  # a blocking open would wait for a writer for ever: fail instead
+def test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read(tmp_path):
+    os.mkfifo(tmp_path / "pipe")  # no writer ever connects
+    press = threading.Timer(0.3, _thread.interrupt_main)
+    press.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            data.load_corpus(tmp_path / "pipe")
+    finally:
+        press.cancel()
+
+
+@needs_pipes
+def test_a_pipe_is_read_whatever_the_number_of_its_file_descriptor(tmp_path):
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the process may not open 1,100 files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if soft != resource.RLIM_INFINITY else soft, hard))
+    held = [open(os.devnull) for _ in range(1100)]  # the pipe's descriptor is then above 1024 (select's limit)
+    try:
+        os.mkfifo(tmp_path / "pipe")
+        writer, _ = _write_to_pipe(tmp_path / "pipe", b"hello\n")
+        assert data.load_corpus(tmp_path / "pipe") == "hello\n"
+        writer.join()
+    finally:
+        for f in held:
+            f.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_default_corpus_is_the_python_reference():
     text = data.load_corpus()
     assert len(text) > 400_000 and "lambda" in text
