@@ -75,9 +75,21 @@ def runners(shape, rng):
     return fns
 
 
+def _shape(text):
+    """``"32,512,1024"`` -> ``(32, 512, 1024)``; argparse reports a bad one in one line."""
+    try:
+        shape = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return shape
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", default="32,512,1024", help="shape of x, comma-separated (normalized: the last)")
+    parser.add_argument("--shape", type=_shape, default=(32, 512, 1024),
+                        help="shape of x, comma-separated positive integers (normalized: the last)")
     parser.add_argument("--repeats", type=positive_int, default=7, help="timed runs of each")
     parser.add_argument("--threads", type=positive_int, default=None,
                         help="threads of both libraries (default: each library's own choice)")
@@ -88,7 +100,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.malloc == "kept":
         keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
-    shape = tuple(int(n) for n in args.shape.split(","))
+    shape = args.shape
     if args.threads:
         mt.set_num_threads(args.threads)
         try:

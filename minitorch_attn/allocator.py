@@ -15,8 +15,10 @@ size stay in the process and are reused. Blocks above 32 MiB matter too: raising
 ``mmap`` threshold instead stops there (glibc's limit), and LayerNorm forward+backward of
 a (32, 512, 1024) float32 input, whose arrays are 64 MiB, took 131 ms with that and 68 ms
 with this, PyTorch's in the same process 62 ms and 17 ms (``benchmarks/norm_bench.py``):
-most of both was page faults. The price: the process may hold up to 1 GiB of freed memory
-besides what it uses. The setting is the whole process's, so the package does not make it
+most of both was page faults. The price: freed memory stays with the process, so it
+holds on to about its peak (only what lies free at the very top of the heap beyond 1 GiB
+goes back). Threads other than the main one keep blocks up to 64 MiB (glibc's limit for
+their heaps); larger ones are still mapped afresh each time. The setting is the whole process's, so the package does not make it
 when imported: the ``minitorch-attn`` command, the demos and the benchmarks call it, and a
 program of your own may. Elsewhere than glibc (macOS, Windows, musl) it does nothing.
 """
@@ -29,15 +31,15 @@ import functools
 import os
 
 KEEP_BYTES = 2**30
-"""Free memory glibc may keep at the top of its heap before it gives some back."""
+"""Free memory glibc may keep at the very top of its heap before it gives some back."""
 _M_TRIM_THRESHOLD = -1   # from glibc's <malloc.h>
 _M_MMAP_MAX = -4
 
 
 @functools.cache
 def keep_freed_memory():
-    """Ask glibc to keep freed blocks, of any size, for reuse instead of returning them to
-    the operating system (up to :data:`KEEP_BYTES` free at the top of the heap). Returns
+    """Ask glibc to keep freed blocks for reuse instead of returning them to the operating
+    system (the process then holds about its peak memory; see the module's text). Returns
     True if it did so, False where the C library is not glibc (then nothing changes).
     Safe to call more than once."""
     try:

@@ -13,8 +13,10 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import zipfile
 
 import pytest
@@ -328,6 +330,33 @@ def test_ctrl_c_while_a_task_is_graded_stops_its_test_run_too(tmp_path, monkeypa
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_processes_a_test_run_leaves_behind_are_stopped_with_it(tmp_path):
+    # student code may start a process that outlives pytest; it is in the run's group
+    started = tmp_path / "started"
+    code = ("import subprocess, sys; p = subprocess.Popen(['sleep', '120']); "
+            f"open({str(started)!r}, 'w').write(str(p.pid))")
+    run = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    assert runner._wait(run, tmp_path / "report.jsonl", limit=100) is None
+    left = int(started.read_text())
+    try:
+        for _ in range(100):  # killed, then reaped by whoever adopted it
+            try:
+                with open(f"/proc/{left}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        break
+            except FileNotFoundError:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the process the run started is still running")
+    finally:
+        try:
+            os.kill(left, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_a_skipped_test_counts_as_failed():

@@ -121,8 +121,9 @@ def _launch(folder, selection, timeout, limit):
 def _wait(process, report, limit):
     """Wait for the run; stop its process group when it hangs, or when this wait ends by an
     exception such as Ctrl-C (the run has a session of its own, so a Ctrl-C typed in the
-    terminal never reaches it: left alone it would go on in the background). Returns why it
-    was stopped, or None."""
+    terminal never reaches it: left alone it would go on in the background). When pytest
+    exits by itself, what is left of its group (processes a student's code started) is
+    stopped too. Returns why it was stopped, or None."""
     start, ended = time.monotonic(), None
     try:
         while process.poll() is None:
@@ -135,7 +136,7 @@ def _wait(process, report, limit):
                 return _stop(process, f"the tests ended but the process did not exit within {GRACE:g} s "
                                       f"(a thread that never stops?)")
             time.sleep(0.1)
-        return None
+        return _stop(process, None)
     except BaseException:
         _stop(process, "interrupted")
         raise
