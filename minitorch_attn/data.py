@@ -55,12 +55,13 @@ def load_corpus(path=None):
 
 
 def _read_bytes(path):
-    """All bytes of the file at ``path``. Anything but a regular file (a pipe as in
-    ``--text <(command)``, a named pipe, a device) is opened without waiting and read in
+    """All bytes of the file at ``path``. A pipe (as in ``--text <(command)``), a named
+    pipe or a character device is opened without waiting and read in
     chunks, waiting at most 0.1 s at a time for more: a blocking ``open`` or ``read`` cannot
     notice a Ctrl-C that arrived just before it began, and the program would then wait for
     a writer for ever (and a device that never ends would never let Ctrl-C through)."""
-    if os.name != "posix" or stat.S_ISREG(os.stat(path).st_mode):
+    mode = os.stat(path).st_mode
+    if os.name != "posix" or not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # a file (or an error to report)
         with open(path, "rb") as f:
             return f.read()
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a named pipe: no wait for its writer here
