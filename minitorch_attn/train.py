@@ -226,6 +226,7 @@ def _prepare(args, log):
     text = load_corpus(args.text)
     resumed = load_training_checkpoint(args.resume) if args.resume else None
     if resumed is None:
+        check_text_size(len(text), args.block_size, args.val_fraction)  # first: an empty text has no vocabulary
         vocab = CharVocab.from_text(text)
         config = model_config(args, len(vocab))
     else:

@@ -89,6 +89,7 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
         (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: No such file or directory"),
         (["train", "--text", str(binary), *run], "minitorch-attn train: " + repr(str(binary)) + " is not UTF-8 text"),
         (["train", "--text", str(tmp_path), *run], "minitorch-attn train: Is a directory: " + repr(str(tmp_path))),
+        (["train", "--text", str(a_file), *run], "minitorch-attn train: the text has 0 characters, too few"),
         (["train", "--text", str(text), "--steps", "1", "--out", str(a_file)], "minitorch-attn train: error: argument --out"),
         (["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
          "minitorch-attn train: no checkpoint at"),
