@@ -142,6 +142,23 @@ def _ctrl_c_waits():
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def _ctrl_c_lands_after():
+    """Inside the block Ctrl-C waits (:func:`_ctrl_c_waits`); it stops the program as
+    KeyboardInterrupt once the block is done. A block that must not be cut in half (an
+    optimizer step and its bookkeeping) so either happens whole or not at all."""
+    with _ctrl_c_waits() as pressed:
+        yield
+    if pressed:
+        raise KeyboardInterrupt
+
+
+def _append(history, **values):
+    """Append each value to its list of ``history`` (lists that must stay the same length)."""
+    for key, value in values.items():
+        history[key].append(value)
+
+
 def _silent(*args, **kwargs):
     pass
 
@@ -295,21 +312,21 @@ def _train(args, job, log):
                 loss.backward()
                 if args.grad_clip:  # --grad-clip 0: no clipping
                     optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
-                job.opt.step()
                 bpc = loss.item() / LN2
-            job.step += 1
+                with _ctrl_c_lands_after():  # the step lands whole: weights, moments, its number and history
+                    job.opt.step()
+                    job.step += 1
+                    _append(job.history, step=job.step, train_bpc=bpc)
             schedule.step(job.step - job.start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
-            job.history["step"].append(job.step)
-            job.history["train_bpc"].append(bpc)
             if job.step % args.eval_interval == 0:
                 t = time.perf_counter()
                 with job.blas.best():
                     val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
                                            args.eval_windows, args.device)
                 job.eval_s += time.perf_counter() - t
-                job.history["val_step"].append(job.step)
-                job.history["val_bpc"].append(val_bpc)
+                with _ctrl_c_lands_after():
+                    _append(job.history, val_step=job.step, val_bpc=val_bpc)
                 if not args.quiet:
                     progress.bar.write(f"step {job.step}: val {val_bpc:.3f} bits/char (bigram {job.baseline:.3f}; "
                                        f"{args.eval_windows} windows)")

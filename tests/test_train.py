@@ -9,7 +9,7 @@ import pytest
 
 import minitorch_attn as mt
 from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import cli, data, nn, sampling, threads, train
+from minitorch_attn import cli, data, nn, optim, sampling, threads, train
 
 
 @pytest.fixture
@@ -69,6 +69,29 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(small_text, tmp_path, monkeypat
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["interrupted"] and metrics["steps"] == 3
     assert ckpt.load(out / "checkpoint.npz")["extra"]["step"] == 3
+
+
+def test_ctrl_c_during_an_optimizer_step_lets_the_step_land_whole(small_text, tmp_path, monkeypatch):
+    # Ctrl-C noted in the middle of step 5 (as a signal is: raised at the next line of Python):
+    # the weights, moments, step count and history all include step 5, or none would
+    import _thread
+
+    real_update, updates = optim.AdamW._update, []
+
+    def update_noting_ctrl_c(self, *args):  # called once per parameter
+        updates.append(1)
+        if len(updates) == 4 * len(self.state) + 1:  # the first parameter of step 5
+            _thread.interrupt_main()
+        return real_update(self, *args)
+
+    monkeypatch.setattr(optim.AdamW, "_update", update_noting_ctrl_c)
+    out = tmp_path / "run"
+    assert cli.main(["train", "--text", str(small_text), "--steps", "100", "--out", str(out), *TINY]) == 130
+    saved = ckpt.load(out / "checkpoint.npz")
+    history = saved["extra"]["history"]
+    assert saved["extra"]["step"] == 5 and history["step"] == [1, 2, 3, 4, 5] and len(history["train_bpc"]) == 5
+    counts = {int(s["step"]) for s in saved["optimizer"]["state"].values()}
+    assert counts == {5}, counts  # every parameter's Adam moments took step 5
 
 
 def test_sample_reports_a_bad_checkpoint(tmp_path, capsys):
