@@ -18,9 +18,9 @@ with this, PyTorch's in the same process 62 ms and 17 ms (``benchmarks/norm_benc
 most of both was page faults. The price: freed memory stays with the process, so it
 holds on to about its peak (only what lies free at the very top of the heap beyond 1 GiB
 goes back). Threads other than the main one keep blocks up to 64 MiB (glibc's limit for
-their heaps); larger ones are still mapped afresh each time. The setting is the whole process's, so the package does not make it
-when imported: the ``minitorch-attn`` command, the demos and the benchmarks call it, and a
-program of your own may. Elsewhere than glibc (macOS, Windows, musl) it does nothing.
+their heaps); larger ones are still mapped afresh each time. The setting is the whole
+process's, so the package does not make it when imported: the ``minitorch-attn`` command,
+the demos and the benchmarks call it, and a program of your own may. Elsewhere than glibc (macOS, Windows, musl) it does nothing.
 """
 
 from __future__ import annotations

@@ -153,12 +153,6 @@ def _ctrl_c_lands_after():
         raise KeyboardInterrupt
 
 
-def _append(history, **values):
-    """Append each value to its list of ``history`` (lists that must stay the same length)."""
-    for key, value in values.items():
-        history[key].append(value)
-
-
 def _silent(*args, **kwargs):
     pass
 
@@ -242,14 +236,13 @@ def _prepare(args, log):
     get_backend(args.device)  # fail early, with the install hint, for a missing device
     text = load_corpus(args.text)
     resumed = load_training_checkpoint(args.resume) if args.resume else None
+    block_size = args.block_size if resumed is None else resumed["config"]["max_seq_len"]
+    check_text_size(len(text), block_size, args.val_fraction)  # before the vocabulary: an empty text has none
     if resumed is None:
-        check_text_size(len(text), args.block_size, args.val_fraction)  # first: an empty text has no vocabulary
         vocab = CharVocab.from_text(text)
         config = model_config(args, len(vocab))
     else:
         vocab, config = CharVocab(resumed["extra"]["vocab"]), resumed["config"]
-    block_size = config["max_seq_len"]
-    check_text_size(len(text), block_size, args.val_fraction)
     train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
     if vocab.unknown_count:
         log(f"note: {vocab.unknown_count} characters of the text are not in the checkpoint's vocabulary")
@@ -316,7 +309,8 @@ def _train(args, job, log):
                 with _ctrl_c_lands_after():  # the step lands whole: weights, moments, its number and history
                     job.opt.step()
                     job.step += 1
-                    _append(job.history, step=job.step, train_bpc=bpc)
+                    job.history["step"].append(job.step)
+                    job.history["train_bpc"].append(bpc)
             schedule.step(job.step - job.start_step)  # after optimizer.step(), as in PyTorch: the next step's rate
             smoothed = bpc if smoothed is None else 0.9 * smoothed + 0.1 * bpc
             if job.step % args.eval_interval == 0:
@@ -325,8 +319,9 @@ def _train(args, job, log):
                     val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
                                            args.eval_windows, args.device)
                 job.eval_s += time.perf_counter() - t
-                with _ctrl_c_lands_after():
-                    _append(job.history, val_step=job.step, val_bpc=val_bpc)
+                with _ctrl_c_lands_after():  # the two lists stay the same length
+                    job.history["val_step"].append(job.step)
+                    job.history["val_bpc"].append(val_bpc)
                 if not args.quiet:
                     progress.bar.write(f"step {job.step}: val {val_bpc:.3f} bits/char (bigram {job.baseline:.3f}; "
                                        f"{args.eval_windows} windows)")

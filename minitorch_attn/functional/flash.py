@@ -65,9 +65,9 @@ Speed choices (all optional for correctness; each is marked "speed:" in the code
   CuPy and array-api-strict run the same code in one thread.
 
 Measured at B=1, H=8, N=2048, d=64, float32 on 2 idle CPU cores, forward+backward takes
-1.2-1.3 times as long as PyTorch's own CPU kernel; its matrix products alone take 0.8-0.9
-times, so the passes over each tile between them (the softmax's, which a fused kernel does
-while the tile is in registers) cost about 0.4 of PyTorch's time (``benchmarks/attention_bench.py``,
+1.1-1.3 times as long as PyTorch's own CPU kernel; its matrix products alone take about
+0.8 times, so the passes over each tile between them (the softmax's, which a fused kernel
+does while the tile is in registers) cost 0.3-0.4 of PyTorch's time (``benchmarks/attention_bench.py``,
 the ``products`` rows).
 """
 
