@@ -47,27 +47,55 @@ HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 
 # ---- 2. training -------------------------------------------------------------------------------
 def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device="cpu"):
-    """Mean bits per character of ``model`` on ``ids``, over non-overlapping windows of
-    ``block_size + 1`` characters: all of them, or ``max_windows`` spread evenly over the
-    text (a quicker estimate for progress reports)."""
-    available = (len(ids) - 1) // block_size
-    if available == 0:
+    """Mean bits per character of ``model`` on ``ids``: each character after the first is
+    scored once, from at least ``block_size // 2`` characters of context where the text
+    has them (all but its first ``block_size // 2``).
+
+    Windows of ``block_size + 1`` characters start every ``stride = block_size -
+    block_size // 2`` characters, and a last one ends at the text's end. The first window
+    scores all its predictions; each later one only those past the end of the window
+    before it. This is the sliding-window evaluation of a fixed-context model (Dai et
+    al. 2019, arXiv:1901.02860 §3.1, there sliding by one character; a stride of half a
+    window needs 32 times fewer windows at a context of 64), and it scores each character
+    with the kind of context the model has when it samples. Windows that do not overlap
+    would score the first characters of every window from almost no context: at the
+    default context of 64 that adds about 0.06 bits/char on the default text, nearly all
+    of it from the first five characters of each window.
+
+    ``max_windows`` scores that many of the windows, spread evenly over the text, instead
+    of all (a quicker estimate for progress reports). ``ids``: a 1-D int array.
+
+    Raises:
+        ValueError: if ``ids`` holds fewer than ``block_size + 1`` tokens (not one window).
+    """
+    predictions = len(ids) - 1
+    if predictions < block_size:
         raise ValueError(f"{len(ids)} validation tokens are too few for one window of {block_size} + 1")
-    count = available if max_windows is None else min(available, max_windows)
-    chosen = numpy.linspace(0, available - 1, count).round().astype(int)
-    windows = numpy.stack([ids[i * block_size:(i + 1) * block_size + 1] for i in chosen])
+    stride = block_size - block_size // 2
+    starts = list(range(0, predictions - block_size + 1, stride))
+    if starts[-1] + block_size < predictions:
+        starts.append(predictions - block_size)                # the last window ends at the text's end
+    starts = numpy.array(starts)
+    # the first position that each window scores: the one after the previous window's end
+    first = numpy.concatenate([[0], starts[:-1] + block_size - starts[1:]])
+    count = len(starts) if max_windows is None else min(len(starts), max_windows)
+    chosen = numpy.linspace(0, len(starts) - 1, count).round().astype(int)
     was_training = model.training
     model.eval()
-    total = 0.0
+    total, scored = 0.0, 0
     with no_grad():
-        for start in range(0, count, batch_size):
-            chunk = windows[start:start + batch_size]
-            x, y = tensor(chunk[:, :-1], device=device), tensor(chunk[:, 1:], device=device)
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            total += loss.item() * len(chunk)
+        for batch in range(0, count, batch_size):
+            picked = chosen[batch:batch + batch_size]
+            windows = numpy.stack([ids[s:s + block_size + 1] for s in starts[picked]])
+            # the positions before a window's first scored one are ignored (-100, as in PyTorch)
+            y = numpy.where(numpy.arange(block_size) >= first[picked, None], windows[:, 1:], -100)
+            logits = model(tensor(windows[:, :-1], device=device))
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tensor(y.reshape(-1), device=device),
+                                   ignore_index=-100, reduction="sum")
+            total += loss.item()
+            scored += int((y != -100).sum())
     model.train(was_training)
-    return total / count / LN2
+    return total / scored / LN2
 
 
 def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
@@ -213,8 +241,7 @@ def run_training(args):
 def _final_results(args, job, log, results):
     """The validation on the whole split, the sample (printed as it is drawn) and the
     pictures, each put in ``results`` as soon as it exists."""
-    windows = (len(job.val_ids) - 1) // job.block_size
-    log(f"final validation on the whole split ({windows:,} windows)...")
+    log(f"final validation on the whole split ({len(job.val_ids) - 1:,} characters)...")
     with job.blas.best():
         results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
     print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "

@@ -117,6 +117,58 @@ def test_weight_decay_reaches_every_matrix_position_embeddings_included_and_no_v
         np.testing.assert_allclose(p.numpy(), before[name] * factor, rtol=1e-6, err_msg=name)
 
 
+class _CopyModel:
+    """A stand-in model for a text with period ``P``: at position ``t`` of a window it puts a
+    logit of ``L`` on the character ``P - 1`` positions back (which the period makes the
+    next one), and equal logits where it has not seen that many characters (``t < P - 1``)."""
+
+    P, L, V = 6, 30.0, 7
+
+    def __init__(self):
+        self.training = True
+
+    def eval(self):
+        self.training = False
+
+    def train(self, mode=True):
+        self.training = mode
+
+    def __call__(self, x):
+        x = np.asarray(x.data)
+        logits = np.zeros(x.shape + (self.V,))
+        for t in range(self.P - 1, x.shape[1]):
+            logits[np.arange(x.shape[0]), t, x[:, t - (self.P - 1)]] = self.L
+        return mt.tensor(logits)
+
+
+@pytest.mark.parametrize("length", [41, 46, 200, 203])
+def test_validation_scores_each_character_once_and_from_half_a_context(length):
+    # block 16, stride 8: only the first window's first P - 1 = 5 positions lack the context
+    # that predicts them; windows that do not overlap would lose 5 of every 16, and a text
+    # whose length is not a whole number of strides still has its last characters scored
+    m = _CopyModel
+    ids = np.arange(length) % m.P
+    blind, seen = np.log(m.V), np.log1p((m.V - 1) * np.exp(-m.L))       # nats per character
+    expected = ((m.P - 1) * blind + (length - 1 - (m.P - 1)) * seen) / (length - 1) / np.log(2)
+    model = m()
+    got = train.evaluate_bpc(model, ids, block_size=16, batch_size=3)
+    np.testing.assert_allclose(got, expected, rtol=4 * np.finfo(np.float64).eps * length)
+    assert model.training  # restored
+
+
+def test_a_validation_estimate_scores_windows_spread_over_the_text():
+    ids = np.arange(401) % _CopyModel.P          # 400 predictions: 49 windows, none shorter
+    whole = train.evaluate_bpc(_CopyModel(), ids, block_size=16)
+    assert train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=10**6) == whole
+    # 4 windows, the first of them whole: 16 + 3 * 8 predictions, 5 of them blind
+    m = _CopyModel
+    estimate = (5 * np.log(m.V) + 35 * np.log1p((m.V - 1) * np.exp(-m.L))) / 40 / np.log(2)
+    np.testing.assert_allclose(train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=4), estimate,
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="too few for one window of 16"):
+        train.evaluate_bpc(_CopyModel(), ids[:16], block_size=16)
+
+
 def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
     plt = pytest.importorskip("matplotlib.pyplot")
     history = {"step": [1, 2, 3, 4], "train_bpc": [5.0, 4.0, 3.5, 3.0], "val_step": [2, 4], "val_bpc": [4.2, 3.4]}
