@@ -28,7 +28,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .argtypes import (
     CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
-    positive_int, probability, usable_device,
+    positive_int, probability, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
@@ -112,6 +112,8 @@ def add_train(subparsers):
     opt.add_argument("--batch-size", type=positive_int, default=16, help="windows per step")
     opt.add_argument("--lr", type=positive_float, default=4e-3, help="peak learning rate of AdamW")
     opt.add_argument("--warmup-steps", type=non_negative_int, default=50, help="linear warmup before the cosine decay")
+    opt.add_argument("--min-lr-ratio", type=unit_interval, default=0.0,
+                     help="where the cosine decay ends, as a share of --lr (0: at 0, as PyTorch's CosineAnnealingLR)")
     opt.add_argument("--weight-decay", type=non_negative_float, default=0.1,
                      help="AdamW's decoupled weight decay, on every matrix (embeddings included), not on vectors")
     opt.add_argument("--grad-clip", type=non_negative_float, default=1.0,

@@ -308,6 +308,7 @@ class WarmupCosineLR:
     - ``s < warmup_steps``:  ``lr = base (s + 1) / warmup_steps``
     - after warmup:  ``lr = base (r + (1 - r) (1 + cos(π t)) / 2)`` with
       ``t = (s - warmup) / (total - warmup)`` clipped to [0, 1] and ``r = min_lr_ratio``
+      (default 0: down to 0, as PyTorch's ``CosineAnnealingLR`` with ``eta_min=0``)
 
     (the SGDR cosine of Loshchilov & Hutter, arXiv:1608.03983, eq. 5, after a linear warmup as in
     Goyal et al., arXiv:1706.02677). ``total_steps`` may be changed while training (the
@@ -326,7 +327,7 @@ class WarmupCosineLR:
             scheduler.step()
     """
 
-    def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.1):
+    def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.0):
         if not (warmup_steps >= 0 and total_steps >= 1):
             raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1, got {warmup_steps}, {total_steps}")
         if not 0.0 <= min_lr_ratio <= 1.0:

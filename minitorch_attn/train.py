@@ -227,7 +227,8 @@ def run_training(args):
         "train_bpc": float(numpy.mean(job.history["train_bpc"][-20:])) if job.history["train_bpc"] else None,
         "wall_s": time.perf_counter() - wall_start, "train_s": job.train_s, "eval_s": job.eval_s,
         "parameters": job.model.num_parameters(), "config": job.config, "device": args.device,
-        "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "interrupted": interrupted,
+        "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "min_lr_ratio": args.min_lr_ratio,
+        "interrupted": interrupted,
         "resumed_from": args.resume, "blas_threads": job.blas.counts,
         "sample": results["sample"], "plots": results["plots"],
     }
@@ -307,7 +308,7 @@ def _train(args, job, log):
     total_steps = args.steps if args.steps else 10**9
     # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
     schedule = optim.WarmupCosineLR(job.opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
-                                    min_lr_ratio=0.1)
+                                    min_lr_ratio=args.min_lr_ratio)
     progress = _Progress(args.steps, args.time_budget, job.start_step, disable=args.quiet)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None

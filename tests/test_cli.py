@@ -60,7 +60,8 @@ def _fails_with_status_2(argv, capsys):
     ("--dropout", "-0.1"), ("--val-fraction", "0"), ("--val-fraction", "1"), ("--lr", "0"),
     ("--lr", "inf"), ("--grad-clip", "-1"), ("--warmup-steps", "-1"), ("--weight-decay", "-1"),
     ("--sample-tokens", "-1"), ("--seed", "-1"), ("--steps", "two"), ("--top-p", "0"), ("--top-p", "1.5"),
-    ("--threads", "0"), ("--threads", "1.5"),
+    ("--threads", "0"), ("--threads", "1.5"), ("--min-lr-ratio", "-0.1"), ("--min-lr-ratio", "1.5"),
+    ("--min-lr-ratio", "nan"),
 ])
 def test_train_rejects_bad_numbers(flag, value, capsys):
     line = _fails_with_status_2(["train", "--text", "no-such-file.txt", flag, value], capsys)  # fails fast if let through

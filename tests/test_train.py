@@ -38,6 +38,8 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     assert history["val_step"] == [20, 40]  # the estimates only: the whole split's value is in metrics.json
     first, last = np.mean(history["train_bpc"][:5]), np.mean(history["train_bpc"][-5:])
     assert last < first - 1.0, (first, last)  # the loss falls
+    # the cosine decay ends at 0 (--min-lr-ratio's default): the rate left for a next step
+    assert ckpt.load(out / "checkpoint.npz")["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-9)
 
     capsys.readouterr()
     assert cli.main(["sample", "--checkpoint", str(out / "checkpoint.npz"), "--prompt", "The ",
