@@ -25,6 +25,7 @@ projections, token and position embeddings -- and leaves biases and norm gains a
 from __future__ import annotations
 
 import math
+import numbers
 
 from .core.backend import backend_of
 from .core.tensor import Tensor
@@ -325,17 +326,29 @@ class WarmupCosineLR:
             loss.backward()
             optimizer.step()
             scheduler.step()
+
+    With ``total_steps <= warmup_steps`` there is no decay: the rate climbs to the base
+    rate and stays there.
+
+    Raises:
+        TypeError: ``warmup_steps`` or ``total_steps`` not an int, ``min_lr_ratio`` not a number.
+        ValueError: ``warmup_steps < 0``, ``total_steps < 1``, ``min_lr_ratio`` outside [0, 1].
     """
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.0):
+        for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"{name} must be an int, got {value!r}")
         if not (warmup_steps >= 0 and total_steps >= 1):
             raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1, got {warmup_steps}, {total_steps}")
+        if isinstance(min_lr_ratio, bool) or not isinstance(min_lr_ratio, numbers.Real):
+            raise TypeError(f"min_lr_ratio must be a number in [0, 1], got {min_lr_ratio!r}")
         if not 0.0 <= min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {min_lr_ratio!r}")
         self.optimizer = optimizer
-        self.warmup_steps = warmup_steps
-        self.total_steps = total_steps
-        self.min_lr_ratio = min_lr_ratio
+        self.warmup_steps = int(warmup_steps)
+        self.total_steps = int(total_steps)
+        self.min_lr_ratio = float(min_lr_ratio)  # a Python float, so that the rates it writes save as JSON
         self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.last_step = -1
         self.step()  # the rate of step 0, as PyTorch's schedulers set it when they are made

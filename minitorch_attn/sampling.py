@@ -98,9 +98,7 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=
         raise ValueError("generation needs a prompt of at least one token")
     rng = rng if rng is not None else numpy.random.default_rng()
     ids, new, all_logits = list(ids), [], []
-    was_training = model.training
-    model.eval()
-    with no_grad():
+    with nn.in_eval_mode(model), no_grad():
         cache, feed = None, None
         for _ in range(max_new_tokens):
             if not use_cache:
@@ -117,7 +115,6 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=
             ids.append(next_id)
             new.append(next_id)
             feed = [next_id]
-    model.train(was_training)
     return (new, all_logits) if return_logits else new
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 import os
 import signal
 import sys
@@ -66,8 +67,20 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     of all (a quicker estimate for progress reports). ``ids``: a 1-D int array.
 
     Raises:
-        ValueError: if ``ids`` holds fewer than ``block_size + 1`` tokens (not one window).
+        TypeError: if ``ids`` is not a 1-D array (or list) of integers.
+        ValueError: if ``ids`` holds fewer than ``block_size + 1`` tokens (not one window),
+            or ``block_size``, ``batch_size`` or ``max_windows`` is not an int >= 1.
     """
+    ids = numpy.asarray(ids)
+    if ids.ndim != 1 or not numpy.issubdtype(ids.dtype, numpy.integer):
+        raise TypeError(f"ids must be a 1-D array of token ids (integers), got shape {ids.shape} of {ids.dtype}")
+    ids = ids.astype(numpy.int64)  # signed, so that -100 below marks a position as not scored
+    sizes = {"block_size": block_size, "batch_size": batch_size}
+    if max_windows is not None:
+        sizes["max_windows"] = max_windows
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     predictions = len(ids) - 1
     if predictions < block_size:
         raise ValueError(f"{len(ids)} validation tokens are too few for one window of {block_size} + 1")
@@ -80,10 +93,8 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     first = numpy.concatenate([[0], starts[:-1] + block_size - starts[1:]])
     count = len(starts) if max_windows is None else min(len(starts), max_windows)
     chosen = numpy.linspace(0, len(starts) - 1, count).round().astype(int)
-    was_training = model.training
-    model.eval()
     total, scored = 0.0, 0
-    with no_grad():
+    with nn.in_eval_mode(model), no_grad():
         for batch in range(0, count, batch_size):
             picked = chosen[batch:batch + batch_size]
             windows = numpy.stack([ids[s:s + block_size + 1] for s in starts[picked]])
@@ -94,7 +105,6 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
                                    ignore_index=-100, reduction="sum")
             total += loss.item()
             scored += int((y != -100).sum())
-    model.train(was_training)
     return total / scored / LN2
 
 
@@ -418,11 +428,8 @@ def attention_figure(plt, model, vocab, device):
     """The attention weights of every head of the last layer on :data:`HEATMAP_SENTENCE`."""
     ids = vocab.encode(HEATMAP_SENTENCE)[-model.max_seq_len:]
     chars = vocab.decode(ids)
-    was_training = model.training
-    model.eval()
-    with no_grad():
+    with nn.in_eval_mode(model), no_grad():
         _, weights = model(tensor(ids[None, :], device=device), need_weights=True)
-    model.train(was_training)
     layer = len(weights) - 1
     w = weights[layer].numpy()[0]  # (heads, T, T)
     heads = w.shape[0]

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import optim
+from minitorch_attn import checkpoint as ckpt
+from minitorch_attn import nn, optim
 from tests.conftest import float64_tolerance
 
 
@@ -244,3 +245,20 @@ def test_schedule_arguments_are_checked():
         optim.WarmupCosineLR(opt, -1, 10)
     with pytest.raises(ValueError, match="step must be >= 0"):
         optim.WarmupCosineLR(opt, 1, 10).factor(-5)
+    for bad in (0.5, float("inf"), True, "5"):
+        with pytest.raises(TypeError, match="warmup_steps must be an int"):
+            optim.WarmupCosineLR(opt, bad, 10)
+        with pytest.raises(TypeError, match="total_steps must be an int"):
+            optim.WarmupCosineLR(opt, 1, bad)
+    for bad in ("0.5", np.array([0.5]), True):
+        with pytest.raises(TypeError, match="min_lr_ratio must be a number"):
+            optim.WarmupCosineLR(opt, 1, 10, min_lr_ratio=bad)
+
+
+def test_a_numpy_ratio_writes_python_float_rates_that_a_checkpoint_can_save(tmp_path):
+    model = nn.Linear(2, 2)
+    opt = optim.AdamW(model.parameters(), lr=np.float32(0.5).item())
+    schedule = optim.WarmupCosineLR(opt, np.int64(1), np.int64(3), min_lr_ratio=np.float32(0.5))
+    schedule.step(3)
+    assert type(opt.param_groups[0]["lr"]) is float and opt.param_groups[0]["lr"] == 0.25
+    ckpt.save(tmp_path / "c.npz", model, opt)                   # the rates go into JSON

@@ -151,3 +151,23 @@ def test_a_checkpoint_without_pos_encoding_loads_with_learned_positions(tmp_path
     assert loaded.pos_encoding == "learned"
     idx = mt.tensor([[1, 2, 3]])
     np.testing.assert_array_equal(loaded(idx).numpy(), model(idx).numpy())
+
+
+def test_an_interrupted_sample_puts_the_model_back_in_training_mode():
+    model = nn.GPT(vocab_size=5, d_model=8, num_heads=2, num_layers=1, max_seq_len=8, dropout=0.1)
+
+    def ctrl_c(_token):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sampling.generate_ids(model, [1], 5, on_token=ctrl_c)
+    assert all(m.training for m in model.modules())  # its dropout still works in the next step
+    with nn.in_eval_mode(model):
+        assert not any(m.training for m in model.modules())
+    model.eval()
+    with nn.in_eval_mode(model):
+        pass
+    assert not model.training                       # the mode it had, not always training
+    with pytest.raises(TypeError, match="needs a Module"):
+        with nn.in_eval_mode("model"):
+            pass

@@ -119,23 +119,14 @@ def test_weight_decay_reaches_every_matrix_position_embeddings_included_and_no_v
         np.testing.assert_allclose(p.numpy(), before[name] * factor, rtol=1e-6, err_msg=name)
 
 
-class _CopyModel:
+class _CopyModel(nn.Module):
     """A stand-in model for a text with period ``P``: at position ``t`` of a window it puts a
     logit of ``L`` on the character ``P - 1`` positions back (which the period makes the
     next one), and equal logits where it has not seen that many characters (``t < P - 1``)."""
 
     P, L, V = 6, 30.0, 7
 
-    def __init__(self):
-        self.training = True
-
-    def eval(self):
-        self.training = False
-
-    def train(self, mode=True):
-        self.training = mode
-
-    def __call__(self, x):
+    def forward(self, x):
         x = np.asarray(x.data)
         logits = np.zeros(x.shape + (self.V,))
         for t in range(self.P - 1, x.shape[1]):
@@ -169,6 +160,32 @@ def test_a_validation_estimate_scores_windows_spread_over_the_text():
                                rtol=4 * np.finfo(np.float64).eps * 40)
     with pytest.raises(ValueError, match="too few for one window of 16"):
         train.evaluate_bpc(_CopyModel(), ids[:16], block_size=16)
+
+
+def test_validation_takes_ids_of_any_integer_dtype_and_refuses_other_input():
+    ids = np.arange(203) % _CopyModel.P
+    whole = train.evaluate_bpc(_CopyModel(), ids, block_size=16)
+    for dtype in (np.uint8, np.uint16, np.uint32, np.int32):   # unsigned: -100 must not wrap to 156
+        assert train.evaluate_bpc(_CopyModel(), ids.astype(dtype), block_size=16) == whole, dtype
+    assert train.evaluate_bpc(_CopyModel(), ids.tolist(), block_size=16) == whole
+    for bad in (ids.reshape(7, 29), ids.astype(np.float64), np.int64(3), "some text"):
+        with pytest.raises(TypeError, match="1-D array of token ids"):
+            train.evaluate_bpc(_CopyModel(), bad, block_size=16)
+    for name, value in (("block_size", 0), ("batch_size", 0), ("batch_size", -1), ("max_windows", 0),
+                        ("block_size", 2.0), ("max_windows", True)):
+        with pytest.raises(ValueError, match=f"{name} must be an int >= 1"):
+            train.evaluate_bpc(_CopyModel(), ids, **{"block_size": 16, name: value})
+
+
+def test_the_model_is_back_in_training_mode_after_an_error_in_validation():
+    class Failing(_CopyModel):
+        def forward(self, x):
+            raise RuntimeError("out of memory")
+
+    model = Failing()
+    with pytest.raises(RuntimeError, match="out of memory"):
+        train.evaluate_bpc(model, np.arange(40) % _CopyModel.P, block_size=16)
+    assert model.training
 
 
 def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():

@@ -26,7 +26,7 @@ Ainslie et al., arXiv:2305.13245 (grouped-query attention); Su et al., arXiv:210
 
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm
-from .module import Module, ModuleList, Parameter, Sequential
+from .module import Module, ModuleList, Parameter, Sequential, in_eval_mode
 from .transformer import (
     GPT, FeedForward, TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock, init_gpt2,
 )
@@ -34,5 +34,5 @@ from .transformer import (
 __all__ = [
     "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU",
     "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "TransformerEncoderBlock",
-    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2",
+    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode",
 ]

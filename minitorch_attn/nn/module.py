@@ -6,6 +6,7 @@ A :class:`Module` finds its parameters and sub-modules by attribute assignment, 
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 
 from ..core.backend import backend_of, get_backend
@@ -172,6 +173,26 @@ class Module:
             return f"{type(self).__name__}({self.extra_repr()})"
         lines = ([self.extra_repr()] if self.extra_repr() else []) + children
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+@contextlib.contextmanager
+def in_eval_mode(module):
+    """``with in_eval_mode(model): ...`` runs the block with ``model.eval()`` (no dropout) and
+    then puts back the mode the model had, ``model.train(previous)``, also when the block
+    raises (an error, or Ctrl-C while sampling): a model left in eval mode would go on
+    training without its dropout, and nothing would say so.
+
+    Raises:
+        TypeError: if ``module`` is not a :class:`Module`.
+    """
+    if not isinstance(module, Module):
+        raise TypeError(f"in_eval_mode needs a Module, got {type(module).__name__}")
+    was_training = module.training
+    module.eval()
+    try:
+        yield module
+    finally:
+        module.train(was_training)
 
 
 class ModuleList(Module):
