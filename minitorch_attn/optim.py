@@ -28,7 +28,7 @@ import math
 import numbers
 
 from .core.backend import backend_of
-from .core.tensor import Tensor
+from .core.tensor import Tensor, _is_int
 
 
 class Optimizer:
@@ -337,7 +337,7 @@ class WarmupCosineLR:
 
     def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.0):
         for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if not _is_int(value):
                 raise TypeError(f"{name} must be an int, got {value!r}")
         if not (warmup_steps >= 0 and total_steps >= 1):
             raise ValueError(f"need warmup_steps >= 0 and total_steps >= 1, got {warmup_steps}, {total_steps}")

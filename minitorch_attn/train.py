@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import numbers
 import os
 import signal
 import sys
@@ -39,6 +38,7 @@ from .atomic import write_atomically
 from .core.autograd import no_grad
 from .core.backend import get_backend, manual_seed
 from .core.factories import tensor
+from .core.tensor import _is_int
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
 from .threads import FastestThreads
@@ -74,12 +74,12 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     ids = numpy.asarray(ids)
     if ids.ndim != 1 or not numpy.issubdtype(ids.dtype, numpy.integer):
         raise TypeError(f"ids must be a 1-D array of token ids (integers), got shape {ids.shape} of {ids.dtype}")
-    ids = ids.astype(numpy.int64)  # signed, so that -100 below marks a position as not scored
+    ids = ids.astype(numpy.int64, copy=False)  # signed, so that -100 below marks a position as not scored
     sizes = {"block_size": block_size, "batch_size": batch_size}
     if max_windows is not None:
         sizes["max_windows"] = max_windows
     for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not _is_int(value) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     predictions = len(ids) - 1
     if predictions < block_size:
