@@ -72,7 +72,7 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
             or ``block_size``, ``batch_size`` or ``max_windows`` is not an int >= 1.
     """
     ids = numpy.asarray(ids)
-    if ids.ndim != 1 or not numpy.issubdtype(ids.dtype, numpy.integer):
+    if ids.ndim != 1 or (ids.size and not numpy.issubdtype(ids.dtype, numpy.integer)):  # [] is float64
         raise TypeError(f"ids must be a 1-D array of token ids (integers), got shape {ids.shape} of {ids.dtype}")
     ids = ids.astype(numpy.int64, copy=False)  # signed, so that -100 below marks a position as not scored
     sizes = {"block_size": block_size, "batch_size": batch_size}

@@ -158,8 +158,9 @@ def test_a_validation_estimate_scores_windows_spread_over_the_text():
     estimate = (5 * np.log(m.V) + 35 * np.log1p((m.V - 1) * np.exp(-m.L))) / 40 / np.log(2)
     np.testing.assert_allclose(train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=4), estimate,
                                rtol=4 * np.finfo(np.float64).eps * 40)
-    with pytest.raises(ValueError, match="too few for one window of 16"):
-        train.evaluate_bpc(_CopyModel(), ids[:16], block_size=16)
+    for too_few in (ids[:16], ids[:0], []):                       # [] reads as float64: still "too few"
+        with pytest.raises(ValueError, match="too few for one window of 16"):
+            train.evaluate_bpc(_CopyModel(), too_few, block_size=16)
 
 
 def test_validation_takes_ids_of_any_integer_dtype_and_refuses_other_input():
