@@ -1,7 +1,8 @@
 """``python -m gradcheck``: a short name, from the project root, for the gradient-check suite.
 
-The suite itself lives in the package, :mod:`minitorch_attn.gradcheck` (its entries, one
-module per topic, in ``minitorch_attn/gradcheck/entries_*.py``); this folder only runs it.
+The suite itself lives in the package, :mod:`minitorch_attn.gradcheck`, and its entries are
+the gradient-check samples of the catalogue of operations (``minitorch_attn/opinfo/``, one
+module per topic); this folder only runs it.
 """
 
 from minitorch_attn.gradcheck.suite import TOLERANCES, Entry, Inputs, entries

@@ -183,7 +183,10 @@ class Pow(Function):
 
 
 def pow(x, exponent):
-    """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError)."""
+    """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError).
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     if isinstance(exponent, (Tensor, bool)) or not isinstance(exponent, numbers.Real):
         raise TypeError(f"pow supports a number exponent only, got {type(exponent).__name__}")
     exponent = int(exponent) if isinstance(exponent, numbers.Integral) else float(exponent)
@@ -281,13 +284,19 @@ class Maximum(Broadcasting):
 
 
 def maximum(a, b):
-    """Elementwise maximum of two tensors (or a tensor and a number), broadcasting."""
+    """Elementwise maximum of two tensors (or a tensor and a number), broadcasting.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Maximum.apply(a, b)
 
 
 def minimum(a, b):
     """Elementwise minimum of two tensors (or a tensor and a number), broadcasting:
-    ``min(a, b) = -max(-a, -b)``, so the smaller input gets the gradient and a tie splits it."""
+    ``min(a, b) = -max(-a, -b)``, so the smaller input gets the gradient and a tie splits it.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return -Maximum.apply(-a, -b)
 
 
@@ -319,7 +328,10 @@ class Clamp(Function):
 
 
 def clamp(x, min=None, max=None):
-    """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
+    """Clamp ``x`` into ``[min, max]`` (either bound may be None).
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Clamp.apply(x, min=min, max=max)
 
 
@@ -398,31 +410,49 @@ class MatMul(Function):
 
 
 def matmul(a, b):
-    """Matrix product of two tensors, as ``numpy.matmul`` (see :class:`MatMul`)."""
+    """Matrix product of two tensors, as ``numpy.matmul`` (see :class:`MatMul`).
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return MatMul.apply(a, b)
 
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def exp(x):
-    """Elementwise e^x (see :class:`Exp`); any shape, float dtypes."""
+    """Elementwise e^x (see :class:`Exp`); any shape, float dtypes.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Exp.apply(x)
 
 
 def log(x):
-    """Elementwise natural logarithm (see :class:`Log`); any shape, float dtypes."""
+    """Elementwise natural logarithm (see :class:`Log`); any shape, float dtypes.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Log.apply(x)
 
 
 def sqrt(x):
-    """Elementwise square root (see :class:`Sqrt`); any shape, float dtypes."""
+    """Elementwise square root (see :class:`Sqrt`); any shape, float dtypes.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Sqrt.apply(x)
 
 
 def tanh(x):
-    """Elementwise hyperbolic tangent (see :class:`Tanh`); any shape, float dtypes."""
+    """Elementwise hyperbolic tangent (see :class:`Tanh`); any shape, float dtypes.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Tanh.apply(x)
 
 
 def abs(x):
-    """Elementwise absolute value (see :class:`Abs`); any shape."""
+    """Elementwise absolute value (see :class:`Abs`); any shape.
+
+    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
+    """
     return Abs.apply(x)

@@ -120,7 +120,10 @@ class Var(Function):
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def sum(x, dim=None, keepdim=False):
-    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range."""
+    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
     return Sum.apply(x, dim=dim, keepdim=keepdim)
 
 
@@ -131,13 +134,19 @@ def _check_float_input(x, what):
 
 
 def mean(x, dim=None, keepdim=False):
-    """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims."""
+    """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
     _check_float_input(x, "mean")
     return Mean.apply(x, dim=dim, keepdim=keepdim)
 
 
 def max(x, dim=None, keepdim=False):
-    """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient."""
+    """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
     return Max.apply(x, dim=dim, keepdim=keepdim)
 
 
@@ -145,6 +154,9 @@ amax = max
 
 
 def var(x, dim=None, keepdim=False, correction=1):
-    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var)."""
+    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var).
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
     _check_float_input(x, "var")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)

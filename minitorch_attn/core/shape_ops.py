@@ -86,7 +86,10 @@ class Expand(Function):
 
 
 def expand(x, shape):
-    """Broadcast ``x`` to ``shape``; -1 keeps a dim's size (as torch.Tensor.expand)."""
+    """Broadcast ``x`` to ``shape``; -1 keeps a dim's size (as torch.Tensor.expand).
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     shape = tuple(shape)
     lead = len(shape) - x.ndim
     if lead < 0:
@@ -96,7 +99,10 @@ def expand(x, shape):
 
 
 def unsqueeze(x, dim):
-    """Insert a size-1 dim at ``dim`` (negative counts from the end of the result)."""
+    """Insert a size-1 dim at ``dim`` (negative counts from the end of the result).
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
     if dim is None:
         raise ValueError(f"unsqueeze: dim out of range for a tensor with {x.ndim} dims")
@@ -105,14 +111,20 @@ def unsqueeze(x, dim):
 
 
 def squeeze(x, dim=None):
-    """Remove size-1 dims (all of them, or only ``dim`` when it has size 1)."""
+    """Remove size-1 dims (all of them, or only ``dim`` when it has size 1).
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     axes = _normalize_dims(dim, x.ndim)
     shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
     return Reshape.apply(x, shape=shape)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
-    """Merge dims ``start_dim..end_dim`` into one."""
+    """Merge dims ``start_dim..end_dim`` into one.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     if x.ndim == 0:
         return Reshape.apply(x, shape=(1,))
     start, end = _normalize_dims(start_dim, x.ndim)[0], _normalize_dims(end_dim, x.ndim)[0]
@@ -260,7 +272,10 @@ def _check_some(tensors, what):
 
 
 def concat(tensors, dim=0):
-    """Concatenate a sequence of tensors along ``dim`` (``torch.cat``); ValueError for none."""
+    """Concatenate a sequence of tensors along ``dim`` (``torch.cat``); ValueError for none.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     return Concat.apply(*_check_some(tensors, "concat"), dim=dim)
 
 
@@ -268,13 +283,19 @@ cat = concat
 
 
 def stack(tensors, dim=0):
-    """Stack same-shaped tensors along a new ``dim``; ValueError for none."""
+    """Stack same-shaped tensors along a new ``dim``; ValueError for none.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     return Stack.apply(*_check_some(tensors, "stack"), dim=dim)
 
 
 def split(x, split_size, dim=0):
     """Cut ``x`` along ``dim`` into pieces of ``split_size`` (an int, the last piece may be
-    smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice."""
+    smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     axis = _normalize_dims(dim, x.ndim)[0]
     length = x.shape[axis]
     if isinstance(split_size, int):
@@ -294,7 +315,10 @@ def split(x, split_size, dim=0):
 
 
 def chunk(x, chunks, dim=0):
-    """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk."""
+    """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]
@@ -331,14 +355,20 @@ def _check_bool(mask, what):
 
 
 def where(condition, a, b):
-    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``."""
+    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     _check_bool(condition, "where: condition")
     return Where.apply(condition, a, b)
 
 
 def masked_fill(x, mask, value):
     """``x`` with ``value`` written where the bool ``mask`` (broadcastable to x) is True.
-    Backward: ``grad_output`` where the mask is False, 0 where it is True."""
+    Backward: ``grad_output`` where the mask is False, 0 where it is True.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     _check_bool(mask, "masked_fill: mask")
     return Where.apply(mask, value, x)
 
@@ -365,29 +395,44 @@ def _check_matrix(x, what):
 
 
 def tril(x, diagonal=0):
-    """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     _check_matrix(x, "tril")
     return Triangle.apply(x, diagonal=diagonal)
 
 
 def triu(x, diagonal=0):
-    """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims."""
+    """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     _check_matrix(x, "triu")
     return Triangle.apply(x, diagonal=diagonal, upper=True)
 
 
 def reshape(x, *shape):
-    """``x`` with a new shape (one entry may be -1); raises ValueError if sizes differ."""
+    """``x`` with a new shape (one entry may be -1); raises ValueError if sizes differ.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     return x.reshape(*shape)
 
 
 def transpose(x, dim0, dim1):
-    """Swap dims ``dim0`` and ``dim1``."""
+    """Swap dims ``dim0`` and ``dim1``.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     return Transpose.apply(x, dim0=dim0, dim1=dim1)
 
 
 def permute(x, dims):
-    """Reorder the dims of ``x`` as ``dims``; raises ValueError if not a permutation."""
+    """Reorder the dims of ``x`` as ``dims``; raises ValueError if not a permutation.
+
+    Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
+    """
     return Permute.apply(x, dims=tuple(dims))
 
 

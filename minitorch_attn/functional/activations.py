@@ -96,6 +96,8 @@ def gelu(x, approximate="none"):
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for another ``approximate``.
+
+    Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
     """
     _check_float(x, "gelu")
     if approximate not in ("none", "tanh"):
@@ -127,6 +129,8 @@ def relu(x):
 
     Raises:
         TypeError: for a non-float tensor.
+
+    Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
     """
     _check_float(x, "relu")
     return ReLU.apply(x)
@@ -161,6 +165,8 @@ def dropout(x, p=0.5, training=True):
     Raises:
         TypeError: for a non-float tensor or a ``training`` that is not a bool.
         ValueError: for ``p`` outside [0, 1].
+
+    Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
     """
     _check_float(x, "dropout")
     p = _check_probability(p, "dropout: p")

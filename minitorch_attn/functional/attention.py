@@ -153,6 +153,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         TypeError / ValueError: see :func:`._attention_common.attention_setup`: non-Tensor
         or mismatched inputs, a ``dropout_p`` outside [0, 1], an unknown
         ``causal_alignment``, ``attn_mask`` together with ``is_causal``.
+
+    Catalogue record: ``opinfo/attention.py`` (its samples, references and checks).
     """
     if not isinstance(value, Tensor):
         raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
@@ -196,6 +198,8 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, e
     with the same arguments applies to the values (before dropout); each row sums to 1,
     or is all 0 when no key is allowed (also when ``N_k = 0``). Differentiable. Arguments
     and errors as there.
+
+    Catalogue record: ``opinfo/attention.py`` (its samples, references and checks).
     """
     setup = attention_setup(query, key, None, attn_mask, is_causal, causal_alignment, scale, 0.0, enable_gqa)
     return AttentionWeights.apply(query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset,

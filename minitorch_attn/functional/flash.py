@@ -140,6 +140,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
 
     Source: Dao, "FlashAttention-2", arXiv:2307.08691, Algorithms 1 and 2; online
     softmax from Milakov & Gimelshein, arXiv:1805.02867.
+
+    Catalogue record: ``opinfo/attention.py`` (its samples, references and checks).
     """
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
     default_q, default_k = default_block_sizes(query.shape[-2], key.shape[-2])

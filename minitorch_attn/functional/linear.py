@@ -61,6 +61,8 @@ def linear(x, weight, bias=None):
 
     Raises:
         TypeError: for non-float tensors or mixed dtypes. ValueError: for mismatched shapes.
+
+    Catalogue record: ``opinfo/linear.py`` (its samples, references and checks).
     """
     _check_float(x, "linear: input")
     _check_float(weight, "linear: weight")
@@ -93,6 +95,8 @@ def embedding(indices, weight, padding_idx=None):
         ValueError: for a weight that is not 2-D, an index outside ``[0, num_embeddings)``
             (negative indices are not wrapped around, as in PyTorch), or a ``padding_idx``
             outside ``[-num_embeddings, num_embeddings)``.
+
+    Catalogue record: ``opinfo/linear.py`` (its samples, references and checks).
     """
     if not isinstance(indices, Tensor) or indices.dtype not in ("int32", "int64"):
         raise TypeError(f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}")

@@ -145,6 +145,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         ValueError: when ``normalized_shape`` is not the trailing shape of ``x``, the
             parameters do not have that shape, or ``eps`` is not a finite number > 0 in
             the input's dtype (eps = 0 would make a constant row 0 / 0).
+
+    Catalogue record: ``opinfo/normalization.py`` (its samples, references and checks).
     """
     axes = _normalized_axes(x, normalized_shape, weight, bias, "layer_norm")
     return by_row_chunks(LayerNorm, x, weight, bias, axes=axes, eps=_check_eps(eps, "layer_norm", x.dtype))  # speed: see there
@@ -214,6 +216,8 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
     Raises:
         TypeError / ValueError: as :func:`layer_norm`.
+
+    Catalogue record: ``opinfo/normalization.py`` (its samples, references and checks).
     """
     axes = _normalized_axes(x, normalized_shape, weight, None, "rms_norm")
     if eps is None:

@@ -116,6 +116,8 @@ def rotary_embedding(x, positions=None, base=10000.0, interleaved=False):
             numbers (or None).
         ValueError: if ``x`` has fewer than 2 dims or an odd last dim, ``positions`` does
             not broadcast to ``x.shape[:-1]``, or ``base`` is not a finite number > 0.
+
+    Catalogue record: ``opinfo/rotary.py`` (its samples, references and checks).
     """
     _check_float(x, "rotary_embedding")
     if x.ndim < 2 or x.shape[-1] % 2:

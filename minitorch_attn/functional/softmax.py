@@ -147,6 +147,8 @@ def softmax(x, dim=-1):
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+
+    Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "softmax")
     return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
@@ -161,6 +163,8 @@ def log_softmax(x, dim=-1):
 
     Raises:
         TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+
+    Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "log_softmax")
     return _rowwise(LogSoftmax, x, _axis(dim, x.ndim, "log_softmax"))
@@ -275,6 +279,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
             another dtype than the logits.
         ValueError: for mismatched shapes, an unknown reduction, a smoothing outside
             [0, 1], or a target out of range ``[0, C)`` that is not ``ignore_index``.
+
+    Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(logits, "cross_entropy: logits")
     if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64"):

@@ -2,9 +2,8 @@
 
 * :mod:`.checker` -- :func:`gradcheck` and :func:`check_gradients`: central finite
   differences in float64 under a random upstream gradient;
-* :mod:`.suite`   -- :class:`~.suite.Entry`, :class:`~.suite.Inputs` and :func:`~.suite.entries`;
-* ``entries_<topic>.py`` -- one module of entries per topic of the library (core,
-  softmax, activations, normalization, linear, attention, flash, rotary);
+* :mod:`.suite`   -- :class:`~.suite.Entry` and :func:`~.suite.entries`: one entry per
+  gradient-check sample of the catalogue of operations, :mod:`minitorch_attn.opinfo`;
 * :mod:`.command` -- the table printed by ``python -m gradcheck`` and
   ``minitorch-attn gradcheck``.
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pathlib
 import shutil
 
+from ..opinfo import gradcheck_names_of_task
 from . import markers
 from .markers import assignment_by_number
 
@@ -109,8 +110,9 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
             lines += [task["description"], ""]
         lines += ["Where: " + ", ".join(places), "",
                   "```bash", f"pytest -m {markers.marker_name(task['id'])}", "```", ""]
-        if task.get("gradcheck"):
-            lines.append("Gradient checks: " + ", ".join(f"`{g}`" for g in task["gradcheck"]))
+        checks = gradcheck_names_of_task(task["id"])   # from the catalogue of operations
+        if checks:
+            lines.append("Gradient checks: " + ", ".join(f"`{g}`" for g in checks))
             lines.append("")
     later = sorted(stub_tasks - {t["id"] for t in chosen["tasks"]})
     if later:

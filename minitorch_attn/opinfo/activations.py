@@ -1,0 +1,51 @@
+"""Records of the activations and dropout of :mod:`minitorch_attn.functional.activations`.
+
+ReLU's samples stay away from its kink at 0 (where the derivative jumps and finite
+differences cannot agree with either side); dropout's reseed before every call, so the
+finite differences see the backward's mask.
+"""
+
+import math
+
+import numpy as np
+
+import minitorch_attn.functional as F
+
+from .record import OpInfo, Sample, register, seeded
+
+EMPTY, SCALAR, NONFINITE = (frozenset({e}) for e in ("empty", "0-d", "nonfinite"))
+
+
+def np_gelu(x, approximate="none"):
+    x = np.asarray(x, dtype=np.float64)
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return x * 0.5 * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
+
+
+RECORDS = register(__name__, [
+    OpInfo("gelu", F.gelu, ("F.gelu",),
+           (Sample("gelu (exact)", lambda d: [d.randn(4, 5, scale=2.0)]),
+            Sample("gelu (tanh)", lambda d: [d.randn(4, 5, scale=2.0)], kwargs=dict(approximate="tanh")),
+            Sample("gelu (empty)", lambda d: [d.randn(0, 4)], edges=EMPTY),
+            Sample("gelu (tanh, empty)", lambda d: [d.randn(2, 0)], kwargs=dict(approximate="tanh"), edges=EMPTY),
+            Sample("gelu (0-d)", lambda d: [d.randn()], edges=SCALAR),
+            Sample("gelu (large |x|)", lambda d: [d.values([-40.0, -10.0, 10.0, 40.0])], edges=NONFINITE)),
+           "Hendrycks & Gimpel 2016 (arXiv:1606.08415): x Φ(x), d/dx = Φ(x) + x φ(x); the tanh form of GPT-2",
+           ref=np_gelu, torch_ref=lambda torch, x, approximate="none": torch.nn.functional.gelu(x, approximate=approximate),
+           task=None, float32_ops=32),
+    OpInfo("relu", F.relu, ("F.relu",),
+           (Sample("relu", lambda d: [d.away_from(4, 5)]),
+            Sample("relu (empty)", lambda d: [d.randn(0, 4)], edges=EMPTY),
+            Sample("relu (0-d)", lambda d: [d.values(0.7)], edges=SCALAR),
+            Sample("relu (inf)", lambda d: [d.values([-np.inf, np.inf, 1.0])], edges=NONFINITE)),
+           "max(x, 0): d/dx = 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch)",
+           ref=lambda x: np.maximum(x, 0.0), torch_ref=lambda torch, x: torch.relu(x), task=None),
+    OpInfo("dropout", seeded(F.dropout), ("F.dropout",),
+           (Sample("dropout (p=0.3)", lambda d: [d.randn(4, 6)], fn=seeded(lambda x: F.dropout(x, 0.3))),
+            Sample("dropout (p=0.5)", lambda d: [d.randn(3, 5), 0.5], gradcheck=True),
+            Sample("dropout (empty)", lambda d: [d.randn(0, 3), 0.5], edges=EMPTY),
+            Sample("dropout (0-d)", lambda d: [d.randn(), 0.2], edges=SCALAR)),
+           "Srivastava et al. 2014 (JMLR 15, eq. in §10, inverted): y = x m / (1-p); dx = g m / (1-p), same mask",
+           ref=None, torch_ref=None, task=None, not_differentiable_in=("p",)),
+])

@@ -1,0 +1,130 @@
+"""Records of the arithmetic, elementwise and matrix-product operations of
+:mod:`minitorch_attn.core.ops` (homework tasks 1.2, 1.3 and 1.5).
+
+Each backward is one rule of calculus, applied element by element; broadcasting is undone
+in one place, the engine (task 1.3), so the broadcast samples check that place.
+"""
+
+import numpy as np
+
+import minitorch_attn as mt
+
+from .record import OpInfo, Sample, register
+
+EMPTY = frozenset({"empty"})
+SCALAR = frozenset({"0-d"})
+NONFINITE = frozenset({"nonfinite"})
+BROADCAST = frozenset({"broadcast"})
+
+
+def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, **options):
+    """A record of an elementwise function of one tensor: the ordinary sample (from the
+    gradient-check suite), an empty and a 0-d input, and ``nonfinite`` values if given."""
+    samples = [Sample(name, ordinary),
+               Sample(f"{name} (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
+               Sample(f"{name} (0-d)", lambda d: [d.uniform(low=0.5, high=2.0)], edges=SCALAR)]
+    if nonfinite is not None:
+        samples.append(Sample(f"{name} (inf, nan)", lambda d: [d.values(nonfinite)], edges=NONFINITE))
+    return OpInfo(name, op, covers or (f"mt.{name}", f"Tensor.{name}"), tuple(samples), source, ref=ref,
+                  torch_ref=torch_ref, task=task, **options)
+
+
+def binary_samples(name, ordinary, second=None):
+    """The ordinary sample of a broadcasting binary op, an empty pair and a 0-d operand."""
+    second = second or (lambda d, *shape: d.randn(*shape))
+    return (Sample(name, ordinary, edges=BROADCAST, gradcheck=True),
+            Sample(f"{name.split(' ')[0]} (empty, broadcast)", lambda d: [d.randn(0, 3), second(d, 3)],
+                   edges=EMPTY | BROADCAST),
+            Sample(f"{name.split(' ')[0]} (0-d and 2-D)", lambda d: [d.randn(), second(d, 2, 3)],
+                   edges=SCALAR | BROADCAST))
+
+
+def positive(d, *shape):
+    return d.uniform(*shape, low=0.5, high=2.0)
+
+
+RECORDS = register(__name__, [
+    OpInfo("add", lambda a, b: a + b, ("Tensor.__add__", "Tensor.__radd__"),
+           binary_samples("add (broadcast)", lambda d: [d.randn(3, 4), d.randn(4)]),
+           "d(a + b) = da + db; broadcasting undone by summing over the broadcast axes",
+           ref=np.add, torch_ref=lambda torch, a, b: a + b, task="1.3", differentiable_in=("self", "other")),
+    OpInfo("sub", lambda a, b: a - b, ("Tensor.__sub__", "Tensor.__rsub__"),
+           binary_samples("sub (broadcast)", lambda d: [d.randn(2, 1, 3), d.randn(4, 1)]),
+           "d(a - b) = da - db", ref=np.subtract, torch_ref=lambda torch, a, b: a - b, task="1.3",
+           differentiable_in=("self", "other")),
+    OpInfo("mul", lambda a, b: a * b, ("Tensor.__mul__", "Tensor.__rmul__"),
+           binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)])
+           + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a, tasks=("1.1", "1.2")),),
+           "product rule: d(ab) = b da + a db; a tensor used twice gets both gradients added (task 1.1)",
+           ref=np.multiply, torch_ref=lambda torch, a, b: a * b, task="1.3",
+           differentiable_in=("self", "other")),
+    OpInfo("div", lambda a, b: a / b, ("Tensor.__truediv__", "Tensor.__rtruediv__"),
+           (Sample("div", lambda d: [d.randn(3, 4), positive(d, 3, 4)]),
+            Sample("div (empty, broadcast)", lambda d: [d.randn(0, 3), positive(d, 3)], edges=EMPTY | BROADCAST),
+            Sample("div (0-d and 2-D)", lambda d: [d.randn(), positive(d, 2, 3)], edges=SCALAR | BROADCAST),
+            Sample("div (by zero and inf)", lambda d: [d.values([1.0, -1.0, 2.0]), d.values([0.0, np.inf, 0.5])],
+                   edges=NONFINITE)),
+           "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide, torch_ref=lambda torch, a, b: a / b,
+           task="1.2", differentiable_in=("self", "other")),
+    unary("neg", lambda a: -a, np.negative, lambda torch, a: -a, "d(-x) = -dx",
+          lambda d: [d.randn(5)], nonfinite=[np.inf, -np.inf, np.nan], task=None, covers=("Tensor.__neg__",)),
+    OpInfo("pow", mt.pow, ("mt.pow", "Tensor.__pow__"),
+           (Sample("pow (scalar exponent)", lambda d: [positive(d, 4, 3), 2.5]),
+            Sample("pow (integer exponent, negative base)", lambda d: [d.randn(3, 4), 3], gradcheck=True),
+            Sample("pow (exponent 1)", lambda d: [d.randn(2, 3), 1], gradcheck=True),
+            Sample("pow (empty)", lambda d: [d.randn(0, 2), 2.0], edges=EMPTY),
+            Sample("pow (0-d)", lambda d: [positive(d), 0.5], edges=SCALAR),
+            Sample("pow (exponent 0 at 0)", lambda d: [d.values([0.0, 1.0, -2.0]), 0], edges=NONFINITE)),
+           "power rule: d(x^p) = p x^(p-1) dx, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
+           ref=np.power, torch_ref=lambda torch, x, p: x ** p, task="1.2",
+           differentiable_in=("self",), not_differentiable_in=("exponent",)),
+    unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
+          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan]),
+    unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
+          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan]),
+    unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "d(√x) = dx / (2√x)",
+          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0]),
+    unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
+          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0]),
+    unary("abs", mt.abs, np.abs, lambda torch, x: x.abs(), "d|x| = sign(x) dx (0 at x = 0, as PyTorch)",
+          lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None),
+    OpInfo("maximum", mt.maximum, ("mt.maximum",),
+           (Sample("maximum", lambda d: [d.distinct(3, 4), d.distinct(3, 4)]),
+            Sample("maximum (empty)", lambda d: [d.randn(0, 3), d.randn(0, 3)], edges=EMPTY),
+            Sample("maximum (0-d and 2-D)", lambda d: [d.randn(), d.distinct(2, 3)], edges=SCALAR | BROADCAST),
+            Sample("maximum (ties, inf)", lambda d: [d.values([1.0, np.inf, -np.inf]), d.values([1.0, 2.0, 0.0])],
+                   edges=NONFINITE)),
+           "d max(a, b) = da where a > b, db where b > a, half each at a tie (as PyTorch)",
+           ref=np.maximum, torch_ref=lambda torch, a, b: torch.maximum(a, b), task=None,
+           differentiable_in=("input", "other")),
+    OpInfo("minimum", mt.minimum, ("mt.minimum",),
+           (Sample("minimum (broadcast)", lambda d: [d.distinct(3, 4), d.distinct(4)], edges=BROADCAST,
+                   gradcheck=True),
+            Sample("minimum (empty)", lambda d: [d.randn(0, 3), d.randn(3)], edges=EMPTY | BROADCAST),
+            Sample("minimum (ties, inf)", lambda d: [d.values([1.0, np.inf, -np.inf]), d.values([1.0, 2.0, 0.0])],
+                   edges=NONFINITE)),
+           "min(a, b) = -max(-a, -b)", ref=np.minimum, torch_ref=lambda torch, a, b: torch.minimum(a, b),
+           task=None, differentiable_in=("input", "other")),
+    OpInfo("clamp", mt.clamp, ("mt.clamp", "Tensor.clamp"),
+           (Sample("clamp", lambda d: [d.away_from(4, 5, points=(-0.5, 0.5))], kwargs=dict(min=-0.5, max=0.5)),
+            Sample("clamp (min only)", lambda d: [d.away_from(3, 4, points=(0.2,)), 0.2], gradcheck=True),
+            Sample("clamp (empty)", lambda d: [d.randn(0, 4)], kwargs=dict(min=-0.5, max=0.5), edges=EMPTY),
+            Sample("clamp (0-d)", lambda d: [d.randn()], kwargs=dict(max=0.1), edges=SCALAR),
+            Sample("clamp (inf)", lambda d: [d.values([-np.inf, np.inf, 0.0])], kwargs=dict(min=-1.0, max=1.0),
+                   edges=NONFINITE)),
+           "d clamp(x) = dx inside [min, max] (the bounds included, as PyTorch), 0 outside",
+           ref=lambda x, min=None, max=None: np.clip(x, min, max),
+           torch_ref=lambda torch, x, min=None, max=None: x.clamp(min, max), task=None),
+    OpInfo("matmul", mt.matmul, ("mt.matmul", "Tensor.__matmul__", "Tensor.__rmatmul__"),
+           (Sample("matmul", lambda d: [d.randn(3, 4), d.randn(4, 2)]),
+            Sample("matmul (batched, broadcast)", lambda d: [d.randn(2, 1, 3, 4), d.randn(3, 4, 2)],
+                   edges=BROADCAST, gradcheck=True),
+            Sample("matmul (1-D @ 2-D)", lambda d: [d.randn(4), d.randn(4, 3)]),
+            Sample("matmul (batched @ 1-D)", lambda d: [d.randn(2, 3, 4), d.randn(4)]),
+            Sample("matmul (1-D @ 1-D)", lambda d: [d.randn(4), d.randn(4)], gradcheck=False),
+            Sample("matmul (inner dim 0)", lambda d: [d.randn(3, 0), d.randn(0, 2)], edges=EMPTY),
+            Sample("matmul (empty batch)", lambda d: [d.randn(0, 3, 4), d.randn(4, 2)], edges=EMPTY | BROADCAST)),
+           "d(AB) = dA B + A dB, so dA = G Bᵀ and dB = Aᵀ G, summed over broadcast batch dims",
+           ref=np.matmul, torch_ref=lambda torch, a, b: a @ b, task="1.5", float32_ops=64,
+           differentiable_in=("input", "other")),
+])

@@ -1,0 +1,47 @@
+"""Records of what the engine itself differentiates: a dtype change, and a user's own
+:class:`~minitorch_attn.Function` whose backward returns None for an input.
+"""
+
+import minitorch_attn as mt
+
+from .record import OpInfo, Sample, register
+
+
+class FirstOnly(mt.Function):
+    """``f(a, b) = 2a``: ``b`` takes part only through its shape, so its gradient is zero
+    and backward says so with ``None``, which the engine treats as a zero gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * 2, None
+
+
+def first_only_of_a_non_leaf(a, b):
+    """``FirstOnly(a, exp(b)) + b``: the None reaches a node that is not a leaf, and ``b``
+    still gets its gradient (1) along the other path."""
+    return FirstOnly.apply(a, b.exp()) + b
+
+
+def cast(x, dtype):
+    """``x.to(dtype)``, the differentiable dtype change."""
+    return x.to(dtype=dtype)
+
+
+RECORDS = register(__name__, [
+    OpInfo("cast", cast, ("Tensor.to", "Tensor.float", "Tensor.double"),
+           (Sample("cast to float64", lambda d: [d.randn(3)], fn=lambda a: a.double() * 2),
+            Sample("cast to float32", lambda d: [d.randn(2, 3), "float32"], gradcheck=False),
+            Sample("cast (empty)", lambda d: [d.randn(0, 2), "float64"], edges=frozenset({"empty"}))),
+           "the identity on values: the gradient is cast back to the input's dtype",
+           ref=lambda x, dtype: x.astype(dtype), torch_ref=lambda torch, x, dtype: x.to(getattr(torch, dtype)),
+           task=None, not_differentiable_in=("dtype",), keeps_dtype=False),
+    OpInfo("custom Function", first_only_of_a_non_leaf, ("Function.apply",),
+           (Sample("custom Function returning None", lambda d: [d.randn(2, 3), d.randn(2, 3)]),),
+           "a backward may return None for an input: a zero gradient, never an error",
+           ref=lambda a, b: 2 * a + b, torch_ref=lambda torch, a, b: 2 * a + b, task=None,
+           differentiable_in=("a", "b"), no_empty="a test of the engine's routing, not of an operation"),
+])

@@ -1,0 +1,89 @@
+"""Records of the reductions of :mod:`minitorch_attn.core.reductions`: sum, mean, max, var
+(homework task 1.4).
+
+A reduction's backward puts the reduced axes back (size 1, whatever ``keepdim`` was) and
+broadcasts the upstream gradient over them; the samples reduce over the last, the first,
+several and all axes, with and without ``keepdim``.
+"""
+
+import numpy as np
+
+import minitorch_attn as mt
+
+from .record import OpInfo, Sample, register
+
+EMPTY, SCALAR, ONE, DIM = (frozenset({e}) for e in ("empty", "0-d", "one-element", "dim"))
+
+
+def _axes(dim):
+    return tuple(dim) if isinstance(dim, (tuple, list)) else dim
+
+
+def np_sum(x, dim=None, keepdim=False):
+    return np.sum(x, axis=_axes(dim), keepdims=keepdim)
+
+
+def np_mean(x, dim=None, keepdim=False):
+    return np.mean(x, axis=_axes(dim), keepdims=keepdim)
+
+
+def np_max(x, dim=None, keepdim=False):
+    return np.max(x, axis=_axes(dim), keepdims=keepdim)
+
+
+def np_var(x, dim=None, keepdim=False, correction=1):
+    return np.var(x, axis=_axes(dim), keepdims=keepdim, ddof=correction)
+
+
+def torch_amax(torch, x, dim=None, keepdim=False):
+    return x.amax() if dim is None else x.amax(dim, keepdim)
+
+
+def torch_var(torch, x, dim=None, keepdim=False, correction=1):
+    return x.var(dim, correction=correction, keepdim=keepdim)
+
+
+RECORDS = register(__name__, [
+    OpInfo("sum", mt.sum, ("mt.sum", "Tensor.sum"),
+           (Sample("sum (dim, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 2), keepdim=True),
+                   edges=DIM, gradcheck=True),
+            Sample("sum (all)", lambda d: [d.randn(2, 3)]),
+            Sample("sum (dim 1)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=1), edges=DIM, gradcheck=True),
+            Sample("sum (empty dim)", lambda d: [d.randn(3, 0)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("sum (one element)", lambda d: [d.randn(4, 1)], kwargs=dict(dim=-1), edges=ONE),
+            Sample("sum (0-d)", lambda d: [d.randn()], edges=SCALAR)),
+           "every summed element receives the upstream gradient: dx = broadcast(g)",
+           ref=np_sum, torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None
+           else x.sum(dim, keepdim), task="1.4"),
+    OpInfo("mean", mt.mean, ("mt.mean", "Tensor.mean"),
+           (Sample("mean (dim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=-1)),
+            Sample("mean (dims 0 and 1, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 1), keepdim=True),
+                   edges=DIM, gradcheck=True),
+            Sample("mean (empty batch)", lambda d: [d.randn(0, 3)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("mean (one element)", lambda d: [d.randn(1, 3)], kwargs=dict(dim=0), edges=ONE),
+            Sample("mean (0-d)", lambda d: [d.randn()], edges=SCALAR)),
+           "mean = sum / n, so dx = broadcast(g) / n", ref=np_mean,
+           torch_ref=lambda torch, x, dim=None, keepdim=False: x.mean() if dim is None else x.mean(dim, keepdim),
+           task="1.4"),
+    OpInfo("max", mt.max, ("mt.max", "mt.amax", "Tensor.max", "Tensor.amax"),
+           (Sample("max (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
+            Sample("max (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
+            Sample("max (dim 0, keepdim)", lambda d: [d.distinct(3, 4)], kwargs=dict(dim=0, keepdim=True),
+                   edges=DIM, gradcheck=True),
+            Sample("max (empty batch)", lambda d: [d.randn(0, 3)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("max (ties, inf)", lambda d: [d.values([[1.0, 1.0, 0.0], [-np.inf, -np.inf, -np.inf]])],
+                   kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
+            Sample("max (0-d)", lambda d: [d.randn()], edges=SCALAR)),
+           "the gradient goes to the maximal elements, shared equally among ties (as torch.amax)",
+           ref=np_max, torch_ref=torch_amax, task="1.4"),
+    OpInfo("var", mt.var, ("mt.var", "Tensor.var"),
+           (Sample("var (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
+            Sample("var (biased, keepdim)", lambda d: [d.randn(2, 3, 4)],
+                   kwargs=dict(dim=(1, 2), keepdim=True, correction=0)),
+            Sample("var (all)", lambda d: [d.randn(3, 4)], gradcheck=True),
+            Sample("var (empty batch)", lambda d: [d.randn(0, 4)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("var (one element, biased)", lambda d: [d.randn(3, 1)], kwargs=dict(dim=1, correction=0),
+                   edges=ONE)),
+           "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
+           ref=np_var, torch_ref=torch_var, task="1.4"),
+])

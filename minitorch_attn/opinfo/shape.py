@@ -1,0 +1,112 @@
+"""Records of the shape, indexing, joining and selecting operations of
+:mod:`minitorch_attn.core.shape_ops` (``expand`` belongs to homework task 1.3).
+
+None of them computes: each moves values, so each backward moves the gradient back
+(reshape it, transpose it back, write it into the selected places, split it).
+"""
+
+import numpy as np
+
+import minitorch_attn as mt
+
+from .record import OpInfo, Sample, register
+
+EMPTY, SCALAR, DIM, BROADCAST = (frozenset({e}) for e in ("empty", "0-d", "dim", "broadcast"))
+
+
+def np_getitem(x, key):
+    return x[key.astype(np.int64) if isinstance(key, np.ndarray) else key]
+
+
+def np_split(x, split_size, dim=0):
+    sizes = [split_size] * (x.shape[dim] // split_size) if isinstance(split_size, int) else list(split_size)
+    if isinstance(split_size, int) and x.shape[dim] % split_size:
+        sizes.append(x.shape[dim] % split_size)
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=dim))
+
+
+def np_chunk(x, chunks, dim=0):
+    size = -(-x.shape[dim] // chunks)
+    return np_split(x, size, dim)
+
+
+def np_triangle(lower):
+    def ref(x, diagonal=0):
+        return np.tril(x, diagonal) if lower else np.triu(x, diagonal)
+    return ref
+
+
+RECORDS = register(__name__, [
+    OpInfo("reshape", mt.reshape, ("mt.reshape", "Tensor.reshape", "Tensor.view", "mt.flatten", "Tensor.flatten"),
+           (Sample("reshape", lambda d: [d.randn(2, 6), 3, -1]),
+            Sample("reshape (empty)", lambda d: [d.randn(0, 4), 2, 0, 2], edges=EMPTY),
+            Sample("reshape (0-d to 1-D)", lambda d: [d.randn(), 1], edges=SCALAR)),
+           "a reshape keeps every value: dx = reshape(g, x.shape)",
+           ref=lambda x, *shape: np.reshape(x, shape), torch_ref=lambda torch, x, *shape: x.reshape(*shape),
+           task=None, not_differentiable_in=("shape",)),
+    OpInfo("transpose", mt.transpose, ("mt.transpose", "Tensor.transpose", "Tensor.T"),
+           (Sample("transpose", lambda d: [d.randn(2, 3, 4), 0, 2]),
+            Sample("transpose (empty)", lambda d: [d.randn(0, 3), 0, 1], edges=EMPTY)),
+           "transpose the gradient back: dx = swapaxes(g)", ref=lambda x, a, b: np.swapaxes(x, a, b),
+           torch_ref=lambda torch, x, a, b: x.transpose(a, b), task=None),
+    OpInfo("permute", mt.permute, ("mt.permute", "Tensor.permute"),
+           (Sample("permute", lambda d: [d.randn(2, 3, 4), (1, 2, 0)]),
+            Sample("permute (empty)", lambda d: [d.randn(2, 0, 3), (2, 0, 1)], edges=EMPTY)),
+           "dx = permute(g, inverse permutation)", ref=lambda x, dims: np.transpose(x, dims),
+           torch_ref=lambda torch, x, dims: x.permute(dims), task=None),
+    OpInfo("unsqueeze/squeeze", mt.squeeze, ("mt.unsqueeze", "Tensor.unsqueeze", "mt.squeeze", "Tensor.squeeze"),
+           (Sample("unsqueeze/squeeze", lambda d: [d.randn(3, 1, 2)], fn=lambda a: a.squeeze(1).unsqueeze(0)),
+            Sample("squeeze (dim)", lambda d: [d.randn(3, 1, 2), 1], gradcheck=True),
+            Sample("squeeze (empty)", lambda d: [d.randn(0, 1)], edges=EMPTY)),
+           "a reshape: dx = reshape(g, x.shape)", ref=lambda x, dim=None: np.squeeze(x, dim),
+           torch_ref=lambda torch, x, dim=None: x.squeeze() if dim is None else x.squeeze(dim), task=None),
+    OpInfo("expand", mt.expand, ("mt.expand", "Tensor.expand"),
+           (Sample("expand", lambda d: [d.randn(3, 1), (2, 3, 4)], edges=BROADCAST, gradcheck=True),
+            Sample("expand (to an empty batch)", lambda d: [d.randn(3, 1), (0, 3, 2)], edges=EMPTY)),
+           "a broadcast: dx = g summed over the expanded axes", ref=lambda x, shape: np.broadcast_to(x, shape),
+           torch_ref=lambda torch, x, shape: x.expand(*shape), task="1.3"),
+    OpInfo("getitem", lambda x, key: x[key], ("Tensor.__getitem__",),
+           (Sample("getitem (slices, None, ...)", lambda d: [d.randn(4, 5, 3), (None, slice(1, 3), Ellipsis, slice(None, None, 2))]),
+            Sample("getitem (integer tensor, repeats)", lambda d: [d.randn(5, 3), d.integers(0, 5, 2, 4)]),
+            Sample("getitem (an int)", lambda d: [d.randn(4, 3), 2], gradcheck=True),
+            Sample("getitem (empty slice)", lambda d: [d.randn(4, 3), slice(2, 2)], edges=EMPTY),
+            Sample("getitem (empty index)", lambda d: [d.randn(4, 3), d.ints(np.zeros(0))], edges=EMPTY)),
+           "the gradient goes back to the selected places; repeated indices add up (a scatter-add)",
+           ref=np_getitem, torch_ref=lambda torch, x, key: x[key], task=None, not_differentiable_in=("index",)),
+    OpInfo("concat", lambda *xs, dim=0: mt.concat(list(xs), dim=dim), ("mt.concat", "mt.cat"),
+           (Sample("concat", lambda d: [d.randn(2, 3), d.randn(2, 1)], kwargs=dict(dim=1)),
+            Sample("concat (an empty part)", lambda d: [d.randn(0, 3), d.randn(2, 3)], edges=EMPTY)),
+           "each input gets its slice of the gradient", ref=lambda *xs, dim=0: np.concatenate(xs, axis=dim),
+           torch_ref=lambda torch, *xs, dim=0: torch.cat(xs, dim=dim), task=None, differentiable_in=("tensors",)),
+    OpInfo("stack", lambda *xs, dim=0: mt.stack(list(xs), dim=dim), ("mt.stack",),
+           (Sample("stack", lambda d: [d.randn(2, 3), d.randn(2, 3)], kwargs=dict(dim=1)),
+            Sample("stack (empty)", lambda d: [d.randn(0, 3), d.randn(0, 3)], edges=EMPTY)),
+           "each input gets its index of the gradient", ref=lambda *xs, dim=0: np.stack(xs, axis=dim),
+           torch_ref=lambda torch, *xs, dim=0: torch.stack(xs, dim=dim), task=None, differentiable_in=("tensors",)),
+    OpInfo("split/chunk", mt.split, ("mt.split", "Tensor.split", "mt.chunk", "Tensor.chunk"),
+           (Sample("split/chunk", lambda d: [d.randn(5, 2)], fn=lambda a: tuple(p * (i + 1) for i, p in enumerate(a.chunk(3)))),
+            Sample("split (sizes, dim 1)", lambda d: [d.randn(2, 5), [1, 4]], kwargs=dict(dim=1), edges=DIM),
+            Sample("split (empty)", lambda d: [d.randn(0, 4), 2], kwargs=dict(dim=1), edges=EMPTY)),
+           "each piece is a slice: its gradient is written back into its place", ref=np_split,
+           torch_ref=lambda torch, x, size, dim=0: torch.split(x, size, dim), task=None),
+    OpInfo("where", mt.where, ("mt.where",),
+           (Sample("where", lambda d: [d.mask(3, 4), d.randn(3, 4), d.randn(4)], edges=BROADCAST, gradcheck=True),
+            Sample("where (empty)", lambda d: [d.mask(0, 4), d.randn(0, 4), d.randn(4)], edges=EMPTY),
+            Sample("where (inf in the unselected branch)",
+                   lambda d: [d.bools([True, False]), d.values([1.0, np.inf]), d.values([np.nan, 2.0])],
+                   edges=frozenset({"nonfinite"}))),
+           "g goes to a where the condition holds, to b elsewhere (each un-broadcast)", ref=np.where,
+           torch_ref=lambda torch, c, a, b: torch.where(c, a, b), task=None, differentiable_in=("input", "other"),
+           not_differentiable_in=("condition",)),
+    OpInfo("masked_fill", mt.masked_fill, ("mt.masked_fill", "Tensor.masked_fill"),
+           (Sample("masked_fill", lambda d: [d.randn(3, 4), d.mask(1, 4), -2.0], edges=BROADCAST, gradcheck=True),
+            Sample("masked_fill (-inf, empty)", lambda d: [d.randn(0, 4), d.mask(0, 4), -np.inf], edges=EMPTY)),
+           "g where the mask is False, 0 where it was filled", ref=lambda x, m, v: np.where(m, v, x),
+           torch_ref=lambda torch, x, m, v: x.masked_fill(m, v), task=None, not_differentiable_in=("mask",)),
+    OpInfo("tril/triu", mt.tril, ("mt.tril", "mt.triu"),
+           (Sample("tril/triu", lambda d: [d.randn(2, 4, 4)], fn=lambda a: mt.tril(a, -1) + 2 * mt.triu(a, 1)),
+            Sample("tril (diagonal 1)", lambda d: [d.randn(3, 4), 1], gradcheck=True),
+            Sample("tril (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY)),
+           "the same triangle of the gradient", ref=np_triangle(lower=True),
+           torch_ref=lambda torch, x, diagonal=0: torch.tril(x, diagonal), task=None),
+])

@@ -1,0 +1,173 @@
+"""Records of the softmax family of :mod:`minitorch_attn.functional.softmax`: softmax,
+log_softmax and cross_entropy (homework tasks 2.1 to 2.3).
+
+All three exponentiate, so each has extreme-logit samples (±1000 in float64, ±80 in
+float32) that overflow unless the row maximum is subtracted first, and ±inf / NaN rows
+(a -inf entry is an exact 0; a NaN or +inf makes its whole row NaN, as in PyTorch).
+"""
+
+import numpy as np
+
+import minitorch_attn.functional as F
+
+from .record import OpInfo, Sample, register, with_neg_inf
+
+EMPTY, SCALAR, ONE, DIM, EXTREME, NONFINITE = (frozenset({e}) for e in (
+    "empty", "0-d", "one-element", "dim", "extreme", "nonfinite"))
+
+
+def np_log_softmax(x, dim=-1):
+    """``x - max - log Σ exp(x - max)`` in float64; NaN rows stay NaN, -inf entries -inf."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        top = np.max(x, axis=dim, keepdims=True) if x.shape[dim] else np.zeros_like(np.sum(x, dim, keepdims=True))
+        top = np.where(top == -np.inf, 0.0, top)     # an all -inf row: NaN, as PyTorch; +inf or NaN: NaN
+        shifted = x - top
+        return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+
+
+def np_softmax(x, dim=-1):
+    with np.errstate(invalid="ignore"):
+        return np.exp(np_log_softmax(x, dim))
+
+
+def np_softmax_backward(grads, x, dim=-1):
+    """``p ∘ (g - Σ g p)``: the softmax Jacobian ``diag(p) - p pᵀ`` applied to ``g``."""
+    p, g = np_softmax(x, dim), grads[0]
+    if np.ndim(x) == 0:
+        return [np.zeros_like(g)]
+    return [p * (g - (g * p).sum(dim, keepdims=True))]
+
+
+def np_log_softmax_backward(grads, x, dim=-1):
+    """``g - p Σ g``."""
+    p, g = np_softmax(x, dim), grads[0]
+    if np.ndim(x) == 0:
+        return [np.zeros_like(g)]
+    return [g - p * g.sum(dim, keepdims=True)]
+
+
+def np_cross_entropy_backward(grads, logits, target, weight=None, ignore_index=-100, label_smoothing=0.0,
+                              reduction="mean"):
+    """Per kept target: ``g_n ((1-ε) w_t + ε/C Σ_c w_c) p - g_n ((1-ε) w_t onehot + ε/C w)``, 0
+    where ignored; the mean's ``g`` is divided by the summed weights of the targets kept."""
+    logits = np.asarray(logits, dtype=np.float64)
+    unbatched = logits.ndim == 1
+    if unbatched:
+        logits, target = logits[None], np.asarray(target).reshape(1)
+    C = logits.shape[1]
+    z = np.moveaxis(logits, 1, -1)                                           # (N, d1, ..., C)
+    p = np_softmax(z, -1)
+    target = np.asarray(target, dtype=np.int64)
+    keep = target != ignore_index
+    safe = np.where(keep, target, 0)
+    w = np.ones(C) if weight is None else np.asarray(weight, dtype=np.float64)
+    g = np.asarray(grads[0], dtype=np.float64)
+    if reduction == "mean":
+        g = np.broadcast_to(g / np.where(keep, w[safe], 0.0).sum(), target.shape)
+    elif reduction == "sum":
+        g = np.broadcast_to(g, target.shape)
+    else:
+        g = g.reshape(target.shape)
+    onehot = np.eye(C)[safe]
+    wt = w[safe][..., None]
+    eps = label_smoothing
+    dz = ((1 - eps) * wt + eps / C * w.sum()) * p - (1 - eps) * wt * onehot - eps / C * w
+    dz = np.where(keep[..., None], dz * g[..., None], 0.0)
+    dlogits = np.moveaxis(dz, -1, 1)
+    return [dlogits[0] if unbatched else dlogits, None] + ([None] if weight is not None else [])
+
+
+def np_cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """PyTorch's definition: per target ``-w[t] ((1-ε) logp[t] + ε/C Σ_c w[c]/w[t] logp[c])``,
+    0 where ignored; the mean divides by the summed weights of the targets kept."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if logits.ndim == 1:
+        logits, target = logits[None], np.asarray(target).reshape(1)
+    C = logits.shape[1]
+    logp = np_log_softmax(np.moveaxis(logits, 1, -1), -1)          # (N, d1, ..., C)
+    target = np.asarray(target, dtype=np.int64)
+    keep = target != ignore_index
+    safe = np.where(keep, target, 0)
+    w = np.ones(C) if weight is None else np.asarray(weight, dtype=np.float64)
+    picked = np.take_along_axis(logp, safe[..., None], -1)[..., 0]
+    smooth = (logp * w).sum(-1) / C
+    loss = np.where(keep, -(1 - label_smoothing) * w[safe] * picked - label_smoothing * smooth, 0.0)
+    if reduction == "none":
+        return loss if np.ndim(loss) else loss
+    if reduction == "sum":
+        return loss.sum()
+    with np.errstate(invalid="ignore"):
+        return loss.sum() / np.where(keep, w[safe], 0.0).sum()
+
+
+def padded_logits(d, *shape):
+    """Normal logits whose last row is all -inf (a padding position, ignored by its target)."""
+    values = d.rng.standard_normal(shape)
+    values[-1] = -np.inf
+    return d._tensor(values)
+
+
+def torch_cross_entropy(torch, logits, target, weight=None, **options):
+    return torch.nn.functional.cross_entropy(logits, target, weight=weight, **options)
+
+
+RECORDS = register(__name__, [
+    OpInfo("softmax", F.softmax, ("F.softmax",),
+           (Sample("softmax (dim -1)", lambda d: [d.randn(3, 5)]),
+            Sample("softmax (dim 0, 3-D)", lambda d: [d.randn(4, 2, 3)], kwargs=dict(dim=0)),
+            Sample("softmax (-inf entries)", lambda d: [with_neg_inf(d, 3, 6)]),
+            Sample("softmax (extreme logits)", lambda d: [d.extreme(4, 7)], edges=EXTREME),
+            Sample("softmax (extreme logits, dim 0)", lambda d: [d.extreme(4, 7)], kwargs=dict(dim=0),
+                   edges=EXTREME | DIM),
+            Sample("softmax (nan and +inf rows)", lambda d: [d.values([[1.0, np.nan, 0.0], [0.0, np.inf, 1.0],
+                                                                       [-np.inf, 0.0, 2.0]])], edges=NONFINITE),
+            Sample("softmax (over a 0-length dim)", lambda d: [d.randn(2, 0)], edges=EMPTY),
+            Sample("softmax (empty batch)", lambda d: [d.randn(0, 3)], kwargs=dict(dim=0), edges=EMPTY),
+            Sample("softmax (one-element rows)", lambda d: [d.randn(3, 1)], edges=ONE),
+            Sample("softmax (0-d)", lambda d: [d.randn()], kwargs=dict(dim=0), edges=SCALAR)),
+           "p = exp(x - max) / Σ exp(x - max); dx = p ∘ (g - Σ g p) (the softmax Jacobian diag(p) - p pᵀ)",
+           ref=np_softmax, ref_backward=np_softmax_backward, torch_ref=lambda torch, x, dim=-1: x.softmax(dim),
+           task="2.1", exponentiates=True),
+    OpInfo("log_softmax", F.log_softmax, ("F.log_softmax",),
+           (Sample("log_softmax", lambda d: [d.randn(3, 5, scale=3.0)]),
+            Sample("log_softmax (dim 1)", lambda d: [d.randn(2, 4, 3)], kwargs=dict(dim=1)),
+            Sample("log_softmax (extreme logits)", lambda d: [d.extreme(4, 7)], edges=EXTREME),
+            Sample("log_softmax (-inf entries)", lambda d: [d.values([[0.5, -np.inf, 1.0], [0.0, -np.inf, 3.0]])],
+                   edges=NONFINITE),
+            Sample("log_softmax (over a 0-length dim)", lambda d: [d.randn(3, 0, 2)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("log_softmax (one-element rows)", lambda d: [d.randn(2, 1)], edges=ONE),
+            Sample("log_softmax (0-d)", lambda d: [d.randn()], kwargs=dict(dim=-1), edges=SCALAR)),
+           "log p = x - logsumexp(x); dx = g - p Σ g (never through 1/p)",
+           ref=np_log_softmax, ref_backward=np_log_softmax_backward,
+           torch_ref=lambda torch, x, dim=-1: x.log_softmax(dim), task="2.2", exponentiates=True),
+    OpInfo("cross_entropy", F.cross_entropy, ("F.cross_entropy",),
+           (Sample("cross_entropy (mean, ignore_index)",
+                   lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, -100])]),
+            Sample("cross_entropy (N,C,d, smoothing,sum)", lambda d: [d.randn(2, 4, 3), d.integers(0, 4, 2, 3)],
+                   kwargs=dict(label_smoothing=0.1, reduction="sum")),
+            Sample("cross_entropy (none)", lambda d: [d.randn(4, 3), d.ints([1, -1, 0, 2])],
+                   kwargs=dict(ignore_index=-1, reduction="none")),
+            Sample("cross_entropy (weight,smooth,ignore)",
+                   lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1]),
+                              d.uniform(5, low=0.2, high=2.0, requires_grad=False)],
+                   kwargs=dict(label_smoothing=0.2), tasks=()),
+            Sample("cross_entropy (weight, -inf padding)",
+                   lambda d: [padded_logits(d, 4, 3), d.ints([2, 0, 1, -100]),
+                              d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                   kwargs=dict(reduction="none"), tasks=(),
+                   torch_wrong="PyTorch 2.13 gives the ignored all -inf row a NaN gradient; it adds nothing to the "
+                               "loss, so its gradient is 0"),
+            Sample("cross_entropy (extreme logits, smoothing)", lambda d: [d.extreme(5, 7), d.ints([1, 0, 6, 3, 3])],
+                   kwargs=dict(label_smoothing=0.1), edges=EXTREME),
+            Sample("cross_entropy (unbatched)", lambda d: [d.randn(4), d.ints(2)], edges=SCALAR, gradcheck=True),
+            Sample("cross_entropy (one class)", lambda d: [d.randn(3, 1), d.ints([0, 0, 0])], edges=ONE),
+            Sample("cross_entropy (empty batch, sum)", lambda d: [d.randn(0, 3), d.ints(np.zeros(0))],
+                   kwargs=dict(reduction="sum"), edges=EMPTY)),
+           "Szegedy et al. 2016 (arXiv:1512.00567 §7) for smoothing: dlogits = w_t (softmax - q) / Σ w, "
+           "q = (1-ε) onehot + ε/C",
+           ref=np_cross_entropy, ref_backward=np_cross_entropy_backward, torch_ref=torch_cross_entropy, task="2.3", exponentiates=True, float32_ops=32,
+           differentiable_in=("input",), not_differentiable_in=("target", "weight")),
+])

@@ -1,0 +1,273 @@
+"""The checks derived from the catalogue of operations (``minitorch_attn/opinfo/``).
+
+Every sample of every record, on every device:
+
+* its forward against the record's float64 NumPy reference, and its backward runs and
+  gives each input that requires grad a gradient of its shape and dtype;
+* forward and backward against PyTorch in float64, under a random upstream gradient
+  (where torch is installed);
+* in float32: outputs and gradients stay float32 and agree with the float64 results to
+  the record's tolerance (``float32_ops`` rounding steps of float32);
+
+and, over the catalogue as a whole: every public differentiable callable has a record,
+every record has the edge cases the engine promises, each op's docstring points to its
+record, and the README's table of operations is the one the records give.
+
+The gradient checks of the samples run in ``tests/test_gradcheck_suite.py``.
+"""
+
+import contextlib
+import inspect
+import pathlib
+import warnings
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import opinfo
+from minitorch_attn.opinfo.attention import NOT_TORCH
+from minitorch_attn.opinfo.record import Inputs
+from minitorch_attn.opinfo.table import README_BEGIN, README_END, markdown_table
+from tests.conftest import float64_tolerance
+
+RECORDS = opinfo.op_db()
+CASES = [pytest.param(record, sample, id=f"{record.name}: {sample.name}")
+         for record in RECORDS for sample in record.samples]
+WITH_REFERENCE = [case for case in CASES if case.values[0].ref is not None and case.values[1].fn is None]
+WITH_BACKWARD = [case for case in WITH_REFERENCE if case.values[0].ref_backward is not None]
+WITH_TORCH = [case for case in CASES if case.values[0].torch_ref is not None and case.values[1].fn is None]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+# ---- running a sample ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def quiet(sample):
+    """Inputs with ±inf or NaN may make NumPy warn (inf - inf); the values are the test."""
+    with warnings.catch_warnings():
+        if "nonfinite" in sample.edges:
+            warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _outputs(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def run(record, sample, device="cpu", dtype="float64", host_inputs=None):
+    """``(inputs, outputs, gradients, upstream)`` of one sample: the op applied, then one backward
+    from every float output under a random upstream gradient (seeded: the same numbers on
+    every device and dtype). ``host_inputs`` replaces the drawn values (float32 rounding)."""
+    inputs = sample.make(Inputs(device, dtype))
+    if host_inputs is not None:
+        inputs = [mt.tensor(h, dtype=dtype, device=device, requires_grad=t.requires_grad)
+                  if isinstance(t, mt.Tensor) and t.dtype.startswith("float") else t
+                  for t, h in zip(inputs, host_inputs)]
+    with quiet(sample):
+        outputs = _outputs(sample.call(record.op)(*inputs))
+        rng = np.random.default_rng(1)
+        upstream = [rng.standard_normal(o.shape) if o.requires_grad else None for o in outputs]
+        pairs = [(o, mt.tensor(u, dtype=o.dtype, device=device)) for o, u in zip(outputs, upstream) if u is not None]
+        if pairs:
+            mt.backward([o for o, _ in pairs], [g for _, g in pairs])
+    grads = [t.grad if isinstance(t, mt.Tensor) and t.requires_grad else None for t in inputs]
+    return inputs, outputs, grads, upstream
+
+
+def host(values):
+    """NumPy copies: float tensors as float64, other tensors as they are, others unchanged."""
+    out = []
+    for v in values:
+        if isinstance(v, mt.Tensor):
+            array = v.numpy()
+            out.append(array.astype(np.float64) if array.dtype.kind == "f" else array)
+        else:
+            out.append(v)
+    return out
+
+
+def assert_close(ours, reference, n_ops, dtype, what):
+    """``ours`` equals ``reference`` (float64) to ``n_ops`` roundings of ``dtype`` at its
+    magnitude; ±inf and NaN must sit at the same places."""
+    reference = np.asarray(reference, dtype=np.float64)
+    ours = np.asarray(ours, dtype=np.float64)
+    assert ours.shape == reference.shape, f"{what}: shape {ours.shape}, expected {reference.shape}"
+    finite = reference[np.isfinite(reference)]
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=float64_tolerance(finite, n_ops, dtype),
+                               err_msg=what)
+
+
+def reference_outputs(record, sample, inputs):
+    with np.errstate(all="ignore"):
+        return _outputs(record.ref(*host(inputs), **sample.kwargs))
+
+
+# ---- the derived checks -----------------------------------------------------------------------
+@pytest.mark.parametrize("record, sample", WITH_REFERENCE)
+def test_forward_matches_the_numpy_reference(record, sample, device):
+    inputs, outputs, grads, _ = run(record, sample, device)
+    for i, (ours, expected) in enumerate(zip(outputs, reference_outputs(record, sample, inputs), strict=True)):
+        assert_close(ours.numpy(), expected, sample.rounding_steps(record, "float64"), "float64", f"output {i}")
+    for i, (t, g) in enumerate(zip(inputs, grads)):
+        if g is not None:
+            assert g.shape == t.shape and g.dtype == t.dtype, f"gradient of input {i}: {g.shape} {g.dtype}"
+
+
+def reference_gradients(record, sample, inputs, upstream):
+    with np.errstate(all="ignore"):
+        return record.ref_backward([u for u in upstream], *host(inputs), **sample.kwargs)
+
+
+@pytest.mark.parametrize("record, sample", WITH_BACKWARD)
+def test_backward_matches_the_closed_form_numpy_reference(record, sample, device):
+    """The backward without PyTorch: against the record's closed-form gradients in float64."""
+    inputs, _, grads, upstream = run(record, sample, device)
+    expected = reference_gradients(record, sample, inputs, upstream)
+    for i, (g, e) in enumerate(zip(grads, expected, strict=True)):
+        if g is not None:
+            assert e is not None, f"input {i} got a gradient where the reference has none"
+            assert_close(g.numpy(), e, sample.rounding_steps(record, "float64"), "float64", f"gradient of input {i}")
+
+
+def _torch_inputs(torch, values):
+    """PyTorch tensors (float64, or the index and mask dtypes) for our tensors; others as they are."""
+    return [torch.tensor(h, requires_grad=v.requires_grad) if isinstance(v, mt.Tensor) else v
+            for v, h in zip(values, host(values))]
+
+
+@pytest.mark.parametrize("record, sample", WITH_TORCH)
+def test_forward_and_backward_match_torch(record, sample, torch):
+    if sample.torch_wrong:
+        pytest.skip(sample.torch_wrong)
+    inputs, outputs, grads, upstream = run(record, sample)
+    theirs = _torch_inputs(torch, inputs)
+    with quiet(sample):
+        warnings.simplefilter("ignore", UserWarning)   # PyTorch's notes on empty reductions
+        expected = record.torch_ref(torch, *theirs, **sample.kwargs)
+        if expected is NOT_TORCH:
+            pytest.skip("PyTorch has no such option")
+        expected = _outputs(expected)
+        pairs = [(e, torch.tensor(u, dtype=e.dtype)) for e, u in zip(expected, upstream)
+                 if u is not None and e.requires_grad]
+        if pairs:
+            torch.autograd.backward([e for e, _ in pairs], [g for _, g in pairs])
+    for i, (ours, e) in enumerate(zip(outputs, expected, strict=True)):
+        assert_close(ours.numpy(), e.detach().numpy(), sample.rounding_steps(record, "float64"), "float64", f"output {i}")
+    for i, (g, t) in enumerate(zip(grads, theirs)):
+        if g is not None:
+            reference = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+            assert_close(g.numpy(), reference, sample.rounding_steps(record, "float64"), "float64", f"gradient of input {i}")
+
+
+@pytest.mark.parametrize("record, sample", CASES)
+def test_float32_stays_float32_and_agrees_with_float64(record, sample, device):
+    inputs, outputs, grads, _ = run(record, sample, device, "float32")
+    for i, out in enumerate(outputs):
+        if out.dtype.startswith("float") and record.keeps_dtype:
+            assert out.dtype == "float32", f"output {i} is {out.dtype}"
+    for i, (t, g) in enumerate(zip(inputs, grads)):
+        if g is not None:
+            assert g.dtype == t.dtype == "float32" and g.shape == t.shape, f"gradient of input {i}"
+    if record.ref is None or sample.fn is not None:   # random ops: float32 and float64 draw different masks;
+        return                                        # compositions (x + 100) round where the inputs do not
+    rounded = host(inputs)          # the float32 values, exactly, in float64
+    _, wide_outputs, wide_grads, _ = run(record, sample, device, "float64", host_inputs=rounded)
+    wide_outputs = [mt.tensor(r) for r in reference_outputs(record, sample, inputs)]
+    steps = sample.rounding_steps(record, "float32")
+    for i, (ours, wide) in enumerate(zip(outputs, wide_outputs, strict=True)):
+        assert_close(ours.numpy(), wide.numpy(), steps, "float32", f"float32 output {i}")
+    for i, (g, wide) in enumerate(zip(grads, wide_grads)):
+        if g is not None:
+            assert_close(g.numpy(), wide.numpy(), steps, "float32", f"float32 gradient of input {i}")
+
+
+# ---- the catalogue as a whole -------------------------------------------------------------------
+# Public callables that are not differentiable operations, and why.
+NOT_OPERATIONS = {
+    # factories and random numbers: they make tensors, nothing flows back through them
+    "mt.arange", "mt.full", "mt.ones", "mt.ones_like", "mt.zeros", "mt.zeros_like", "mt.rand", "mt.randint",
+    "mt.randn", "mt.tensor", "mt.manual_seed",
+    # the engine and its settings, checked in tests/test_autograd.py and tests/test_threads.py
+    "mt.backward", "mt.is_grad_enabled", "mt.get_default_device", "mt.set_default_device",
+    "mt.get_num_threads", "mt.set_num_threads", "mt.dtype_name", "mt.draw_graph",
+    "mt.gradcheck", "mt.check_gradients",
+    # a boolean mask: F.causal_mask builds one, it has no gradient
+    "F.causal_mask",
+    # Tensor: attributes, conversions, the engine's entry points
+    "Tensor.shape", "Tensor.ndim", "Tensor.dtype", "Tensor.device", "Tensor.is_leaf", "Tensor.size",
+    "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
+    "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
+    "Tensor.long", "Tensor.contiguous",
+    # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)
+    "Tensor.argmax", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
+    "Tensor.__ge__", "Tensor.__invert__", "Tensor.__and__", "Tensor.__or__",
+}
+PYTHON_PROTOCOL = {"__module__", "__doc__", "__array_priority__", "__hash__", "__init__", "__len__", "__iter__",
+                   "__repr__", "__float__", "__int__", "__bool__", "__dict__", "__weakref__"}
+
+
+def public_callables():
+    """Every public callable of ``F``, of the package's top level, and of :class:`Tensor`."""
+    names = {f"F.{n}" for n in F.__all__}
+    names |= {f"mt.{n}" for n in dir(mt) if not n.startswith("_")
+              and (inspect.isfunction(getattr(mt, n)) or inspect.isbuiltin(getattr(mt, n)))}
+    names |= {f"Tensor.{n}" for n in vars(mt.Tensor) if n not in PYTHON_PROTOCOL
+              and (not n.startswith("_") or (n.startswith("__") and n.endswith("__")))}
+    return names
+
+
+def test_every_public_differentiable_callable_has_a_record():
+    covered = {name for record in RECORDS for name in record.covers}
+    missing = sorted(public_callables() - covered - NOT_OPERATIONS)
+    assert not missing, (f"no record in the catalogue for {missing}: add one to minitorch_attn/opinfo/<topic>.py "
+                         f"(the module of its topic), or, if it is not a differentiable operation, to "
+                         f"NOT_OPERATIONS in tests/test_opinfo.py with the reason")
+    stale = sorted((covered | NOT_OPERATIONS) - public_callables() - {"Function.apply"})
+    assert not stale, f"the catalogue names callables that do not exist: {stale}"
+
+
+def test_the_completeness_check_names_a_missing_op(monkeypatch):
+    monkeypatch.setattr(F, "__all__", F.__all__ + ["swish"], raising=True)
+    monkeypatch.setattr(F, "swish", lambda x: x, raising=False)
+    with pytest.raises(AssertionError, match=r"F\.swish.*minitorch_attn/opinfo/"):
+        test_every_public_differentiable_callable_has_a_record()
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.name for r in RECORDS])
+def test_every_record_has_the_promised_cases(record):
+    edges = {edge for sample in record.samples for edge in sample.edges}
+    assert any(s.gradcheck for s in record.samples), f"{record.name}: no sample is gradient-checked"
+    assert "empty" in edges or record.no_empty, f"{record.name}: no sample with an empty dim (or say why: no_empty)"
+    if record.exponentiates:
+        assert "extreme" in edges, f"{record.name} exponentiates: add a sample of extreme logits"
+    assert record.source, f"{record.name}: say where its forward and backward come from"
+    assert record.task is None or f"task_{record.task.replace('.', '_')}:" in (ROOT / "setup.cfg").read_text(), (
+        f"{record.name}: task {record.task} has no marker in setup.cfg")
+
+
+def test_sample_names_are_unique():
+    names = [s.name for r in RECORDS for s in r.samples]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
+def _documented(name):
+    space, attr = name.split(".", 1)
+    return getattr({"F": F, "mt": mt}[space], attr, None) if space in ("F", "mt") else None
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=[r.name for r in RECORDS])
+def test_each_op_docstring_points_to_its_record(record):
+    for name in record.covers:
+        fn = _documented(name)
+        if fn is not None:
+            assert record.module.split("minitorch_attn/")[1] in (fn.__doc__ or ""), (
+                f"{name}: its docstring should name its record's file, {record.module}")
+
+
+def test_the_readme_table_of_operations_is_current():
+    readme = (ROOT / "README.md").read_text()
+    assert README_BEGIN in readme and README_END in readme, "README.md lost the markers of the table of operations"
+    current = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
+    assert current == markdown_table().strip(), (
+        "README.md's table of operations is stale: run `python -m minitorch_attn.opinfo --write-readme`")
