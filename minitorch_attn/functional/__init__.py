@@ -12,16 +12,17 @@ several steps, its code lines carry the number of the forward step they undo. No
 :func:`embedding` is the core's lookup op ``Take``). Each is checked by finite
 differences in :mod:`minitorch_attn.gradcheck` and against PyTorch in the tests.
 
-One module per topic, in reading order:
+One module per topic, in reading order (each lists its ops in its ``__all__``; the table of
+operations in the README, written from the catalogue, lists them all):
 
-* :mod:`.softmax`       -- :func:`softmax`, :func:`log_softmax`, :func:`cross_entropy`;
-* :mod:`.activations`   -- :func:`gelu`, :func:`relu`, :func:`dropout`;
-* :mod:`.normalization` -- :func:`layer_norm`, :func:`rms_norm`;
-* :mod:`.linear`        -- :func:`linear`, :func:`embedding`;
-* :mod:`.attention`     -- :func:`scaled_dot_product_attention`, :func:`attention_weights`,
-  and :func:`causal_mask` (from :mod:`._attention_common`);
+* :mod:`.softmax`       -- the softmax family and the cross-entropy loss;
+* :mod:`.activations`   -- elementwise activations and dropout;
+* :mod:`.normalization` -- LayerNorm and RMSNorm;
+* :mod:`.linear`        -- the linear map and the embedding lookup;
+* :mod:`.attention`     -- scaled dot-product attention and its weights, and
+  :func:`causal_mask` (from :mod:`._attention_common`);
 * :mod:`.flash`         -- :func:`flash_attention`, the same attention in blocks;
-* :mod:`.rotary`        -- :func:`rotary_embedding`, rotary positions for queries and keys.
+* :mod:`.rotary`        -- rotary positions for queries and keys.
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
 attention kernels share: argument checks, the causal rule, the grouped-query layout, and
@@ -35,17 +36,17 @@ are kept (float32 in, float32 out); operations that exponentiate subtract the ro
 first (one helper, ``softmax._shifted_logsumexp``).
 """
 
+from . import activations as _activations, attention as _attention, flash as _flash, linear as _linear
+from . import normalization as _normalization, rotary as _rotary, softmax as _softmax
 from ._attention_common import causal_mask
-from .activations import dropout, gelu, relu
-from .attention import attention_weights, scaled_dot_product_attention
-from .flash import flash_attention
-from .linear import embedding, linear
-from .normalization import layer_norm, rms_norm
-from .rotary import rotary_embedding
-from .softmax import cross_entropy, log_softmax, softmax
+from .activations import *      # noqa: F401,F403  each topic module says what it exports in its __all__
+from .attention import *        # noqa: F401,F403
+from .flash import *            # noqa: F401,F403
+from .linear import *           # noqa: F401,F403
+from .normalization import *    # noqa: F401,F403
+from .rotary import *           # noqa: F401,F403
+from .softmax import *          # noqa: F401,F403
 
-__all__ = [
-    "causal_mask", "softmax", "log_softmax", "cross_entropy", "gelu", "relu", "dropout",
-    "layer_norm", "rms_norm", "linear", "embedding", "scaled_dot_product_attention",
-    "attention_weights", "flash_attention", "rotary_embedding",
-]
+# the public ops, in reading order: a new op in a topic's __all__ is exported with no edit here
+__all__ = ["causal_mask"] + [name for module in (_softmax, _activations, _normalization, _linear, _attention, _flash,
+                                                 _rotary) for name in module.__all__]

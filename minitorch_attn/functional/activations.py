@@ -174,3 +174,6 @@ def dropout(x, p=0.5, training=True):
     if not training or p == 0.0:
         return x
     return Dropout.apply(x, p=p)
+
+
+__all__ = ["gelu", "relu", "dropout"]  # what minitorch_attn.functional exports

@@ -204,3 +204,6 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, e
     setup = attention_setup(query, key, None, attn_mask, is_causal, causal_alignment, scale, 0.0, enable_gqa)
     return AttentionWeights.apply(query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset,
                                   groups=setup.groups)
+
+
+__all__ = ["scaled_dot_product_attention", "attention_weights"]  # what minitorch_attn.functional exports

@@ -362,3 +362,6 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
     return (_join_blocks(xp, dQ_blocks, Q.shape, Q.dtype, device),   # 20
             _join_blocks(xp, dK_blocks, K.shape, Q.dtype, device),
             _join_blocks(xp, dV_blocks, V.shape, Q.dtype, device), dmask)
+
+
+__all__ = ["flash_attention"]  # what minitorch_attn.functional exports

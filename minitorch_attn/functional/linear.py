@@ -131,3 +131,6 @@ def padding_row(padding_idx, num_embeddings):
         raise ValueError(f"padding_idx must be in [-{num_embeddings}, {num_embeddings}) (a row of the weight), "
                          f"got {padding_idx}")
     return padding_idx % num_embeddings
+
+
+__all__ = ["linear", "embedding"]  # what minitorch_attn.functional exports

@@ -223,3 +223,6 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     if eps is None:
         eps = float(backend_of(x.data).xp.finfo(x.data.dtype).eps)
     return by_row_chunks(RMSNorm, x, weight, axes=axes, eps=_check_eps(eps, "rms_norm", x.dtype))  # speed: see there
+
+
+__all__ = ["layer_norm", "rms_norm"]  # what minitorch_attn.functional exports

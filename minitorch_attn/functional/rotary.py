@@ -135,3 +135,6 @@ def rotary_embedding(x, positions=None, base=10000.0, interleaved=False):
         raise ValueError(f"rotary_embedding: positions of shape {positions.shape} do not broadcast to "
                          f"x's rows {rows} (expected (seq_len,) = ({x.shape[-2]},) or x.shape[:-1])")
     return RotaryEmbedding.apply(x, positions, base=float(base), interleaved=interleaved)
+
+
+__all__ = ["rotary_embedding"]  # what minitorch_attn.functional exports

@@ -314,3 +314,6 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     loss = CrossEntropy.apply(rows, target.reshape(-1).data, None if weight is None else weight.data,
                               ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
     return loss.reshape(*target.shape) if reduction == "none" else loss
+
+
+__all__ = ["softmax", "log_softmax", "cross_entropy"]  # what minitorch_attn.functional exports

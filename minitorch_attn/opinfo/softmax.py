@@ -135,6 +135,8 @@ RECORDS = register(__name__, [
            (Sample("log_softmax", lambda d: [d.randn(3, 5, scale=3.0)]),
             Sample("log_softmax (dim 1)", lambda d: [d.randn(2, 4, 3)], kwargs=dict(dim=1)),
             Sample("log_softmax (extreme logits)", lambda d: [d.extreme(4, 7)], edges=EXTREME),
+            Sample("log_softmax (extreme logits, dim 0)", lambda d: [d.extreme(4, 7)], kwargs=dict(dim=0),
+                   edges=EXTREME | DIM),
             Sample("log_softmax (-inf entries)", lambda d: [d.values([[0.5, -np.inf, 1.0], [0.0, -np.inf, 3.0]])],
                    edges=NONFINITE),
             Sample("log_softmax (over a 0-length dim)", lambda d: [d.randn(3, 0, 2)], kwargs=dict(dim=1), edges=EMPTY),

@@ -5,101 +5,71 @@ row maximum (softmax, log_softmax, cross-entropy, attention) or without a runnin
 (flash attention) returns NaN or inf here, while a stable one is exact to rounding. At
 ±80 in float32, log(softmax) underflows to -inf where log_softmax must stay finite.
 
-The reference is computed in float64 from the shifted formulas. Its tolerance counts the
-rounding of exp(s - max): the condition number of exp at s - max is |s - max|, so one
-rounding step per unit of logit spread, plus a few for the other operations.
+The ops are the records of the catalogue that say ``exponentiates`` (``minitorch_attn/opinfo/``)
+and the inputs their samples tagged ``extreme``; the references are the records' float64
+NumPy formulas, forward and closed-form backward. The tolerance counts the rounding of
+exp(s - max): the condition number of exp at s - max is |s - max|, so one rounding step per
+unit of logit spread, plus the record's own (``Sample.rounding_steps``). Forward and
+backward count for the tasks that write them (4.1 and 4.2 for attention, say).
 """
 
 import numpy as np
 import pytest
 
 import minitorch_attn as mt
-import minitorch_attn.functional as F
-from tests.instructor.expect import attention_reference, expect_close, leaf, log_softmax, softmax
-
-LIMITS = [pytest.param("float64", 1000.0, id="float64-1000"), pytest.param("float32", 80.0, id="float32-80")]
-
-
-def logits(rng, shape, limit):
-    """Uniform in [-limit, limit], with the extremes present in the first row."""
-    x = rng.uniform(-limit, limit, shape)
-    x.reshape(-1, shape[-1])[0, :2] = [limit, -limit]
-    return x
+from minitorch_attn import opinfo
+from minitorch_attn.opinfo.record import Inputs
+from tests.instructor.expect import expect_close, host
 
 
-def n_ops(limit):
-    return 2 * limit + 16
+def _marker(task):
+    return getattr(pytest.mark, f"task_{task.replace('.', '_')}")
 
 
-@pytest.mark.parametrize("op", [pytest.param("softmax", marks=pytest.mark.task_2_1),
-                                pytest.param("log_softmax", marks=pytest.mark.task_2_2)])
-@pytest.mark.parametrize("dtype, limit", LIMITS)
-@pytest.mark.parametrize("dim", [-1, 0])
-def test_softmax_and_log_softmax_at_extreme_logits(rng, op, dtype, limit, dim):
-    x, g = logits(rng, (4, 7), limit), rng.standard_normal((4, 7))
-    t = leaf(x, dtype)
-    y = getattr(F, op)(t, dim=dim)
-    y.backward(mt.tensor(g, dtype=dtype))
-    p = softmax(x, dim)
-    if op == "softmax":
-        forward, gradient = p, p * (g - (g * p).sum(dim, keepdims=True))
-    else:
-        forward, gradient = log_softmax(x, dim), g - p * g.sum(dim, keepdims=True)
-    what = f"{op}(dim={dim}) {{}}, input (4, 7) {dtype}, logits within ±{limit:g}"
-    expect_close(y, forward, what=what.format("forward"), n_ops=n_ops(limit), dtype=dtype)
-    expect_close(t.grad, gradient, what=what.format("gradient"), n_ops=n_ops(limit), dtype=dtype)
+def _cases():
+    cases = []
+    for record in opinfo.op_db():
+        if not record.exponentiates:
+            continue
+        for sample in record.samples:
+            if "extreme" not in sample.edges:
+                continue
+            for part, task in (("forward", record.forward_task or record.task), ("backward", record.task)):
+                marks = [_marker(task)] if task else []
+                for dtype in ("float64", "float32"):
+                    cases.append(pytest.param(record, sample, part, dtype, marks=marks,
+                                              id=f"{sample.name} {part} {dtype}"))
+    return cases
 
 
-@pytest.mark.task_2_3
-@pytest.mark.parametrize("dtype, limit", LIMITS)
-def test_cross_entropy_at_extreme_logits(rng, dtype, limit):
-    x = logits(rng, (5, 7), limit)
-    target = np.array([1, 0, 6, 3, 3])
-    t = leaf(x, dtype)
-    loss = F.cross_entropy(t, mt.tensor(target), label_smoothing=0.1)
-    loss.backward()
-    logp = log_softmax(x)
-    q = 0.9 * np.eye(7)[target] + 0.1 / 7
-    what = f"cross_entropy(label_smoothing=0.1) {{}}, logits (5, 7) {dtype}, within ±{limit:g}"
-    expect_close(loss, -(q * logp).sum(1).mean(), what=what.format("forward"), n_ops=n_ops(limit), dtype=dtype)
-    expect_close(t.grad, (softmax(x) - q) / 5, what=what.format("gradient"), n_ops=n_ops(limit), dtype=dtype)
+def _shapes(values):
+    return " ".join(str(tuple(v.shape)) for v in values if isinstance(v, mt.Tensor))
 
 
-def attention_inputs(rng, limit, shape_q=(2, 2, 5, 4), shape_k=(2, 2, 6, 4), dim_v=3):
-    """q, k, v whose scaled scores q kᵀ / sqrt(E) reach ±limit."""
-    q, k = rng.standard_normal(shape_q), rng.standard_normal(shape_k)
-    v = rng.standard_normal(shape_k[:-1] + (dim_v,))
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(shape_q[-1])
-    return q * (limit / np.abs(scores).max()), k, v
-
-
-def run_attention(kind, q, k, v, dtype, causal, dO):
-    tensors = [leaf(a, dtype) for a in (q, k, v)]
-    if kind == "sdpa":
-        out = F.scaled_dot_product_attention(*tensors, is_causal=causal)
-    else:   # blocks smaller than the sequences: the running maximum changes from block to block
-        out = F.flash_attention(*tensors, is_causal=causal, block_size_q=2, block_size_k=2)
-    out.backward(mt.tensor(dO, dtype=dtype))
-    return out, tensors
-
-
-@pytest.mark.parametrize("kind, part", [
-    pytest.param("sdpa", "forward", marks=pytest.mark.task_4_1, id="sdpa forward"),
-    pytest.param("sdpa", "backward", marks=pytest.mark.task_4_2, id="sdpa backward"),
-    pytest.param("flash", "forward", marks=pytest.mark.task_5_1, id="flash forward"),
-    pytest.param("flash", "backward", marks=pytest.mark.task_5_2, id="flash backward"),
-])
-@pytest.mark.parametrize("dtype, limit", LIMITS)
-@pytest.mark.parametrize("causal", [False, True])
-def test_attention_at_extreme_scores(rng, kind, part, dtype, limit, causal):
-    """Forward and backward are separate tasks: each checks only its own part."""
-    q, k, v = attention_inputs(rng, limit)
-    dO = rng.standard_normal(q.shape[:-1] + (3,))
-    out, tensors = run_attention(kind, q, k, v, dtype, causal, dO)
-    expected = attention_reference(q, k, v, dO, causal)
-    what = f"{kind}(is_causal={causal}) {{}}, q {q.shape} k {k.shape} {dtype}, scores within ±{limit:g}"
+@pytest.mark.parametrize("record, sample, part, dtype", _cases())
+def test_extreme_logits(record, sample, part, dtype):
+    inputs = sample.make(Inputs("cpu", dtype))
+    outputs = sample.call(record.op)(*inputs)
+    outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+    arrays = [host(v) if isinstance(v, mt.Tensor) and v.dtype.startswith("float")
+              else (v.numpy() if isinstance(v, mt.Tensor) else v) for v in inputs]
+    n_ops = sample.rounding_steps(record, dtype)
+    what = f"{sample.name} {{}}, inputs {_shapes(inputs)} {dtype}, logits within ±{Inputs.EXTREME[dtype]:g}"
+    expected = record.ref(*arrays, **sample.kwargs)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
     if part == "forward":
-        expect_close(out, expected[0], what=what.format("forward"), n_ops=n_ops(limit), dtype=dtype)
+        for i, (ours, reference) in enumerate(zip(outputs, expected)):
+            expect_close(ours, reference, what=what.format(f"forward (output {i})"), n_ops=n_ops, dtype=dtype)
         return
-    for name, tensor, reference in zip("qkv", tensors, expected[1:]):
-        expect_close(tensor.grad, reference, what=what.format(f"gradient of {name}"), n_ops=n_ops(limit), dtype=dtype)
+    upstream = [np.random.default_rng(1).standard_normal(o.shape) for o in outputs]
+    mt.backward(outputs, [mt.tensor(u, dtype=dtype) for u in upstream])
+    for i, (tensor, reference) in enumerate(zip(inputs, record.ref_backward(upstream, *arrays, **sample.kwargs))):
+        if reference is not None and isinstance(tensor, mt.Tensor) and tensor.requires_grad:
+            expect_close(tensor.grad, reference, what=what.format(f"gradient of input {i}"), n_ops=n_ops, dtype=dtype)
+
+
+def test_every_op_that_exponentiates_is_tried():
+    """The catalogue's word, checked: each record that exponentiates has extreme samples here."""
+    tried = {case.values[0].name for case in _cases()}
+    assert tried == {r.name for r in opinfo.op_db() if r.exponentiates}
+    assert {"softmax", "log_softmax", "cross_entropy", "scaled_dot_product_attention", "flash_attention"} <= tried
