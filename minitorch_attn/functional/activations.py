@@ -1,4 +1,4 @@
-"""Activations and dropout: GELU, ReLU and inverted dropout, with hand-written backward passes.
+"""Activations and dropout: GELU, SiLU, ReLU and inverted dropout, with hand-written backward passes.
 
 Each acts elementwise, so its Jacobian is diagonal and its backward is ``grad_output``
 (``g`` in the derivations) times the local derivative ``dy/dx``.
@@ -105,6 +105,47 @@ def gelu(x, approximate="none"):
     return GELU.apply(x, approximate=approximate)
 
 
+class SiLU(Function):
+    """Sigmoid Linear Unit, ``x σ(x)`` (Elfwing et al. 2018, arXiv:1702.03118, eq. 4; Swish-1
+    in Ramachandran et al. 2017), the gate of LLaMA's SwiGLU feed-forward::
+
+        1. s = σ(x) = 1 / (1 + e^-x)     (computed as e^x / (1 + e^x) for x < 0: no overflow)
+        2. y = x s
+
+        2.  dy/dx = s + x ds/dx          (product rule)
+        1.  ds/dx = s (1 - s)            (the sigmoid's own derivative)
+        so  dy/dx = s (1 + x (1 - s))
+
+    The backward reuses ``s`` saved by the forward.
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        e = xp.exp(-xp.abs(x))                                               # e^-|x| <= 1
+        s = xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))                 # 1
+        ctx.save_for_backward(x, s)
+        return x * s                                                         # 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, s = ctx.saved_tensors
+        return grad_output * (s * (1.0 + x * (1.0 - s)))                     # 2, 1: s + x s (1 - s)
+
+
+def silu(x):
+    """SiLU (swish) activation ``x σ(x)``, elementwise (as ``F.silu``); shape and dtype kept.
+    At x = 1: 0.7310585786. Source: Elfwing et al., arXiv:1702.03118, eq. 4.
+
+    Raises:
+        TypeError: for a non-float tensor.
+
+    Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
+    """
+    _check_float(x, "silu")
+    return SiLU.apply(x)
+
+
 class ReLU(Function):
     """``max(x, 0)``.  Backward: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at x = 0, as
     PyTorch), so ``dx = grad_output`` where ``x > 0`` and 0 elsewhere."""
@@ -176,4 +217,4 @@ def dropout(x, p=0.5, training=True):
     return Dropout.apply(x, p=p)
 
 
-__all__ = ["gelu", "relu", "dropout"]  # what minitorch_attn.functional exports
+__all__ = ["gelu", "silu", "relu", "dropout"]  # what minitorch_attn.functional exports
