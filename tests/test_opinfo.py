@@ -271,3 +271,23 @@ def test_the_readme_table_of_operations_is_current():
     current = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
     assert current == markdown_table().strip(), (
         "README.md's table of operations is stale: run `python -m minitorch_attn.opinfo --write-readme`")
+
+
+def test_the_table_command_prints_and_rewrites_between_the_markers(tmp_path, capsys):
+    from minitorch_attn.opinfo.__main__ import main
+
+    assert main([]) == 0
+    assert capsys.readouterr().out == markdown_table()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{README_BEGIN}\nold table\n{README_END}\noutro\n")
+    assert main(["--write-readme", str(readme)]) == 0
+    assert readme.read_text() == f"intro\n{README_BEGIN}\n{markdown_table()}{README_END}\noutro\n"
+
+
+def test_a_readme_without_markers_is_left_as_it_was(tmp_path, capsys):
+    from minitorch_attn.opinfo.__main__ import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers here\n")
+    assert main(["--write-readme", str(readme)]) == 2
+    assert "no table markers" in capsys.readouterr().err and readme.read_text() == "no markers here\n"
