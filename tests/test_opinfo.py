@@ -7,7 +7,7 @@ Every sample of every record, on every device:
 * forward and backward against PyTorch in float64, under a random upstream gradient
   (where torch is installed);
 * in float32: outputs and gradients stay float32 and agree with the float64 results to
-  the record's tolerance (``float32_ops`` rounding steps of float32);
+  the record's tolerance (``n_ops`` rounding steps of float32);
 
 and, over the catalogue as a whole: every public differentiable callable has a record,
 every record has the edge cases the engine promises, each op's docstring points to its
@@ -152,12 +152,13 @@ def test_forward_and_backward_match_torch(record, sample, torch):
                  if u is not None and e.requires_grad]
         if pairs:
             torch.autograd.backward([e for e, _ in pairs], [g for _, g in pairs])
+    steps = sample.rounding_steps(record, "float64")
     for i, (ours, e) in enumerate(zip(outputs, expected, strict=True)):
-        assert_close(ours.numpy(), e.detach().numpy(), sample.rounding_steps(record, "float64"), "float64", f"output {i}")
+        assert_close(ours.numpy(), e.detach().numpy(), steps, "float64", f"output {i}")
     for i, (g, t) in enumerate(zip(grads, theirs)):
         if g is not None:
             reference = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
-            assert_close(g.numpy(), reference, sample.rounding_steps(record, "float64"), "float64", f"gradient of input {i}")
+            assert_close(g.numpy(), reference, steps, "float64", f"gradient of input {i}")
 
 
 @pytest.mark.parametrize("record, sample", CASES)

@@ -125,6 +125,6 @@ RECORDS = register(__name__, [
             Sample("matmul (inner dim 0)", lambda d: [d.randn(3, 0), d.randn(0, 2)], edges=EMPTY),
             Sample("matmul (empty batch)", lambda d: [d.randn(0, 3, 4), d.randn(4, 2)], edges=EMPTY | BROADCAST)),
            "d(AB) = dA B + A dB, so dA = G Bᵀ and dB = Aᵀ G, summed over broadcast batch dims",
-           ref=np.matmul, torch_ref=lambda torch, a, b: a @ b, task="1.5", float32_ops=64,
+           ref=np.matmul, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
            differentiable_in=("input", "other")),
 ])

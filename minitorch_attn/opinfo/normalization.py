@@ -51,7 +51,8 @@ def torch_layer_norm(torch, x, normalized_shape, weight=None, bias=None, eps=1e-
 RECORDS = register(__name__, [
     OpInfo("layer_norm", F.layer_norm, ("F.layer_norm",),
            (Sample("layer_norm (weight, bias)", lambda d: [d.randn(3, 6), (6,), d.randn(6), d.randn(6)]),
-            Sample("layer_norm (2 trailing dims)", lambda d: [d.randn(2, 3, 2, 2), (2, 2), d.randn(2, 2), d.randn(2, 2)]),
+            Sample("layer_norm (2 trailing dims)",
+                   lambda d: [d.randn(2, 3, 2, 2), (2, 2), d.randn(2, 2), d.randn(2, 2)]),
             Sample("layer_norm (no affine, shifted)", lambda d: [d.randn(3, 5, scale=0.1)],
                    fn=lambda x: F.layer_norm(x + 100.0, 5)),
             Sample("layer_norm (weight only, eps)", lambda d: [d.randn(2, 5), 5, d.randn(5)], kwargs=dict(eps=1e-3),
@@ -61,7 +62,7 @@ RECORDS = register(__name__, [
             Sample("layer_norm (empty batch)", lambda d: [d.randn(0, 4), 4, d.randn(4), d.randn(4)], edges=EMPTY),
             Sample("layer_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0), d.randn(0)], edges=EMPTY)),
            "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16): dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), ĝ = g w",
-           ref=np_layer_norm, torch_ref=torch_layer_norm, task="3.1", float32_ops=64,
+           ref=np_layer_norm, torch_ref=torch_layer_norm, task="3.1", n_ops=64,
            differentiable_in=("input", "weight", "bias"), not_differentiable_in=()),
     OpInfo("rms_norm", F.rms_norm, ("F.rms_norm",),
            (Sample("rms_norm (weight)", lambda d: [d.randn(3, 6), (6,), d.randn(6)]),
@@ -71,6 +72,6 @@ RECORDS = register(__name__, [
             Sample("rms_norm (empty batch)", lambda d: [d.randn(2, 0, 4), 4, d.randn(4)], edges=EMPTY),
             Sample("rms_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0)], edges=EMPTY)),
            "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4): dx = rstd (ĝ - x̂ mean(ĝ x̂)), ĝ = g w",
-           ref=np_rms_norm, torch_ref=torch_rms_norm, task="3.2", float32_ops=64,
+           ref=np_rms_norm, torch_ref=torch_rms_norm, task="3.2", n_ops=64,
            differentiable_in=("input", "weight")),
 ])

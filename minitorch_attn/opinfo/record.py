@@ -154,8 +154,8 @@ class Sample:
         one per unit of logit spread for extreme logits (the condition number of exp at
         ``s - max`` is ``|s - max|``)."""
         if "extreme" in self.edges:
-            return record.float32_ops + 2 * int(Inputs.EXTREME[dtype])
-        return record.float32_ops
+            return record.n_ops + 2 * int(Inputs.EXTREME[dtype])
+        return record.n_ops
 
     def call(self, op):
         """The function the checks run: ``fn``, or ``op`` with this sample's options."""
@@ -189,9 +189,10 @@ class OpInfo:
             the tensor parameters it has none for (targets, indices, boolean masks).
         dtypes: the float dtypes it accepts; gradients keep their input's dtype, and so do
             the outputs when ``keeps_dtype`` (all but a cast).
-        float32_ops: rounding steps allowed in float32, as ``float32_ops * eps * max(1, |ref|)``.
-        exponentiates: it computes an exponential of its input (so it must subtract a
-            maximum first, and its samples include extreme logits).
+        n_ops: the rounding steps its results may be off by, in any dtype: the tolerance is
+            ``n_ops * eps(dtype) * max(1, |reference|)``.
+        exponentiates: it normalizes exponentials of its input (softmax, attention), so it
+            must subtract a maximum first, and its samples include extreme logits.
         no_empty: why it has no sample with an empty dimension, where it has none.
     """
 
@@ -209,7 +210,7 @@ class OpInfo:
     not_differentiable_in: tuple = ()
     dtypes: tuple = ("float32", "float64")
     keeps_dtype: bool = True
-    float32_ops: int = 16
+    n_ops: int = 16
     exponentiates: bool = False
     no_empty: Optional[str] = None
 

@@ -29,10 +29,11 @@ RECORDS = register(__name__, [
            (Sample("rotary (split halves)", lambda d: [d.randn(2, 3, 5, 4)]),
             Sample("rotary (adjacent pairs, base 100)", lambda d: [d.randn(2, 5, 6)],
                    kwargs=dict(base=100.0, interleaved=True)),
-            Sample("rotary (positions 7..11, as a cache)", lambda d: [d.randn(1, 2, 5, 8), mt.arange(7, 12, device=d.device)]),
+            Sample("rotary (positions 7..11, as a cache)",
+                   lambda d: [d.randn(1, 2, 5, 8), mt.arange(7, 12, device=d.device)]),
             Sample("rotary (positions per batch row)", lambda d: [d.randn(2, 4, 6), d.integers(0, 50, 2, 4)],
                    kwargs=dict(interleaved=True), edges=BROADCAST, gradcheck=True),
             Sample("rotary (no positions)", lambda d: [d.randn(2, 0, 4)], edges=EMPTY)),
            "Su et al. 2021 (arXiv:2104.09864, §3.4.2, eq. 34): a rotation R(mθ); its backward is R(-mθ) g",
-           ref=np_rotary, torch_ref=None, task=None, float32_ops=64, not_differentiable_in=("positions",)),
+           ref=np_rotary, torch_ref=None, task=None, n_ops=64, not_differentiable_in=("positions",)),
 ])

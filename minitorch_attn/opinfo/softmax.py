@@ -170,6 +170,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(reduction="sum"), edges=EMPTY)),
            "Szegedy et al. 2016 (arXiv:1512.00567 §7) for smoothing: dlogits = w_t (softmax - q) / Σ w, "
            "q = (1-ε) onehot + ε/C",
-           ref=np_cross_entropy, ref_backward=np_cross_entropy_backward, torch_ref=torch_cross_entropy, task="2.3", exponentiates=True, float32_ops=32,
+           ref=np_cross_entropy, ref_backward=np_cross_entropy_backward, torch_ref=torch_cross_entropy, task="2.3",
+           exponentiates=True, n_ops=32,
            differentiable_in=("input",), not_differentiable_in=("target", "weight")),
 ])

@@ -18,13 +18,16 @@ def _cell(text):
 def markdown_table(records=None):
     """One row per record: the op, its record's file, the source of its backward, its
     homework task, and how many samples check it (gradient-checked / all, edge cases)."""
-    rows = ["| op | record | forward and backward from | task | samples (gradcheck / all) | edge cases |",
-            "|---|---|---|---|---:|---|"]
+    rows = ["| op | record | forward and backward from | gradient for | task | samples (gradcheck / all) "
+            "| edge cases |",
+            "|---|---|---|---|---|---:|---|"]
     for record in records if records is not None else op_db():
         edges = sorted({e for s in record.samples for e in s.edges})
         gradchecked = sum(1 for s in record.samples if s.gradcheck)
-        rows.append(f"| `{_cell(record.name)}` | `{record.module.split('minitorch_attn/')[1]}` | {_cell(record.source)} "
-                    f"| {record.task or ''} | {gradchecked} / {len(record.samples)} | {', '.join(edges)} |")
+        where = record.module.split("minitorch_attn/")[1]
+        rows.append(f"| `{_cell(record.name)}` | `{where}` | {_cell(record.source)} "
+                    f"| {', '.join(record.differentiable_in)} | {record.task or ''} "
+                    f"| {gradchecked} / {len(record.samples)} | {', '.join(edges)} |")
     return "\n".join(rows) + "\n"
 
 
