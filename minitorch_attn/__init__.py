@@ -6,7 +6,8 @@ differences (:func:`gradcheck`). Start with :class:`Tensor`, :class:`Function` a
 :func:`tensor`; the Transformer's operations are in :mod:`minitorch_attn.functional`.
 """
 
-from .core.autograd import Function, backward, is_grad_enabled, no_grad
+from .core.autograd import Function, backward
+from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.backend import get_default_device, manual_seed, set_default_device
 from .core.ops import clamp, matmul, maximum, minimum, pow
 from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)

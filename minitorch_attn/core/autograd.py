@@ -58,39 +58,11 @@ in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
+from . import grad_mode
 from .backend import backend_of
-
-_grad_enabled = True
-
-
-def is_grad_enabled():
-    """True unless inside :class:`no_grad`."""
-    return _grad_enabled
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Context manager (and decorator) in which operations record no graph.
-
-    Use it for evaluation, sampling and optimizer updates::
-
-        with no_grad():
-            logits = model(x)
-    """
-
-    def __enter__(self):
-        global _grad_enabled
-        self._previous = _grad_enabled
-        _grad_enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._previous
-        return False
-
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
 
 class Context:
     """What one call of a Function keeps for its backward.
@@ -201,7 +173,7 @@ class Function:
             raise TypeError(f"{cls.__name__}.apply needs at least one Tensor argument")
 
         needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = _grad_enabled and any(needs_input_grad)
+        record = grad_mode._mode.enabled and any(needs_input_grad)
         ctx = Context(backend, needs_input_grad)
         result = cls.forward(ctx, *raw, **options)
 
