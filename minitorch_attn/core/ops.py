@@ -120,7 +120,8 @@ class Mul(Broadcasting):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        need_a, need_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)  # only what a gradient uses
         return a * b
 
     @staticmethod
@@ -194,12 +195,16 @@ class Elementwise(Function):
     """``y = f(x)`` element by element, for the functions below: each gives ``function``
     (``f``) and its ``derivative`` (``f'``), written from the input ``x`` or from the
     output ``y``, whichever is cheaper. The Jacobian is diagonal, so the backward is
-    ``grad_output · f'(x)``, here once for all of them."""
+    ``grad_output · f'(x)``, here once for all of them. ``from_output`` says which one the
+    derivative reads, and only that one is saved (so an in-place write to the other one
+    afterwards is no error, as in PyTorch)."""
+
+    from_output = False
 
     @classmethod
     def forward(cls, ctx, x):
         y = cls.function(ctx.xp, x)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(None if cls.from_output else x, y if cls.from_output else None)
         return y
 
     @classmethod
@@ -211,6 +216,7 @@ class Elementwise(Function):
 class Exp(Elementwise):
     """``exp(x)``.  d/dx = exp(x): the output itself."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.exp(x))
 
     @staticmethod
@@ -235,6 +241,7 @@ class Log(Elementwise):
 class Sqrt(Elementwise):
     """``sqrt(x)``.  d/dx = 1 / (2 sqrt(x)) = 1 / (2y), from the output."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.sqrt(x))
 
     @staticmethod
@@ -247,6 +254,7 @@ class Sqrt(Elementwise):
 class Tanh(Elementwise):
     """``tanh(x)``.  d/dx = 1 - tanh(x)² = 1 - y², from the output."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.tanh(x))
 
     @staticmethod
@@ -321,6 +329,18 @@ class Clamp(Function):
 def clamp(x, min=None, max=None):
     """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
     return Clamp.apply(x, min=min, max=max)
+
+
+class Clone(Function):
+    """A copy of ``x`` in memory of its own.  d/dx = 1."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.xp.asarray(x, copy=True)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
 
 
 class Cast(Function):

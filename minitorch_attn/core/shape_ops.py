@@ -21,6 +21,8 @@ from .tensor import Tensor
 class Reshape(Function):
     """Same data, new shape (one entry may be -1).  Backward: reshape ``grad_output`` back."""
 
+    is_view = True  # the output shares the input's memory and version counter
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = tuple(x.shape)
@@ -40,6 +42,8 @@ class Reshape(Function):
 class Permute(Function):
     """Reorder dims by ``dims``.  Backward: permute ``grad_output`` by the inverse permutation."""
 
+    is_view = True  # the output shares the input's memory and version counter
+
     @staticmethod
     def forward(ctx, x, dims):
         dims = tuple(d % x.ndim for d in dims) if x.ndim else dims
@@ -55,6 +59,8 @@ class Permute(Function):
 
 class Transpose(Function):
     """Swap two dims.  Backward: swap them back."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, dim0, dim1):
@@ -72,6 +78,8 @@ class Transpose(Function):
 class Expand(Function):
     """Broadcast to a larger shape (a view in NumPy).  Backward: ``grad_output`` as is; the engine
     sums it over the expanded axes."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -128,6 +136,8 @@ class GetItem(Function):
 
     Backward: a zero array of ``x``'s shape with ``grad_output`` written into the selected places
     (each place is selected at most once by a basic key, so writing is adding)."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, key):
