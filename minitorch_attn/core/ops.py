@@ -18,7 +18,7 @@ import builtins
 import numbers
 
 from .autograd import Function
-from .tensor import FLOAT_DTYPES, Tensor
+from .tensor import FLOAT_DTYPES, Tensor, float_result_dtype, get_default_dtype, result_dtype
 
 
 def _normalize_dims(dim, ndim, what="dim"):
@@ -73,21 +73,14 @@ class Broadcasting(Function):
 
     @classmethod
     def promote(cls, args):
-        """PyTorch's promotion where NumPy's differs: an integer (or bool) tensor meeting a
-        float tensor takes its dtype (float64 if any is float64), and meeting a Python float,
-        or divided, takes the default float32; NumPy would make float64 of both."""
-        dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
-        if all(d in FLOAT_DTYPES for d in dtypes):
+        """PyTorch's promotion where NumPy's differs (:func:`~minitorch_attn.core.dtypes.result_dtype`):
+        an integer (or bool) tensor meeting a float tensor takes its dtype, and meeting a
+        Python float, or divided, takes the default float dtype (float32); NumPy would make
+        float64 of both. Float operands are left to NumPy, whose rule is the same for them."""
+        if all(a.dtype in FLOAT_DTYPES for a in args if isinstance(a, Tensor)):
             return args  # speed: the common case (float operands) returns at once
-        floats = {d for d in dtypes if d in FLOAT_DTYPES}
-        if floats:
-            target = "float64" if "float64" in floats else "float32"
-        elif cls.true_division or any(isinstance(a, float) for a in args):
-            target = "float32"
-        else:
-            return args
-        return tuple(a.to(dtype=target) if isinstance(a, Tensor) and a.dtype not in FLOAT_DTYPES else a
-                     for a in args)
+        target = float_result_dtype(*args) if cls.true_division else result_dtype(*args)
+        return tuple(a.to(dtype=target) if isinstance(a, Tensor) and a.dtype != target else a for a in args)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
@@ -184,10 +177,23 @@ class Pow(Function):
 
 
 def pow(x, exponent):
-    """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError)."""
+    """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError).
+
+    Dtypes as PyTorch: an int tensor to a float power is the default float dtype
+    (``int ** 0.5`` is float32), to an int power stays int.
+
+    Raises:
+        TypeError: for an exponent that is not a number.
+        ValueError: for an int tensor to a negative int power (as PyTorch).
+    """
     if isinstance(exponent, (Tensor, bool)) or not isinstance(exponent, numbers.Real):
         raise TypeError(f"pow supports a number exponent only, got {type(exponent).__name__}")
     exponent = int(exponent) if isinstance(exponent, numbers.Integral) else float(exponent)
+    if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+        target = result_dtype(x, exponent)
+        if target not in FLOAT_DTYPES and exponent < 0:
+            raise ValueError(f"pow: integers to negative integer powers are not allowed ({x.dtype} ** {exponent})")
+        x = x.to(dtype=target) if target != x.dtype else x
     return Pow.apply(x, exponent)
 
 
@@ -200,6 +206,13 @@ class Elementwise(Function):
     afterwards is no error, as in PyTorch)."""
 
     from_output = False
+    float_only = True  # an int or bool input is cast to the default float dtype first (not so abs)
+
+    @classmethod
+    def apply(cls, x):
+        if cls.float_only and isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+            x = x.to(dtype=get_default_dtype())      # exp(int) is float32, as PyTorch
+        return super().apply(x)
 
     @classmethod
     def forward(cls, ctx, x):
@@ -265,70 +278,15 @@ class Tanh(Elementwise):
 
 
 class Abs(Elementwise):
-    """``|x|``.  d/dx = sign(x) (0 at x = 0, as PyTorch)."""
+    """``|x|``.  d/dx = sign(x): 1 for x > 0, -1 for x < 0, 0 at x = 0 and at NaN (as
+    PyTorch; NumPy's ``sign(nan)`` is NaN, so the sign is built from the two comparisons)."""
 
+    float_only = False  # |int| stays int, as PyTorch
     function = staticmethod(lambda xp, x: xp.abs(x))
-    derivative = staticmethod(lambda xp, x, y: xp.sign(x))
-
-
-class Maximum(Broadcasting):
-    """Elementwise ``max(a, b)``.  The larger input gets ``grad_output``; a tie splits it half/half."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        xp = ctx.xp
-        y = xp.maximum(a, b)
-        share_a = xp.astype(a > b, y.dtype) + 0.5 * xp.astype(a == b, y.dtype)   # a's share of the gradient
-        ctx.save_for_backward(share_a)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (share_a,) = ctx.saved_tensors
-        return grad_output * share_a, grad_output * (1.0 - share_a)
-
-
-def maximum(a, b):
-    """Elementwise maximum of two tensors (or a tensor and a number), broadcasting."""
-    return Maximum.apply(a, b)
-
-
-def minimum(a, b):
-    """Elementwise minimum of two tensors (or a tensor and a number), broadcasting:
-    ``min(a, b) = -max(-a, -b)``, so the smaller input gets the gradient and a tie splits it."""
-    return -Maximum.apply(-a, -b)
-
-
-class Clamp(Function):
-    """``min(max(x, min), max)``.  d/dx = 1 where ``min <= x <= max``, else 0 (as PyTorch)."""
-
-    @staticmethod
-    def forward(ctx, x, min=None, max=None):
-        xp = ctx.xp
-        ctx.save_for_backward(x)
-        ctx.bounds = (min, max)
-        y = x
-        if min is not None:
-            y = xp.where(y < min, xp.asarray(min, dtype=x.dtype, device=ctx.backend.device), y)
-        if max is not None:
-            y = xp.where(y > max, xp.asarray(max, dtype=x.dtype, device=ctx.backend.device), y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        low, high = ctx.bounds
-        keep = ctx.xp.ones_like(x, dtype=ctx.xp.bool)
-        if low is not None:
-            keep = keep & (x >= low)
-        if high is not None:
-            keep = keep & (x <= high)
-        return ctx.xp.where(keep, grad_output, 0.0)
-
-
-def clamp(x, min=None, max=None):
-    """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
-    return Clamp.apply(x, min=min, max=max)
+    def derivative(xp, x, y):
+        return xp.astype(x > 0, x.dtype) - xp.astype(x < 0, x.dtype)
 
 
 class Clone(Function):

@@ -63,7 +63,9 @@ class Mean(Function):
 
 class Max(Function):
     """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
-    position(s) of the maximum; ties share it evenly."""
+    position(s) of the maximum; ties share it evenly. A NaN is the maximum of its row
+    (the result is NaN), so the row's NaNs share its gradient, as ``torch.max(x)``'s
+    (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -82,7 +84,7 @@ class Max(Function):
         # BEGIN SOLUTION 1.4
         x, y = ctx.saved_tensors
         xp = ctx.xp
-        hit = xp.astype(x == y, grad_output.dtype)
+        hit = xp.astype((x == y) | xp.isnan(x), grad_output.dtype)   # a NaN only where y is NaN
         share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
         return xp.reshape(grad_output, y.shape) * share
         # END SOLUTION

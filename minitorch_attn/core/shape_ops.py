@@ -15,7 +15,7 @@ import numbers
 from .autograd import Function
 from .backend import backend_of
 from .ops import Broadcasting, _normalize_dims
-from .tensor import Tensor
+from .tensor import Tensor, dtype_name, result_dtype
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
@@ -318,12 +318,13 @@ class Where(Broadcasting):
     """``condition ? a : b`` elementwise, broadcasting.  Backward: ``grad_output`` flows to ``a``
     where the condition holds and to ``b`` elsewhere."""
 
-    promotes = False  # the condition stays bool; a and b keep NumPy's result dtype
+    promotes = False  # the condition stays bool; the result takes ``dtype``, chosen by the caller
 
     @staticmethod
-    def forward(ctx, condition, a, b):
+    def forward(ctx, condition, a, b, dtype):
         ctx.save_for_backward(condition)
-        return ctx.xp.where(condition, a, b)
+        y = ctx.xp.where(condition, a, b)
+        return y if dtype_name(y.dtype) == dtype else ctx.xp.astype(y, ctx.backend.dtype(dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -341,16 +342,24 @@ def _check_bool(mask, what):
 
 
 def where(condition, a, b):
-    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``."""
+    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``; ``a`` and
+    ``b`` are tensors or Python numbers. The result's dtype is PyTorch's promotion of the
+    two (``where(c, 8.5, -3.9)`` and ``where(c, int_tensor, 0.5)`` are float32, the default
+    float dtype; see :func:`~minitorch_attn.core.dtypes.result_dtype`).
+
+    Raises:
+        TypeError: if ``condition`` is not a bool tensor.
+        ValueError: if the shapes do not broadcast.
+    """
     _check_bool(condition, "where: condition")
-    return Where.apply(condition, a, b)
+    return Where.apply(condition, a, b, dtype=result_dtype(a, b))
 
 
 def masked_fill(x, mask, value):
     """``x`` with ``value`` written where the bool ``mask`` (broadcastable to x) is True.
     Backward: ``grad_output`` where the mask is False, 0 where it is True."""
     _check_bool(mask, "masked_fill: mask")
-    return Where.apply(mask, value, x)
+    return Where.apply(mask, value, x, dtype=x.dtype)  # x's dtype, as PyTorch
 
 
 class Triangle(Function):

@@ -14,7 +14,8 @@ import numbers
 from . import autograd
 from .backend import backend_of, get_backend
 from .dtypes import (  # noqa: F401 (re-exported: the package imports them from here)
-    DTYPES, FLOAT_DTYPES, _is_int, _shape_args, bool_, dtype_name, float32, float64, int32, int64,
+    DTYPES, FLOAT_DTYPES, _is_int, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
+    get_default_dtype, int32, int64, result_dtype, set_default_dtype,
 )
 from .inplace import InPlaceMethods
 
@@ -369,7 +370,7 @@ class Tensor(InPlaceMethods):
         return ops.Abs.apply(self)
 
     def clamp(self, min=None, max=None):
-        return ops.Clamp.apply(self, min=min, max=max)
+        return minmax.clamp(self, min=min, max=max)
 
     def sum(self, dim=None, keepdim=False):
         return reductions.Sum.apply(self, dim=dim, keepdim=keepdim)
@@ -465,4 +466,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import ops, reductions, shape_ops  # noqa: E402
+from . import minmax, ops, reductions, shape_ops  # noqa: E402
