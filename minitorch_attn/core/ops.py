@@ -24,6 +24,8 @@ from .tensor import FLOAT_DTYPES, Tensor, float_result_dtype, get_default_dtype,
 def _normalize_dims(dim, ndim, what="dim"):
     """``dim`` (None, an int or a tuple of ints, negatives allowed) -> a sorted tuple of axes.
 
+    A 0-d tensor accepts dim 0 and -1, as PyTorch, and has no axes to reduce: ``()``.
+
     Raises:
         TypeError: for a dim that is not an int (a bool or a float is refused, not read as 0/1).
         ValueError: for a dim out of range.
@@ -38,7 +40,7 @@ def _normalize_dims(dim, ndim, what="dim"):
         if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
             raise ValueError(f"{what} {d!r} is out of range for a tensor with {ndim} dimensions")
         out.append(int(d) % builtins.max(ndim, 1))
-    return tuple(sorted(set(out)))
+    return tuple(sorted(set(out))) if ndim else ()
 
 
 

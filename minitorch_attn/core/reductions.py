@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 
 from .autograd import Function
 from .ops import _normalize_dims
@@ -147,6 +148,14 @@ amax = max
 
 
 def var(x, dim=None, keepdim=False, correction=1):
-    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var)."""
+    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var;
+    None means 1, as PyTorch).
+
+    Raises:
+        TypeError: for a non-float tensor, or a correction that is not a number >= 0.
+    """
     _check_float_input(x, "var")
+    correction = 1 if correction is None else correction
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real) or not correction >= 0:
+        raise TypeError(f"var: correction must be a number >= 0 (or None for 1), got {correction!r}")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)

@@ -65,8 +65,9 @@ class Transpose(Function):
     @staticmethod
     def forward(ctx, x, dim0, dim1):
         dims = list(range(x.ndim))
-        dim0, dim1 = _normalize_dims(dim0, x.ndim)[0], _normalize_dims(dim1, x.ndim)[0]
-        dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+        dim0, dim1 = _normalize_dims(dim0, x.ndim), _normalize_dims(dim1, x.ndim)   # () for a 0-d x
+        if x.ndim:
+            dims[dim0[0]], dims[dim1[0]] = dims[dim1[0]], dims[dim0[0]]
         ctx.dims = tuple(dims)
         return ctx.xp.permute_dims(x, ctx.dims)
 
@@ -224,6 +225,9 @@ class Concat(Function):
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         joined = [a for a in arrays if tuple(a.shape) != (0,)] or arrays[:1]
+        if joined[0].ndim == 0:
+            raise ValueError("concat: zero-dimensional tensors cannot be concatenated (as PyTorch); "
+                             "use stack(), or unsqueeze them first")
         axis = _normalize_dims(dim, joined[0].ndim)[0]
         ctx.axis = axis
         ctx.sizes = [a.shape[axis] if any(a is b for b in joined) else None for a in arrays]
@@ -284,7 +288,10 @@ def stack(tensors, dim=0):
 
 def split(x, split_size, dim=0):
     """Cut ``x`` along ``dim`` into pieces of ``split_size`` (an int, the last piece may be
-    smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice."""
+    smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice.
+    Raises ValueError for a 0-d tensor (no dim to cut), as PyTorch."""
+    if x.ndim == 0:
+        raise ValueError("split: a 0-d tensor has no dim to split")
     axis = _normalize_dims(dim, x.ndim)[0]
     length = x.shape[axis]
     if isinstance(split_size, int):
@@ -307,6 +314,8 @@ def chunk(x, chunks, dim=0):
     """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk."""
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if x.ndim == 0:
+        raise ValueError("chunk: a 0-d tensor has no dim to cut")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]
     if length == 0:  # as PyTorch: ``chunks`` empty pieces
         return split(x, [0] * chunks, dim)

@@ -384,7 +384,7 @@ class Tensor(InPlaceMethods):
 
     amax = max
 
-    def var(self, dim=None, keepdim=False, correction=1):
+    def var(self, dim=None, keepdim=False, correction=1):  # noqa: D102 (see reductions.var)
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
 
     def argmax(self, dim=None, keepdim=False):
