@@ -6,9 +6,11 @@ differences (:func:`gradcheck`). Start with :class:`Tensor`, :class:`Function` a
 :func:`tensor`; the Transformer's operations are in :mod:`minitorch_attn.functional`.
 """
 
-from .core.autograd import Function, backward, is_grad_enabled, no_grad
+from .core.autograd import Function, backward
+from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.backend import get_default_device, manual_seed, set_default_device
-from .core.ops import clamp, matmul, maximum, minimum, pow
+from .core.minmax import clamp, maximum, minimum
+from .core.ops import matmul, pow
 from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)
 from .core.reductions import amax, max, mean, sum, var  # noqa: A004
 from .core.shape_ops import (
@@ -18,7 +20,9 @@ from .core.shape_ops import (
 from .core.factories import (
     arange, full, ones, ones_like, rand, randint, randn, tensor, zeros, zeros_like,
 )
-from .core.tensor import Tensor, bool_, dtype_name, float32, float64, int32, int64
+from .core.tensor import (
+    Tensor, bool_, dtype_name, float32, float64, get_default_dtype, int32, int64, result_dtype, set_default_dtype,
+)
 
 from .threads import get_num_threads, set_num_threads
 from .allocator import keep_freed_memory  # the commands, demos and benchmarks call it; a program may too

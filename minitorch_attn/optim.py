@@ -85,6 +85,7 @@ class Optimizer:
                 state = self.state.setdefault(id(p), {"step": 0})
                 state["step"] += 1
                 self._update(p, p.grad.data, state, group)
+                p._version_counter[0] += 1  # an in-place write: a graph that saved p sees it
 
     def _update(self, p, grad, state, group):
         raise NotImplementedError
@@ -285,6 +286,7 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     if not scale >= 1.0:  # also a NaN norm, as PyTorch
         for g in grads:
             g.data *= scale
+            g._version_counter[0] += 1
     return total
 
 

@@ -192,12 +192,12 @@ NOT_OPERATIONS = {
     # the engine and its settings, checked in tests/test_autograd.py and tests/test_threads.py
     "mt.backward", "mt.is_grad_enabled", "mt.get_default_device", "mt.set_default_device",
     "mt.get_num_threads", "mt.set_num_threads", "mt.dtype_name", "mt.draw_graph",
-    "mt.gradcheck", "mt.check_gradients",
+    "mt.gradcheck", "mt.check_gradients", "mt.get_default_dtype", "mt.set_default_dtype", "mt.result_dtype",
     # a boolean mask: F.causal_mask builds one, it has no gradient
     "F.causal_mask",
     # Tensor: attributes, conversions, the engine's entry points
     "Tensor.shape", "Tensor.ndim", "Tensor.dtype", "Tensor.device", "Tensor.is_leaf", "Tensor.size",
-    "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
+    "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
     "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
     "Tensor.long", "Tensor.contiguous",
     # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)

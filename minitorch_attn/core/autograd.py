@@ -58,39 +58,11 @@ in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
+from . import grad_mode
 from .backend import backend_of
-
-_grad_enabled = True
-
-
-def is_grad_enabled():
-    """True unless inside :class:`no_grad`."""
-    return _grad_enabled
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Context manager (and decorator) in which operations record no graph.
-
-    Use it for evaluation, sampling and optimizer updates::
-
-        with no_grad():
-            logits = model(x)
-    """
-
-    def __enter__(self):
-        global _grad_enabled
-        self._previous = _grad_enabled
-        _grad_enabled = False
-        return self
-
-    def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._previous
-        return False
-
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
 
 class Context:
     """What one call of a Function keeps for its backward.
@@ -109,6 +81,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self._saved = ()
         self._released = False
+        self._versions = ()  # (tensor, its version counter, the version it had), see record_versions
 
     def save_for_backward(self, *arrays):
         """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
@@ -127,6 +100,7 @@ class Context:
     def release(self):
         """Drop the saved arrays and any other array attributes kept for backward."""
         self._saved = ()
+        self._versions = ()
         self._released = True
         for key, value in list(vars(self).items()):
             if hasattr(value, "__array_namespace__") or type(value).__module__.split(".")[0] in ("numpy", "cupy"):
@@ -165,9 +139,15 @@ class Function:
     it holds, so that it promotes as Python's do (float32 stays float32, PyTorch's rule;
     NumPy would make a float32 array plus a float64 scalar float64).
 
+    A Function whose output is a view of its first input (reshape, permute, slicing)
+    sets ``is_view = True``: the output shares the input's version counter, so an
+    in-place write to either is seen through both (see :func:`record_versions`).
+
     Raises:
         ValueError: if the tensor arguments live on different devices.
     """
+
+    is_view = False
 
     @staticmethod
     def forward(ctx, *args, **options):
@@ -201,7 +181,7 @@ class Function:
             raise TypeError(f"{cls.__name__}.apply needs at least one Tensor argument")
 
         needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = _grad_enabled and any(needs_input_grad)
+        record = grad_mode._mode.enabled and any(needs_input_grad)
         ctx = Context(backend, needs_input_grad)
         result = cls.forward(ctx, *raw, **options)
 
@@ -212,11 +192,84 @@ class Function:
         wrapped = []
         for index, array in enumerate(outputs):
             tensor = Tensor(array, requires_grad=record)
+            if cls.is_view:
+                tensor._version_counter = args[0]._version_counter
             if record:
                 tensor.grad_fn = node
                 tensor._output_nr = index
             wrapped.append(tensor)
+        if record:
+            record_versions(ctx, args, wrapped)
         return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
+
+
+def _memory_root(array):
+    """The array that owns ``array``'s memory (itself, or the base of a view)."""
+    base = getattr(array, "base", None)
+    while base is not None and base is not array and hasattr(base, "dtype"):
+        array, base = base, getattr(base, "base", None)
+    return array
+
+
+_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions"))
+"""The attributes every Context has; any other one was set by a forward."""
+
+
+def record_versions(ctx, inputs, outputs):
+    """Remember the version of every input or output Tensor whose memory ``ctx`` keeps for
+    backward (in ``save_for_backward`` or as an attribute, also in the Contexts it saves),
+    so that :func:`check_versions` can tell when an in-place write changed it since.
+
+    An in-place write (``add_``, ``zero_``, ``copy_``, ``x[i] = v``, an optimizer step)
+    adds 1 to the version of the tensor it writes; views share one counter. Backward
+    would otherwise read the new values and return a wrong gradient without a word.
+    speed: about 2 µs per recorded call; the arrays are matched by the memory they own."""
+    kept = [value for value in ctx._saved if value is not None]
+    if len(ctx.__dict__) > len(_CONTEXT_OWN):
+        kept += [value for key, value in ctx.__dict__.items() if key not in _CONTEXT_OWN]
+    if not kept:
+        return
+    owners = {}  # memory -> (the input's index or None for an output, the tensor)
+    for index, tensor in enumerate(inputs):
+        if isinstance(tensor, Tensor):
+            owners.setdefault(id(_memory_root(tensor.data)), (index, tensor))
+    for tensor in outputs:
+        owners.setdefault(id(_memory_root(tensor.data)), (None, tensor))
+    versions = {}
+    for value in kept:
+        if isinstance(value, Context):
+            kept.extend(v for v in value._saved if v is not None)
+            continue
+        if not (hasattr(value, "dtype") and hasattr(value, "shape")):  # a number, a shape, a dtype
+            continue
+        found = owners.get(id(_memory_root(value)))
+        if found is not None and id(found[1]) not in versions:
+            index, tensor = found
+            counter = tensor._version_counter
+            # an input is kept by the node anyway; an output only by its description (no cycle)
+            about = tensor if index is not None else (tensor._output_nr, tensor.dtype, tensor.shape)
+            versions[id(tensor)] = (index, about, counter, counter[0])
+    ctx._versions = tuple(versions.values())
+
+
+def check_versions(node):
+    """Raise if a tensor ``node`` saved for backward was written in place since its
+    forward (PyTorch's error, with its wording, naming the operation and the tensor)."""
+    for index, about, counter, version in node.ctx._versions:
+        if counter[0] != version:
+            if index is None:
+                output_nr, dtype, shape = about
+                what = f"{dtype} tensor of shape {shape}], which is output {output_nr} of {node!r},"
+            else:
+                made_by = "a leaf" if about.grad_fn is None else f"output {about._output_nr} of {about.grad_fn!r}"
+                what = (f"{about.dtype} tensor of shape {about.shape}], argument {index} of {node!r} "
+                        f"({made_by}),")
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{what} is at version {counter[0]}; expected version {version} instead. Hint: "
+                f"an in-place write (an optimizer step, add_, zero_, copy_, x[i] = v) changed it after "
+                f"the forward saved it; do the write after backward(), or write into a copy (.clone())"
+            )
 
 
 def sum_to_shape(xp, grad, shape):
@@ -323,6 +376,7 @@ def run_backward(seeds, retain_graph=False):
         if received is None:  # every consumer returned None for it: all its terms are zero
             _finish(node, pending, ready, retain_graph)
             continue
+        check_versions(node)
         grad_outputs = [
             received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
             for i, (shape, dtype) in enumerate(node.output_meta)

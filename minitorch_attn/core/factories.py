@@ -13,7 +13,7 @@ import numbers
 import numpy
 
 from .backend import backend_of, get_backend
-from .tensor import FLOAT_DTYPES, Tensor, _is_int, _shape_args, dtype_name, float32, int64
+from .tensor import FLOAT_DTYPES, Tensor, _is_int, _shape_args, dtype_name, get_default_dtype, int64
 
 
 def _make(array, requires_grad):
@@ -52,7 +52,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         data: a Python number or nested list, a NumPy (or CuPy / array-api-strict) array,
             or a Tensor.
         dtype: defaults to the data's own dtype for arrays and Tensors; Python floats
-            become float32, ints int64, bools bool.
+            become the default float dtype (float32), ints int64, bools bool.
         device: ``"cpu"``, ``"cuda"`` or ``"strict"``; defaults to the data's device for
             Tensors and device arrays, else to the default device.
     Raises:
@@ -83,7 +83,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         if dtype is not None:
             host = host.astype(dtype_name(dtype))  # straight to the asked dtype: no float32 detour
         elif host.dtype == numpy.float64 and not isinstance(data, numpy.ndarray):
-            host = host.astype(numpy.float32)  # Python floats become the default float32
+            host = host.astype(get_default_dtype())  # Python floats become the default float dtype
         array = backend.asarray(host.copy() if host is data else host)  # never the caller's buffer
     if dtype is not None:
         array = backend.xp.astype(array, backend.dtype(dtype_name(dtype)))
@@ -92,23 +92,23 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 def _resolve(dtype, device):
     backend = get_backend(device)
-    return backend, backend.dtype(dtype_name(dtype if dtype is not None else float32))
+    return backend, backend.dtype(dtype_name(dtype if dtype is not None else get_default_dtype()))
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
-    """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); float32 by default."""
+    """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); the default float dtype (float32) by default."""
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.zeros(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
-    """A tensor of ones of the given shape; float32 by default."""
+    """A tensor of ones of the given shape; the default float dtype (float32) by default."""
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.ones(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor of the given shape filled with ``fill_value``; float32 by default.
+    """A tensor of the given shape filled with ``fill_value``; the default float dtype (float32) by default.
 
     Raises:
         TypeError: for a fill value that is not a real number.
@@ -118,7 +118,7 @@ def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
     shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
     if not isinstance(fill_value, numbers.Real):
         raise TypeError(f"full: fill_value must be a real number, got {fill_value!r}")
-    if dtype_name(dtype or float32) in ("int32", "int64") and not math.isfinite(fill_value):
+    if dtype_name(dtype or get_default_dtype()) in ("int32", "int64") and not math.isfinite(fill_value):
         raise ValueError(f"full: fill_value {fill_value!r} cannot be converted to {dtype_name(dtype)}")
     return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
 
@@ -133,7 +133,7 @@ def ones_like(t, dtype=None, requires_grad=False):
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``, as torch.arange:
-    int64 when all bounds are ints, else float32.
+    int64 when all bounds are ints, else the default float dtype.
 
     Raises:
         TypeError: for bounds that are not real numbers.
@@ -149,13 +149,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if step == 0:
         raise ValueError("arange: step must not be 0")
     if dtype is None:
-        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else float32
+        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else get_default_dtype()
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.arange(start, end, step, dtype=dt, device=backend.device), requires_grad)
 
 
 def _float_dtype(dtype, what):
-    name = dtype_name(dtype or float32)
+    name = dtype_name(dtype or get_default_dtype())
     if name not in FLOAT_DTYPES:
         raise TypeError(f"{what}: dtype must be float32 or float64, got {name}")
     return name

@@ -18,11 +18,13 @@ import builtins
 import numbers
 
 from .autograd import Function
-from .tensor import FLOAT_DTYPES, Tensor
+from .tensor import FLOAT_DTYPES, Tensor, float_result_dtype, get_default_dtype, result_dtype
 
 
 def _normalize_dims(dim, ndim, what="dim"):
     """``dim`` (None, an int or a tuple of ints, negatives allowed) -> a sorted tuple of axes.
+
+    A 0-d tensor accepts dim 0 and -1, as PyTorch, and has no axes to reduce: ``()``.
 
     Raises:
         TypeError: for a dim that is not an int (a bool or a float is refused, not read as 0/1).
@@ -38,7 +40,7 @@ def _normalize_dims(dim, ndim, what="dim"):
         if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
             raise ValueError(f"{what} {d!r} is out of range for a tensor with {ndim} dimensions")
         out.append(int(d) % builtins.max(ndim, 1))
-    return tuple(sorted(set(out)))
+    return tuple(sorted(set(out))) if ndim else ()
 
 
 
@@ -73,21 +75,14 @@ class Broadcasting(Function):
 
     @classmethod
     def promote(cls, args):
-        """PyTorch's promotion where NumPy's differs: an integer (or bool) tensor meeting a
-        float tensor takes its dtype (float64 if any is float64), and meeting a Python float,
-        or divided, takes the default float32; NumPy would make float64 of both."""
-        dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
-        if all(d in FLOAT_DTYPES for d in dtypes):
+        """PyTorch's promotion where NumPy's differs (:func:`~minitorch_attn.core.dtypes.result_dtype`):
+        an integer (or bool) tensor meeting a float tensor takes its dtype, and meeting a
+        Python float, or divided, takes the default float dtype (float32); NumPy would make
+        float64 of both. Float operands are left to NumPy, whose rule is the same for them."""
+        if all(a.dtype in FLOAT_DTYPES for a in args if isinstance(a, Tensor)):
             return args  # speed: the common case (float operands) returns at once
-        floats = {d for d in dtypes if d in FLOAT_DTYPES}
-        if floats:
-            target = "float64" if "float64" in floats else "float32"
-        elif cls.true_division or any(isinstance(a, float) for a in args):
-            target = "float32"
-        else:
-            return args
-        return tuple(a.to(dtype=target) if isinstance(a, Tensor) and a.dtype not in FLOAT_DTYPES else a
-                     for a in args)
+        target = float_result_dtype(*args) if cls.true_division else result_dtype(*args)
+        return tuple(a.to(dtype=target) if isinstance(a, Tensor) and a.dtype != target else a for a in args)
 
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
@@ -120,7 +115,8 @@ class Mul(Broadcasting):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        need_a, need_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)  # only what a gradient uses
         return a * b
 
     @staticmethod
@@ -185,11 +181,23 @@ class Pow(Function):
 def pow(x, exponent):
     """``x ** exponent`` with a number exponent (Python or NumPy; a tensor exponent raises TypeError).
 
+    Dtypes as PyTorch: an int tensor to a float power is the default float dtype
+    (``int ** 0.5`` is float32), to an int power stays int.
+
+    Raises:
+        TypeError: for an exponent that is not a number.
+        ValueError: for an int tensor to a negative int power (as PyTorch).
+
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     if isinstance(exponent, (Tensor, bool)) or not isinstance(exponent, numbers.Real):
         raise TypeError(f"pow supports a number exponent only, got {type(exponent).__name__}")
     exponent = int(exponent) if isinstance(exponent, numbers.Integral) else float(exponent)
+    if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+        target = result_dtype(x, exponent)
+        if target not in FLOAT_DTYPES and exponent < 0:
+            raise ValueError(f"pow: integers to negative integer powers are not allowed ({x.dtype} ** {exponent})")
+        x = x.to(dtype=target) if target != x.dtype else x
     return Pow.apply(x, exponent)
 
 
@@ -197,12 +205,23 @@ class Elementwise(Function):
     """``y = f(x)`` element by element, for the functions below: each gives ``function``
     (``f``) and its ``derivative`` (``f'``), written from the input ``x`` or from the
     output ``y``, whichever is cheaper. The Jacobian is diagonal, so the backward is
-    ``grad_output · f'(x)``, here once for all of them."""
+    ``grad_output · f'(x)``, here once for all of them. ``from_output`` says which one the
+    derivative reads, and only that one is saved (so an in-place write to the other one
+    afterwards is no error, as in PyTorch)."""
+
+    from_output = False
+    float_only = True  # an int or bool input is cast to the default float dtype first (not so abs)
+
+    @classmethod
+    def apply(cls, x):
+        if cls.float_only and isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+            x = x.to(dtype=get_default_dtype())      # exp(int) is float32, as PyTorch
+        return super().apply(x)
 
     @classmethod
     def forward(cls, ctx, x):
         y = cls.function(ctx.xp, x)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(None if cls.from_output else x, y if cls.from_output else None)
         return y
 
     @classmethod
@@ -214,6 +233,7 @@ class Elementwise(Function):
 class Exp(Elementwise):
     """``exp(x)``.  d/dx = exp(x): the output itself."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.exp(x))
 
     @staticmethod
@@ -238,6 +258,7 @@ class Log(Elementwise):
 class Sqrt(Elementwise):
     """``sqrt(x)``.  d/dx = 1 / (2 sqrt(x)) = 1 / (2y), from the output."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.sqrt(x))
 
     @staticmethod
@@ -250,6 +271,7 @@ class Sqrt(Elementwise):
 class Tanh(Elementwise):
     """``tanh(x)``.  d/dx = 1 - tanh(x)² = 1 - y², from the output."""
 
+    from_output = True
     function = staticmethod(lambda xp, x: xp.tanh(x))
 
     @staticmethod
@@ -260,79 +282,27 @@ class Tanh(Elementwise):
 
 
 class Abs(Elementwise):
-    """``|x|``.  d/dx = sign(x) (0 at x = 0, as PyTorch)."""
+    """``|x|``.  d/dx = sign(x): 1 for x > 0, -1 for x < 0, 0 at x = 0 and at NaN (as
+    PyTorch; NumPy's ``sign(nan)`` is NaN, so the sign is built from the two comparisons)."""
 
+    float_only = False  # |int| stays int, as PyTorch
     function = staticmethod(lambda xp, x: xp.abs(x))
-    derivative = staticmethod(lambda xp, x, y: xp.sign(x))
-
-
-class Maximum(Broadcasting):
-    """Elementwise ``max(a, b)``.  The larger input gets ``grad_output``; a tie splits it half/half."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        xp = ctx.xp
-        y = xp.maximum(a, b)
-        share_a = xp.astype(a > b, y.dtype) + 0.5 * xp.astype(a == b, y.dtype)   # a's share of the gradient
-        ctx.save_for_backward(share_a)
-        return y
+    def derivative(xp, x, y):
+        return xp.astype(x > 0, x.dtype) - xp.astype(x < 0, x.dtype)
+
+
+class Clone(Function):
+    """A copy of ``x`` in memory of its own.  d/dx = 1."""
 
     @staticmethod
-    def backward(ctx, grad_output):
-        (share_a,) = ctx.saved_tensors
-        return grad_output * share_a, grad_output * (1.0 - share_a)
-
-
-def maximum(a, b):
-    """Elementwise maximum of two tensors (or a tensor and a number), broadcasting.
-
-    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
-    """
-    return Maximum.apply(a, b)
-
-
-def minimum(a, b):
-    """Elementwise minimum of two tensors (or a tensor and a number), broadcasting:
-    ``min(a, b) = -max(-a, -b)``, so the smaller input gets the gradient and a tie splits it.
-
-    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
-    """
-    return -Maximum.apply(-a, -b)
-
-
-class Clamp(Function):
-    """``min(max(x, min), max)``.  d/dx = 1 where ``min <= x <= max``, else 0 (as PyTorch)."""
-
-    @staticmethod
-    def forward(ctx, x, min=None, max=None):
-        xp = ctx.xp
-        ctx.save_for_backward(x)
-        ctx.bounds = (min, max)
-        y = x
-        if min is not None:
-            y = xp.where(y < min, xp.asarray(min, dtype=x.dtype, device=ctx.backend.device), y)
-        if max is not None:
-            y = xp.where(y > max, xp.asarray(max, dtype=x.dtype, device=ctx.backend.device), y)
-        return y
+    def forward(ctx, x):
+        return ctx.xp.asarray(x, copy=True)
 
     @staticmethod
     def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        low, high = ctx.bounds
-        keep = ctx.xp.ones_like(x, dtype=ctx.xp.bool)
-        if low is not None:
-            keep = keep & (x >= low)
-        if high is not None:
-            keep = keep & (x <= high)
-        return ctx.xp.where(keep, grad_output, 0.0)
-
-
-def clamp(x, min=None, max=None):
-    """Clamp ``x`` into ``[min, max]`` (either bound may be None).
-
-    Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
-    """
-    return Clamp.apply(x, min=min, max=max)
+        return grad_output
 
 
 class Cast(Function):

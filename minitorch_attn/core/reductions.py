@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 
 from .autograd import Function
 from .ops import _normalize_dims
@@ -63,7 +64,9 @@ class Mean(Function):
 
 class Max(Function):
     """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
-    position(s) of the maximum; ties share it evenly."""
+    position(s) of the maximum; ties share it evenly. A NaN is the maximum of its row
+    (the result is NaN), so the row's NaNs share its gradient, as ``torch.max(x)``'s
+    (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -82,7 +85,7 @@ class Max(Function):
         # BEGIN SOLUTION 1.4
         x, y = ctx.saved_tensors
         xp = ctx.xp
-        hit = xp.astype(x == y, grad_output.dtype)
+        hit = xp.astype((x == y) | xp.isnan(x), grad_output.dtype)   # a NaN only where y is NaN
         share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
         return xp.reshape(grad_output, y.shape) * share
         # END SOLUTION
@@ -154,9 +157,16 @@ amax = max
 
 
 def var(x, dim=None, keepdim=False, correction=1):
-    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var).
+    """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var;
+    None means 1, as PyTorch).
+
+    Raises:
+        TypeError: for a non-float tensor, or a correction that is not a number >= 0.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
     _check_float_input(x, "var")
+    correction = 1 if correction is None else correction
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real) or not correction >= 0:
+        raise TypeError(f"var: correction must be a number >= 0 (or None for 1), got {correction!r}")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)

@@ -15,11 +15,13 @@ import numbers
 from .autograd import Function
 from .backend import backend_of
 from .ops import Broadcasting, _normalize_dims
-from .tensor import Tensor
+from .tensor import Tensor, dtype_name, result_dtype
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
     """Same data, new shape (one entry may be -1).  Backward: reshape ``grad_output`` back."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -40,6 +42,8 @@ class Reshape(Function):
 class Permute(Function):
     """Reorder dims by ``dims``.  Backward: permute ``grad_output`` by the inverse permutation."""
 
+    is_view = True  # the output shares the input's memory and version counter
+
     @staticmethod
     def forward(ctx, x, dims):
         dims = tuple(d % x.ndim for d in dims) if x.ndim else dims
@@ -56,11 +60,14 @@ class Permute(Function):
 class Transpose(Function):
     """Swap two dims.  Backward: swap them back."""
 
+    is_view = True  # the output shares the input's memory and version counter
+
     @staticmethod
     def forward(ctx, x, dim0, dim1):
         dims = list(range(x.ndim))
-        dim0, dim1 = _normalize_dims(dim0, x.ndim)[0], _normalize_dims(dim1, x.ndim)[0]
-        dims[dim0], dims[dim1] = dims[dim1], dims[dim0]
+        dim0, dim1 = _normalize_dims(dim0, x.ndim), _normalize_dims(dim1, x.ndim)   # () for a 0-d x
+        if x.ndim:
+            dims[dim0[0]], dims[dim1[0]] = dims[dim1[0]], dims[dim0[0]]
         ctx.dims = tuple(dims)
         return ctx.xp.permute_dims(x, ctx.dims)
 
@@ -72,6 +79,8 @@ class Transpose(Function):
 class Expand(Function):
     """Broadcast to a larger shape (a view in NumPy).  Backward: ``grad_output`` as is; the engine
     sums it over the expanded axes."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -140,6 +149,8 @@ class GetItem(Function):
 
     Backward: a zero array of ``x``'s shape with ``grad_output`` written into the selected places
     (each place is selected at most once by a basic key, so writing is adding)."""
+
+    is_view = True  # the output shares the input's memory and version counter
 
     @staticmethod
     def forward(ctx, x, key):
@@ -226,6 +237,9 @@ class Concat(Function):
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         joined = [a for a in arrays if tuple(a.shape) != (0,)] or arrays[:1]
+        if joined[0].ndim == 0:
+            raise ValueError("concat: zero-dimensional tensors cannot be concatenated (as PyTorch); "
+                             "use stack(), or unsqueeze them first")
         axis = _normalize_dims(dim, joined[0].ndim)[0]
         ctx.axis = axis
         ctx.sizes = [a.shape[axis] if any(a is b for b in joined) else None for a in arrays]
@@ -293,9 +307,12 @@ def stack(tensors, dim=0):
 def split(x, split_size, dim=0):
     """Cut ``x`` along ``dim`` into pieces of ``split_size`` (an int, the last piece may be
     smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice.
+    Raises ValueError for a 0-d tensor (no dim to cut), as PyTorch.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
+    if x.ndim == 0:
+        raise ValueError("split: a 0-d tensor has no dim to split")
     axis = _normalize_dims(dim, x.ndim)[0]
     length = x.shape[axis]
     if isinstance(split_size, int):
@@ -321,6 +338,8 @@ def chunk(x, chunks, dim=0):
     """
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if x.ndim == 0:
+        raise ValueError("chunk: a 0-d tensor has no dim to cut")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]
     if length == 0:  # as PyTorch: ``chunks`` empty pieces
         return split(x, [0] * chunks, dim)
@@ -332,12 +351,13 @@ class Where(Broadcasting):
     """``condition ? a : b`` elementwise, broadcasting.  Backward: ``grad_output`` flows to ``a``
     where the condition holds and to ``b`` elsewhere."""
 
-    promotes = False  # the condition stays bool; a and b keep NumPy's result dtype
+    promotes = False  # the condition stays bool; the result takes ``dtype``, chosen by the caller
 
     @staticmethod
-    def forward(ctx, condition, a, b):
+    def forward(ctx, condition, a, b, dtype):
         ctx.save_for_backward(condition)
-        return ctx.xp.where(condition, a, b)
+        y = ctx.xp.where(condition, a, b)
+        return y if dtype_name(y.dtype) == dtype else ctx.xp.astype(y, ctx.backend.dtype(dtype))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -355,12 +375,19 @@ def _check_bool(mask, what):
 
 
 def where(condition, a, b):
-    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``.
+    """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``; ``a`` and
+    ``b`` are tensors or Python numbers. The result's dtype is PyTorch's promotion of the
+    two (``where(c, 8.5, -3.9)`` and ``where(c, int_tensor, 0.5)`` are float32, the default
+    float dtype; see :func:`~minitorch_attn.core.dtypes.result_dtype`).
+
+    Raises:
+        TypeError: if ``condition`` is not a bool tensor.
+        ValueError: if the shapes do not broadcast.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
     _check_bool(condition, "where: condition")
-    return Where.apply(condition, a, b)
+    return Where.apply(condition, a, b, dtype=result_dtype(a, b))
 
 
 def masked_fill(x, mask, value):
@@ -370,7 +397,7 @@ def masked_fill(x, mask, value):
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
     _check_bool(mask, "masked_fill: mask")
-    return Where.apply(mask, value, x)
+    return Where.apply(mask, value, x, dtype=x.dtype)  # x's dtype, as PyTorch
 
 
 class Triangle(Function):

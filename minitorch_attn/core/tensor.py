@@ -13,72 +13,14 @@ import numbers
 
 from . import autograd
 from .backend import backend_of, get_backend
-
-float32 = "float32"
-float64 = "float64"
-int32 = "int32"
-int64 = "int64"
-bool_ = "bool"
-DTYPES = (float32, float64, int32, int64, bool_)
-FLOAT_DTYPES = (float32, float64)
+from .dtypes import (  # noqa: F401 (re-exported: the package imports them from here)
+    DTYPES, FLOAT_DTYPES, _is_int, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
+    get_default_dtype, int32, int64, result_dtype, set_default_dtype,
+)
+from .inplace import InPlaceMethods
 
 
-_NAME_OF = {}
-"""speed: ``dtype_name`` of each dtype object seen so far. Every operation asks its inputs'
-dtypes, and NumPy computes ``dtype.name`` anew (a few microseconds) on each request: about
-1,700 requests per training step of the default GPT (counted with cProfile). Keyed by
-(type, dtype), so that objects of different kinds are never compared with each other
-(``numpy.dtype("float32") == "float32"`` holds, and array-api-strict warns when one of its
-dtypes is compared with a NumPy one)."""
-
-
-def dtype_name(dtype):
-    """Normalize a dtype given as a string, a NumPy/CuPy dtype or type, or an
-    array-api-strict dtype to one of :data:`DTYPES`. Raises TypeError otherwise."""
-    key = (type(dtype), dtype)
-    try:
-        return _NAME_OF[key]
-    except (KeyError, TypeError):  # not seen yet, or not hashable
-        pass
-    name = _dtype_name(dtype)
-    try:
-        _NAME_OF[key] = name
-    except TypeError:
-        pass
-    return name
-
-
-def _dtype_name(dtype):
-    if isinstance(dtype, str):
-        name = dtype
-    elif hasattr(dtype, "name") and isinstance(dtype.name, str):  # numpy.dtype('float32')
-        name = dtype.name
-    elif isinstance(dtype, type) and hasattr(dtype, "__name__"):  # numpy.float32
-        name = dtype.__name__
-    else:  # array_api_strict.float32 prints as "array_api_strict.float32"
-        name = str(dtype).split(".")[-1]
-    name = {"bool_": "bool"}.get(name, name)
-    if name not in DTYPES:
-        raise TypeError(f"unsupported dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
-    return name
-
-
-def _is_int(value):
-    """An int of any kind (Python's or NumPy's ``int64``, as PyTorch accepts), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _shape_args(shape):
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` as PyTorch does; NumPy ints become Python ints."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    for s in shape:
-        if not _is_int(s) or s < 0:
-            raise TypeError(f"a shape must be non-negative ints, got {shape!r}")
-    return tuple(int(s) for s in shape)
-
-
-class Tensor:
+class Tensor(InPlaceMethods):
     """An n-dimensional array with an optional gradient.
 
     Attributes:
@@ -86,6 +28,7 @@ class Tensor:
         requires_grad: whether operations on it are recorded for :meth:`backward`.
         grad: a Tensor of the same shape and dtype, filled by backward (leaves only).
         grad_fn: the graph node that produced it (None for leaves).
+        _version: the number of in-place writes so far (see :mod:`.inplace`).
 
     Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends rather
     than with this constructor, which only wraps an existing backend array.
@@ -107,8 +50,12 @@ class Tensor:
         self.grad = None
         self.grad_fn = None
         self._output_nr = 0
-        self.requires_grad = False
-        self.requires_grad_(requires_grad)
+        self._version_counter = [0]  # shared with views; see _version
+        self._requires_grad = False
+        if requires_grad:
+            self.requires_grad_(requires_grad)
+        elif requires_grad is not False:
+            raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
 
     # ---- description ------------------------------------------------------------------
     @property
@@ -184,13 +131,39 @@ class Tensor:
                                 f"{self.dtype} on '{self.device}'")
         self._grad = value
 
+    @property
+    def requires_grad(self):
+        """Whether operations on it are recorded (set with :meth:`requires_grad_`)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` in place and return self, as PyTorch.
+
+        Raises:
+            TypeError: for a value that is not a bool, or True for an int or bool tensor.
+            RuntimeError: for False on a computed (non-leaf) tensor: its gradient path
+                cannot be dropped (PyTorch's error; use ``.detach()`` instead).
+        """
         if not isinstance(requires_grad, bool):
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
         if requires_grad and self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"only floating-point tensors can require gradients, not {self.dtype}")
-        self.requires_grad = bool(requires_grad)
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
+                               "a computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
+        self._requires_grad = requires_grad
         return self
+
+    @property
+    def _version(self):
+        """How many in-place writes this tensor (or a view of its memory) has had, as
+        PyTorch's ``Tensor._version``. Backward checks it for every tensor it saved."""
+        return self._version_counter[0]
 
     def backward(self, grad=None, retain_graph=False):
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
@@ -236,9 +209,17 @@ class Tensor:
             grad_array = xp.astype(grad_array, self.data.dtype)
         return grad_array
 
+    def clone(self):
+        """A copy with its own memory and version counter; the gradient flows back to
+        ``self`` (as ``torch.Tensor.clone``)."""
+        return ops.Clone.apply(self)
+
     def detach(self):
-        """The same data, cut from the graph (no copy)."""
-        return Tensor(self.data)
+        """The same data, cut from the graph (no copy; the version counter is shared, as in
+        PyTorch, so an in-place write to either is seen by a backward that saved the other)."""
+        out = Tensor(self.data)
+        out._version_counter = self._version_counter
+        return out
 
     def zero_grad(self):
         self.grad = None
@@ -389,7 +370,7 @@ class Tensor:
         return ops.Abs.apply(self)
 
     def clamp(self, min=None, max=None):
-        return ops.Clamp.apply(self, min=min, max=max)
+        return minmax.clamp(self, min=min, max=max)
 
     def sum(self, dim=None, keepdim=False):
         return reductions.Sum.apply(self, dim=dim, keepdim=keepdim)
@@ -403,7 +384,7 @@ class Tensor:
 
     amax = max
 
-    def var(self, dim=None, keepdim=False, correction=1):
+    def var(self, dim=None, keepdim=False, correction=1):  # noqa: D102 (see reductions.var)
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
 
     def argmax(self, dim=None, keepdim=False):
@@ -485,4 +466,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import ops, reductions, shape_ops  # noqa: E402
+from . import minmax, ops, reductions, shape_ops  # noqa: E402

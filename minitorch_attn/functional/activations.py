@@ -148,12 +148,15 @@ def silu(x):
 
 class ReLU(Function):
     """``max(x, 0)``.  Backward: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at x = 0, as
-    PyTorch), so ``dx = grad_output`` where ``x > 0`` and 0 elsewhere."""
+    PyTorch), so ``dx = grad_output`` where ``x > 0`` and 0 elsewhere.
+
+    NaN, as PyTorch: ``relu(nan)`` is NaN and its gradient passes (``x > 0`` is False for
+    NaN, so the test is written ``not x <= 0``, which is True for it)."""
 
     @staticmethod
     def forward(ctx, x):
         xp = ctx.xp
-        positive = x > 0
+        positive = ~(x <= 0)                  # x > 0, or NaN
         ctx.save_for_backward(positive)
         return xp.where(positive, x, xp.zeros((), dtype=x.dtype, device=ctx.backend.device))
 
@@ -166,7 +169,8 @@ class ReLU(Function):
 
 def relu(x):
     """Rectified linear unit ``max(x, 0)``, elementwise (as ``F.relu``); shape and dtype kept.
-    The gradient at exactly 0 is 0, as in PyTorch. Source: Nair & Hinton 2010.
+    The gradient at exactly 0 is 0, as in PyTorch; NaN stays NaN and passes its gradient.
+    Source: Nair & Hinton 2010.
 
     Raises:
         TypeError: for a non-float tensor.

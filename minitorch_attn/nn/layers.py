@@ -10,6 +10,7 @@ import math
 from .. import functional as F
 from ..functional._checks import _check_eps
 from ..core.factories import ones, rand, randn, zeros
+from ..core.grad_mode import no_grad
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
@@ -90,7 +91,8 @@ class Embedding(Module):
         self.padding_idx = padding_row(padding_idx, num_embeddings)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx, ...] = 0.0
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
 
     def forward(self, idx):
         return F.embedding(idx, self.weight, padding_idx=self.padding_idx)

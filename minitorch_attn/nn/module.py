@@ -27,6 +27,7 @@ class Parameter(Tensor):
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter needs a Tensor, got {type(data).__name__}")
         super().__init__(data.data, requires_grad=requires_grad)
+        self._version_counter = data._version_counter  # one array, one counter
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()

@@ -23,7 +23,7 @@ One module per topic, in the order of the course:
 * :mod:`.reductions`    -- sum, mean, max, var;
 * :mod:`.shape`         -- reshape, transpose, permute, squeeze, expand, getitem, concat, stack,
   split, where, masked_fill, tril;
-* :mod:`.engine`        -- a dtype change, a custom Function returning None;
+* :mod:`.engine`        -- a dtype change, a copy, a custom Function returning None;
 * :mod:`.softmax`, :mod:`.activations`, :mod:`.normalization`, :mod:`.linear`,
   :mod:`.attention` (dense and flash), :mod:`.rotary` -- the records of
   :mod:`minitorch_attn.functional`, topic by topic.
