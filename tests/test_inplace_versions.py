@@ -215,3 +215,8 @@ def test_torch_raises_where_we_raise(torch):
         a.requires_grad_(False)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         w.add_(1.0)
+
+
+def test_repr_of_a_wrapped_array_names_its_dtype_once():
+    text = repr(mt.randn(2, 4))     # NumPy puts its dtype= on a line of its own here
+    assert text.count("dtype=") == 1 and text.endswith("device='cpu', dtype=float32)")
