@@ -52,6 +52,12 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
+Before a node's backward reads what its forward saved, the engine checks that none of
+those tensors was written in place since (their versions, :func:`record_versions`): a
+changed one would give a wrong gradient without a word, so it is PyTorch's
+"modified by an inplace operation" error instead. Whether a call is recorded at all is
+the grad mode of the calling thread (:mod:`.grad_mode`).
+
 Source: the Function/ctx design of torch.autograd.Function and minitorch; the chain rule
 in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 """
