@@ -120,7 +120,9 @@ checkpoint = args.checkpoint or train_small_model(args, out)
 model, vocab, _ = load_model(checkpoint, args.device)
 if model.config["attn_impl"] == "flash":
     model.config["attn_impl"] = "naive"  # the flash kernel never forms the weights; same model otherwise
-    model = type(model)(**model.config).load_state_dict(model.state_dict()).to(args.device)
+    naive = type(model)(**model.config)
+    naive.load_state_dict(model.state_dict())
+    model = naive.to(args.device)
 ids = vocab.encode(HEATMAP_SENTENCE)[-model.max_seq_len:]
 chars = vocab.decode(ids)
 model.eval()

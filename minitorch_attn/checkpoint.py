@@ -38,6 +38,16 @@ class CheckpointError(ValueError):
     be written where it was asked to go."""
 
 
+def _json_number(value):
+    """JSON for the NumPy scalars a config or hyperparameter may hold (``lr=np.float32(1e-3)``,
+    a size read from an array): their Python number. Anything else is a TypeError that says
+    what could not be stored."""
+    if isinstance(value, numpy.generic) and value.shape == ():
+        return value.item()
+    raise TypeError(f"a checkpoint stores numbers, strings, lists and dicts in its config, extra "
+                    f"and optimizer settings, not {type(value).__name__} ({value!r:.60})")
+
+
 def save(path, model, optimizer=None, config=None, **extra):
     """Write ``model``'s parameters (and ``optimizer``'s state) to ``path`` atomically.
 
@@ -76,7 +86,7 @@ def save(path, model, optimizer=None, config=None, **extra):
                     scalars.setdefault(str(index), {})[name] = value
         groups = [{k: list(v) if isinstance(v, tuple) else v for k, v in g.items()} for g in state["param_groups"]]
         meta["optimizer"] = {"type": type(optimizer).__name__, "param_groups": groups, "scalars": scalars}
-    arrays["meta"] = numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)
+    arrays["meta"] = numpy.frombuffer(json.dumps(meta, default=_json_number).encode("utf-8"), dtype=numpy.uint8)
 
     try:
         write_atomically(path, lambda f: numpy.savez(f, **arrays), suffix=".npz")

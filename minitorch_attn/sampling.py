@@ -46,8 +46,14 @@ def sampling_probabilities(logits_row, temperature=1.0, top_k=None, top_p=None):
       ``top_p``, so the token that crosses the threshold is kept.
 
     ``temperature`` must be > 0 here (0 means "always the likeliest": :func:`_next_id`).
+    The logits are shifted by their maximum *before* the division, so every ``z`` is
+    ``<= 0`` with the likeliest at exactly 0: however small the temperature, the others
+    go to ``-inf`` (probability 0) and never to ``inf - inf = NaN``, so a tiny temperature
+    is greedy decoding (ties for the maximum share it evenly), as its limit is.
     """
-    z = numpy.asarray(logits_row, dtype=numpy.float64) / temperature
+    logits = numpy.asarray(logits_row, dtype=numpy.float64)
+    with numpy.errstate(over="ignore"):  # -inf for the unlikely ones at a tiny temperature: meant
+        z = (logits - logits.max()) / temperature
     if top_k is not None and top_k < len(z):
         z = numpy.where(z < numpy.sort(z)[-top_k], -numpy.inf, z)
     p = numpy.exp(z - z.max())

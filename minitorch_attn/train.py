@@ -142,7 +142,11 @@ def ignored_model_flags(args, config):
 class _Progress:
     """The progress bar (tqdm, on stderr): steps out of ``--steps``, or, when only a
     ``--time-budget`` limits the run, seconds out of the budget, so that it has a total and
-    an ETA either way."""
+    an ETA either way.
+
+    ``disable``: True hides it (``--quiet``); None lets tqdm decide, which shows it only
+    when stderr is a terminal, so a log file gets the log lines (written with
+    ``bar.write``, shown either way) and not hundreds of kilobytes of redrawn bars."""
 
     def __init__(self, steps, time_budget, start_step, disable):
         self.by_time = not steps
@@ -319,7 +323,7 @@ def _train(args, job, log):
     # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
     schedule = optim.WarmupCosineLR(job.opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
                                     min_lr_ratio=args.min_lr_ratio)
-    progress = _Progress(args.steps, args.time_budget, job.start_step, disable=args.quiet)
+    progress = _Progress(args.steps, args.time_budget, job.start_step, disable=True if args.quiet else None)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None
     # speed: BLAS threads by timing: one per core wins on an idle machine, one when other

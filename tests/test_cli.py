@@ -182,7 +182,15 @@ def test_out_refuses_a_folder_with_files_unless_asked(trained, text, tmp_path, c
     assert (copy / "checkpoint.npz").exists() and (copy / "notes.txt").read_text() == "mine"
 
 
-def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_flags(trained, text, tmp_path, capsys):
+def _as_terminal(monkeypatch):
+    """The captured stderr says it is a terminal, so that tqdm draws its bar there (call it
+    in the test's body, where capsys's stream is the one in sys.stderr)."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+
+
+def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_flags(trained, text, tmp_path, capsys,
+                                                                                 monkeypatch):
+    _as_terminal(monkeypatch)
     shutil.copytree(trained, tmp_path / "run")
     run = tmp_path / "run"
     capsys.readouterr()
@@ -219,10 +227,19 @@ def test_grad_clip_0_turns_clipping_off(text, tmp_path, monkeypatch):
                  "--grad-clip", "0", "--quiet", *TINY]) == 0
 
 
-def test_a_time_budget_alone_shows_progress_in_seconds(text, tmp_path, capsys):
+def test_a_time_budget_alone_shows_progress_in_seconds(text, tmp_path, capsys, monkeypatch):
+    _as_terminal(monkeypatch)
     assert main(["train", "--text", str(text), "--time-budget", "1", "--out", str(tmp_path / "run"), *TINY]) == 0
     bar = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
     assert re.search(r"100%.*\| 1/1 s \[.*<.*, step \d+, loss", bar), bar
+
+
+def test_output_that_is_not_a_terminal_gets_the_log_lines_and_no_bar(text, tmp_path, capsys):
+    assert main(["train", "--text", str(text), "--steps", "3", "--time-budget", "0", "--out", str(tmp_path / "run"),
+                 *TINY, "--eval-interval", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "\r" not in err and "step/s" not in err and "%|" not in err
+    assert "corpus:" in out and "step 1: val " in out
 
 
 # ---- Ctrl-C: real SIGINTs to the command in a subprocess -------------------------------------------

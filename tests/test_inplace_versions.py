@@ -215,3 +215,36 @@ def test_torch_raises_where_we_raise(torch):
         a.requires_grad_(False)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         w.add_(1.0)
+
+
+def test_repr_of_a_wrapped_array_names_its_dtype_once():
+    text = repr(mt.randn(2, 4))     # NumPy puts its dtype= on a line of its own here
+    assert text.count("dtype=") == 1 and text.endswith("device='cpu', dtype=float32)")
+
+
+def test_an_in_place_op_saves_the_old_values_it_needs_as_pytorch():
+    w = mt.tensor([1.0, 2.0], requires_grad=True, dtype="float64")
+    b = mt.tensor([3.0, 4.0], requires_grad=True, dtype="float64")
+    a = w * 2.0
+    a.mul_(b)                       # b's gradient is a's old value, 2 w
+    a.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [6.0, 8.0])
+    np.testing.assert_allclose(b.grad.numpy(), [2.0, 4.0])
+
+
+def test_a_constant_written_with_a_value_that_requires_grad_joins_the_graph_without_a_cycle():
+    w = mt.tensor([1.0, 2.0], requires_grad=True, dtype="float64")
+    x = mt.ones(2, dtype="float64")
+    x.mul_(w).add_(w)                # x = 1 * w + w
+    assert not x.is_leaf and x.requires_grad
+    x.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 2.0])
+
+
+def test_a_node_recorded_before_the_write_still_raises():
+    w = mt.tensor([1.0, 2.0], requires_grad=True)
+    a = w * 2.0
+    c = a * a                        # saves a
+    a.add_(1.0)
+    with pytest.raises(RuntimeError, match=MODIFIED):
+        c.sum().backward()

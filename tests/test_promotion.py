@@ -92,6 +92,8 @@ def test_the_cases_of_the_report():
         i ** -1
     assert (i / 2).dtype == (i * 0.5).dtype == (i + mt.zeros(3)).dtype == "float32"
     assert mt.masked_fill(i, c, 0.5).dtype == "int64"    # masked_fill keeps x's dtype, as PyTorch
+    assert (i * np.float64(0.5)).dtype == mt.where(c, i, np.float64(0.5)).dtype == "float32"  # NumPy scalars: numbers
+    assert mt.clamp(i, min=np.float32(0.5)).dtype == "float32"
 
 
 OPERANDS = ["bool", "int32", "int64", "float32", "float64", True, 2, 2.5]

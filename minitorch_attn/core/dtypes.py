@@ -108,6 +108,7 @@ def result_dtype(*operands):
     3. otherwise the widest tensor dtype of that category (float64 over float32, int64
        over int32).
 
+    NumPy scalars (``numpy.float64(0.5)``) count as Python numbers, as in PyTorch.
     Operands that are None are skipped. (PyTorch also ranks 0-d tensors below tensors with
     dims; here every tensor counts alike.)
     """
@@ -115,15 +116,14 @@ def result_dtype(*operands):
     for operand in operands:
         if operand is None:
             continue
-        dtype = getattr(operand, "dtype", None)
-        if dtype is not None:
-            tensors.append(dtype_name(dtype))
-        elif isinstance(operand, bool):
+        if isinstance(operand, bool):
             numbers_top = max(numbers_top, 0)
-        elif isinstance(operand, numbers.Integral):
+        elif isinstance(operand, numbers.Integral):   # Python's, and NumPy's scalars, as PyTorch
             numbers_top = max(numbers_top, 1)
         elif isinstance(operand, numbers.Real):
             numbers_top = max(numbers_top, 2)
+        elif getattr(operand, "dtype", None) is not None:
+            tensors.append(dtype_name(operand.dtype))
     tensors_top = max((_category(d) for d in tensors), default=-1)
     if numbers_top > tensors_top:
         return (bool_, int64, get_default_dtype())[numbers_top]

@@ -13,7 +13,8 @@ The rules, as PyTorch's:
   allowed (how an optimizer or an initializer changes parameters);
 - in grad mode, the result of a write that involves a tensor requiring grad is recorded:
   ``a.add_(b)`` becomes ``a = a + b`` in the graph (the tensor object stays the same and
-  takes the new node as its ``grad_fn``);
+  takes the new node as its ``grad_fn``; the node works on a copy of ``a``'s old values);
+  a node recorded *before* the write that saved ``a`` still sees it changed and raises;
 - in grad mode, a computed tensor overwritten with constants (``zero_``, ``fill_``, a
   ``copy_`` from a tensor that requires no grad) becomes a constant too: nothing flows
   back through it (PyTorch keeps ``requires_grad=True`` and sends zeros instead);
@@ -40,7 +41,7 @@ class InPlaceMethods:
         if recording and self.requires_grad and self.grad_fn is None:
             raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
                                f"operation (wrap the write in `with no_grad():`).")
-        source = self._stand_in() if recording and self.requires_grad else self
+        source = self._stand_in() if recording else self
         result = compute(source)
         if not isinstance(result, InPlaceMethods):
             result = self._wrap(result)
@@ -68,10 +69,14 @@ class InPlaceMethods:
         return out
 
     def _stand_in(self):
-        """A Tensor that is ``self`` before the write, for the graph: same array, version
-        counter and ``grad_fn`` (the new node must not take ``self``, its own output, as input)."""
+        """A Tensor that is ``self`` before the write, for the graph: its ``grad_fn`` (the new
+        node must not take ``self``, its own output, as input) and a copy of its values with
+        a version of their own, so that what the new node saves is not overwritten by the
+        write (PyTorch saves the original too: ``a.mul_(b)`` sends ``a``'s old values to b)."""
         old = object.__new__(type(self))
         old.__dict__.update(self.__dict__)
+        old.data = backend_of(self.data).xp.asarray(self.data, copy=True)
+        old._version_counter = [0]
         return old
 
     def zero_(self):

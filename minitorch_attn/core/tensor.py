@@ -10,6 +10,7 @@ give bool Tensors that carry no gradient. Dtypes are named by strings
 from __future__ import annotations
 
 import numbers
+import re
 
 from . import autograd
 from .backend import backend_of, get_backend
@@ -103,7 +104,7 @@ class Tensor(InPlaceMethods):
 
     def __repr__(self):
         body = repr(self.numpy()).replace("array(", "tensor(", 1)
-        body = body[: body.rfind(")")].split(", dtype=")[0]
+        body = re.split(r",\s*dtype=", body[: body.rfind(")")])[0]  # NumPy may put dtype= on its own line
         extras = [f"device='{self.device}'", f"dtype={self.dtype}"]
         if self.grad_fn is not None:
             extras.append(f"grad_fn={self.grad_fn!r}")

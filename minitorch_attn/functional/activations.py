@@ -13,6 +13,7 @@ from ._checks import _check_flag, _check_float, _check_probability
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
+_TANH_CLIP = 1e4  # |x| past which h is exactly 0 or 1 in both float dtypes (it is from |x| = 20)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -56,6 +57,11 @@ class GELU(Function):
         1.  du/dx = a + 3 b x²
         so  dy/dx = h (1 + x (1 - h) (2a + 6b x²))
 
+    Large |x|: beyond |x| = 20 the float tanh is exactly ±1, so h is exactly 1 or 0 and
+    dy/dx is its limit, 1 or 0; but ``x (1 - h) · 6b x²`` would be ``0 · inf = NaN`` once
+    ``x²`` overflows (|x| > 1.8e19 in float32; PyTorch returns that NaN). The backward
+    therefore reads x clipped to ±1e4, which changes no h and gives the limits exactly.
+
     The backward reuses ``Φ`` (or ``h``) saved by the forward rather than recomputing it:
     erf and tanh are the expensive parts on NumPy. (speed: the tanh form is written with
     as few array operations as its formula allows, 8 forward and 9 backward; each is a
@@ -81,6 +87,7 @@ class GELU(Function):
         xp = ctx.xp
         if ctx.approximate == "tanh":
             h = saved
+            x = xp.clip(x, -_TANH_CLIP, _TANH_CLIP)                          # no 0 · inf (see above)
             two_du_dx = 2.0 * _TANH_A + 6.0 * _TANH_B * (x * x)              # 1: 2 du/dx
             return grad_output * (h * (1.0 + x * (1.0 - h) * two_du_dx))      # 3, 2: h + x dh/dx
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                            # φ

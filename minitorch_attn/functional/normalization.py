@@ -44,8 +44,36 @@ class _Rows:
 def _unit_rms(rows, a, eps):
     """``(â, r)``: each row of ``a`` scaled by ``r = 1 / sqrt(mean(a²) + eps)`` to a root mean
     square of 1 (up to eps). RMSNorm applies it to ``x``; LayerNorm to the centered
-    ``xc``, whose mean square is its variance."""
-    r = 1.0 / rows.xp.sqrt(rows.mean(a * a) + eps)
+    ``xc``, whose mean square is its variance.
+
+    ``a²`` overflows for large rows (``|a| > 1.8e19`` in float32, 1.3e154 in float64),
+    and ``r`` would be 0 where the right ``â`` is scale-invariant (``[1, -1]`` for
+    ``[1e20, -1e20]``). Such rows (seen as a mean square that is not finite) take
+    :func:`_unit_rms_scaled`, the same ``r`` computed without squaring ``a``; ``r`` and
+    ``â`` are the same quantities, so the backward's formulas do not change.
+    speed: the usual rows pay one check of the row statistics, no pass over the data."""
+    xp = rows.xp
+    ms = rows.mean(a * a)
+    if not bool(xp.all(xp.isfinite(ms))):
+        return _unit_rms_scaled(rows, a, eps)
+    r = 1.0 / xp.sqrt(ms + eps)
+    return a * r, r
+
+
+def _unit_rms_scaled(rows, a, eps):
+    """:func:`_unit_rms` without overflow: with ``m = max |a|`` per row and ``s = a / m``,
+    the row's root mean square is ``ρ = m sqrt(mean(s²))`` (no square of ``a``), and
+    ``sqrt(ρ² + eps) = t sqrt((ρ/t)² + (√eps/t)²)`` with ``t = max(ρ, √eps)`` (the hypot
+    rule: both ratios are at most 1). An all-zero row keeps ``m = 1``; a row with inf or
+    NaN gives NaN, as the plain formula."""
+    xp = rows.xp
+    m = xp.max(xp.abs(a), axis=rows.axes, keepdims=True) if a.size else xp.ones_like(rows.mean(a))
+    m = xp.where(m > 0, m, xp.ones_like(m))
+    s = a / m
+    rho = m * xp.sqrt(rows.mean(s * s))
+    root_eps = xp.full_like(rho, eps ** 0.5)
+    t = xp.maximum(rho, root_eps)
+    r = 1.0 / (t * xp.sqrt((rho / t) ** 2 + (root_eps / t) ** 2))
     return a * r, r
 
 
@@ -138,7 +166,8 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     costs only the float spacing near c: ``layer_norm(x + c)`` equals ``layer_norm(x)`` to
     about ``eps(dtype) · |c| / std(x)`` (the one-pass ``mean(x²) - mean(x)²`` loses everything,
     even NaN). A constant row gives
-    exactly ``bias``. Source: arXiv:1607.06450.
+    exactly ``bias``. Rows whose squares overflow (float32 beyond 1.8e19) are still
+    normalized right (``[1e20, -1e20] -> [1, -1]``; see ``_unit_rms``). Source: arXiv:1607.06450.
 
     Raises:
         TypeError: for non-float tensors or mixed dtypes.
@@ -211,8 +240,9 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     ``y = x / sqrt(mean(x²) + eps) · weight``. ``eps=None`` means the dtype's machine
     epsilon (``finfo(dtype).eps``), as PyTorch and as :class:`minitorch_attn.nn.RMSNorm`.
     Shapes as :func:`layer_norm`, also with dims of size 0. An all-zero row gives 0, with
-    its gradient amplified by ``1/sqrt(eps)`` (see :class:`RMSNorm`). Source:
-    arXiv:1910.07467.
+    its gradient amplified by ``1/sqrt(eps)`` (see :class:`RMSNorm`). Rows so large that
+    their squares overflow (float32 beyond 1.8e19) are still normalized right
+    (``[1e20, -1e20] -> [1, -1]``; see ``_unit_rms``). Source: arXiv:1910.07467.
 
     Raises:
         TypeError / ValueError: as :func:`layer_norm`.

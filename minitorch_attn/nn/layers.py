@@ -6,10 +6,13 @@ Each holds its parameters and calls one operation of :mod:`minitorch_attn.functi
 from __future__ import annotations
 
 import math
+import numbers
 
 from .. import functional as F
-from ..functional._checks import _check_eps
-from ..core.factories import ones, rand, randn, zeros
+from ..functional._checks import _check_eps, _check_flag
+from ..core.factories import ones, rand, randn, tensor, zeros
+from ..core.shape_ops import where
+from ..core.tensor import Tensor
 from ..core.grad_mode import no_grad
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
@@ -78,15 +81,27 @@ class Embedding(Module):
     (see :func:`~minitorch_attn.functional.embedding`), so it stays zeros while training;
     a negative value counts from the end.
 
+    ``max_norm``: as PyTorch, each forward first rescales, in place and without a graph,
+    every looked-up row whose ``norm_type``-norm exceeds ``max_norm`` to the norm
+    ``max_norm`` (``row *= max_norm / (norm + 1e-7)``); the weight's version goes up, so
+    a graph that saved the weight before sees the change.
+
     Raises:
-        ValueError: for sizes that are not positive ints, or a ``padding_idx`` outside
-            ``[-num_embeddings, num_embeddings)``.
+        ValueError: for sizes that are not positive ints, a ``padding_idx`` outside
+            ``[-num_embeddings, num_embeddings)``, or a ``max_norm`` or ``norm_type``
+            that is not a positive number.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype="float32"):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 device=None, dtype="float32"):
         super().__init__()
         _check_positive_int("num_embeddings", num_embeddings)
         _check_positive_int("embedding_dim", embedding_dim)
+        for name, value in (("max_norm", max_norm), ("norm_type", norm_type)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0):
+                raise ValueError(f"Embedding: {name} must be a positive number, got {value!r}")
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.norm_type = float(norm_type)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_row(padding_idx, num_embeddings)
         self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
@@ -95,11 +110,27 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, idx):
+        if self.max_norm is not None:
+            self._renorm(idx)
         return F.embedding(idx, self.weight, padding_idx=self.padding_idx)
+
+    def _renorm(self, idx):
+        """PyTorch's ``embedding_renorm_``: the looked-up rows longer than ``max_norm``, cut
+        to it, in place (each row once however often it is looked up)."""
+        index = idx.reshape(-1) if isinstance(idx, Tensor) else tensor(idx, dtype="int64").reshape(-1)
+        if index.numel() == 0 or index.dtype not in ("int32", "int64") or int(index.numpy().min()) < 0:
+            return  # nothing to do, or F.embedding refuses the indices (before any write)
+        with no_grad():
+            rows = self.weight[index].reshape(-1, self.embedding_dim).detach()   # IndexError past the end
+            p = self.norm_type
+            norms = (rows.abs() ** p).sum(-1, keepdim=True) ** (1.0 / p)
+            scale = where(norms > self.max_norm, self.max_norm / (norms + 1e-7), 1.0)
+            self.weight[index] = rows * scale   # a repeated row gets the same value each time
 
     def extra_repr(self):
         padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
+        max_norm = "" if self.max_norm is None else f", max_norm={self.max_norm}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}{max_norm}"
 
 
 class Dropout(Module):
@@ -140,45 +171,61 @@ class GELU(Module):
 
 class LayerNorm(Module):
     """Normalize the last dimension to zero mean and unit variance, then scale and shift
-    (Ba et al., arXiv:1607.06450, eq. 4), as ``torch.nn.LayerNorm(normalized_shape)``.
-    ``weight`` starts at ones, ``bias`` at zeros."""
+    (Ba et al., arXiv:1607.06450, eq. 4), as ``torch.nn.LayerNorm(normalized_shape, eps,
+    elementwise_affine, bias)``. ``weight`` starts at ones, ``bias`` at zeros;
+    ``elementwise_affine=False`` has neither, ``bias=False`` no bias.
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None, dtype="float32"):
+    Raises:
+        ValueError: for a bad ``normalized_shape`` or ``eps``.
+        TypeError: for ``elementwise_affine`` or ``bias`` that is not a bool.
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
+                 dtype="float32"):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = _check_eps(eps, "LayerNorm", dtype)
-        if elementwise_affine:
-            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
-            self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
-        else:
-            self.weight = self.bias = None
+        _check_flag(elementwise_affine, "LayerNorm: elementwise_affine")
+        _check_flag(bias, "LayerNorm: bias")
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
+        has_bias = elementwise_affine and bias
+        self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype)) if has_bias else None
 
     def forward(self, x):
         _check_tensor("LayerNorm", x)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class RMSNorm(Module):
     """Scale the last dimension by the inverse of its root mean square, then by a learned
     gain (Zhang & Sennrich, arXiv:1910.07467, eq. 4), as ``torch.nn.RMSNorm``. ``eps=None``
     (the default, as PyTorch and :func:`minitorch_attn.functional.rms_norm`) means the
-    input dtype's machine epsilon."""
+    input dtype's machine epsilon. ``elementwise_affine=False`` has no gain (``weight`` is
+    None), as PyTorch.
 
-    def __init__(self, normalized_shape, eps=None, device=None, dtype="float32"):
+    Raises:
+        ValueError: for a bad ``normalized_shape`` or ``eps``.
+        TypeError: for an ``elementwise_affine`` that is not a bool.
+    """
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype="float32"):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
-        self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+        _check_flag(elementwise_affine, "RMSNorm: elementwise_affine")
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
 
     def forward(self, x):
         _check_tensor("RMSNorm", x)
         return F.rms_norm(x, self.normalized_shape, self.weight, eps=self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 def _make_norm(norm, d_model):

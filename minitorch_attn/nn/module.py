@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
+from typing import NamedTuple
 
 from ..core.backend import backend_of, get_backend
 from ..core.factories import tensor
 from ..core.tensor import Tensor, _is_int
+
+
+class IncompatibleKeys(NamedTuple):
+    """What :meth:`Module.load_state_dict` returns, as PyTorch's ``_IncompatibleKeys``."""
+
+    missing_keys: list
+    unexpected_keys: list
 
 
 class Parameter(Tensor):
@@ -135,6 +143,9 @@ class Module:
         Args:
             state_dict: ``{name: Tensor or array}`` as made by :meth:`state_dict`.
             strict: if True, missing and unexpected keys are errors.
+        Returns:
+            ``IncompatibleKeys(missing_keys, unexpected_keys)``, two lists of names, as
+            PyTorch (empty in strict mode, which raises otherwise).
         Raises:
             KeyError: listing every missing and unexpected key (strict mode).
             ValueError: listing every key whose shape differs, with both shapes.
@@ -161,7 +172,7 @@ class Module:
                 value = state_dict[name]
                 host = value.numpy() if isinstance(value, Tensor) else backend_of(value).to_numpy(value)
                 p.data = tensor(host, dtype=p.dtype, device=p.device).data  # a copy: never shared
-        return self
+        return IncompatibleKeys(missing, unexpected)
 
     # ---- printing -------------------------------------------------------------------------
     def extra_repr(self):
