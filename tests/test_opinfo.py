@@ -200,6 +200,10 @@ NOT_OPERATIONS = {
     "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
     "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
     "Tensor.long", "Tensor.contiguous",
+    # writes of constants: what they overwrite gets no gradient (tests/test_inplace_versions.py)
+    "Tensor.zero_", "Tensor.fill_",
+    # x[key] = v records no graph: with one involved it raises (minitorch_attn/core/inplace.py)
+    "Tensor.__setitem__",
     # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)
     "Tensor.argmax", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
     "Tensor.__ge__", "Tensor.__invert__", "Tensor.__and__", "Tensor.__or__",
@@ -213,7 +217,8 @@ def public_callables():
     names = {f"F.{n}" for n in F.__all__}
     names |= {f"mt.{n}" for n in dir(mt) if not n.startswith("_")
               and (inspect.isfunction(getattr(mt, n)) or inspect.isbuiltin(getattr(mt, n)))}
-    names |= {f"Tensor.{n}" for n in vars(mt.Tensor) if n not in PYTHON_PROTOCOL
+    own = {n for cls in mt.Tensor.__mro__ if cls is not object for n in vars(cls)}   # with its base classes'
+    names |= {f"Tensor.{n}" for n in own if n not in PYTHON_PROTOCOL
               and (not n.startswith("_") or (n.startswith("__") and n.endswith("__")))}
     return names
 

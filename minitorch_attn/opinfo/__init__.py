@@ -24,6 +24,7 @@ One module per topic, in the order of the course:
 * :mod:`.shape`         -- reshape, transpose, permute, squeeze, expand, getitem, concat, stack,
   split, where, masked_fill, tril;
 * :mod:`.engine`        -- a dtype change, a copy, a custom Function returning None;
+* :mod:`.inplace`       -- the in-place writes that carry a gradient (``add_``, ``copy_``, ...);
 * :mod:`.softmax`, :mod:`.activations`, :mod:`.normalization`, :mod:`.linear`,
   :mod:`.attention` (dense and flash), :mod:`.rotary` -- the records of
   :mod:`minitorch_attn.functional`, topic by topic.
@@ -32,10 +33,10 @@ Adding an operation: write it in its module, then its record here (the completen
 ``tests/test_opinfo.py`` names the file when a public op has none).
 """
 
-from . import activations, arithmetic, attention, engine, linear, normalization, reductions, rotary, shape, softmax
+from . import activations, arithmetic, attention, engine, inplace, linear, normalization, reductions, rotary, shape, softmax
 from .record import EDGES, Inputs, OpInfo, Sample
 
-MODULES = (arithmetic, reductions, shape, engine, softmax, activations, normalization, linear, attention, rotary)
+MODULES = (arithmetic, reductions, shape, engine, inplace, softmax, activations, normalization, linear, attention, rotary)
 
 
 def op_db():
