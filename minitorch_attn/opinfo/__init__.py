@@ -33,10 +33,12 @@ Adding an operation: write it in its module, then its record here (the completen
 ``tests/test_opinfo.py`` names the file when a public op has none).
 """
 
-from . import activations, arithmetic, attention, engine, inplace, linear, normalization, reductions, rotary, shape, softmax
+from . import activations, arithmetic, attention, engine, inplace, linear, normalization, reductions, rotary, shape
+from . import softmax
 from .record import EDGES, Inputs, OpInfo, Sample
 
-MODULES = (arithmetic, reductions, shape, engine, inplace, softmax, activations, normalization, linear, attention, rotary)
+MODULES = (arithmetic, reductions, shape, engine, inplace, softmax, activations, normalization, linear, attention,
+           rotary)
 
 
 def op_db():
