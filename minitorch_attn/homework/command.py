@@ -7,7 +7,9 @@
     minitorch-attn homework check
 
 A grader error (a library the tests need is missing, an unusable instructor's tree) ends
-``grade`` with status 2 and no results.json: it is never a student's 0.
+``grade`` with status 2 and no results.json: it is never a student's 0. Ctrl-C during
+``grade`` stops the run in progress (and every process it started) and keeps the
+results.json of the tasks graded so far.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def add_homework(subparsers):
                                                 "folder, PATH.results.json beside a file)")
     grade_parser.add_argument("--instructor", help="the instructor's tree (default: this source checkout)")
     grade_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    grade_parser.add_argument("--budget", type=positive_float, default=600.0,
+                              help="time limit of the whole grading, seconds, shared out among the tasks (default 600)")
     grade_parser.set_defaults(run=_grade)
 
     self_parser = actions.add_parser(
@@ -54,6 +58,8 @@ def add_homework(subparsers):
     zip_parser.add_argument("--assignment", type=positive_int, required=True, help="assignment number")
     zip_parser.add_argument("--out", required=True, help="the zip file to write")
     zip_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    zip_parser.add_argument("--budget", type=positive_float, default=600.0,
+                            help="the Gradescope timeout you will set for the assignment, seconds (default 600)")
     zip_parser.set_defaults(run=_autograder)
 
     check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
@@ -71,7 +77,7 @@ def _grade(args):
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
-                                 timeout=args.timeout)  # GraderError and bad input: main() reports them, status 2
+                                 timeout=args.timeout, budget=args.budget)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)
     print(f"wrote {results_path}")
     return 0
@@ -84,8 +90,9 @@ def _selftest(args):
 
 
 def _autograder(args):
-    names = write_autograder(args.out, args.assignment, timeout=args.timeout)
-    print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}")
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget)
+    print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
+          f"with a Gradescope timeout of {args.budget:g} s")
     return 0
 
 

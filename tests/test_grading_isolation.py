@@ -1,0 +1,334 @@
+"""Grading that a determined student cannot fool, and that never loses an honest student's
+points: each cheat, written only inside a task's SOLUTION region, is graded and gets the
+honest score (a stub's 0); a hang, a flood of output and a stopped grader cost nothing else.
+
+Where the cheat is about what the student's process may touch (the instructor's tree, the
+grader's files, processes that outlive the grading), the test needs the isolation that
+root gives: student code under its own account. It runs when the tests run as root and a
+Python that another user may run is found (``/usr/bin/python3.X``, the same version, with
+this environment's libraries added); else it is skipped, and says why.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from minitorch_attn.homework import markers, probes, sandbox
+from minitorch_attn.homework.grade import Grader, GraderError, task_limits
+from minitorch_attn.homework.instructor import InstructorTree
+from minitorch_attn.homework.results import gradescope_results, grade_submission
+from minitorch_attn.homework.runner import cap
+from minitorch_attn.homework.submission import Submission
+
+ROOT = markers.PROJECT_ROOT
+TREE = InstructorTree()
+REFERENCE = Submission.reference(TREE)
+SOFTMAX = "minitorch_attn/functional/softmax.py"
+TASKS = {t["id"]: t for a in TREE.manifest["assignments"] for t in a["tasks"]}
+STUB = ["raise NotImplementedError('Task 2.1: not done')"]
+
+
+def cheating(forward, backward=STUB, task="2.1", base=REFERENCE):
+    """``base`` (the reference) with task 2.1's two regions replaced by ``forward`` and ``backward`` (text)."""
+    return base.with_blocks(SOFTMAX, task, [textwrap.dedent(forward).strip().splitlines(),
+                                                 textwrap.dedent(backward if isinstance(backward, str)
+                                                                 else "\n".join(backward)).strip().splitlines()])
+
+
+@pytest.fixture(scope="module")
+def student_python(tmp_path_factory):
+    """A Python another user may run, with this environment's libraries; skips when the
+    tests do not run as root or no such Python is found."""
+    if os.geteuid() != 0:
+        pytest.skip("student code runs under its own account only when the grader is root")
+    if sandbox.reachable(sys.executable):
+        return sys.executable
+    system = pathlib.Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    site = pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    if not system.is_file() or not sandbox.reachable(system) or not site.is_dir():
+        pytest.skip(f"{sys.executable} is private and there is no {system} to run student code with")
+    folder = pathlib.Path("/tmp") / f"minitorch-attn-test-python-{os.getpid()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(folder)], check=True)
+    own_site = folder / "lib" / site.parent.name / "site-packages"
+    (own_site / "outer.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
+    folder.chmod(0o755)
+    yield str(folder / "bin" / "python")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def private_tree(tmp_path_factory):
+    """A copy of the instructor's tree in a folder only root may enter (as /autograder/source)."""
+    folder = tmp_path_factory.mktemp("private") / "source"
+    for name in ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, folder / name)
+    folder.chmod(0o700)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def isolated(private_tree, student_python):
+    with Grader(private_tree, budget=400, python=student_python) as grader:
+        assert grader.account is not None, grader.isolation
+        yield grader
+
+
+@pytest.fixture(scope="module")
+def plain():
+    with Grader(TREE, budget=400) as grader:
+        yield grader
+
+
+def graded(grader, submission, task="2.1"):
+    limit, per_test = task_limits(grader.budget, 4, grader.timeout)
+    return grader.grade_task(TASKS[task], submission, limit, per_test)
+
+
+# ---- forged verdicts: whatever the student's process says, the probes decide -----------------------------
+FORGE_REPORT = """
+import gc, json, os, sys
+import _pytest.main
+report = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--grading-report=')]
+if report:
+    session = next(o for o in gc.get_objects() if isinstance(o, _pytest.main.Session))
+    with open(report[0], 'a') as f:
+        for item in session.items:
+            f.write(json.dumps({'test': item.nodeid, 'outcome': 'passed', 'message': '', 'where': ''}) + '\\n')
+        f.write(json.dumps({'exit': 0}) + '\\n')
+os._exit(0)
+"""
+REGISTER_HOOK = """
+import gc
+import pytest
+from _pytest.config import Config
+class Passer:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        outcome.get_result().outcome = 'passed'
+for config in [o for o in gc.get_objects() if isinstance(o, Config)]:
+    if not config.pluginmanager.has_plugin('passer'):
+        config.pluginmanager.register(Passer(), 'passer')
+raise NotImplementedError('Task 2.1: not done')
+"""
+PATCH_PLUGIN = """
+from minitorch_attn.homework import pytest_report
+original = pytest_report.GradingReport.write
+def write(self, **record):
+    if 'test' in record:
+        record.update(outcome='passed', message='')
+    original(self, **record)
+pytest_report.GradingReport.write = write
+raise NotImplementedError('Task 2.1: not done')
+"""
+REEXEC_PYTEST = """
+import os, sys
+if any(a.startswith('--grading-report=') for a in sys.argv):
+    os.environ['PYTEST_ADDOPTS'] = '--collect-only'
+    os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])
+raise NotImplementedError('Task 2.1: not done')
+"""
+
+
+@pytest.mark.parametrize("cheat", [FORGE_REPORT, REGISTER_HOOK, PATCH_PLUGIN, REEXEC_PYTEST],
+                         ids=["forged report, then exit", "pytest hook registered at run time",
+                              "the grader's report plugin patched", "pytest run again with PYTEST_ADDOPTS"])
+def test_a_forged_verdict_earns_nothing(plain, cheat):
+    result = graded(plain, cheating(cheat))
+    assert result.score == 0
+    assert any(c.nodeid.startswith("probe: ") and not c.passed for c in result.checks)
+
+
+# ---- what the student's code may reach ---------------------------------------------------------------
+def test_the_instructor_tree_cannot_be_read_nor_written(isolated, private_tree):
+    target = private_tree / SOFTMAX
+    before = target.read_text()
+    steal = f"""
+    import textwrap
+    path = {str(target)!r}
+    try:
+        with open(path, 'a') as f:
+            f.write('# changed by a student')
+    except OSError:
+        pass
+    code = open(path).read().split('# BEGIN SOLUTION 2.1')[1].split('# END SOLUTION')[0]
+    scope = dict(globals(), ctx=ctx, x=x, dim=dim)
+    exec(textwrap.dedent(code), scope)
+    p = scope['p']
+    """
+    result = graded(isolated, cheating(steal))
+    assert result.score == 0 and "PermissionError" in "\n".join(c.message for c in result.failures)
+    assert target.read_text() == before
+
+
+def test_the_grader_s_own_copies_cannot_be_written(isolated):
+    vandal = """
+    import glob, os
+    for folder in glob.glob('/tmp/minitorch-attn-grading-*/*/minitorch_attn/functional'):
+        try:
+            open(os.path.join(folder, 'softmax.py'), 'a').write('raise SystemExit')
+        except OSError:
+            pass
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    assert graded(isolated, cheating(vandal)).score == 0
+    assert graded(isolated, REFERENCE, task="2.2").score == 30   # the next task is graded on intact copies
+
+
+@pytest.mark.parametrize("who", ["plain", "isolated"])
+def test_a_daemon_that_left_the_session_is_killed(request, who):
+    pid_file = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"
+    pid_file.unlink(missing_ok=True)
+    daemon = f"""
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({str(pid_file)!r} + '.part', 'w').write(str(os.getpid()))
+            os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    while not os.path.exists({str(pid_file)!r}):
+        time.sleep(0.01)
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    try:
+        assert graded(request.getfixturevalue(who), cheating(daemon)).score == 0
+        pid = int(pid_file.read_text())
+        assert not _alive(pid), f"the daemon {pid} outlived the grading"
+    finally:
+        pid_file.unlink(missing_ok=True)
+
+
+def test_a_later_assignment_is_a_stub_while_grading():
+    """Task 2.1's code that calls attention (assignment 4) meets the stub the student has."""
+    sources = TREE.spliced("2.1", REFERENCE.for_task("2.1", TREE), stubbed=TREE.tasks_of(2, later=True))
+    with Grader(TREE) as grader:
+        base = grader.workspace.graded_base(TREE.tasks_of(2, later=True))
+        attention = (base / "minitorch_attn/functional/attention.py").read_text()
+        assert "NotImplementedError('Task 4." in attention
+        assert not (base / "tests/test_homework.py").exists() and not (base / "minitorch_attn/homework/mutants.json").exists()
+    assert "NotImplementedError('Task 2." not in sources[SOFTMAX]
+
+
+def test_the_visible_run_holds_nothing_held_back(plain):
+    leak = """
+    import glob, inspect
+    found = glob.glob('tests/instructor/*.py') + glob.glob('minitorch_attn/homework/mutants.json')
+    raise RuntimeError('LEAK ' + ' '.join(open(f).read() for f in found) + inspect.getsource(LogSoftmax.forward))
+    """
+    shown = plain.visible(cheating(leak, base=Submission.stubs(TREE)), 2, 120, 60)
+    text = "\n".join(c.message for run in shown.values() for c in run.checks)
+    assert "LEAK" in text and "def test_" not in text and '"mutants"' not in text
+    assert "NotImplementedError('Task 2.2" in text   # the other tasks are the student's own (stubs here)
+
+
+# ---- held-back inputs cannot be memorised --------------------------------------------------------------
+def test_probe_inputs_follow_the_secret_and_the_code():
+    one = probes.seed("secret", "2.1", "code")
+    assert one == probes.seed("secret", "2.1", "code")     # the same submission, the same grade
+    assert len({one, probes.seed("other", "2.1", "code"), probes.seed("secret", "2.1", "code "),
+                probes.seed("secret", "2.2", "code")}) == 4
+
+
+# ---- never lose earned points -------------------------------------------------------------------------------
+def test_a_hang_that_swallows_timeouts_costs_its_own_task_and_ends_in_time(tmp_path):
+    hang = """
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+    """
+    start = time.monotonic()
+    with Grader(TREE, budget=90) as grader:
+        results = grader.grade(cheating(hang, REFERENCE.blocks[(SOFTMAX, "2.1")][1]), 2, visible=False)
+    assert [r.score for r in results] == [0, 30, 40]
+    assert time.monotonic() - start < 90
+
+
+def test_a_flood_of_output_and_a_huge_message_are_capped(plain):
+    flood = """
+    import sys
+    for _ in range(100):
+        sys.stdout.write('x' * 1_000_000)
+    raise AssertionError('y' * 30_000_000)
+    """
+    result = graded(plain, cheating(flood))
+    assert result.score == 0
+    assert max(len(c.message) for c in result.checks) <= 5_000
+    results = gradescope_results(markers.assignment_by_number(TREE.manifest, 2), [result], 1.0)
+    assert len(json.dumps(results)) < 200_000
+
+
+def test_student_messages_are_capped_and_escaped():
+    text = cap("a\x1b[2Jb\x00c\n\td" + "e" * 5000, 100)
+    assert "\x1b" not in text and "\x00" not in text and "\n\td" in text and text.endswith("(cut at 100 characters)")
+
+
+def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_stopped(tmp_path):
+    """SIGTERM (the platform's limit) while task 2.2 hangs: 2.1's points stay in results.json,
+    and the hanging process is killed with the grader."""
+    tree = tmp_path / "student"
+    shutil.copytree(ROOT / "minitorch_attn", tree / "minitorch_attn")
+    pid_file = pathlib.Path("/tmp") / f"minitorch-attn-hang-{os.getpid()}"
+    pid_file.unlink(missing_ok=True)
+    path = tree / SOFTMAX
+    hang = ["import os", "if os.path.isdir('tests/instructor'):   # the graded run, not the visible one",
+            f"    open({str(pid_file)!r} + '.part', 'w').write(str(__import__('os').getpid()))",
+            f"    os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})", "    while True:", "        pass"]
+    forward, backward = REFERENCE.blocks[(SOFTMAX, "2.2")]
+    from minitorch_attn.homework.instructor import splice
+    path.write_text(splice(path.read_text(), markers.find_regions(path), "2.2", [hang + forward, backward]))
+    results = tmp_path / "results.json"
+    code = ("from minitorch_attn.homework.gradescope import _stop; import signal; signal.signal(signal.SIGTERM, _stop)\n"
+            "from minitorch_attn.homework.results import grade_submission\n"
+            f"grade_submission({str(tree)!r}, 2, {str(results)!r}, budget=400)\n")
+    grader = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        while not pid_file.exists():
+            assert grader.poll() is None, "the grader ended before task 2.2 started"
+            time.sleep(0.05)
+        hanging = int(pid_file.read_text())
+        grader.send_signal(signal.SIGTERM)
+        grader.wait(timeout=60)
+        written = json.loads(results.read_text())
+        rows = {t["name"].split(":")[0]: t for t in written["tests"]}
+        assert rows["Task 2.1"]["score"] == 30 and rows["Task 2.2"]["score"] == 0
+        assert written["score"] == 30
+        assert not _alive(hanging)
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+        pid_file.unlink(missing_ok=True)
+
+
+def test_a_python_with_pytorch_is_refused_when_isolation_is_required(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("MINITORCH_ATTN_REQUIRE_ISOLATION", "1")
+    with pytest.raises(GraderError, match="has PyTorch"):
+        Grader(TREE)
+
+
+def _alive(pid):
+    """Whether ``pid`` is a running process (a zombie waiting to be reaped is not)."""
+    for _ in range(200):   # SIGKILL is delivered at once; a reaper may take a moment
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return False
+        except FileNotFoundError:
+            return False
+        time.sleep(0.05)
+    return True
