@@ -438,7 +438,8 @@ def test_every_mutant_applies_to_its_own_task_only():
         assert changed == {(m.file, m.task)}, m.name
     kinds = {m.kind for m in mutants}
     assert {"overflow", "shared array changed", "saved array changed", "reduction axis", "gradient of ones",
-            "missing accumulation", "formula term"} <= kinds
+            "missing accumulation", "formula term", "special value", "option combination", "normalized rank",
+            "broadcasting"} <= kinds
 
 
 def test_check_results_report_every_failure_in_full():
