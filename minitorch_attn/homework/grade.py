@@ -39,7 +39,7 @@ import shutil
 import sys
 import time
 
-from . import markers, probes, sandbox
+from . import markers, patterns, probes, sandbox
 from .instructor import SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace, splice_all
 from .runner import Check, Run, collect, run_probes, run_tests
 
@@ -118,6 +118,7 @@ class Grader:
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
         self.account, self.isolation = _account(self.python)
+        self.patterns = patterns.load(self.tree.root)
         self._workspace = None
         self._done = {}        # (task id, digest of the spliced sources) -> TaskResult
         self._expected = None
@@ -186,6 +187,7 @@ class Grader:
             shutil.rmtree(folder, ignore_errors=True)
         checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
         result = TaskResult(task_id, task["title"], task["points"], checks, run.problem, time.monotonic() - start)
+        result.pattern = patterns.match(self.patterns, task_id, [c.nodeid for c in result.failures])
         self._done[(task_id, digest)] = result
         return result
 

@@ -162,11 +162,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
     signal.signal(signal.SIGTERM, _stop)
+    results = root / "results" / "results.json"
     if os.geteuid() == 0:
         for private in (root / "source", root / "submission"):
             if private.exists():
                 os.chmod(private, 0o700)
-    results = root / "results" / "results.json"
+        results.parent.mkdir(parents=True, exist_ok=True)
+        os.chown(results.parent, 0, 0)
+        os.chmod(results.parent, 0o755)   # root's: the student's account cannot write results.json
     try:
         _, graded = grade_submission(root / "submission", args.assignment, results, instructor=root / "source",
                                      timeout=args.timeout, budget=args.budget)

@@ -1,9 +1,10 @@
 """The instructor's tree, and the copy of it in which one task of a submission is graded.
 
 Grading task T of a submission means: take a fresh copy of the instructor's tree (the
-package with every reference solution, the tests with the held-back ones, the gradcheck
-entries and checker, ``setup.cfg``) and replace the code of T's solution regions, and
-only those, by the student's code for T. Nothing else of the submission reaches the
+package with the reference solutions of T's assignment and earlier ones and stubs for every
+later assignment, the tests with the held-back ones, the gradcheck entries and checker,
+``setup.cfg``) and replace the code of T's solution regions, and only those, by the
+student's code for T. Nothing else of the submission reaches the
 copy: not its tests or ``conftest.py``, not its ``setup.cfg`` or ``.homework.json``, not
 its gradcheck checker or its package ``__init__.py``. So a task's points depend on that
 task's code only, whatever the student did elsewhere, and a task left undone costs only
@@ -31,7 +32,8 @@ COPIED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "results.json")
 INSTRUCTOR_TESTS = "tests/instructor"
 SECRET_FILE = "minitorch_attn/homework/release_secret.txt"      # in an autograder zip only
-NEVER_COPIED = ("minitorch_attn/homework/mutants.json", SECRET_FILE)  # into a copy that student code runs in
+NEVER_COPIED = ("minitorch_attn/homework/mutants.json", "minitorch_attn/homework/patterns.json",
+                SECRET_FILE)   # into a copy that student code runs in
 
 
 class GraderError(ValueError):

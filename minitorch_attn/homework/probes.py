@@ -34,6 +34,11 @@ import sys
 
 import numpy as np
 
+from ..core.autograd import backward
+from ..core.backend import manual_seed
+from ..core.factories import tensor
+from ..gradcheck.suite import Inputs, entries
+
 RTOL = 1e-7                      # relative to max(1, largest |reference value|)
 MAX_ARRAY_BYTES = 8 * 2 ** 20    # a probe's arrays are small: anything larger is refused
 MAX_ERROR_CHARS = 500
@@ -61,29 +66,25 @@ def write_spec(folder, names, seed_value):
 
 def evaluate(names, seed_value, out):
     """The worker: run each entry of ``names`` and save what it gives into ``out``."""
-    import minitorch_attn as mt
-    from minitorch_attn.core.autograd import backward
-    from minitorch_attn.gradcheck.suite import Inputs, entries
-
     table = {entry.name: entry for entry in entries()}
     out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for index, name in enumerate(names):
         stem = out / file_stem(index)
         try:
-            mt.manual_seed(seed_value % 2 ** 31)
+            manual_seed(seed_value % 2 ** 31)
             inputs = table[name].make(Inputs("cpu", "float64", seed_value % 2 ** 32))
             outputs = table[name].fn(*inputs)
             outputs = outputs if isinstance(outputs, tuple) else (outputs,)
             rng = np.random.default_rng(seed_value % 2 ** 32 + 1)
-            roots = [(o, mt.tensor(rng.standard_normal(o.shape))) for o in outputs
+            roots = [(o, tensor(rng.standard_normal(o.shape))) for o in outputs
                      if o.dtype in ("float32", "float64") and o.requires_grad]
             if roots:
                 backward([r for r, _ in roots], [g for _, g in roots])
             for k, output in enumerate(outputs):
                 np.save(f"{stem}.out{k}.npy", np.asarray(output.numpy(), dtype=np.float64))
-            for i, tensor in enumerate(inputs):
-                grad = getattr(tensor, "grad", None)
+            for i, value in enumerate(inputs):
+                grad = getattr(value, "grad", None)
                 if grad is not None:
                     np.save(f"{stem}.grad{i}.npy", np.asarray(grad.numpy(), dtype=np.float64))
         except Exception as error:  # the student's code failed: say how, go on with the next probe

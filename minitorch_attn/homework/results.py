@@ -8,8 +8,9 @@ The format (Gradescope's autograder specification)::
 Each task gives two entries:
 
 * ``Task 2.1 (smoke test): ...``, ``visibility: "visible"``, worth 0 points: whether the
-  tests the student has in their own folder pass, with every failure; students see it as
-  soon as they submit;
+  tests the student has in their own folder pass on their own code (the visible run of
+  :mod:`.grade`, where nothing held back is on disk), with every failure; students see it
+  as soon as they submit;
 * ``Task 2.1: ...``, ``visibility: "after_published"``, worth the task's points: every
   check, the held-back ones included, each failure listed in full (the test, its message
   with the op, input shape, forward or gradient and, for a gradient check, the checker's
@@ -17,8 +18,10 @@ Each task gives two entries:
   and where it failed). Students see it once the instructor publishes the grades.
 
 The file is written atomically (a temporary file renamed over it), so a reader never
-sees half of one, and it is removed before grading starts, so a grading that stops with
-a :class:`GraderError` never leaves an older result in place.
+sees half of one, after each task (so that a grading stopped from outside keeps what was
+earned), and it is removed before grading starts, so a grading that stops with a
+:class:`GraderError` never leaves an older result in place. Every output is capped, and the
+whole near ``MAX_RESULTS_CHARS``.
 """
 
 from __future__ import annotations

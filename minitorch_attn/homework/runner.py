@@ -3,7 +3,7 @@
     python -m pytest -c COPY/setup.cfg --rootdir COPY -p no:cacheprovider
         -p pytest_timeout --timeout SECONDS
         -p minitorch_attn.homework.pytest_report --grading-report REPORT
-        -m "task_2_1 and not cuda and not torch"  FILES THAT HOLD TESTS OF task_2_1
+        -m "task_2_1 and not cuda and not torch"  THE NODE IDS OF task_2_1'S TESTS
 
 Every command on a student's code goes through :func:`.sandbox.run` (another user when
 the grader is root, its own session, a time limit, nothing left behind). The working
@@ -26,7 +26,7 @@ import pathlib
 import shutil
 import sys
 
-from . import markers, sandbox
+from . import markers, probes, sandbox
 from .instructor import GraderError
 
 REPORT = ".grading-report.jsonl"
@@ -96,11 +96,11 @@ def collect(folder, limit=300.0):
 
 
 def run_tests(folder, task_ids, expected, timeout, limit, account, python=None):
-    """Run the tests of ``task_ids`` in the copy ``folder`` under the sandbox; returns
-    ``{task id: Run}`` with one check per node id of ``expected[task id]``."""
+    """Run the tests of ``task_ids`` in the copy ``folder`` under the sandbox: exactly the
+    node ids of ``expected[task id]``; returns ``{task id: Run}`` with one check per node id."""
     names = [markers.marker_name(t) for t in task_ids]
-    files = sorted({nodeid.split("::")[0] for t in task_ids for nodeid in expected[t]})
-    selection = ["-m", f"({' or '.join(names)}) and not cuda and not torch", *files]
+    nodeids = list(dict.fromkeys(nodeid for t in task_ids for nodeid in expected[t]))
+    selection = ["-m", f"({' or '.join(names)}) and not cuda and not torch", *nodeids]
     (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)   # one of an earlier run must not be read as this one's
     sandbox.hand_over(pathlib.Path(folder), account)
     finished = sandbox.run(pytest_command(folder, selection, timeout, python), folder, limit, account)
@@ -158,8 +158,6 @@ def read_checks(records, expected, finished):
 def run_probes(folder, names, seed, limit, account, python=None):
     """Run the probe worker on ``names`` in ``folder`` (see :mod:`.probes`); returns
     ``(saved values as probes.load gives them, why the run was stopped or None)``."""
-    from . import probes
-
     folder = pathlib.Path(folder)
     spec = probes.write_spec(folder, names, seed)
     out = folder / ".probes"
