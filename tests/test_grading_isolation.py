@@ -220,6 +220,22 @@ def test_a_daemon_that_left_the_session_is_killed(request, who):
         pid_file.unlink(missing_ok=True)
 
 
+def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):
+    secret = tmp_path / "grader-only.txt"
+    secret.write_text(json.dumps({"test": "x", "outcome": "passed", "message": "SECRET TEXT"}) + "\n")
+    swap = f"""
+    import os, sys
+    for name in ['.grading-report.jsonl', '.probes/probe0.out0.npy', '.probes/probe0.error.txt']:
+        if os.path.exists(os.path.dirname(name) or '.'):
+            if os.path.lexists(name):
+                os.unlink(name)
+            os.symlink({str(secret)!r}, name)
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    result = graded(plain, cheating(swap))
+    assert result.score == 0 and "SECRET TEXT" not in "\n".join(c.message for c in result.checks)
+
+
 def test_a_later_assignment_is_a_stub_while_grading():
     """Task 2.1's code that calls attention (assignment 4) meets the stub the student has."""
     sources = TREE.spliced("2.1", REFERENCE.for_task("2.1", TREE), stubbed=TREE.tasks_of(2, later=True))

@@ -38,6 +38,7 @@ from ..core.autograd import backward
 from ..core.backend import manual_seed
 from ..core.factories import tensor
 from ..gradcheck.suite import Inputs, entries
+from .sandbox import open_private
 
 RTOL = 1e-7                      # relative to max(1, largest |reference value|)
 MAX_ARRAY_BYTES = 8 * 2 ** 20    # a probe's arrays are small: anything larger is refused
@@ -104,7 +105,8 @@ def load(out, count):
                 error = f"{suffix}: not a plain file under {MAX_ARRAY_BYTES >> 20} MB"
                 continue
             try:
-                array = np.load(path, allow_pickle=False)
+                with open_private(path) as file:
+                    array = np.load(file, allow_pickle=False)
             except (ValueError, OSError, EOFError) as problem:
                 error = f"{suffix}: unreadable ({type(problem).__name__})"
                 continue
@@ -114,7 +116,7 @@ def load(out, count):
             arrays[suffix] = array.astype(np.float64)
         error_file = out / f"{file_stem(index)}.error.txt"
         if error_file.is_file() and not error_file.is_symlink():
-            with open(error_file, "rb") as file:
+            with open_private(error_file) as file:
                 error = file.read(MAX_ERROR_CHARS).decode("utf-8", errors="replace")
         found.append({"arrays": arrays, "error": error})
     return found

@@ -112,7 +112,7 @@ def read_records(path):
     """The JSON records of a report (at most ``MAX_REPORT_BYTES`` of it; lines that are not
     JSON objects are dropped)."""
     try:
-        with open(path, "rb") as file:
+        with sandbox.open_private(path) as file:
             text = file.read(MAX_REPORT_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return []

@@ -13,8 +13,10 @@ What :func:`run` does for each command the grader runs on a student's code:
   ``PYTHONPATH``), a cap on the size of every file it writes (``RLIMIT_FSIZE``), no core
   files, a cap on its number of processes (under the student account), and the parent-death
   signal: if the grader is killed, the command is killed with it.
-* **a time limit** for the whole command; its output goes to a file, of which only the last
-  ``TAIL_BYTES`` are read back.
+* **a time limit** for the whole command; its output goes to an unnamed file of the
+  grader's, of which only the last ``TAIL_BYTES`` are read back. The files it leaves that the
+  grader reads (a report, probe values) are read after every process of it has ended, and
+  never through a symbolic link.
 * **nothing left behind**: when the command ends (or is stopped, or the grader is
   interrupted), its process group is killed; the grader is a child subreaper
   (``PR_SET_CHILD_SUBREAPER``), so processes that left the group with ``setsid()`` are
@@ -38,6 +40,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 STUDENT_USER = "minitorch-student"
 MAX_FILE_BYTES = 64 * 2 ** 20        # any file the student's code writes, its output included
@@ -103,41 +106,42 @@ def hand_over(folder, account):
         os.lchown(path, uid, gid)
 
 
-def run(command, folder, limit, account, environment=None, output=None):
+def run(command, folder, limit, account, environment=None):
     """Run ``command`` (a list) in ``folder`` as described in the module docstring; returns
-    a :class:`Finished`. ``output`` is the file its stdout and stderr go to (default:
-    ``folder/.output.txt``, which the student's code may also write)."""
+    a :class:`Finished`. Its stdout and stderr go to an unnamed file of the grader's (the
+    student's code can neither replace it nor point it elsewhere)."""
     _become_subreaper()
     folder = pathlib.Path(folder)
-    output = pathlib.Path(output or folder / ".output.txt")
     env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
     env.update({"HOME": str(folder), "TMPDIR": str(folder), "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     env.update(environment or {})
     before = set(_descendants())
-    with open(output, "wb") as sink:
+    with tempfile.TemporaryFile() as sink:
         process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL, stdout=sink,
                                    stderr=subprocess.STDOUT, env=env, preexec_fn=_child_setup(account))
-    stopped = None
-    try:
+        stopped = None
         try:
-            process.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            stopped = f"stopped after {limit:g} s (the time limit of this run)"
-    finally:
-        clean_up(process, account, before)
-    return Finished(process.returncode, stopped, read_tail(output))
+            try:
+                process.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                stopped = f"stopped after {limit:g} s (the time limit of this run)"
+        finally:
+            clean_up(process, account, before)
+        return Finished(process.returncode, stopped, read_tail(sink))
 
 
-def read_tail(path, size=TAIL_BYTES):
-    """The last ``size`` bytes of a file as text (never the whole of a huge one)."""
-    try:
-        with open(path, "rb") as file:
-            file.seek(0, os.SEEK_END)
-            file.seek(max(0, file.tell() - size))
-            return file.read(size).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+def read_tail(file, size=TAIL_BYTES):
+    """The last ``size`` bytes of an open binary file as text (never the whole of a huge one)."""
+    file.seek(0, os.SEEK_END)
+    file.seek(max(0, file.tell() - size))
+    return file.read(size).decode("utf-8", errors="replace")
+
+
+def open_private(path):
+    """``path`` opened for reading without following a symbolic link (one that student code
+    left where the grader reads would make it read another file with its own rights)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
 
 
 def clean_up(process, account, before=()):
