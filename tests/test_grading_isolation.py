@@ -319,7 +319,7 @@ def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_sto
     from minitorch_attn.homework.instructor import splice
     path.write_text(splice(path.read_text(), markers.find_regions(path), "2.2", [hang + forward, backward]))
     results = tmp_path / "results.json"
-    code = ("from minitorch_attn.homework.gradescope import _stop; import signal; signal.signal(signal.SIGTERM, _stop)\n"
+    code = ("from minitorch_attn.homework.gradescope import stop_on_signal; import signal; signal.signal(signal.SIGTERM, stop_on_signal)\n"
             "from minitorch_attn.homework.results import grade_submission\n"
             f"grade_submission({str(tree)!r}, 2, {str(results)!r}, budget=400)\n")
     grader = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
@@ -413,3 +413,16 @@ def test_the_preflight_reports_a_missing_library_in_results_json(tmp_path):
     written = json.loads(results.read_text())
     assert "score" not in written and written["tests"] == []
     assert "could not grade" in written["output"] and "no-such-library-here" in written["output"]
+
+
+def test_what_the_student_account_left_in_shared_folders_is_removed(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: files of another user")
+    account = sandbox.student_account()
+    for name in ("theirs.txt", "their-folder", "mine.txt"):
+        path = tmp_path / name
+        path.mkdir() if name.endswith("folder") else path.write_text("x")
+        if not name.startswith("mine"):
+            os.chown(path, *account)
+    sandbox.remove_files_of(account, [str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]

@@ -161,7 +161,7 @@ def main(argv=None):
                         help="the assignment's Gradescope timeout, in seconds (default 600)")
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, stop_on_signal)
     results = root / "results" / "results.json"
     if os.geteuid() == 0:
         for private in (root / "source", root / "submission"):
@@ -188,7 +188,9 @@ def write_grader_error(path, reason):
                          "tests": []})
 
 
-def _stop(signum, frame):
+def stop_on_signal(signum, frame):
+    """A signal handler (for SIGTERM) that stops the grader as Ctrl-C does: the run in
+    progress is stopped with everything it started, and the results written so far stay."""
     raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 

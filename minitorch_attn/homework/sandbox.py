@@ -22,7 +22,8 @@ What :func:`run` does for each command the grader runs on a student's code:
   (``PR_SET_CHILD_SUBREAPER``), so processes that left the group with ``setsid()`` are
   re-parented to it and are killed too; under the student account, a helper that becomes
   that user calls ``kill(-1, SIGKILL)``, which ends every process of that user, wherever it
-  is. The scratch folder is the caller's to remove.
+  is, and what that user left in ``/tmp``, ``/var/tmp`` and ``/dev/shm`` is removed. The
+  scratch folder is the caller's to remove.
 
 The verdicts never come from these processes: see :mod:`.probes` and :mod:`.grade`.
 """
@@ -47,6 +48,7 @@ MAX_FILE_BYTES = 64 * 2 ** 20        # any file the student's code writes, its o
 MAX_PROCESSES = 256                  # under the student account
 TAIL_BYTES = 20_000                  # of the output, read back
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
@@ -151,6 +153,7 @@ def clean_up(process, account, before=()):
         os.killpg(process.pid, signal.SIGKILL)
     if account is not None:
         kill_account(account)
+        remove_files_of(account)
     for _ in range(3):   # a process that forks while we look: look again
         left = [pid for pid in _descendants() if pid not in before]
         for pid in left:
@@ -179,6 +182,21 @@ def kill_account(account):
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
+
+
+def remove_files_of(account, folders=SHARED_FOLDERS):
+    """Remove what ``account`` left at the top of the folders every user may write in
+    (``/tmp``, ``/var/tmp``, ``/dev/shm``), so that nothing of one grading reaches the next."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != account[0]:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
 
 
 def _child_setup(account):

@@ -104,8 +104,8 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
                     verdict = _verdict(name, own, graded)
                     cells = [f"{r.score:g}/{r.points:g}" + ("=" if r.reused else " ") for r in graded]
                     if own is not None and verdict.startswith("ok"):
-                        mine = next(r for r in graded if r.task_id == own)
-                        caught.append((name, own, [c.nodeid for c in mine.failures]))
+                        own_result = next(r for r in graded if r.task_id == own)
+                        caught.append((name, own, [c.nodeid for c in own_result.failures]))
                 ok &= verdict.startswith("ok")
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
