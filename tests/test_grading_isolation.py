@@ -361,6 +361,17 @@ def _alive(pid):
     return True
 
 
+def test_a_student_grades_their_own_tree_without_probes(tmp_path):
+    """In a student tree there is no reference to compare probes with: the tests decide."""
+    from minitorch_attn.homework.make import make
+    make(tmp_path / "hw2", 2)
+    with Grader(tmp_path / "hw2", budget=400) as grader:
+        assert not grader.has_reference
+        quick(grader)
+        result = graded(grader, Submission.from_path(tmp_path / "hw2", grader.tree))
+    assert result.score == 0 and result.checks and not any(c.nodeid.startswith("probe: ") for c in result.checks)
+
+
 # ---- the pieces, one by one ---------------------------------------------------------------------------------
 def test_task_limits_share_the_budget_and_refuse_one_too_small():
     assert task_limits(600, 6, 60) == ((600 - 45) / 6, 46.25)

@@ -26,7 +26,9 @@ hang costs its own task and the grading always ends in time. The result of a tas
 same for the same code, so a :class:`Grader` remembers it (the selftest grades many
 submissions that share most of their code).
 
-A missing library the tests need is a :class:`GraderError` (no score), never a 0.
+A missing library the tests need is a :class:`GraderError` (no score), never a 0. In a
+student's own tree (``homework grade .`` there: no held-back tests, and their code where the
+reference would be) there is nothing to compare probes with, so only the tests run.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import sys
 import time
 
 from . import markers, patterns, probes, sandbox
-from .instructor import SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace, splice_all
+from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace, splice_all
 from .runner import Check, Run, collect, run_probes, run_tests
 
 __all__ = ["Grader", "GraderError", "TaskResult"]
@@ -119,6 +121,8 @@ class Grader:
         self.python = python or sys.executable
         self.account, self.isolation = _account(self.python)
         self.patterns = patterns.load(self.tree.root)
+        # a student's own tree (no held-back tests) holds their code, not a reference: no probes there
+        self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
         self._done = {}        # (task id, digest of the spliced sources) -> TaskResult
         self._expected = None
@@ -175,7 +179,7 @@ class Grader:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
                 return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
                             f"at the line `{line}`")
-        names = task.get("gradcheck", [])
+        names = task.get("gradcheck", []) if self.has_reference else []
         seed = probes.seed(self.secret, task_id, digest)
         folder = self.workspace.copy_with(sources, later)
         try:
