@@ -104,9 +104,7 @@ def main():
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     plan = mixed_submission(tree, args.assignment, work / "student")
     shutil.copytree(work / "student", root / "submission")
-    venv = root / "venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "python").symlink_to(sys.executable)
+    (root / "venv").symlink_to(sys.prefix)   # this environment stands for setup.sh's /autograder/venv
     groups = cgroup(f"gradescope-limits-{os.getpid()}", args.cpu, args.memory_mb)
     environment = dict(os.environ, AUTOGRADER_ROOT=str(root), MINITORCH_ATTN_REQUIRE_ISOLATION="")
 
@@ -115,6 +113,18 @@ def main():
             (folder / "cgroup.procs").write_text(str(os.getpid()))
 
     start = time.monotonic()
+    try:
+        report(args, root, plan, groups, start, environment, enter)
+    finally:
+        for folder in groups:
+            for pid in (folder / "cgroup.procs").read_text().split():
+                (folder.parent / "cgroup.procs").write_text(pid)
+            folder.rmdir()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report(args, root, plan, groups, start, environment, enter):
+    """Run run_autograder in the groups and print the figures."""
     try:
         done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, preexec_fn=enter,
                               capture_output=True, text=True, timeout=args.budget)
@@ -127,20 +137,16 @@ def main():
         if folder.parent.name == "memory":
             peak = int((folder / "memory.max_usage_in_bytes").read_text()) / 2 ** 20
     results = json.loads((root / "results" / "results.json").read_text())
+    if not results["tests"]:
+        print(results["output"])
     rows = {t["name"].split(":")[0].replace("Task ", ""): t for t in results["tests"] if "(smoke test)" not in t["name"]}
     print(f"assignment {args.assignment} under {args.cpu:g} CPU, {args.memory_mb} MB, a {args.budget:g} s budget: "
-          f"{status}, {wall:.0f} s wall, peak memory {peak:.0f} MB" if peak else f"{status}, {wall:.0f} s wall")
+          f"{status}, {wall:.0f} s wall" + (f", peak memory {peak:.0f} MB" if peak else ""))
     print(f"{'task':<6} {'what':<62} {'expected':>8} {'graded':>7}")
     for task_id, (what, expected) in plan.items():
-        print(f"{task_id:<6} {what[:62]:<62} {expected:>8g} {rows[task_id]['score']:>7g}")
-    print(f"total: expected {sum(e for _, e in plan.values()):g}, graded {results['score']:g}; "
+        print(f"{task_id:<6} {what[:62]:<62} {expected:>8g} {rows[task_id]['score'] if task_id in rows else '-':>7}")
+    print(f"total: expected {sum(e for _, e in plan.values()):g}, graded {results.get('score', 0):g}; "
           f"results.json {len(json.dumps(results)):,} characters")
-    for folder in groups:
-        for pid in (folder / "cgroup.procs").read_text().split():
-            (folder.parent / "cgroup.procs").write_text(pid)
-        folder.rmdir()
-    shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
