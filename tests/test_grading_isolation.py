@@ -196,7 +196,10 @@ def test_the_grader_s_own_copies_cannot_be_written(isolated):
 
 @pytest.mark.parametrize("who", ["plain", "isolated"])
 def test_a_daemon_that_left_the_session_is_killed(request, who):
-    pid_file = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"
+    shared = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"   # the grader's, writable by all
+    shared.mkdir(exist_ok=True)
+    shared.chmod(0o1777)
+    pid_file = shared / "pid"
     pid_file.unlink(missing_ok=True)
     daemon = f"""
     import os, time
@@ -217,7 +220,7 @@ def test_a_daemon_that_left_the_session_is_killed(request, who):
         pid = int(pid_file.read_text())
         assert not _alive(pid), f"the daemon {pid} outlived the grading"
     finally:
-        pid_file.unlink(missing_ok=True)
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):

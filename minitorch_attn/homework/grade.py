@@ -188,7 +188,7 @@ class Grader:
             run = run_tests(folder, [task_id], {task_id: self.expected(task_id)}, test_timeout or self.timeout,
                             max(10.0, limit - spent), self.account, self.python)[task_id]
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            self.workspace.discard(folder)
         checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
         result = TaskResult(task_id, task["title"], task["points"], checks, run.problem, time.monotonic() - start)
         result.pattern = patterns.match(self.patterns, task_id, [c.nodeid for c in result.failures])
@@ -217,7 +217,7 @@ class Grader:
             expected = {t: self.expected(t, public_only=True) for t in tasks}
             return run_tests(folder, tasks, expected, test_timeout, limit, self.account, self.python)
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            self.workspace.discard(folder)
 
     def _probe_checks(self, task_id, names, seed, theirs, stopped):
         """One :class:`Check` per probe, from the grader's own comparison."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import compileall
 import configparser
 import importlib.metadata
+import os
 import pathlib
 import re
 import shutil
@@ -205,14 +206,22 @@ class Workspace:
         return self._bases[key]
 
     def copy_with(self, sources, stubbed, public_only=False):
-        """A new folder outside the grader's own (the student's user must be able to enter
-        it) holding a copy of the graded base with ``sources`` (``{relative path: text}``)
-        written over it; the caller removes it."""
-        folder = pathlib.Path(tempfile.mkdtemp(prefix="minitorch-attn-task-"))
-        shutil.copytree(self.graded_base(stubbed, public_only), folder, dirs_exist_ok=True)
+        """A new copy of the graded base with ``sources`` (``{relative path: text}``) written
+        over it; returns its folder (remove it with :meth:`discard`). The copy sits in a
+        folder of its own that other users may pass through but not list (mode 0711), outside
+        the grader's own folder: the student's account must reach the copy, and nothing else."""
+        holder = pathlib.Path(tempfile.mkdtemp(prefix="minitorch-attn-task-"))
+        os.chmod(holder, 0o711)
+        folder = holder / "tree"
+        shutil.copytree(self.graded_base(stubbed, public_only), folder)
         for rel, text in sources.items():
             _write_source(folder / rel, text)
         return folder
+
+    @staticmethod
+    def discard(folder):
+        """Remove a copy made by :meth:`copy_with`, whatever the student's code left in it."""
+        shutil.rmtree(pathlib.Path(folder).parent, ignore_errors=True)
 
     def close(self):
         self._scratch.cleanup()
