@@ -186,7 +186,7 @@ class Grader:
             theirs, stopped = run_probes(folder, names, seed, limit * PROBE_SHARE, self.account, self.python) if names else ([], None)
             spent = time.monotonic() - start
             run = run_tests(folder, [task_id], {task_id: self.expected(task_id)}, test_timeout or self.timeout,
-                            max(10.0, limit - spent), self.account, self.python)[task_id]
+                            max(limit * (1 - PROBE_SHARE), limit - spent), self.account, self.python)[task_id]
         finally:
             self.workspace.discard(folder)
         checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
