@@ -3,6 +3,7 @@
 import _thread
 import math
 import os
+import sys
 import threading
 import time
 
@@ -43,20 +44,34 @@ def test_bigram_baseline_by_hand():
 needs_pipes = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 
 
+def _press_ctrl_c_once_reading():
+    """Press Ctrl-C in the main thread the way Python notes a signal, without cutting a
+    system call short (so a read that is already waiting would go on waiting), once the main
+    thread is inside ``data._read_bytes``: it looks at the main thread's stack, not at a
+    clock, so a busy machine cannot make it press too early."""
+    main = threading.main_thread().ident
+    while True:
+        frame = sys._current_frames().get(main)
+        while frame is not None and frame.f_code is not data._read_bytes.__code__:
+            frame = frame.f_back
+        if frame is not None:
+            break
+        time.sleep(0.01)
+    _thread.interrupt_main()
+
+
 def _write_to_pipe(path, data, ctrl_c=False):
     """In a thread: open the writing end of the named pipe ``path`` (this waits for the
     reader), write ``data`` and close it. With ``ctrl_c`` it instead keeps its end open and
-    presses Ctrl-C in the main thread the way Python notes a signal, without cutting a system
-    call short (so a read that is already waiting would go on waiting), until ``done`` is set.
-    Returns (thread, done)."""
+    presses Ctrl-C in the main thread (:func:`_press_ctrl_c_once_reading`) until ``done`` is
+    set. Returns (thread, done)."""
     done = threading.Event()
 
     def write():
         fd = os.open(path, os.O_WRONLY)
         os.write(fd, data)
         if ctrl_c:
-            time.sleep(0.3)
-            _thread.interrupt_main()
+            _press_ctrl_c_once_reading()
             done.wait()
         os.close(fd)
     thread = threading.Thread(target=write, daemon=True)
@@ -96,13 +111,11 @@ def test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read(tmp_path):
 @pytest.mark.timeout(30, method="signal")  # a blocking open would wait for a writer for ever: fail instead
 def test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read(tmp_path):
     os.mkfifo(tmp_path / "pipe")  # no writer ever connects
-    press = threading.Timer(0.3, _thread.interrupt_main)
+    press = threading.Thread(target=_press_ctrl_c_once_reading, daemon=True)
     press.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            data.load_corpus(tmp_path / "pipe")
-    finally:
-        press.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        data.load_corpus(tmp_path / "pipe")
+    press.join()
 
 
 @needs_pipes

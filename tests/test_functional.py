@@ -713,7 +713,7 @@ def test_sdpa_matches_torch(rng, torch, case):
 
 
 @pytest.mark.torch
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(L=st.integers(1, 4), S=st.integers(1, 5), E=st.integers(1, 3), Ev=st.integers(1, 3),
        kind=st.sampled_from(["bool", "float", "causal", "none"]), seed=st.integers(0, 2**16))
 def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):

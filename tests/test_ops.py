@@ -45,8 +45,9 @@ BINARY = {
     "minimum": (mt.minimum, np.minimum),
 }
 
-# the broadcasting cases named in the design, plus random ones from hypothesis below
-NAMED_SHAPES = [((3, 4), (4,)), ((2, 1, 4, 64), (2, 1, 4, 1)), ((), (2, 3)), ((5, 1), (1, 3))]
+# the broadcasting cases named in the design (the last: an added dim and two stretched ones),
+# plus more from hypothesis below, derandomized: the same examples on every run
+NAMED_SHAPES = [((3, 4), (4,)), ((2, 1, 4, 64), (2, 1, 4, 1)), ((), (2, 3)), ((5, 1), (1, 3)), ((1, 3, 1), (2, 5, 1, 4))]
 
 
 @pytest.mark.task_1_3
@@ -64,7 +65,7 @@ def test_binary_broadcasting_forward_and_gradient_shapes(rng, name, shapes, devi
 
 
 @pytest.mark.task_1_3
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4))
 def test_broadcast_gradients_are_the_sums_numpy_implies(shapes):
     rng = np.random.default_rng(1976962696)  # seeded per test

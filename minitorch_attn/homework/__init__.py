@@ -12,12 +12,17 @@ tests of a task carry the pytest marker ``task_1_2``.
 * :mod:`.make` writes a student tree for one assignment (``homework make``);
 * :mod:`.submission` reads a student's code for each task from a tree, a zip or loose files;
 * :mod:`.instructor` splices one task of it into a copy of the instructor's tree;
-* :mod:`.runner` and :mod:`.pytest_report` run that task's tests in a subprocess;
+* :mod:`.sandbox` runs student code apart (another user under root, limits, nothing left
+  behind); :mod:`.runner` and :mod:`.pytest_report` run a task's tests there and read
+  back their report without trusting it; :mod:`.probes` are the checks the grader
+  compares itself, on inputs drawn from a secret;
 * :mod:`.grade` grades every task of an assignment, each in isolation, and
   :mod:`.results` writes Gradescope's ``results.json`` (``homework grade``);
 * :mod:`.selftest` grades the reference, the stubs and the planted mistakes of
-  ``mutants.json`` (``homework selftest``);
-* :mod:`.gradescope` writes the autograder zip and is what it runs (``homework autograder``).
+  ``mutants.json`` (``homework selftest``); :mod:`.patterns` names a student's mistake
+  from the failure patterns it records;
+* :mod:`.gradescope` writes the autograder zip and is what it runs (``homework autograder``),
+  after :mod:`.preflight`, which needs no library.
 
 The tradition: minitorch's per-task pytest markers and nbgrader's solution blocks.
 """

@@ -2,20 +2,23 @@
 
     minitorch-attn homework make --out DIR --assignment N
     minitorch-attn homework grade PATH --assignment N [--results FILE]
-    minitorch-attn homework selftest [--assignment N]
+    minitorch-attn homework selftest [--assignment N] [--write-patterns]
     minitorch-attn homework autograder --assignment N --out FILE.zip
     minitorch-attn homework check
 
 A grader error (a library the tests need is missing, an unusable instructor's tree) ends
-``grade`` with status 2 and no results.json: it is never a student's 0.
+``grade`` with status 2 and no results.json: it is never a student's 0. Ctrl-C during
+``grade`` stops the run in progress (and every process it started) and keeps the
+results.json of the tasks graded so far.
 """
 
 from __future__ import annotations
 
 import pathlib
+import signal
 
 from ..argtypes import folder, positive_float, positive_int
-from .gradescope import write_autograder
+from .gradescope import stop_on_signal, write_autograder
 from .instructor import InstructorTree
 from .make import make
 from .markers import check
@@ -42,18 +45,25 @@ def add_homework(subparsers):
                                                 "folder, PATH.results.json beside a file)")
     grade_parser.add_argument("--instructor", help="the instructor's tree (default: this source checkout)")
     grade_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    grade_parser.add_argument("--budget", type=positive_float, default=600.0,
+                              help="time limit of the whole grading, seconds, shared out among the tasks (default 600)")
     grade_parser.set_defaults(run=_grade)
 
     self_parser = actions.add_parser(
         "selftest", help="grade the reference (100), the stubs (0) and planted mutants (each loses its own task)")
     self_parser.add_argument("--assignment", type=positive_int, default=None, help="one assignment (default: all)")
     self_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    self_parser.add_argument("--write-patterns", action="store_true",
+                             help="also write patterns.json: which checks each caught mistake fails (the autograder "
+                                  "names the mistake to a student whose failures match one)")
     self_parser.set_defaults(run=_selftest)
 
     zip_parser = actions.add_parser("autograder", help="write the Gradescope autograder zip of one assignment")
     zip_parser.add_argument("--assignment", type=positive_int, required=True, help="assignment number")
     zip_parser.add_argument("--out", required=True, help="the zip file to write")
     zip_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
+    zip_parser.add_argument("--budget", type=positive_float, default=600.0,
+                            help="the Gradescope timeout you will set for the assignment, seconds (default 600)")
     zip_parser.set_defaults(run=_autograder)
 
     check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
@@ -67,11 +77,12 @@ def _make(args):
 
 
 def _grade(args):
+    signal.signal(signal.SIGTERM, stop_on_signal)   # stopped from outside: stop the run in progress too, keep results.json
     path = pathlib.Path(args.path)
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
-                                 timeout=args.timeout)  # GraderError and bad input: main() reports them, status 2
+                                 timeout=args.timeout, budget=args.budget)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)
     print(f"wrote {results_path}")
     return 0
@@ -80,12 +91,13 @@ def _grade(args):
 def _selftest(args):
     tree = InstructorTree()
     numbers = [args.assignment] if args.assignment else [a["number"] for a in tree.manifest["assignments"]]
-    return 0 if selftest(tree, numbers, timeout=args.timeout) else 1
+    return 0 if selftest(tree, numbers, timeout=args.timeout, write_patterns=args.write_patterns) else 1
 
 
 def _autograder(args):
-    names = write_autograder(args.out, args.assignment, timeout=args.timeout)
-    print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}")
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget)
+    print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
+          f"with a Gradescope timeout of {args.budget:g} s")
     return 0
 
 

@@ -1,41 +1,63 @@
-"""Grade a submission task by task, each task in isolation.
+"""Grade a submission task by task: the student's code computes, the grader judges.
 
-For each task of the assignment (see :mod:`.instructor` for the copy it runs in):
+For assignment N, the grader first collects the instructor's tests in its own copy (no
+student code there) to know which tests belong to each task. Then:
 
-1. the student's code for the task is read from the submission (:mod:`.submission`); a
-   missing file, broken markers or a syntax error in that code is the task's 0, with the
-   reason;
-2. it is spliced into a fresh copy of the instructor's tree, the reference solution in
-   every other region;
-3. the task's tests, those marked ``task_<id>`` (the held-back ones of
-   ``tests/instructor/`` included), run in a subprocess (:mod:`.runner`).
+1. **the visible run** (:meth:`Grader.visible`): the student's code for every task of N,
+   the solutions of earlier assignments and stubs for the rest (exactly the tree the
+   student has), with the public tests only: nothing held back is on disk. Its outcomes
+   are the smoke tests that students see at once; they are worth no points.
+2. **each task T on its own** (:meth:`Grader.grade_task`): the student's code for T is
+   read from the submission (:mod:`.submission`); a missing file, broken markers or a
+   syntax error is T's 0, with the reason. It is spliced into a copy holding the
+   reference solution in the other tasks of N (so that a mistake costs only its own task)
+   and in earlier assignments, and stubs in every later assignment (never a later
+   reference). In that copy, under the sandbox (:mod:`.sandbox`), the probes of T
+   (:mod:`.probes`) and then T's tests (public and held back) run.
 
-A task earns its points when every one of its tests ran and passed; a skipped, failed,
-timed-out or crashed test is a failure. The result of a task is the same for the same
-code, so a :class:`Grader` remembers it: grading many submissions that share most of
-their code (the planted mutants of ``homework selftest``) runs each distinct task once.
+T earns its points when every test the grader collected for T passed, and every probe
+of T gave the reference's values. The tests' outcomes are read from a report that the
+student's code could forge; the probes are compared by the grader itself, on inputs drawn
+from a secret, so a task's points always need code that computes the right values.
 
-Before grading, the grader checks that every library the tests need is installed: a
-missing one is a :class:`GraderError` (no score), never a 0 for the student.
+Time: each run (the visible one, then one per task) gets an equal share of ``budget``
+(the platform's limit, less ``RESERVE``), and each test at most half a share, so that a
+hang costs its own task and the grading always ends in time. The result of a task is the
+same for the same code, so a :class:`Grader` remembers it (the selftest grades many
+submissions that share most of their code).
+
+A missing library the tests need is a :class:`GraderError` (no score), never a 0. In a
+student's own tree (``homework grade .`` there: no held-back tests, and their code where the
+reference would be) there is nothing to compare probes with, so only the tests run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import pathlib
 import shutil
+import sys
 import time
 
-from . import markers
-from .instructor import GraderError, InstructorTree, SubmissionProblem, Workspace
-from .runner import run_tests, task_files
+from ..opinfo import gradcheck_names_of_task
+from . import markers, patterns, probes, sandbox
+from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace, splice_all
+from .runner import Check, Run, collect, run_probes, run_tests
 
 __all__ = ["Grader", "GraderError", "TaskResult"]
+
+LOCAL_SECRET = "minitorch-attn local grading: not a secret"
+SECRET_VARIABLE = "MINITORCH_ATTN_GRADING_SECRET"
+RESERVE = 45.0           # seconds of the budget kept for starting, collecting and writing results
+PROBE_SHARE = 0.25       # of a task's time, for its probes
 
 
 @dataclasses.dataclass
 class TaskResult:
-    """The grade of one task: its points if ``problem`` is None and every check passed."""
+    """The grade of one task: its points if ``problem`` is None and every check passed.
+    ``visible`` is the task's part of the visible run (None when there was none)."""
 
     task_id: str
     title: str
@@ -44,6 +66,8 @@ class TaskResult:
     problem: str | None = None
     seconds: float = 0.0
     reused: bool = False   # the same code was graded before in this grader: its result again
+    visible: Run | None = None
+    pattern: str | None = None   # the kind of mistake whose failure pattern this one has (:mod:`.patterns`)
 
     @property
     def passed(self):
@@ -58,55 +82,97 @@ class TaskResult:
         return [c for c in self.checks if not c.passed]
 
 
+def task_limits(budget, runs, timeout):
+    """``(seconds for each run, seconds for each test)``: ``runs`` equal shares of
+    ``budget - RESERVE``, and a test at most half a share (and at most ``timeout``).
+
+    Raises:
+        ValueError: a budget too small to give each run 10 seconds.
+    """
+    share = (budget - RESERVE) / max(1, runs)
+    if share < 10:
+        raise ValueError(f"a budget of {budget:g} s is too small for {runs} runs: give at least "
+                         f"{RESERVE + 10 * runs:g} s")
+    return share, min(timeout, share / 2)
+
+
 class Grader:
     """Grades submissions against one instructor's tree. Use it as a context manager (it
-    keeps one scratch copy of the instructor's tree, removed at the end).
+    keeps its scratch copies, removed at the end).
 
     Args:
         tree: an :class:`InstructorTree` (or its root folder).
-        timeout: the time limit of each test, in seconds.
+        timeout: the longest time of one test, in seconds.
+        budget: the time the whole grading of one submission may take, in seconds
+            (Gradescope's timeout for the assignment).
+        secret: the probes' secret (default: the release's, else $MINITORCH_ATTN_GRADING_SECRET,
+            else a fixed local one).
+        python: the Python that runs student code (default: this one).
     Raises:
-        GraderError: when a library the tests need is missing.
+        GraderError: when a library the tests need is missing, or when
+            ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (as ``run_autograder`` does) and
+            student code cannot run under its own account.
     """
 
-    def __init__(self, tree=None, timeout=60.0):
+    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None):
         self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
         self.tree.check_dependencies()
-        self.timeout = timeout
+        self.timeout, self.budget = timeout, budget
+        self.secret = secret or _release_secret(self.tree.root)
+        self.python = python or sys.executable
+        self.account, self.isolation = _account(self.python)
+        self.patterns = patterns.load(self.tree.root)
+        # a student's own tree (no held-back tests) holds their code, not a reference: no probes there
+        self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
-        self._done = {}   # (task id, digest of the spliced sources) -> TaskResult
-        self._test_files = None
+        self._done = {}        # (task id, digest of the spliced sources) -> TaskResult
+        self._expected = None
+        self._reference = {}   # (task id, seed) -> the reference's probe values
 
-    def grade(self, submission, assignment):
-        """``[TaskResult]`` for each task of assignment number ``assignment``, in order."""
+    def grade(self, submission, assignment, visible=True, on_result=None):
+        """``[TaskResult]`` for each task of assignment number ``assignment``, in order.
+        With ``visible``, the visible run comes first; ``on_result(results so far)`` is
+        called after each task (to write results.json as it goes)."""
         chosen = self.tree.assignment(assignment)
         for task in chosen["tasks"]:
-            if not self.test_files(task["id"]):
+            if not self.expected(task["id"]):
                 raise GraderError(f"no test in {self.tree.root}/tests carries the marker of task {task['id']} "
                                   f"(@pytest.mark.{markers.marker_name(task['id'])})")
-        return [self.grade_task(task, submission) for task in chosen["tasks"]]
+        limit, test_timeout = task_limits(self.budget, len(chosen["tasks"]) + visible, self.timeout)
+        shown = self.visible(submission, assignment, limit, test_timeout) if visible else {}
+        results = []
+        for task in chosen["tasks"]:
+            result = self.grade_task(task, submission, limit, test_timeout)
+            results.append(dataclasses.replace(result, visible=shown.get(task["id"])))
+            if on_result is not None:
+                on_result(results)
+        return results
 
-    def test_files(self, task_id):
-        """The instructor's test files holding tests of ``task_id`` (collected once)."""
-        if self._test_files is None:
-            self._test_files = task_files(self.workspace.base, self.timeout)
-        return self._test_files.get(markers.marker_name(task_id), [])
+    def expected(self, task_id, public_only=False):
+        """The node ids of the instructor's tests of ``task_id`` (collected once, in the grader's copy)."""
+        if self._expected is None:
+            self._expected = collect(self.workspace.base, limit=max(120.0, self.budget / 4))
+        held_out = tuple(self.tree.manifest.get("held_out", []))
+        return [n for n in self._expected.get(markers.marker_name(task_id), [])
+                if not (public_only and n.startswith(held_out))]
 
-    def grade_task(self, task, submission):
+    def grade_task(self, task, submission, limit=300.0, test_timeout=None):
         """Grade one task (a manifest entry) of ``submission``; see the module docstring."""
         start = time.monotonic()
         task_id = task["id"]
+        number = int(task_id.split(".")[0])
+        later = self.tree.tasks_of(number, later=True)
 
         def zero(problem):
             return TaskResult(task_id, task["title"], task["points"], [], problem, time.monotonic() - start)
 
         try:
-            sources = self.tree.spliced(task_id, submission.for_task(task_id, self.tree))
+            sources = self.tree.spliced(task_id, submission.for_task(task_id, self.tree), stubbed=later)
         except SubmissionProblem as problem:
             return zero(str(problem))
-        key = (task_id, hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest())
-        if key in self._done:
-            return dataclasses.replace(self._done[key], reused=True)
+        digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()
+        if (task_id, digest) in self._done:
+            return dataclasses.replace(self._done[(task_id, digest)], reused=True)
         for rel, text in sources.items():
             try:
                 compile(text, rel, "exec")
@@ -114,17 +180,76 @@ class Grader:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
                 return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
                             f"at the line `{line}`")
-        folder = self.workspace.copy_with(sources)
-        run = run_tests(folder, task_id, self.test_files(task_id), timeout=self.timeout)
-        shutil.rmtree(folder, ignore_errors=True)
-        result = TaskResult(task_id, task["title"], task["points"], run.checks, run.problem, time.monotonic() - start)
-        self._done[key] = result
+        names = gradcheck_names_of_task(task_id)      # the task's samples in the catalogue of operations if self.has_reference else []
+        seed = probes.seed(self.secret, task_id, digest)
+        folder = self.workspace.copy_with(sources, later)
+        try:
+            theirs, stopped = run_probes(folder, names, seed, limit * PROBE_SHARE, self.account, self.python) if names else ([], None)
+            spent = time.monotonic() - start
+            run = run_tests(folder, [task_id], {task_id: self.expected(task_id)}, test_timeout or self.timeout,
+                            max(limit * (1 - PROBE_SHARE), limit - spent), self.account, self.python)[task_id]
+        finally:
+            self.workspace.discard(folder)
+        checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
+        result = TaskResult(task_id, task["title"], task["points"], checks, run.problem, time.monotonic() - start)
+        result.pattern = patterns.match(self.patterns, task_id, [c.nodeid for c in result.failures])
+        self._done[(task_id, digest)] = result
         return result
+
+    def visible(self, submission, assignment, limit, test_timeout):
+        """``{task id: Run}`` of the public tests on the student's own tree (see the module docstring)."""
+        tasks = sorted(self.tree.tasks_of(assignment))
+        stubbed = set(tasks) | self.tree.tasks_of(assignment, later=True)
+        sources = {}
+        for rel, regions in self.tree.regions.items():
+            if not any(r.task in stubbed for r in regions):
+                continue
+            theirs = {}
+            for task_id in {r.task for r in regions} & set(tasks):
+                try:
+                    blocks = submission.for_task(task_id, self.tree)[rel]
+                except SubmissionProblem:
+                    continue
+                if len(blocks) == sum(r.task == task_id for r in regions):
+                    theirs[task_id] = blocks
+            sources[rel] = splice_all((self.tree.root / rel).read_text(), regions, theirs, stubbed, self.tree.titles)
+        folder = self.workspace.copy_with(sources, stubbed, public_only=True)
+        try:
+            expected = {t: self.expected(t, public_only=True) for t in tasks}
+            return run_tests(folder, tasks, expected, test_timeout, limit, self.account, self.python)
+        finally:
+            self.workspace.discard(folder)
+
+    def _probe_checks(self, task_id, names, seed, theirs, stopped):
+        """One :class:`Check` per probe, from the grader's own comparison."""
+        if not names:
+            return []
+        if (task_id, seed) not in self._reference:
+            out = pathlib.Path(self.workspace.folder) / "reference-probes"
+            shutil.rmtree(out, ignore_errors=True)
+            if self.tree.root == markers.PROJECT_ROOT:   # the instructor's code is the one this grader imports
+                probes.evaluate(names, seed, out)
+                reference = probes.load(out, len(names))
+            else:
+                reference, _ = run_probes(self.workspace.base, names, seed, max(60.0, self.budget / 4), None,
+                                          self.python)
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(pathlib.Path(self.workspace.base) / ".probes", ignore_errors=True)
+            self._reference[(task_id, seed)] = reference
+        try:
+            verdicts = probes.compare(names, theirs, self._reference[(task_id, seed)])
+        except ValueError as error:
+            raise GraderError(str(error)) from None
+        return [Check(f"probe: {name}", "passed" if why is None else "failed",
+                      "" if why is None else f"{name}, on inputs drawn for this submission: {why}"
+                      + (f" ({stopped})" if stopped else ""))
+                for name, why in verdicts]
 
     @property
     def workspace(self):
         if self._workspace is None:
             self._workspace = Workspace(self.tree)
+            os.chmod(self._workspace.folder, 0o700)
         return self._workspace
 
     def close(self):
@@ -137,3 +262,34 @@ class Grader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _account(python):
+    """``(the student's account or None, a sentence saying who runs student code)``."""
+    try:
+        account = sandbox.student_account()
+    except OSError as error:
+        account, why = None, str(error)
+    else:
+        why = "the grader is not root, so there is no other user to run it as"
+    if account is not None and not sandbox.reachable(python):
+        account, why = None, f"{python} cannot be run by another user (a folder above it is private)"
+    if os.environ.get("MINITORCH_ATTN_REQUIRE_ISOLATION"):
+        if sandbox.finds(python, "torch"):
+            raise GraderError(f"{python} has PyTorch, which would let student code compute the reference's "
+                              f"values: grade with a Python without it (setup.sh installs none)")
+        if account is None:
+            raise GraderError(f"student code cannot run under its own account: {why}")
+    if account is not None:
+        return account, f"student code ran as the user {sandbox.STUDENT_USER}"
+    return None, f"student code ran as the grader's own user: {why}"
+
+
+def _release_secret(root):
+    """The secret of an autograder release (a file only root can read there), else
+    ``$MINITORCH_ATTN_GRADING_SECRET``, else a fixed local one (not a secret: any student
+    can grade their own tree with it)."""
+    path = pathlib.Path(root) / SECRET_FILE
+    if path.is_file():
+        return path.read_text().strip()
+    return os.environ.get(SECRET_VARIABLE) or LOCAL_SECRET

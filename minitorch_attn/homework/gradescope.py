@@ -5,10 +5,14 @@ that Gradescope's autograder specification asks for, to upload as a "programming
 assignment" autograder. At its root:
 
 * ``setup.sh``: run once while Gradescope builds the image: Python, a virtual environment
-  in ``/autograder/venv``, and this package with its test extra;
-* ``run_autograder``: run for each submission: grades ``/autograder/submission`` (the
-  student's tree, a zip of it, or just the edited files) into
-  ``/autograder/results/results.json``;
+  in ``/autograder/venv`` with the pinned libraries (``PINS``), this package, and the
+  unprivileged user that runs student code (:mod:`.sandbox`);
+* ``run_autograder``: run for each submission: a preflight that needs no library
+  (:mod:`.preflight`), then grades ``/autograder/submission`` (the student's tree, a zip
+  of it, or just the edited files) into ``/autograder/results/results.json``, task by
+  task within ``--budget`` seconds (set the assignment's Gradescope timeout to it);
+* ``minitorch_attn/homework/release_secret.txt``: a random secret, new in every zip, from
+  which the probes' inputs are drawn (readable by root only once grading starts);
 * the instructor's tree (package with the reference solutions and manifest, tests with
   the held-back ones, ``gradcheck/``, ``setup.cfg``, ``pyproject.toml``, ``README.md``),
   which Gradescope unpacks into ``/autograder/source``.
@@ -24,48 +28,81 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import secrets
+import signal
 import sys
 import tempfile
 import zipfile
 
-from .instructor import GraderError, InstructorTree
-from .results import grade_submission, print_table
+from ..argtypes import positive_float, positive_int
+from .grade import task_limits
+from .instructor import SECRET_FILE, GraderError, InstructorTree
+from .results import grade_submission, print_table, write_results
+from .runner import cap
+from .sandbox import STUDENT_USER
 
 SHIPPED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml", "README.md")
-LEFT_OUT_NAMES = {"mutants.json", "results.json"}   # the selftest's catalogue is not needed to grade
+LEFT_OUT_NAMES = {"mutants.json", "results.json", "release_secret.txt"}   # the selftest's catalogue is not needed
 LEFT_OUT_FOLDERS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
+# What setup.sh installs: one set that pip resolves on Python 3.10 to 3.13 (Ubuntu 22.04's
+# Python is 3.10, 24.04's 3.12), so that every image grades with the same libraries.
+PINS = ("numpy==2.2.6", "array-api-compat==1.16.0", "tqdm==4.70.1", "threadpoolctl==3.8.0", "pytest==9.2.0",
+        "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "Pygments==2.21.0", "hypothesis==6.168.5",
+        "sortedcontainers==2.4.0", "array-api-strict==2.6.1", "matplotlib==3.10.9", "contourpy==1.3.2",
+        "cycler==0.12.1", "fonttools==4.65.0", "kiwisolver==1.5.1", "pillow==12.2.0", "pyparsing==3.3.3",
+        "python-dateutil==3.0.0", "six==1.17.0", "graphviz==0.21", "safetensors==0.8.0", "pytest-timeout==2.4.0")
+
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, while it builds the autograder's image: Python, a
-# virtual environment, and minitorch-attn with the libraries its tests need.
+# Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu 22.04
+# or 24.04; on 20.04, whose Python is 3.8, Python 3.10 comes from the deadsnakes archive):
+# Python, a virtual environment with pinned libraries, minitorch-attn, and the unprivileged
+# user that runs student code. No PyTorch: student code must not find a reference library.
 set -euo pipefail
 apt-get update -qq
-apt-get install -y -qq python3 python3-venv python3-pip
-python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install --quiet -e "/autograder/source[test]"
+apt-get install -y -qq python3 python3-venv python3-pip passwd
+python=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    apt-get install -y -qq software-properties-common
+    add-apt-repository -y ppa:deadsnakes/ppa
+    apt-get update -qq
+    apt-get install -y -qq python3.10 python3.10-venv
+    python=python3.10
+fi
+"$python" -m venv /autograder/venv
+/autograder/venv/bin/pip install --quiet {pins}
+/autograder/venv/bin/pip install --quiet --no-deps -e /autograder/source
+id {user} >/dev/null 2>&1 || useradd --system --user-group --no-create-home --home-dir /nonexistent \\
+    --shell /usr/sbin/nologin {user}
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for each submission: it grades /autograder/submission into
 # /autograder/results/results.json. AUTOGRADER_ROOT, when set, replaces /autograder.
-set -euo pipefail
+# The preflight needs no library: a missing one is reported in results.json.
+set -uo pipefail
 root="${{AUTOGRADER_ROOT:-/autograder}}"
 python="$root/venv/bin/python"
 [ -x "$python" ] || python=python3
 cd "$root/source"
-exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment {number} --timeout {timeout:g}
+"$python" minitorch_attn/homework/preflight.py "$root/results/results.json" || exit 2
+export MINITORCH_ATTN_REQUIRE_ISOLATION="${{MINITORCH_ATTN_REQUIRE_ISOLATION-1}}"
+exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment {number} --timeout {timeout:g} \\
+    --budget {budget:g}
 """
 
 
-def write_autograder(out, number, tree=None, timeout=60.0):
+def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0):
     """Write the autograder zip of assignment ``number`` to ``out`` (atomically); returns
-    the names it holds.
+    the names it holds. Each zip holds a new random secret (``release_secret.txt``) from
+    which the probes' inputs are drawn; ``budget`` is the Gradescope timeout the teacher sets.
 
     Raises:
         ValueError: an unknown assignment. GraderError: an unusable instructor's tree.
     """
     tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
     tree.assignment(number)
+    task_limits(budget, len(tree.assignment(number)["tasks"]) + 1, timeout)   # ValueError when too small
     out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
@@ -73,7 +110,8 @@ def write_autograder(out, number, tree=None, timeout=60.0):
     names = []
     try:
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-            scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout)}
+            scripts = {"setup.sh": SETUP_SH.format(pins=" ".join(f"'{p}'" for p in PINS), user=STUDENT_USER),
+                       "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget)}
             for name, text in scripts.items():
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o100755 << 16          # executable, as Gradescope runs them
@@ -83,7 +121,9 @@ def write_autograder(out, number, tree=None, timeout=60.0):
                 name = path.relative_to(tree.root).as_posix()
                 archive.write(path, name)
                 names.append(name)
-        os.chmod(temporary, 0o644)
+            archive.writestr(SECRET_FILE, secrets.token_hex(32) + "\n")
+            names.append(SECRET_FILE)
+        os.chmod(temporary, 0o600)   # it holds the secret
         os.replace(temporary, out)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
@@ -106,24 +146,52 @@ def _shipped_files(root):
 
 def main(argv=None):
     """``python -m minitorch_attn.homework.gradescope --assignment N [--root DIR]``: what
-    ``run_autograder`` runs. Exit status 0 when results.json was written, 2 when the
-    grader could not grade (then there is no results.json, and Gradescope reports the
-    autograder as failed instead of giving a 0)."""
+    ``run_autograder`` runs. As root (Gradescope), it first makes the instructor's tree and
+    the submission readable by root only, so that the student's account cannot read them.
+    Exit status 0 when results.json was written; 2 when the grader could not grade: then
+    results.json says so (its output starts with "The autograder could not grade") and
+    gives no score. A SIGTERM (the platform stopping the grader) stops the run in progress
+    and keeps the results.json of the tasks graded so far."""
     parser = argparse.ArgumentParser(prog="python -m minitorch_attn.homework.gradescope", description=main.__doc__)
-    parser.add_argument("--assignment", type=int, required=True)
+    parser.add_argument("--assignment", type=positive_int, required=True)
     parser.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"),
                         help="Gradescope's folder (default: $AUTOGRADER_ROOT or /autograder)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="time limit of each test, in seconds")
+    parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, in seconds")
+    parser.add_argument("--budget", type=positive_float, default=600.0,
+                        help="the assignment's Gradescope timeout, in seconds (default 600)")
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    results = root / "results" / "results.json"
+    if os.geteuid() == 0:
+        for private in (root / "source", root / "submission"):
+            if private.exists():
+                os.chmod(private, 0o700)
+        results.parent.mkdir(parents=True, exist_ok=True)
+        os.chown(results.parent, 0, 0)
+        os.chmod(results.parent, 0o755)   # root's: the student's account cannot write results.json
     try:
-        _, graded = grade_submission(root / "submission", args.assignment, root / "results" / "results.json",
-                                     instructor=root / "source", timeout=args.timeout)
+        _, graded = grade_submission(root / "submission", args.assignment, results, instructor=root / "source",
+                                     timeout=args.timeout, budget=args.budget)
     except (GraderError, ValueError) as error:
         print(f"the autograder could not grade: {error}", file=sys.stderr)
+        write_grader_error(results, str(error))
         return 2
     print_table(graded)
     return 0
+
+
+def write_grader_error(path, reason):
+    """A results.json with no score that says why the autograder could not grade."""
+    write_results(path, {"output": f"The autograder could not grade this submission (this is not your grade; "
+                                   f"your instructor will regrade it): {cap(reason)}", "output_format": "text",
+                         "tests": []})
+
+
+def stop_on_signal(signum, frame):
+    """A signal handler (for SIGTERM) that stops the grader as Ctrl-C does: the run in
+    progress is stopped with everything it started, and the results written so far stay."""
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The instructor's tree, and the copy of it in which one task of a submission is graded.
 
 Grading task T of a submission means: take a fresh copy of the instructor's tree (the
-package with every reference solution, the tests with the held-back ones, the gradcheck
-entries and checker, ``setup.cfg``) and replace the code of T's solution regions, and
-only those, by the student's code for T. Nothing else of the submission reaches the
+package with the reference solutions of T's assignment and earlier ones and stubs for every
+later assignment, the tests with the held-back ones, the gradcheck entries and checker,
+``setup.cfg``) and replace the code of T's solution regions, and only those, by the
+student's code for T. Nothing else of the submission reaches the
 copy: not its tests or ``conftest.py``, not its ``setup.cfg`` or ``.homework.json``, not
 its gradcheck checker or its package ``__init__.py``. So a task's points depend on that
 task's code only, whatever the student did elsewhere, and a task left undone costs only
@@ -20,6 +21,7 @@ from __future__ import annotations
 import compileall
 import configparser
 import importlib.metadata
+import os
 import pathlib
 import re
 import shutil
@@ -29,6 +31,10 @@ from . import markers
 
 COPIED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "results.json")
+INSTRUCTOR_TESTS = "tests/instructor"
+SECRET_FILE = "minitorch_attn/homework/release_secret.txt"      # in an autograder zip only
+NEVER_COPIED = ("minitorch_attn/homework/mutants.json", "minitorch_attn/homework/patterns.json",
+                SECRET_FILE)   # into a copy that student code runs in
 
 
 class GraderError(ValueError):
@@ -74,14 +80,19 @@ class InstructorTree:
                 raise GraderError(f"task {task['id']} has no solution region in {self.root}/minitorch_attn")
         return chosen
 
+    def tasks_of(self, number, later=False):
+        """Ids of the tasks of assignment ``number`` (with ``later``: of every assignment after it)."""
+        return {t["id"] for a in self.manifest["assignments"] if (a["number"] > number if later else a["number"] == number)
+                for t in a["tasks"]}
+
     def files_of(self, task_id):
         """The package files (relative paths) holding regions of ``task_id``."""
         return [rel for rel, regions in self.regions.items() if any(r.task == task_id for r in regions)]
 
-    def spliced(self, task_id, blocks):
+    def spliced(self, task_id, blocks, stubbed=()):
         """``{relative path: source}`` of the task's files, each region of ``task_id`` holding
         the student's code from ``blocks`` (``{relative path: [lines of each region]}``) and
-        every other region the reference solution.
+        every other region the reference solution (or its stub, for the tasks in ``stubbed``).
 
         Raises:
             SubmissionProblem: when the student's file has another number of regions of the task.
@@ -95,7 +106,7 @@ class InstructorTree:
                 raise SubmissionProblem(
                     f"{rel} should have {expected} region(s) `# BEGIN SOLUTION {task_id}` ... `# END SOLUTION` "
                     f"as handed out, but the submitted file has {len(theirs)}: keep every pair of SOLUTION lines")
-            sources[rel] = splice((self.root / rel).read_text(), regions, task_id, theirs)
+            sources[rel] = splice((self.root / rel).read_text(), regions, task_id, theirs, stubbed, self.titles)
         return sources
 
     def requirements(self):
@@ -120,16 +131,26 @@ class InstructorTree:
                               f'pip install -e "{self.root}[test]"; nothing was graded')
 
 
-def splice(text, regions, task_id, blocks):
+def splice(text, regions, task_id, blocks, stubbed=(), titles=None):
     """``text`` (a file with ``regions``) with the code of the regions of ``task_id``
-    replaced by ``blocks`` in order (each re-indented to its region), the other regions
-    and the marker lines unchanged."""
+    replaced by ``blocks`` in order (each re-indented to its region), the regions of the
+    tasks in ``stubbed`` replaced by their stub, the other regions and the marker lines
+    unchanged."""
+    return splice_all(text, regions, {task_id: blocks} if task_id else {}, stubbed, titles)
+
+
+def splice_all(text, regions, replacements, stubbed=(), titles=None):
+    """``text`` with the regions of each task in ``replacements`` (``{task: [lines of each
+    region]}``) holding that code, those of ``stubbed`` their stub, and the others as they are."""
     lines = text.splitlines()
-    out, cursor, theirs = [], 0, iter(blocks)
+    out, cursor = [], 0
+    theirs = {task: iter(blocks) for task, blocks in replacements.items()}
     for region in regions:
         out.extend(lines[cursor:region.begin + 1])                       # up to BEGIN SOLUTION
-        if region.task == task_id:
-            out.extend(region.indent + line if line else "" for line in next(theirs))
+        if region.task in theirs:
+            out.extend(region.indent + line if line else "" for line in next(theirs[region.task]))
+        elif region.task in stubbed:
+            out.append(markers.stub_text(region, (titles or {}).get(region.task, "")))
         else:
             out.extend(region.code)
         cursor = region.end                                                 # from END SOLUTION on
@@ -138,11 +159,18 @@ def splice(text, regions, task_id, blocks):
 
 
 class Workspace:
-    """A scratch folder with one compiled copy of the instructor's tree, from which each
-    task's copy is made (a copy of a few hundred kilobytes, imported without recompiling
-    the files it does not change). Use it as a context manager; it removes its folder."""
+    """The grader's own scratch folder (mode 0700: no other user can enter it) with one
+    compiled copy of the instructor's tree, ``base``, and the copies student code runs in.
+
+    ``base`` holds every reference solution and the held-back tests; no student code ever
+    runs there (the grader collects the tests and runs the reference's probes in it). Each
+    copy for student code is made from a *graded base* (:meth:`graded_base`): ``base``
+    with every region of the ``stubbed`` tasks replaced by its stub, and without the
+    selftest's catalogue, the release secret and the held-out files (``tests/instructor``
+    too when ``public_only``). Use it as a context manager; it removes its folder."""
 
     def __init__(self, tree):
+        self.tree = tree
         self._scratch = tempfile.TemporaryDirectory(prefix="minitorch-attn-grading-")
         self.folder = pathlib.Path(self._scratch.name)
         self.base = self.folder / "instructor"
@@ -154,20 +182,46 @@ class Workspace:
             elif source.is_file():
                 shutil.copy2(source, self.base / name)
         compileall.compile_dir(self.base, quiet=2)
-        self._count = 0
+        self._bases = {}
 
-    def copy_with(self, sources):
-        """A new copy of the instructor's tree with ``sources`` (``{relative path: text}``)
-        written over it; returns its folder."""
-        self._count += 1
-        folder = self.folder / f"task-{self._count}"
-        shutil.copytree(self.base, folder)
+    def graded_base(self, stubbed, public_only=False):
+        """The copy of ``base`` that copies for student code are made from (see the class docstring)."""
+        key = (frozenset(stubbed), public_only)
+        if key not in self._bases:
+            folder = self.folder / f"graded-{len(self._bases)}"
+            shutil.copytree(self.base, folder)
+            for rel, regions in self.tree.regions.items():
+                if any(r.task in key[0] for r in regions):
+                    _write_source(folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key[0],
+                                                           self.tree.titles))
+            held_out = [p for p in self.tree.manifest.get("held_out", [])
+                        if public_only or p != INSTRUCTOR_TESTS]
+            for rel in [*held_out, *NEVER_COPIED]:
+                path = folder / rel
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
+            self._bases[key] = folder
+        return self._bases[key]
+
+    def copy_with(self, sources, stubbed, public_only=False):
+        """A new copy of the graded base with ``sources`` (``{relative path: text}``) written
+        over it; returns its folder (remove it with :meth:`discard`). The copy sits in a
+        folder of its own that other users may pass through but not list (mode 0711), outside
+        the grader's own folder: the student's account must reach the copy, and nothing else."""
+        holder = pathlib.Path(tempfile.mkdtemp(prefix="minitorch-attn-task-"))
+        os.chmod(holder, 0o711)
+        folder = holder / "tree"
+        shutil.copytree(self.graded_base(stubbed, public_only), folder)
         for rel, text in sources.items():
-            target = folder / rel
-            target.write_text(text)
-            for stale in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
-                stale.unlink()   # compiled from the instructor's version of this file
+            _write_source(folder / rel, text)
         return folder
+
+    @staticmethod
+    def discard(folder):
+        """Remove a copy made by :meth:`copy_with`, whatever the student's code left in it."""
+        shutil.rmtree(pathlib.Path(folder).parent, ignore_errors=True)
 
     def close(self):
         self._scratch.cleanup()
@@ -177,3 +231,10 @@ class Workspace:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _write_source(target, text):
+    """Write a library file, and drop its compiled version (of the instructor's text)."""
+    target.write_text(text)
+    for stale in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
+        stale.unlink()

@@ -13,6 +13,9 @@ happens, so a run that crashes or hangs still says how far it got:
 * ``{"collect_error": nodeid, "message"}`` for a test file that cannot be imported;
 * ``{"exit": status}`` when the session ends.
 
+The report is written by the process that runs the student's code, so the grader reads it
+as a claim, not a verdict (see :mod:`.runner`).
+
 ``breakpoint()`` and ``pdb.set_trace()`` raise instead of waiting for a terminal that
 is not there (the grader closes stdin).
 """
@@ -26,6 +29,7 @@ import sys
 
 import pytest
 
+MAX_MESSAGE_CHARS = 4_000
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]   # the minitorch_attn this run imports
 
 
@@ -94,14 +98,16 @@ class GradingReport:
 
 
 def _message(report):
-    """The whole exception message (or skip reason) of a failed or skipped report."""
+    """The exception message (or skip reason) of a failed or skipped report, at most
+    ``MAX_MESSAGE_CHARS`` of it (a student's code may raise with megabytes of text)."""
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):                          # a skip: (path, lineno, reason)
-        return str(longrepr[2])
-    crash = getattr(longrepr, "reprcrash", None)
-    if crash is not None:
-        return crash.message
-    return str(longrepr)
+        message = str(longrepr[2])
+    elif getattr(longrepr, "reprcrash", None) is not None:
+        message = longrepr.reprcrash.message
+    else:
+        message = str(longrepr)
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + " ... (cut)"
 
 
 def _where(report):

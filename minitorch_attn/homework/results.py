@@ -8,8 +8,9 @@ The format (Gradescope's autograder specification)::
 Each task gives two entries:
 
 * ``Task 2.1 (smoke test): ...``, ``visibility: "visible"``, worth 0 points: whether the
-  tests the student has in their own folder pass, with every failure; students see it as
-  soon as they submit;
+  tests the student has in their own folder pass on their own code (the visible run of
+  :mod:`.grade`, where nothing held back is on disk), with every failure; students see it
+  as soon as they submit;
 * ``Task 2.1: ...``, ``visibility: "after_published"``, worth the task's points: every
   check, the held-back ones included, each failure listed in full (the test, its message
   with the op, input shape, forward or gradient and, for a gradient check, the checker's
@@ -17,8 +18,10 @@ Each task gives two entries:
   and where it failed). Students see it once the instructor publishes the grades.
 
 The file is written atomically (a temporary file renamed over it), so a reader never
-sees half of one, and it is removed before grading starts, so a grading that stops with
-a :class:`GraderError` never leaves an older result in place.
+sees half of one, after each task (so that a grading stopped from outside keeps what was
+earned), and it is removed before grading starts, so a grading that stops with a
+:class:`GraderError` never leaves an older result in place. Every output is capped, and the
+whole near ``MAX_RESULTS_CHARS``.
 """
 
 from __future__ import annotations
@@ -31,67 +34,110 @@ import tempfile
 import textwrap
 import time
 
-from .grade import Grader
+from .grade import Grader, GraderError
+from .runner import cap
 from .submission import Submission
 
+MAX_RESULTS_CHARS = 1_000_000    # all of results.json's text together, about
+MAX_GROUPS = 12                  # kinds of failure listed for one task
 
-def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0):
+
+def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0):
     """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
-    and write ``results_path``; returns ``(results dict, [TaskResult])``.
+    and write ``results_path``, after each task (so that a grading stopped from outside,
+    Ctrl-C or SIGTERM, keeps the points already earned); returns ``(results dict, [TaskResult])``.
 
     Raises:
-        GraderError: the grader cannot grade here (nothing is written).
+        GraderError: the grader cannot grade here (nothing is left written).
         ValueError: an unknown assignment or a path that does not exist.
     """
     results_path = pathlib.Path(results_path)
     results_path.unlink(missing_ok=True)
     start = time.monotonic()
-    with Grader(instructor, timeout) as grader:
-        chosen = grader.tree.assignment(assignment)
-        submission = Submission.from_path(path, grader.tree)
-        graded = grader.grade(submission, assignment)
+    try:
+        with Grader(instructor, timeout, budget) as grader:
+            chosen = grader.tree.assignment(assignment)
+            submission = Submission.from_path(path, grader.tree)
+
+            def progress(done):
+                write_results(results_path, gradescope_results(chosen, done, time.monotonic() - start))
+
+            graded = grader.grade(submission, assignment, on_result=progress)
+    except GraderError:
+        results_path.unlink(missing_ok=True)   # a grader that cannot grade gives no grade
+        raise
     results = gradescope_results(chosen, graded, time.monotonic() - start)
     write_results(results_path, results)
     return results, graded
 
 
 def gradescope_results(chosen, graded, seconds):
-    """The results.json dict of one graded assignment (see the module docstring)."""
+    """The results.json dict of one graded assignment (see the module docstring); tasks
+    not graded yet are listed with 0 points and say so. At most ``MAX_RESULTS_CHARS`` of output."""
     tests = []
-    for result in graded:
-        public = [c for c in result.checks if not c.held_back]
-        smoke_passed = result.problem is None and bool(public) and all(c.passed for c in public)
+    done = {r.task_id: r for r in graded}
+    for task in chosen["tasks"]:
+        result = done.get(task["id"])
+        if result is None:
+            for name, visibility, points in ((f"Task {task['id']} (smoke test): {task['title']}", "visible", 0),
+                                             (f"Task {task['id']}: {task['title']}", "after_published",
+                                              task["points"])):
+                tests.append({"name": name, "score": 0, "max_score": points, "status": "failed",
+                              "visibility": visibility, "output": "Not graded yet: the grading stopped before "
+                                                                  "this task (a time limit of the platform?)."})
+            continue
+        if result.visible is not None:
+            public = result.visible.checks
+            smoke_passed = result.visible.problem is None and bool(public) and all(c.passed for c in public)
+            smoke = describe(result, public_only=True)
+        else:
+            public = [c for c in result.checks if not c.held_back]
+            smoke_passed = result.problem is None and bool(public) and all(c.passed for c in public)
+            smoke = describe(result, public_only=True)
         tests.append({"name": f"Task {result.task_id} (smoke test): {result.title}", "score": 0, "max_score": 0,
-                      "status": "passed" if smoke_passed else "failed", "visibility": "visible",
-                      "output": describe(result, public_only=True)})
+                      "status": "passed" if smoke_passed else "failed", "visibility": "visible", "output": smoke})
         tests.append({"name": f"Task {result.task_id}: {result.title}", "score": result.score,
                       "max_score": result.points, "status": "passed" if result.passed else "failed",
                       "visibility": "after_published", "output": describe(result)})
-    score, maximum = sum(r.score for r in graded), sum(r.points for r in graded)
+    score, maximum = sum(r.score for r in graded), sum(t["points"] for t in chosen["tasks"])
     summary = (f"Assignment {chosen['number']}: {chosen['title']}. Score {score}/{maximum}.\n"
                "Each task is graded on its own: your code for that task, with the reference solution in every "
                "other place, so a mistake costs only the points of the task it is in. A task's points need all "
-               "of its checks to pass. The smoke tests are the tests in your own folder; the full result of "
-               "each task, with the held-back checks, is shown when the grades are published.")
-    return {"score": score, "execution_time": round(seconds, 1), "output": summary, "tests": tests}
+               "of its checks to pass. The smoke tests are the tests in your own folder, run on your own code; "
+               "the full result of each task, with the held-back checks, is shown when the grades are published.")
+    share = max(2_000, (MAX_RESULTS_CHARS - len(summary)) // max(1, len(tests)))
+    for test in tests:
+        test["output"] = cap(test["output"], share)
+    return {"score": score, "execution_time": round(seconds, 1), "output": summary, "output_format": "text",
+            "tests": tests}
 
 
 def describe(result, public_only=False):
-    """Every failing check of a task, in full: its test, message and place. Checks that
-    failed the same way (a stub's NotImplementedError in every test) share one message."""
-    checks = [c for c in result.checks if not (public_only and c.held_back)]
+    """Every failing check of a task (the first ``MAX_GROUPS`` kinds of failure): its test,
+    message and place. Checks that failed the same way share one message. With
+    ``public_only``, the task's visible run (or its public checks when there was none)."""
+    if public_only and result.visible is not None:
+        checks, problem = result.visible.checks, result.visible.problem
+    else:
+        checks = [c for c in result.checks if not (public_only and c.held_back)]
+        problem = result.problem
     failures = [c for c in checks if not c.passed]
     scope = "tests in your folder" if public_only else "checks"
-    lines = [] if result.problem is None else [f"No points for this task: {result.problem}"]
+    lines = [] if problem is None else [f"No points for this task: {problem}" if not public_only else problem]
     if checks and not failures:
         lines.append(f"All {len(checks)} {scope} passed.")
     elif failures:
         lines.append(f"{len(failures)} of {len(checks)} {scope} failed:")
+    if not public_only and result.pattern:
+        lines.append(f"Your failures have the pattern of {result.pattern}.")
     groups = {}
     for check in failures:
         skipped = " (skipped, which counts as failed)" if check.outcome == "skipped" else ""
         groups.setdefault((check.message.strip() or "(no message)", check.where), []).append(check.nodeid + skipped)
-    for (message, where), names in groups.items():
+    for number, ((message, where), names) in enumerate(groups.items()):
+        if number == MAX_GROUPS:
+            lines.append(f"\n... and {len(groups) - MAX_GROUPS} more kinds of failure")
+            break
         lines += [""] + [f"FAILED {name}" for name in names] + [textwrap.indent(message, "    ")]
         lines += [f"    at {where}"] if where else []
     return "\n".join(lines)

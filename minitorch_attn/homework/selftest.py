@@ -31,6 +31,7 @@ import sys
 import time
 import unicodedata
 
+from . import patterns
 from .grade import Grader
 from .submission import Submission
 
@@ -73,10 +74,12 @@ def load_mutants(tree):
     return [Mutant(**entry) for entry in json.loads(path.read_text())["mutants"]]
 
 
-def selftest(tree, numbers, timeout=60.0, file=sys.stdout):
-    """Run the self-check for the assignments ``numbers``; True when all of it passed."""
+def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False):
+    """Run the self-check for the assignments ``numbers``; True when all of it passed. With
+    ``write_patterns``, also write the failure pattern of each caught mutant (:mod:`.patterns`)."""
     mutants = load_mutants(tree)
     ok = True
+    caught = []   # (mutant name, its task, the checks of its task that failed)
     with Grader(tree, timeout) as grader:
         reference = Submission.reference(grader.tree)
         stubs = Submission.stubs(grader.tree)
@@ -97,9 +100,12 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout):
                 if isinstance(submission, StaleMutant):
                     verdict, cells = f"STALE: {submission}", ["-"] * len(tasks)
                 else:
-                    graded = grader.grade(submission, number)
+                    graded = grader.grade(submission, number, visible=False)
                     verdict = _verdict(name, own, graded)
                     cells = [f"{r.score:g}/{r.points:g}" + ("=" if r.reused else " ") for r in graded]
+                    if own is not None and verdict.startswith("ok"):
+                        own_result = next(r for r in graded if r.task_id == own)
+                        caught.append((name, own, [c.nodeid for c in own_result.failures]))
                 ok &= verdict.startswith("ok")
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
@@ -109,6 +115,11 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout):
                       file=file)
             print(f"({time.monotonic() - start:.0f} s; = marks a task whose code is the reference's: "
                   f"its result is reused)", file=file)
+    if write_patterns:   # the other assignments' patterns stay as they were
+        graded_tasks = {t["id"] for n in numbers for t in tree.assignment(n)["tasks"]}
+        record = patterns.record(caught)
+        record["patterns"] = [e for e in patterns.load(tree.root) if e["task"] not in graded_tasks] + record["patterns"]
+        print(f"wrote {patterns.write(tree.root, record)}", file=file)
     print("\nselftest: " + ("ok" if ok else "FAILED"), file=file)
     return ok
 

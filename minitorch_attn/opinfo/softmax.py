@@ -155,11 +155,11 @@ RECORDS = register(__name__, [
             Sample("cross_entropy (weight,smooth,ignore)",
                    lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1]),
                               d.uniform(5, low=0.2, high=2.0, requires_grad=False)],
-                   kwargs=dict(label_smoothing=0.2), tasks=()),
+                   kwargs=dict(label_smoothing=0.2)),
             Sample("cross_entropy (weight, -inf padding)",
                    lambda d: [padded_logits(d, 4, 3), d.ints([2, 0, 1, -100]),
                               d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
-                   kwargs=dict(reduction="none"), tasks=(),
+                   kwargs=dict(reduction="none"),
                    torch_wrong="PyTorch 2.13 gives the ignored all -inf row a NaN gradient; it adds nothing to the "
                                "loss, so its gradient is 0"),
             Sample("cross_entropy (extreme logits, smoothing)", lambda d: [d.extreme(5, 7), d.ints([1, 0, 6, 3, 3])],

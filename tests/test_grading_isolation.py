@@ -1,0 +1,450 @@
+"""Grading that a determined student cannot fool, and that never loses an honest student's
+points: each cheat, written only inside a task's SOLUTION region, is graded and gets the
+honest score (a stub's 0); a hang, a flood of output and a stopped grader cost nothing else.
+
+Where the cheat is about what the student's process may touch (the instructor's tree, the
+grader's files, processes that outlive the grading), the test needs the isolation that
+root gives: student code under its own account. It runs when the tests run as root and a
+Python that another user may run is found (``/usr/bin/python3.X``, the same version, with
+this environment's libraries added); else it is skipped, and says why.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from minitorch_attn.homework import markers, probes, sandbox
+from minitorch_attn.homework.grade import Grader, GraderError, task_limits
+from minitorch_attn.homework.instructor import InstructorTree
+from minitorch_attn.homework.results import gradescope_results, grade_submission
+from minitorch_attn.homework.runner import cap
+from minitorch_attn.homework.submission import Submission
+
+ROOT = markers.PROJECT_ROOT
+TREE = InstructorTree()
+REFERENCE = Submission.reference(TREE)
+SOFTMAX = "minitorch_attn/functional/softmax.py"
+TASKS = {t["id"]: t for a in TREE.manifest["assignments"] for t in a["tasks"]}
+STUB = ["raise NotImplementedError('Task 2.1: not done')"]
+
+
+def cheating(forward, backward=STUB, task="2.1", base=REFERENCE):
+    """``base`` (the reference) with task 2.1's two regions replaced by ``forward`` and ``backward`` (text)."""
+    return base.with_blocks(SOFTMAX, task, [textwrap.dedent(forward).strip().splitlines(),
+                                                 textwrap.dedent(backward if isinstance(backward, str)
+                                                                 else "\n".join(backward)).strip().splitlines()])
+
+
+@pytest.fixture(scope="module")
+def student_python(tmp_path_factory):
+    """A Python another user may run, with this environment's libraries; skips when the
+    tests do not run as root or no such Python is found."""
+    if os.geteuid() != 0:
+        pytest.skip("student code runs under its own account only when the grader is root")
+    if sandbox.reachable(sys.executable):
+        return sys.executable
+    system = pathlib.Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    site = pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    if not system.is_file() or not sandbox.reachable(system) or not site.is_dir():
+        pytest.skip(f"{sys.executable} is private and there is no {system} to run student code with")
+    folder = pathlib.Path("/tmp") / f"minitorch-attn-test-python-{os.getpid()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(folder)], check=True)
+    own_site = folder / "lib" / site.parent.name / "site-packages"
+    (own_site / "outer.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
+    folder.chmod(0o755)
+    yield str(folder / "bin" / "python")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def private_tree(tmp_path_factory):
+    """A copy of the instructor's tree in a folder only root may enter (as /autograder/source)."""
+    folder = tmp_path_factory.mktemp("private") / "source"
+    for name in ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, folder / name)
+    folder.chmod(0o700)
+    return folder
+
+
+COLLECTED = {}   # the instructor's tests of each task, collected once for this module's graders
+
+
+def quick(grader):
+    """``grader`` running only a few tests of each task (three public ones and one held
+    back), so that each cheat is graded in seconds; the probes are all there."""
+    key = grader.has_reference
+    if key not in COLLECTED:
+        grader.expected("2.1")   # collects them
+        COLLECTED[key] = {name: [i for i in ids if not i.startswith("tests/instructor/")][:3]
+                          + [i for i in ids if i.startswith("tests/instructor/")][:1]
+                          for name, ids in grader._expected.items()}
+    grader._expected = COLLECTED[key]
+    return grader
+
+
+@pytest.fixture(scope="module")
+def isolated(private_tree, student_python):
+    with Grader(private_tree, budget=400, python=student_python) as grader:
+        assert grader.account is not None, grader.isolation
+        yield quick(grader)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    with Grader(TREE, budget=400) as grader:
+        yield quick(grader)
+
+
+def graded(grader, submission, task="2.1"):
+    limit, per_test = task_limits(grader.budget, 4, grader.timeout)
+    return grader.grade_task(TASKS[task], submission, limit, per_test)
+
+
+# ---- forged verdicts: whatever the student's process says, the probes decide -----------------------------
+FORGE_REPORT = """
+import gc, json, os, sys
+import _pytest.main
+report = [a.split('=', 1)[1] for a in sys.argv if a.startswith('--grading-report=')]
+if report:
+    session = next(o for o in gc.get_objects() if isinstance(o, _pytest.main.Session))
+    with open(report[0], 'a') as f:
+        for item in session.items:
+            f.write(json.dumps({'test': item.nodeid, 'outcome': 'passed', 'message': '', 'where': ''}) + '\\n')
+        f.write(json.dumps({'exit': 0}) + '\\n')
+os._exit(0)
+"""
+REGISTER_HOOK = """
+import gc
+import pytest
+from _pytest.config import Config
+class Passer:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        outcome.get_result().outcome = 'passed'
+for config in [o for o in gc.get_objects() if isinstance(o, Config)]:
+    if not config.pluginmanager.has_plugin('passer'):
+        config.pluginmanager.register(Passer(), 'passer')
+raise NotImplementedError('Task 2.1: not done')
+"""
+PATCH_PLUGIN = """
+from minitorch_attn.homework import pytest_report
+original = pytest_report.GradingReport.write
+def write(self, **record):
+    if 'test' in record:
+        record.update(outcome='passed', message='')
+    original(self, **record)
+pytest_report.GradingReport.write = write
+raise NotImplementedError('Task 2.1: not done')
+"""
+REEXEC_PYTEST = """
+import os, sys
+if any(a.startswith('--grading-report=') for a in sys.argv):
+    os.environ['PYTEST_ADDOPTS'] = '--collect-only'
+    os.execv(sys.executable, [sys.executable, '-m', 'pytest', *sys.argv[1:]])
+raise NotImplementedError('Task 2.1: not done')
+"""
+
+
+@pytest.mark.parametrize("cheat", [FORGE_REPORT, REGISTER_HOOK, PATCH_PLUGIN, REEXEC_PYTEST],
+                         ids=["forged report, then exit", "pytest hook registered at run time",
+                              "the grader's report plugin patched", "pytest run again with PYTEST_ADDOPTS"])
+def test_a_forged_verdict_earns_nothing(plain, cheat):
+    result = graded(plain, cheating(cheat))
+    assert result.score == 0
+    assert any(c.nodeid.startswith("probe: ") and not c.passed for c in result.checks)
+
+
+# ---- what the student's code may reach ---------------------------------------------------------------
+def test_the_instructor_tree_cannot_be_read_nor_written(isolated, private_tree):
+    target = private_tree / SOFTMAX
+    before = target.read_text()
+    steal = f"""
+    import textwrap
+    path = {str(target)!r}
+    try:
+        with open(path, 'a') as f:
+            f.write('# changed by a student')
+    except OSError:
+        pass
+    code = open(path).read().split('# BEGIN SOLUTION 2.1')[1].split('# END SOLUTION')[0]
+    scope = dict(globals(), ctx=ctx, x=x, dim=dim)
+    exec(textwrap.dedent(code), scope)
+    p = scope['p']
+    """
+    result = graded(isolated, cheating(steal))
+    assert result.score == 0 and "PermissionError" in "\n".join(c.message for c in result.failures)
+    assert target.read_text() == before
+
+
+def test_the_grader_s_own_copies_cannot_be_written(isolated):
+    vandal = """
+    import glob, os
+    for folder in glob.glob('/tmp/minitorch-attn-grading-*/*/minitorch_attn/functional'):
+        try:
+            open(os.path.join(folder, 'softmax.py'), 'a').write('raise SystemExit')
+        except OSError:
+            pass
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    assert graded(isolated, cheating(vandal)).score == 0
+    assert graded(isolated, REFERENCE, task="2.2").score == 30   # the next task is graded on intact copies
+
+
+@pytest.mark.parametrize("who", ["plain", "isolated"])
+def test_a_daemon_that_left_the_session_is_killed(request, who):
+    shared = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"   # the grader's, writable by all
+    shared.mkdir(exist_ok=True)
+    shared.chmod(0o1777)
+    pid_file = shared / "pid"
+    pid_file.unlink(missing_ok=True)
+    daemon = f"""
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            open({str(pid_file)!r} + '.part', 'w').write(str(os.getpid()))
+            os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})
+            while True:
+                time.sleep(1)
+        os._exit(0)
+    while not os.path.exists({str(pid_file)!r}):
+        time.sleep(0.01)
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    try:
+        assert graded(request.getfixturevalue(who), cheating(daemon)).score == 0
+        pid = int(pid_file.read_text())
+        assert not _alive(pid), f"the daemon {pid} outlived the grading"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):
+    secret = tmp_path / "grader-only.txt"
+    secret.write_text(json.dumps({"test": "x", "outcome": "passed", "message": "SECRET TEXT"}) + "\n")
+    swap = f"""
+    import os, sys
+    for name in ['.grading-report.jsonl', '.probes/probe0.out0.npy', '.probes/probe0.error.txt']:
+        if os.path.exists(os.path.dirname(name) or '.'):
+            if os.path.lexists(name):
+                os.unlink(name)
+            os.symlink({str(secret)!r}, name)
+    raise NotImplementedError('Task 2.1: not done')
+    """
+    result = graded(plain, cheating(swap))
+    assert result.score == 0 and "SECRET TEXT" not in "\n".join(c.message for c in result.checks)
+
+
+def test_a_later_assignment_is_a_stub_while_grading():
+    """Task 2.1's code that calls attention (assignment 4) meets the stub the student has."""
+    sources = TREE.spliced("2.1", REFERENCE.for_task("2.1", TREE), stubbed=TREE.tasks_of(2, later=True))
+    with Grader(TREE) as grader:
+        base = grader.workspace.graded_base(TREE.tasks_of(2, later=True))
+        attention = (base / "minitorch_attn/functional/attention.py").read_text()
+        assert "NotImplementedError('Task 4." in attention
+        assert not (base / "tests/test_homework.py").exists() and not (base / "minitorch_attn/homework/mutants.json").exists()
+    assert "NotImplementedError('Task 2." not in sources[SOFTMAX]
+
+
+def test_the_visible_run_holds_nothing_held_back(plain):
+    leak = """
+    import glob, inspect
+    found = glob.glob('tests/instructor/*.py') + glob.glob('minitorch_attn/homework/mutants.json')
+    raise RuntimeError('LEAK ' + ' '.join(open(f).read() for f in found) + inspect.getsource(LogSoftmax.forward))
+    """
+    shown = plain.visible(cheating(leak, base=Submission.stubs(TREE)), 2, 120, 60)
+    text = "\n".join(c.message for run in shown.values() for c in run.checks)
+    assert "LEAK" in text and "def test_" not in text and '"mutants"' not in text
+    assert "NotImplementedError('Task 2.2" in text   # the other tasks are the student's own (stubs here)
+
+
+# ---- held-back inputs cannot be memorised --------------------------------------------------------------
+def test_probe_inputs_follow_the_secret_and_the_code():
+    one = probes.seed("secret", "2.1", "code")
+    assert one == probes.seed("secret", "2.1", "code")     # the same submission, the same grade
+    assert len({one, probes.seed("other", "2.1", "code"), probes.seed("secret", "2.1", "code "),
+                probes.seed("secret", "2.2", "code")}) == 4
+
+
+# ---- never lose earned points -------------------------------------------------------------------------------
+def test_a_hang_that_swallows_timeouts_costs_its_own_task_and_ends_in_time():
+    hang = """
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+    """
+    with Grader(TREE) as grader:
+        quick(grader)
+        start = time.monotonic()
+        hung = grader.grade_task(TASKS["2.1"], cheating(hang, REFERENCE.blocks[(SOFTMAX, "2.1")][1]), 8.0, 4.0)
+        assert time.monotonic() - start < 8.0 + 4.0   # its share, and a little to start each of its two runs
+        earned = grader.grade_task(TASKS["2.2"], REFERENCE, 8.0, 4.0)
+    assert (hung.score, earned.score) == (0, 30)
+    assert "stopped after" in "\n".join(c.message for c in hung.checks)
+
+
+def test_a_flood_of_output_and_a_huge_message_are_capped(plain):
+    flood = """
+    import sys
+    for _ in range(100):
+        sys.stdout.write('x' * 1_000_000)
+    raise AssertionError('y' * 30_000_000)
+    """
+    result = graded(plain, cheating(flood))
+    assert result.score == 0
+    assert max(len(c.message) for c in result.checks) <= 5_000
+    results = gradescope_results(markers.assignment_by_number(TREE.manifest, 2), [result], 1.0)
+    assert len(json.dumps(results)) < 200_000
+
+
+def test_student_messages_are_capped_and_escaped():
+    text = cap("a\x1b[2Jb\x00c\n\td" + "e" * 5000, 100)
+    assert "\x1b" not in text and "\x00" not in text and "\n\td" in text and text.endswith("(cut at 100 characters)")
+
+
+def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_stopped(tmp_path):
+    """SIGTERM (the platform's limit) while task 2.2 hangs: 2.1's points stay in results.json,
+    and the hanging process is killed with the grader."""
+    tree = tmp_path / "student"
+    shutil.copytree(ROOT / "minitorch_attn", tree / "minitorch_attn")
+    pid_file = pathlib.Path("/tmp") / f"minitorch-attn-hang-{os.getpid()}"
+    pid_file.unlink(missing_ok=True)
+    path = tree / SOFTMAX
+    hang = ["import os", "if os.path.isdir('tests/instructor'):   # the graded run, not the visible one",
+            f"    open({str(pid_file)!r} + '.part', 'w').write(str(__import__('os').getpid()))",
+            f"    os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})", "    while True:", "        pass"]
+    forward, backward = REFERENCE.blocks[(SOFTMAX, "2.2")]
+    from minitorch_attn.homework.instructor import splice
+    path.write_text(splice(path.read_text(), markers.find_regions(path), "2.2", [hang + forward, backward]))
+    results = tmp_path / "results.json"
+    code = ("from minitorch_attn.homework.gradescope import stop_on_signal; import signal; signal.signal(signal.SIGTERM, stop_on_signal)\n"
+            "from minitorch_attn.homework.results import grade_submission\n"
+            f"grade_submission({str(tree)!r}, 2, {str(results)!r}, budget=400)\n")
+    grader = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        while not pid_file.exists():
+            assert grader.poll() is None, "the grader ended before task 2.2 started"
+            time.sleep(0.05)
+        hanging = int(pid_file.read_text())
+        grader.send_signal(signal.SIGTERM)
+        grader.wait(timeout=60)
+        written = json.loads(results.read_text())
+        rows = {t["name"].split(":")[0]: t for t in written["tests"]}
+        assert rows["Task 2.1"]["score"] == 30 and rows["Task 2.2"]["score"] == 0
+        assert written["score"] == 30
+        assert not _alive(hanging)
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+        pid_file.unlink(missing_ok=True)
+
+
+def test_a_python_with_pytorch_is_refused_when_isolation_is_required(monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("MINITORCH_ATTN_REQUIRE_ISOLATION", "1")
+    with pytest.raises(GraderError, match="has PyTorch"):
+        Grader(TREE)
+
+
+def _alive(pid):
+    """Whether ``pid`` is a running process (a zombie waiting to be reaped is not)."""
+    for _ in range(200):   # SIGKILL is delivered at once; a reaper may take a moment
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    return False
+        except FileNotFoundError:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_student_grades_their_own_tree_without_probes(tmp_path):
+    """In a student tree there is no reference to compare probes with: the tests decide."""
+    from minitorch_attn.homework.make import make
+    make(tmp_path / "hw2", 2)
+    with Grader(tmp_path / "hw2", budget=400) as grader:
+        assert not grader.has_reference
+        quick(grader)
+        result = graded(grader, Submission.from_path(tmp_path / "hw2", grader.tree))
+    assert result.score == 0 and result.checks and not any(c.nodeid.startswith("probe: ") for c in result.checks)
+
+
+# ---- the pieces, one by one ---------------------------------------------------------------------------------
+def test_task_limits_share_the_budget_and_refuse_one_too_small():
+    assert task_limits(600, 6, 60) == ((600 - 45) / 6, 46.25)
+    assert task_limits(600, 2, 60)[1] == 60
+    with pytest.raises(ValueError, match="too small for 5 runs"):
+        task_limits(80, 5, 60)
+
+
+def test_probe_values_are_read_defensively(tmp_path):
+    import numpy as np
+    np.save(tmp_path / "probe0.out0.npy", np.array([object()], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "probe1.out0.npy", np.ones(3))
+    (tmp_path / "probe1.grad0.npy").symlink_to(tmp_path / "probe1.out0.npy")
+    (tmp_path / "probe2.out0.npy").write_bytes(b"\x93NUMPY" + b"\0" * (probes.MAX_ARRAY_BYTES + 1))
+    (tmp_path / "probe3.error.txt").write_text("E" * 10_000)
+    loaded = probes.load(tmp_path, 4)
+    assert "out0" not in loaded[0]["arrays"] and "unreadable" in loaded[0]["error"]
+    assert set(loaded[1]["arrays"]) == {"out0"} and "not a plain file" in loaded[1]["error"]
+    assert not loaded[2]["arrays"] and len(loaded[3]["error"]) == probes.MAX_ERROR_CHARS
+    reference = [{"arrays": {"out0": np.ones(3)}, "error": None}] * 4
+    verdicts = dict(probes.compare(["a", "b", "c", "d"], loaded, reference))
+    assert verdicts["b"] is None and all(verdicts[k] for k in "acd")
+    wrong = [{"arrays": {"out0": np.array([1.0, 1.5, 1.0])}, "error": None}]
+    assert "wrong at element (1,): yours 1.5, expected 1" in probes.compare(["a"], wrong, reference[:1])[0][1]
+
+
+def test_feedback_names_the_mistake_whose_pattern_the_failures_match():
+    from minitorch_attn.homework import patterns
+    from minitorch_attn.homework.grade import TaskResult
+    from minitorch_attn.homework.results import describe
+    from minitorch_attn.homework.runner import Check
+
+    known = patterns.record([("softmax backward without the row term", "2.1", ["t::a", "t::b", "t::c", "t::d", "t::e"]),
+                             ("softmax without the max shift", "2.1", ["t::x"])])["patterns"]
+    assert patterns.match(known, "2.1", ["t::a", "t::b", "t::c", "t::d", "t::e"]) == "softmax backward without the row term"
+    assert patterns.match(known, "2.1", ["t::a", "t::b", "t::c", "t::d"]) == "softmax backward without the row term"
+    assert patterns.match(known, "2.1", ["t::a", "t::b"]) is None          # too far from every pattern
+    assert patterns.match(known, "2.2", ["t::x"]) is None                  # another task's pattern
+    result = TaskResult("2.1", "softmax", 30, [Check("t::x", "failed", "boom")], pattern="softmax without the max shift")
+    assert "Your failures have the pattern of softmax without the max shift." in describe(result)
+    assert "pattern" not in describe(result, public_only=True)
+
+
+def test_the_preflight_reports_a_missing_library_in_results_json(tmp_path):
+    (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    numpy>=2.0\n    no-such-library-here>=1\n")
+    results = tmp_path / "results" / "results.json"
+    done = subprocess.run([sys.executable, str(ROOT / "minitorch_attn/homework/preflight.py"), str(results)],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 2 and "no-such-library-here" in done.stderr and "Traceback" not in done.stderr
+    written = json.loads(results.read_text())
+    assert "score" not in written and written["tests"] == []
+    assert "could not grade" in written["output"] and "no-such-library-here" in written["output"]
+
+
+def test_what_the_student_account_left_in_shared_folders_is_removed(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: files of another user")
+    account = sandbox.student_account()
+    for name in ("theirs.txt", "their-folder", "mine.txt"):
+        path = tmp_path / name
+        path.mkdir() if name.endswith("folder") else path.write_text("x")
+        if not name.startswith("mine"):
+            os.chown(path, *account)
+    sandbox.remove_files_of(account, [str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
