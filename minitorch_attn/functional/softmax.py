@@ -1,4 +1,4 @@
-"""The softmax family: softmax, log-softmax and cross-entropy, with hand-written backward passes.
+"""The softmax family: logsumexp, softmax, log-softmax and cross-entropy, with hand-written backward passes.
 
 All three start from one log-sum-exp, :func:`_shifted_logsumexp`: with ``m`` the row
 maximum, ``z = x - m`` and ``lse(z) = log Σ_j exp(z_j)``, so that no exponential overflows.
@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ..core.tensor import Tensor
+from ..core.ops import _normalize_dims
+from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
 from ._checks import _axis, _check_float, _check_probability
 
 
@@ -49,6 +50,80 @@ def _shifted_logsumexp(xp, x, axis):
     z = x - xp.where(m == -math.inf, 0.0, m)
     total = xp.sum(xp.exp(z), axis=axis, keepdims=True)
     return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
+
+
+class LogSumExp(Function):
+    """``lse(x) = log Σ_j exp(x_j)`` over the axes ``dims``, shifted by the maximum ``m``::
+
+        1. m = max(x) over dims (0 where it is ±inf or the dims are empty: nothing to shift)
+        2. s = Σ_j exp(x_j - m)                   (the largest term is exp(0) = 1: no overflow)
+        3. lse = m + log s                        (log 0 = -inf for an empty or all -inf row)
+
+    Backward. ``dlse/dx_j = exp(x_j) / Σ_i exp(x_i) = exp(x_j - lse) = softmax(x)_j``; ``m``
+    cancels (``lse`` is the same function of ``x`` for every shift), so::
+
+        3-1. dx_j = g exp(x_j - lse)
+
+    An entry ``-inf`` gets gradient ``exp(-inf) = 0`` while its row has a finite entry.
+    """
+
+    @staticmethod
+    def forward(ctx, x, dims=(-1,), keepdim=False):
+        xp = ctx.xp
+        if 0 in [x.shape[a] for a in dims]:
+            m = xp.sum(x, axis=dims, keepdims=True)                              # 1. zeros
+        else:
+            m = xp.max(x, axis=dims, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, 0.0)                                 # 1
+        total = xp.sum(xp.exp(x - m), axis=dims, keepdims=True)                 # 2
+        lse = m + xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))   # 3
+        ctx.save_for_backward(x, lse)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return lse if keepdim else xp.squeeze(lse, axis=dims)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, lse = ctx.saved_tensors
+        if not ctx.keepdim:
+            grad_output = ctx.xp.reshape(grad_output, lse.shape)
+        return grad_output * ctx.xp.exp(x - lse)                                # 3-1
+
+
+def logsumexp(input, dim, keepdim=False):
+    """``log Σ exp(input)`` over ``dim`` (an int or a tuple of ints), as ``torch.logsumexp``:
+    computed from the max-shifted input, so ``logsumexp([1000, 1000]) = 1000 + log 2``, not
+    inf. Shapes: the input's, without ``dim`` (or with it of size 1 when ``keepdim``); a
+    0-d input is its own logsumexp; over an empty dim the result is ``-inf``, as PyTorch.
+    float32/float64, dtype kept; the gradient is ``softmax(input)`` along ``dim`` times
+    the upstream gradient. Source: the log-sum-exp trick (e.g. Blanchard et al. 2021,
+    "Accurately computing the log-sum-exp and softmax functions", IMA J. Numer. Anal., eq. 1.3).
+
+    Raises:
+        TypeError: for a non-float tensor, or a dim that is not an int or a tuple of ints.
+        ValueError: for a dim out of range.
+
+    Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
+    """
+    _check_float(input, "logsumexp")
+    dims = _normalize_dims(dim, input.ndim, "logsumexp: dim")
+    if input.ndim == 0:
+        return LogSumExp.apply(input.reshape(1), dims=(0,), keepdim=False)
+    return LogSumExp.apply(input, dims=dims, keepdim=keepdim)
+
+
+def _cast_first(x, dtype, what):
+    """``x`` in ``dtype`` before the operation (PyTorch's ``dtype=`` argument of softmax and
+    log_softmax: "the input tensor is cast to dtype before the operation is performed"); the
+    cast is differentiable, so the gradient comes back in ``x``'s own dtype."""
+    if dtype is None:
+        return x
+    try:
+        name = dtype_name(dtype)
+    except (TypeError, ValueError):
+        name = None
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: dtype must be float32 or float64 (or None), got {dtype!r}")
+    return x.to(dtype=name)
 
 
 class Softmax(Function):
@@ -135,38 +210,42 @@ def _rowwise(function, x, dim):
     return function.apply(x, dim=dim)
 
 
-def softmax(x, dim=-1):
+def softmax(x, dim=-1, dtype=None):
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
     Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
     is then empty, as in PyTorch) and 0-d (softmax 1); the output has its shape and dtype.
     Entries equal to ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a
     finite entry); a row of all ``-inf``, or one holding NaN or ``+inf``, gives NaN in the
-    whole row, as in PyTorch. Source: Bridle 1990, "Probabilistic
-    interpretation of feedforward classification network outputs".
+    whole row, as in PyTorch. ``dtype`` (float32 or float64): ``x`` is cast to it first
+    and the output has it, as PyTorch's (the gradient returns in ``x``'s dtype).
+    Source: Bridle 1990, "Probabilistic interpretation of feedforward classification
+    network outputs".
 
     Raises:
-        TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+        TypeError: for a non-float tensor or ``dtype``. ValueError: for a ``dim`` out of range.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "softmax")
+    x = _cast_first(x, dtype, "softmax")
     return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
 
 
-def log_softmax(x, dim=-1):
+def log_softmax(x, dim=-1, dtype=None):
     """Log of the softmax along ``dim`` (as ``torch.log_softmax``): ``x - logsumexp(x)``.
 
-    Shapes and dtypes as :func:`softmax`. Computed from the max-shifted input, never as
+    Shapes, dtypes and ``dtype`` as :func:`softmax`. Computed from the max-shifted input, never as
     ``log(softmax(x))``, so ``log_softmax([1000, 0]) == [0, -1000]`` and rows shifted by
     ``-1e4`` keep their digits.
 
     Raises:
-        TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+        TypeError: for a non-float tensor or ``dtype``. ValueError: for a ``dim`` out of range.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "log_softmax")
+    x = _cast_first(x, dtype, "log_softmax")
     return _rowwise(LogSoftmax, x, _axis(dim, x.ndim, "log_softmax"))
 
 

@@ -8,6 +8,7 @@ float32) that overflow unless the row maximum is subtracted first, and ±inf / N
 
 import numpy as np
 
+import minitorch_attn as mt
 import minitorch_attn.functional as F
 
 from .record import OpInfo, Sample, register, with_neg_inf
@@ -114,7 +115,41 @@ def torch_cross_entropy(torch, logits, target, weight=None, **options):
     return torch.nn.functional.cross_entropy(logits, target, weight=weight, **options)
 
 
+def np_logsumexp(x, dim, keepdim=False):
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        return x
+    with np.errstate(divide="ignore"):
+        top = np.max(x, axis=dim, keepdims=True) if x.size else np.zeros_like(np.sum(x, dim, keepdims=True))
+        top = np.where(np.isfinite(top), top, 0.0)
+        out = top + np.log(np.sum(np.exp(x - top), axis=dim, keepdims=True))
+    return out if keepdim else np.squeeze(out, axis=dim)
+
+
+def np_logsumexp_backward(grads, x, dim, keepdim=False):
+    """``g softmax(x)`` along ``dim``."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 0:
+        return [np.asarray(grads[0], dtype=np.float64)]
+    lse = np_logsumexp(x, dim, keepdim=True)
+    g = np.asarray(grads[0]).reshape(lse.shape)
+    return [g * np.exp(x - lse)]
+
+
 RECORDS = register(__name__, [
+    OpInfo("logsumexp", mt.logsumexp, ("mt.logsumexp",),
+           (Sample("logsumexp (dim -1)", lambda d: [d.randn(3, 5, scale=3.0)], kwargs=dict(dim=-1)),
+            Sample("logsumexp (dims 0, 2, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 2), keepdim=True),
+                   edges=DIM, gradcheck=True),
+            Sample("logsumexp (extreme logits)", lambda d: [d.extreme(4, 7)], kwargs=dict(dim=1), edges=EXTREME),
+            Sample("logsumexp (-inf entries)", lambda d: [with_neg_inf(d, 3, 6)], kwargs=dict(dim=1), edges=NONFINITE),
+            Sample("logsumexp (over a 0-length dim)", lambda d: [d.randn(3, 0)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("logsumexp (one-element rows)", lambda d: [d.randn(3, 1)], kwargs=dict(dim=1), edges=ONE),
+            Sample("logsumexp (0-d)", lambda d: [d.randn()], kwargs=dict(dim=0), edges=SCALAR)),
+           "lse = m + log Σ exp(x - m), m = max; dx = g exp(x - lse) = g softmax(x)",
+           ref=np_logsumexp, ref_backward=np_logsumexp_backward,
+           torch_ref=lambda torch, x, dim, keepdim=False: torch.logsumexp(x, dim, keepdim=keepdim),
+           task=None, exponentiates=True),
     OpInfo("softmax", F.softmax, ("F.softmax",),
            (Sample("softmax (dim -1)", lambda d: [d.randn(3, 5)]),
             Sample("softmax (dim 0, 3-D)", lambda d: [d.randn(4, 2, 3)], kwargs=dict(dim=0)),

@@ -1,0 +1,55 @@
+"""The ops added for the modern block and for code ported from PyTorch, beyond what their
+catalogue records check: options the records cannot express (a ``dtype=`` that changes the
+output's dtype) and the errors a wrong argument gets."""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+
+
+# ---- softmax / log_softmax dtype= ---------------------------------------------------------------
+@pytest.mark.parametrize("fn, torch_name", [(F.softmax, "softmax"), (F.log_softmax, "log_softmax")])
+def test_softmax_dtype_casts_first_and_the_gradient_returns_in_the_input_dtype(fn, torch_name, torch):
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    ours = mt.tensor(x, requires_grad=True)
+    y = fn(ours, dim=1, dtype=mt.float64)
+    assert y.dtype == "float64"
+    g = np.random.default_rng(1).standard_normal((3, 5))
+    y.backward(mt.tensor(g))
+    assert ours.grad.dtype == "float32"
+    theirs = torch.tensor(x, requires_grad=True)
+    ty = getattr(torch, torch_name)(theirs, 1, dtype=torch.float64)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_dtype_float32_of_a_float64_input():
+    y = F.softmax(mt.tensor([[0.0, 1.0]], dtype="float64"), dim=-1, dtype="float32")
+    assert y.dtype == "float32"
+
+
+@pytest.mark.parametrize("dtype", ["int64", "complex64", 3])
+def test_softmax_refuses_a_dtype_that_is_not_float(dtype):
+    with pytest.raises(TypeError, match="softmax: dtype must be float32 or float64"):
+        F.softmax(mt.tensor([1.0, 2.0]), dim=0, dtype=dtype)
+
+
+# ---- logsumexp and sigmoid ----------------------------------------------------------------------
+def test_logsumexp_of_large_equal_logits_is_exact():
+    out = mt.logsumexp(mt.tensor([1000.0, 1000.0], dtype="float64"), dim=0)
+    assert out.item() == 1000.0 + np.log(2.0)
+
+
+def test_logsumexp_needs_an_int_dim():
+    with pytest.raises(TypeError, match="logsumexp: dim"):
+        mt.logsumexp(mt.tensor([1.0, 2.0]), dim=1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        mt.logsumexp(mt.tensor([1.0, 2.0]), dim=1)
+
+
+def test_sigmoid_saturates_without_overflow():
+    y = mt.sigmoid(mt.tensor([-800.0, 0.0, 800.0], dtype="float64"))
+    assert y.tolist() == [0.0, 0.5, 1.0]
