@@ -53,3 +53,23 @@ def test_logsumexp_needs_an_int_dim():
 def test_sigmoid_saturates_without_overflow():
     y = mt.sigmoid(mt.tensor([-800.0, 0.0, 800.0], dtype="float64"))
     assert y.tolist() == [0.0, 0.5, 1.0]
+
+
+# ---- nll_loss ------------------------------------------------------------------------------------
+def test_nll_loss_of_log_softmax_is_cross_entropy():
+    rng = np.random.default_rng(0)
+    logits = mt.tensor(rng.standard_normal((5, 4)), dtype="float64")
+    target = mt.tensor([0, 3, -100, 1, 1])
+    weight = mt.tensor(rng.uniform(0.5, 2.0, 4), dtype="float64")
+    ours = F.nll_loss(F.log_softmax(logits, dim=1), target, weight=weight)
+    np.testing.assert_allclose(ours.item(), F.cross_entropy(logits, target, weight=weight).item(), rtol=1e-14)
+
+
+def test_nll_loss_errors_name_the_argument():
+    logp = mt.tensor([[0.0, -1.0]])
+    with pytest.raises(ValueError, match=r"targets must be class indices in \[0, 2\)"):
+        F.nll_loss(logp, mt.tensor([5]))
+    with pytest.raises(TypeError, match="nll_loss: target must be an int64/int32"):
+        F.nll_loss(logp, mt.tensor([0.0]))
+    with pytest.raises(ValueError, match="nll_loss: reduction"):
+        F.nll_loss(logp, mt.tensor([0]), reduction="avg")

@@ -104,6 +104,43 @@ def np_cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoot
         return loss.sum() / np.where(keep, w[safe], 0.0).sum()
 
 
+def _nll_parts(logp, target, weight, ignore_index):
+    """``(rows (M, C), target (M,), kept (M,), w (C,))`` with the class dim last."""
+    logp = np.asarray(logp, dtype=np.float64)
+    if logp.ndim == 1:
+        logp, target = logp[None], np.asarray(target).reshape(1)
+    C = logp.shape[1]
+    rows = np.moveaxis(logp, 1, -1).reshape(-1, C)
+    target = np.asarray(target, dtype=np.int64).reshape(-1)
+    w = np.ones(C) if weight is None else np.asarray(weight, dtype=np.float64)
+    return rows, target, target != ignore_index, w
+
+
+def np_nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    rows, t, kept, w = _nll_parts(logp, target, weight, ignore_index)
+    safe = np.where(kept, t, 0)
+    wt = np.where(kept, w[safe], 0.0)
+    with np.errstate(invalid="ignore"):
+        loss = np.where(kept, -wt * rows[np.arange(len(t)), safe] if len(t) else 0.0, 0.0)
+        if reduction == "none":
+            return loss.reshape(np.shape(target))
+        return loss.sum() if reduction == "sum" else loss.sum() / wt.sum()
+
+
+def np_nll_loss_backward(grads, logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    rows, t, kept, w = _nll_parts(logp, target, weight, ignore_index)
+    safe = np.where(kept, t, 0)
+    wt = np.where(kept, w[safe], 0.0)
+    g = np.asarray(grads[0], dtype=np.float64)
+    factor = g.reshape(-1) if reduction == "none" else np.full(len(t), g / wt.sum() if reduction == "mean" else g)
+    d = np.zeros_like(rows)
+    d[np.arange(len(t)), safe] = -wt * factor
+    shape = np.shape(logp)
+    d = d.reshape(shape[:1] + shape[2:] + shape[1:2]) if len(shape) > 1 else d.reshape(shape)
+    d = np.moveaxis(d, -1, 1) if len(shape) > 1 else d
+    return [d, None] + ([None] if weight is not None else [])
+
+
 def padded_logits(d, *shape):
     """Normal logits whose last row is all -inf (a padding position, ignored by its target)."""
     values = d.rng.standard_normal(shape)
@@ -180,6 +217,27 @@ RECORDS = register(__name__, [
            "log p = x - logsumexp(x); dx = g - p Σ g (never through 1/p)",
            ref=np_log_softmax, ref_backward=np_log_softmax_backward,
            torch_ref=lambda torch, x, dim=-1: x.log_softmax(dim), task="2.2", exponentiates=True),
+    OpInfo("nll_loss", F.nll_loss, ("F.nll_loss",),
+           (Sample("nll_loss (mean, ignore_index)", lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1])]),
+            Sample("nll_loss (N,C,d, weight, sum)",
+                   lambda d: [d.randn(2, 4, 3), d.integers(0, 4, 2, 3), d.uniform(4, low=0.2, high=2.0, requires_grad=False)],
+                   kwargs=dict(reduction="sum")),
+            Sample("nll_loss (none, weight)",
+                   lambda d: [d.randn(4, 3), d.ints([1, -1, 0, 2]), d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                   kwargs=dict(ignore_index=-1, reduction="none")),
+            Sample("nll_loss (weighted mean)",
+                   lambda d: [d.randn(5, 3), d.ints([1, 0, 0, 2, 1]), d.uniform(3, low=0.2, high=2.0, requires_grad=False)]),
+            Sample("nll_loss (-inf log-probabilities)", lambda d: [d.values([[0.0, -np.inf], [-np.inf, 0.0]]),
+                                                                   d.ints([0, 1])], edges=NONFINITE),
+            Sample("nll_loss (unbatched)", lambda d: [d.randn(4), d.ints(2)], edges=SCALAR, gradcheck=True),
+            Sample("nll_loss (one class)", lambda d: [d.randn(3, 1), d.ints([0, 0, 0])], edges=ONE),
+            Sample("nll_loss (empty batch, sum)", lambda d: [d.randn(0, 3), d.ints(np.zeros(0))],
+                   kwargs=dict(reduction="sum"), edges=EMPTY),
+            Sample("nll_loss (empty batch, mean)", lambda d: [d.randn(0, 3), d.ints(np.zeros(0))], edges=EMPTY)),
+           "loss = -w_t logp_t; dlogp = -w_t onehot(t) (÷ Σ w_t for the mean)",
+           ref=np_nll_loss, ref_backward=np_nll_loss_backward,
+           torch_ref=lambda torch, x, t, weight=None, **o: torch.nn.functional.nll_loss(x, t, weight=weight, **o),
+           task=None, differentiable_in=("input",), not_differentiable_in=("target", "weight")),
     OpInfo("cross_entropy", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (mean, ignore_index)",
                    lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, -100])]),
