@@ -73,3 +73,21 @@ def test_nll_loss_errors_name_the_argument():
         F.nll_loss(logp, mt.tensor([0.0]))
     with pytest.raises(ValueError, match="nll_loss: reduction"):
         F.nll_loss(logp, mt.tensor([0]), reduction="avg")
+
+
+# ---- powers with a tensor exponent ---------------------------------------------------------------
+def test_rotary_frequencies_written_as_number_to_a_tensor_power():
+    d = 8
+    inv_freq = 10000.0 ** (-mt.arange(0, d, 2, dtype="float64") / d)
+    np.testing.assert_allclose(inv_freq.numpy(), 10000.0 ** (-np.arange(0, d, 2) / d), rtol=1e-15)
+
+
+def test_pow_refuses_what_is_not_a_number_or_tensor():
+    with pytest.raises(TypeError, match="pow: the exponent must be a number or a Tensor"):
+        mt.tensor([1.0]) ** "2"
+    with pytest.raises(TypeError, match="pow: expected a Tensor base or exponent"):
+        mt.pow(2.0, 3.0)
+    with pytest.raises(TypeError):
+        "2" ** mt.tensor([1.0])
+    with pytest.raises(ValueError, match="do not broadcast"):
+        mt.tensor([1.0, 2.0]) ** mt.tensor([1.0, 2.0, 3.0])

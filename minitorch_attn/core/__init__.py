@@ -6,7 +6,8 @@ Read it in this order:
    the few kernels the array API standard lacks;
 2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
-4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations; :mod:`.reductions`
+4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.power`: powers
+   with a tensor exponent); :mod:`.reductions`
    -- sum, mean, max, var;
 5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting.
 
@@ -17,6 +18,6 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, reductions, shape_ops, factories
+from . import tensor, ops, power, reductions, shape_ops, factories
 
-__all__ = ["backend", "autograd", "tensor", "factories", "ops", "reductions", "shape_ops"]
+__all__ = ["backend", "autograd", "tensor", "factories", "ops", "power", "reductions", "shape_ops"]

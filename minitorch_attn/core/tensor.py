@@ -328,7 +328,12 @@ class Tensor:
         return ops.Neg.apply(self)
 
     def __pow__(self, exponent):
-        return ops.pow(self, exponent)
+        return power.pow(self, exponent)
+
+    def __rpow__(self, base):
+        if not _is_operand(base):
+            return NotImplemented
+        return power.pow(base, self)
 
     def __matmul__(self, other):
         return _binary(ops.MatMul, self, other)
@@ -485,4 +490,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import ops, reductions, shape_ops  # noqa: E402
+from . import ops, power, reductions, shape_ops  # noqa: E402
