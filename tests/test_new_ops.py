@@ -91,3 +91,18 @@ def test_pow_refuses_what_is_not_a_number_or_tensor():
         "2" ** mt.tensor([1.0])
     with pytest.raises(ValueError, match="do not broadcast"):
         mt.tensor([1.0, 2.0]) ** mt.tensor([1.0, 2.0, 3.0])
+
+
+# ---- min, argmin, std ------------------------------------------------------------------------------
+def test_argmin_and_min_agree_with_numpy():
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    t = mt.tensor(x)
+    assert t.argmin().item() == x.argmin()
+    np.testing.assert_array_equal(t.argmin(dim=1).numpy(), x.argmin(1))
+    np.testing.assert_array_equal(t.min(dim=0, keepdim=True).numpy(), x.min(0, keepdims=True))
+    np.testing.assert_allclose(t.std(dim=1).numpy(), x.std(1, ddof=1), rtol=1e-6)
+
+
+def test_min_over_nothing_is_an_error_that_names_it():
+    with pytest.raises(ValueError, match="undefined"):
+        mt.min(mt.zeros(0, 3), dim=0)

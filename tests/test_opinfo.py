@@ -201,7 +201,7 @@ NOT_OPERATIONS = {
     "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
     "Tensor.long", "Tensor.contiguous",
     # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)
-    "Tensor.argmax", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
+    "Tensor.argmax", "Tensor.argmin", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
     "Tensor.__ge__", "Tensor.__invert__", "Tensor.__and__", "Tensor.__or__",
 }
 PYTHON_PROTOCOL = {"__module__", "__doc__", "__array_priority__", "__hash__", "__init__", "__len__", "__iter__",

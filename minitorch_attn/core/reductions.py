@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max (amax) and var over any dims, each a :class:`Function` with its backward.
+"""Reductions: sum, mean, max (amax), min (amin), var and std over any dims, each a :class:`Function` with its backward.
 
 A reduction maps many elements to one, so its backward spreads each upstream gradient
 ``grad_output`` back over the elements it came from: equally (sum, mean), to the maxima
@@ -160,3 +160,25 @@ def var(x, dim=None, keepdim=False, correction=1):
     """
     _check_float_input(x, "var")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+
+
+def min(x, dim=None, keepdim=False):
+    """Smallest values over ``dim`` (values only, as torch.amin): ``min(x) = -max(-x)``, so the
+    gradient goes to the minimal elements and ties share it, as :class:`Max`'s.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
+    return -Max.apply(-x, dim=dim, keepdim=keepdim)
+
+
+amin = min
+
+
+def std(x, dim=None, keepdim=False, correction=1):
+    """Standard deviation over ``dim``, ``sqrt(var(x, dim, correction))`` (as torch.std).
+    Backward by the chain rule through :class:`Var` and ``sqrt``:
+    ``dx = g (x - mean) / ((n - correction) std)``; NaN where the std is 0, as PyTorch.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
+    return var(x, dim=dim, keepdim=keepdim, correction=correction).sqrt()

@@ -411,9 +411,22 @@ class Tensor:
     def var(self, dim=None, keepdim=False, correction=1):
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
 
+    def min(self, dim=None, keepdim=False):
+        """Smallest values along ``dim`` (like ``torch.amin``: values only, no indices)."""
+        return reductions.min(self, dim=dim, keepdim=keepdim)
+
+    amin = min
+
+    def std(self, dim=None, keepdim=False, correction=1):
+        return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction)
+
     def argmax(self, dim=None, keepdim=False):
         xp = backend_of(self.data).xp
         return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
+
+    def argmin(self, dim=None, keepdim=False):
+        xp = backend_of(self.data).xp
+        return Tensor(xp.argmin(self.data, axis=dim, keepdims=keepdim))
 
     def reshape(self, *shape):
         return shape_ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
