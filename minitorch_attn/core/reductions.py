@@ -168,6 +168,9 @@ def min(x, dim=None, keepdim=False):
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
+    if isinstance(x, Tensor) and any(x.shape[a] == 0 for a in _normalize_dims(dim, x.ndim)):
+        raise ValueError(f"min: the minimum over {'a tensor with no elements' if dim is None else 'a dim of size 0'} "
+                         f"is undefined (shape {tuple(x.shape)}, dim {dim})")
     return -Max.apply(-x, dim=dim, keepdim=keepdim)
 
 
