@@ -106,3 +106,43 @@ def test_argmin_and_min_agree_with_numpy():
 def test_min_over_nothing_is_an_error_that_names_it():
     with pytest.raises(ValueError, match="min: the minimum over a dim of size 0 is undefined"):
         mt.min(mt.zeros(0, 3), dim=0)
+
+
+# ---- advanced indexing and gather -----------------------------------------------------------------
+def test_picking_the_target_logits_and_repeats_accumulate(device):
+    logits = mt.tensor(np.arange(12.0).reshape(3, 4), dtype="float64", device=device, requires_grad=True)
+    rows, targets = mt.arange(3, device=device), mt.tensor([1, 1, 3], device=device)
+    picked = logits[rows, targets]
+    assert picked.tolist() == [1.0, 5.0, 11.0]
+    logits[:, mt.tensor([0, 0, 2], device=device)].sum().backward()
+    assert logits.grad.numpy().tolist() == [[2.0, 0.0, 1.0, 0.0]] * 3
+
+
+def test_a_boolean_mask_selects_and_its_gradient_lands_in_place():
+    x = mt.tensor([[1.0, -2.0], [-3.0, 4.0]], requires_grad=True)
+    y = x[x > 0]
+    assert y.tolist() == [1.0, 4.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [[1.0, 0.0], [0.0, 1.0]]
+
+
+def test_indexing_errors_name_the_key_and_shape():
+    x = mt.randn(3, 4)
+    with pytest.raises(IndexError, match=r"does not fit a tensor of shape \(3, 4\)"):
+        x[:, mt.tensor([4])]
+    with pytest.raises(IndexError, match=r"does not fit a tensor of shape \(3, 4\)"):
+        x[mt.tensor([True, False])]
+    with pytest.raises(TypeError, match="index lists must hold ints or bools"):
+        x[:, [0.5]]
+
+
+def test_gather_errors():
+    x = mt.randn(3, 4)
+    with pytest.raises(IndexError, match=r"gather: index values must be in \[0, 4\)"):
+        mt.gather(x, 1, mt.tensor([[4]]))
+    with pytest.raises(ValueError, match="gather: index has 1 dims but input 2"):
+        mt.gather(x, 1, mt.tensor([0]))
+    with pytest.raises(ValueError, match="does not fit input"):
+        mt.gather(x, 1, mt.tensor([[0]] * 4))
+    with pytest.raises(TypeError, match="gather: index must be an int64/int32"):
+        x.gather(1, mt.tensor([[0.0]]))

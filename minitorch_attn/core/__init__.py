@@ -9,7 +9,8 @@ Read it in this order:
 4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.power`: powers
    with a tensor exponent); :mod:`.reductions`
    -- sum, mean, max, var;
-5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting.
+5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting; :mod:`.indexing` -- advanced
+   indexing (index arrays, boolean masks) and gather.
 
 ``autograd`` and ``tensor`` know each other (the engine makes Tensors, ``Tensor.backward``
 runs the engine): the package's one import cycle, and it stays here. Importing
@@ -18,6 +19,6 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, power, reductions, shape_ops, factories
+from . import tensor, ops, power, reductions, shape_ops, indexing, factories
 
-__all__ = ["backend", "autograd", "tensor", "factories", "ops", "power", "reductions", "shape_ops"]
+__all__ = ["backend", "autograd", "tensor", "factories", "ops", "power", "reductions", "shape_ops", "indexing"]

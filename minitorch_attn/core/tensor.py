@@ -464,6 +464,9 @@ class Tensor:
     def chunk(self, chunks, dim=0):
         return shape_ops.chunk(self, chunks, dim)
 
+    def gather(self, dim, index):
+        return indexing.gather(self, dim, index)
+
     def contiguous(self):
         return self
 
@@ -503,4 +506,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import ops, power, reductions, shape_ops  # noqa: E402
+from . import indexing, ops, power, reductions, shape_ops  # noqa: E402
