@@ -11,6 +11,7 @@ from .core.backend import get_default_device, manual_seed, set_default_device
 from .core.ops import clamp, matmul, maximum, minimum
 from .core.power import pow  # noqa: A004
 from .core.indexing import gather
+from .core.einsum import einsum
 from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)
 from .core.reductions import amax, amin, max, mean, min, std, sum, var  # noqa: A004
 from .core.shape_ops import (

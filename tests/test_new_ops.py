@@ -146,3 +146,22 @@ def test_gather_errors():
         mt.gather(x, 1, mt.tensor([[0]] * 4))
     with pytest.raises(TypeError, match="gather: index must be an int64/int32"):
         x.gather(1, mt.tensor([[0.0]]))
+
+
+# ---- einsum ----------------------------------------------------------------------------------------
+def test_einsum_is_matmul_and_takes_a_list():
+    a, b = mt.randn(3, 4, dtype="float64"), mt.randn(4, 2, dtype="float64")
+    np.testing.assert_allclose(mt.einsum("ij,jk->ik", [a, b]).numpy(), (a @ b).numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("equation, shapes, message", [
+    ("ii->i", [(3, 3)], "a diagonal"),
+    ("...ij->ij", [(2, 3, 3)], r"'\.\.\.'"),
+    ("ij,jk->ik", [(3, 4), (5, 2)], "index 'j' has size 4 in one operand and 5"),
+    ("ij->k", [(3, 4)], "found in no operand"),
+    ("ij,jk->ik", [(3, 4)], "names 2 operands, got 1"),
+    ("ijk->i", [(3, 4)], "operand 0 has 2 dims"),
+])
+def test_einsum_errors_name_what_is_wrong(equation, shapes, message):
+    with pytest.raises(ValueError, match=message):
+        mt.einsum(equation, *[mt.randn(*s) for s in shapes])

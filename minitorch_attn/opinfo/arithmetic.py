@@ -15,6 +15,7 @@ EMPTY = frozenset({"empty"})
 SCALAR = frozenset({"0-d"})
 NONFINITE = frozenset({"nonfinite"})
 BROADCAST = frozenset({"broadcast"})
+DIM = frozenset({"dim"})
 
 
 def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, **options):
@@ -101,6 +102,24 @@ RECORDS = register(__name__, [
            "y = c^x: dx = y log(c) g",
            ref=lambda x, base: np.power(base, x), torch_ref=lambda torch, x, base: base ** x, task=None,
            differentiable_in=("self",)),
+    OpInfo("einsum", lambda *xs, equation: mt.einsum(equation, *xs), ("mt.einsum",),
+           (Sample("einsum (matmul)", lambda d: [d.randn(3, 4), d.randn(4, 5)], kwargs=dict(equation="ij,jk->ik")),
+            Sample("einsum (attention scores)", lambda d: [d.randn(2, 2, 3, 4), d.randn(2, 2, 5, 4)],
+                   kwargs=dict(equation="bhqd,bhkd->bhqk")),
+            Sample("einsum (three operands, implicit output)", lambda d: [d.randn(2, 3), d.randn(3, 4), d.randn(4)],
+                   kwargs=dict(equation="ij,jk,k")),
+            Sample("einsum (transpose)", lambda d: [d.randn(3, 4)], kwargs=dict(equation="ij->ji")),
+            Sample("einsum (a sum over a dim)", lambda d: [d.randn(3, 4)], kwargs=dict(equation="ij->i"),
+                   edges=DIM, gradcheck=True),
+            Sample("einsum (outer product)", lambda d: [d.randn(3), d.randn(2)], kwargs=dict(equation="i,j->ij")),
+            Sample("einsum (dot product, 0-d result)", lambda d: [d.randn(5), d.randn(5)],
+                   kwargs=dict(equation="i,i->"), edges=SCALAR, gradcheck=True),
+            Sample("einsum (an empty contracted dim)", lambda d: [d.randn(3, 0), d.randn(0, 2)],
+                   kwargs=dict(equation="ij,jk->ik"), edges=EMPTY)),
+           "out = Σ Π_k a_k over the letters not kept; da_k = einsum(g and the other operands -> a_k's letters)",
+           ref=lambda *xs, equation: np.einsum(equation, *xs),
+           torch_ref=lambda torch, *xs, equation: torch.einsum(equation, *xs), task=None,
+           differentiable_in=("operands",)),
     unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan]),
     unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
