@@ -165,3 +165,16 @@ def test_einsum_is_matmul_and_takes_a_list():
 def test_einsum_errors_name_what_is_wrong(equation, shapes, message):
     with pytest.raises(ValueError, match=message):
         mt.einsum(equation, *[mt.randn(*s) for s in shapes])
+
+
+# ---- pad ---------------------------------------------------------------------------------------------
+def test_pad_errors_name_what_is_wrong():
+    x = mt.randn(2, 3)
+    with pytest.raises(ValueError, match="mode 'reflect' is not implemented"):
+        F.pad(x, (1, 1), mode="reflect")
+    with pytest.raises(ValueError, match="3 amounts for a tensor of 2 dims"):
+        F.pad(x, (1, 1, 1))
+    with pytest.raises(TypeError, match="tuple of ints"):
+        F.pad(x, (1.0, 1))
+    with pytest.raises(ValueError, match="negative size"):
+        F.pad(x, (-2, -2))

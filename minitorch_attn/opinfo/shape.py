@@ -8,6 +8,7 @@ None of them computes: each moves values, so each backward moves the gradient ba
 import numpy as np
 
 import minitorch_attn as mt
+import minitorch_attn.functional as F
 
 from .record import OpInfo, Sample, register
 
@@ -40,6 +41,14 @@ def pick(x, *indices, key):
     """``x[key(*indices)]``: the index arrays are inputs of the sample (drawn on its device,
     passed to the references as NumPy or PyTorch arrays), the key's layout a function."""
     return x[key(*indices)]
+
+
+def np_pad(x, pad, value=None):
+    widths = [(0, 0)] * np.ndim(x)
+    for i in range(len(pad) // 2):
+        widths[np.ndim(x) - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    cut = tuple(slice(max(-a, 0), s - max(-b, 0)) for (a, b), s in zip(widths, np.shape(x)))
+    return np.pad(x[cut], [(max(a, 0), max(b, 0)) for a, b in widths], constant_values=value or 0.0)
 
 
 def gather_take_along(x, dim, index):
@@ -126,6 +135,16 @@ RECORDS = register(__name__, [
            "out[i][j] = x[i][index[i][j]] (dim 1): dx = scatter-add of g at the same places (torch.scatter_add)",
            ref=gather_take_along, torch_ref=lambda torch, x, dim, index: torch.gather(x, dim, index), task=None,
            differentiable_in=("input",), not_differentiable_in=("index",)),
+    OpInfo("pad", F.pad, ("F.pad",),
+           (Sample("pad (last dim)", lambda d: [d.randn(3, 4), (1, 2)]),
+            Sample("pad (last two dims, a value)", lambda d: [d.randn(2, 3, 4), (0, 1, 2, 1)], kwargs=dict(value=-1.5),
+                   edges=DIM, gradcheck=True),
+            Sample("pad (negative: a cut)", lambda d: [d.randn(3, 5), (-1, 2, 1, -2)], gradcheck=True),
+            Sample("pad (empty input)", lambda d: [d.randn(0, 3), (1, 1)], edges=EMPTY),
+            Sample("pad (one element)", lambda d: [d.randn(1), (2, 0)], edges=frozenset({"one-element"}))),
+           "a constant border: dx = g at the places x went to (0 on the border and where cut off)",
+           ref=np_pad, torch_ref=lambda torch, x, pad, value=None: torch.nn.functional.pad(x, pad, value=value),
+           task=None, differentiable_in=("input",)),
     OpInfo("concat", lambda *xs, dim=0: mt.concat(list(xs), dim=dim), ("mt.concat", "mt.cat"),
            (Sample("concat", lambda d: [d.randn(2, 3), d.randn(2, 1)], kwargs=dict(dim=1)),
             Sample("concat (an empty part)", lambda d: [d.randn(0, 3), d.randn(2, 3)], edges=EMPTY)),
