@@ -178,3 +178,19 @@ def test_pad_errors_name_what_is_wrong():
         F.pad(x, (1.0, 1))
     with pytest.raises(ValueError, match="negative size"):
         F.pad(x, (-2, -2))
+
+
+# ---- cross_entropy with probability targets ----------------------------------------------------------
+def test_one_hot_probability_targets_give_the_class_index_loss_without_weights():
+    rng = np.random.default_rng(0)
+    logits = mt.tensor(rng.standard_normal((4, 3)), dtype="float64")
+    classes = mt.tensor([0, 2, 1, 1])
+    onehot = mt.tensor(np.eye(3)[classes.numpy()], dtype="float64")
+    for eps in (0.0, 0.1):
+        np.testing.assert_allclose(F.cross_entropy(logits, onehot, label_smoothing=eps).item(),
+                                   F.cross_entropy(logits, classes, label_smoothing=eps).item(), rtol=1e-14)
+
+
+def test_probability_targets_of_another_shape_are_refused():
+    with pytest.raises(ValueError, match="probability targets must have the logits' shape"):
+        F.cross_entropy(mt.randn(4, 3), mt.rand(4, 2))

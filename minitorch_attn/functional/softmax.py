@@ -331,6 +331,72 @@ class CrossEntropy(Function):
         # END SOLUTION
 
 
+class SoftCrossEntropy(Function):
+    """Cross-entropy against probability ("soft") targets ``t (M, C)``, as PyTorch defines it::
+
+        1. logp_i = log_softmax(logits_i)                    (see _shifted_logsumexp)
+        2. r_ic   = w_c ((1-ε) t_ic + ε/C);   loss_i = -Σ_c r_ic logp_ic
+        3. reduce: sum_i loss_i;  mean = Σ_i loss_i / M (the number of rows, not the
+           weights: PyTorch's rule for probability targets);  or none
+
+    Backward. As :class:`CrossEntropy`'s step 2-1, with this ``r``, and the targets too
+    (``loss`` is linear in them)::
+
+        2-1. dloss_i/dx_j  = p_j Σ_c r_ic - r_ij
+             dloss_i/dt_ic = -(1-ε) w_c logp_ic
+        3-1. times g (sum), g / M (mean) or g_i (none)
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target, weight=None, label_smoothing=0.0, reduction="mean"):
+        xp = ctx.xp
+        M, C = logits.shape
+        z, lse_z = _shifted_logsumexp(xp, logits, 1)                            # 1
+        logp = z - lse_z
+        q = (1.0 - label_smoothing) * target + (label_smoothing / C if C else 0.0)   # 2
+        r = q if weight is None else q * weight
+        loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)
+        ctx.save_for_backward(logp, r, weight)
+        ctx.reduction, ctx.rows, ctx.smoothing = reduction, M, label_smoothing
+        if reduction == "none":                                                 # 3
+            return loss
+        total = xp.sum(loss)
+        return total if reduction == "sum" else (total / M if M else total * math.nan)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        logp, r, weight = ctx.saved_tensors
+        xp = ctx.xp
+        factor = grad_output                                                    # 3-1
+        if ctx.reduction == "mean":
+            factor = grad_output / max(ctx.rows, 1)
+        elif ctx.reduction == "none":
+            factor = grad_output[:, None]
+        grad_logits = (xp.exp(logp) * xp.sum(r, axis=1, keepdims=True) - r) * factor        # 2-1
+        grad_target = None
+        if ctx.needs_input_grad[1]:
+            w = 1.0 if weight is None else weight
+            grad_target = -(1.0 - ctx.smoothing) * w * logp * factor
+        return grad_logits, grad_target, None
+
+
+def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
+    """:func:`cross_entropy` with probability targets of the logits' shape."""
+    if target.shape != logits.shape or target.dtype != logits.dtype or target.device != logits.device:
+        raise ValueError(f"cross_entropy: probability targets must have the logits' shape, dtype and device, "
+                         f"{logits.shape} {logits.dtype} on '{logits.device}'; got {target.shape} {target.dtype} "
+                         f"on '{target.device}'")
+    if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per position
+        order = (0, *range(2, logits.ndim), 1)
+        logits, target = logits.permute(*order), target.permute(*order)
+    C = logits.shape[-1]
+    rows = math.prod(logits.shape[:-1])
+    loss = SoftCrossEntropy.apply(logits.reshape(rows, C), target.reshape(rows, C),
+                                  None if weight is None else weight.data, label_smoothing=label_smoothing,
+                                  reduction=reduction)
+    return loss.reshape(*logits.shape[:-1]) if reduction == "none" else loss
+
+
 def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
@@ -341,6 +407,12 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     ``reduction="mean"`` or ``"sum"``, and the per-target losses ``(N, d1, ...)`` for
     ``"none"`` (0 where ignored). The gradient goes to ``logits`` only. With no targets,
     or every target ignored, the mean is NaN (0 / 0) and the sum 0, as in PyTorch.
+
+    Probability targets: a float ``target`` of the logits' shape, dtype and device holds a
+    distribution over the classes per row (dim 1); the loss is then
+    ``-Σ_c w_c ((1-ε) t_c + ε/C) logp_c`` per row, the mean divides by the number of rows
+    (not by the weights: PyTorch's definition), ``ignore_index`` does not apply, and the
+    target gets a gradient too (see :class:`SoftCrossEntropy`).
 
     Args:
         weight: optional class weights ``(C,)`` of the logits' dtype and device (no
@@ -354,17 +426,18 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
             (Szegedy et al. 2016, arXiv:1512.00567 §7).
 
     Raises:
-        TypeError: for non-float logits or weight, a non-integer target, or a weight of
-            another dtype than the logits.
+        TypeError: for non-float logits or weight, a target neither integer nor float, or a
+            weight of another dtype than the logits.
         ValueError: for mismatched shapes, an unknown reduction, a smoothing outside
             [0, 1], or a target out of range ``[0, C)`` that is not ``ignore_index``.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(logits, "cross_entropy: logits")
-    if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64"):
-        raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices, "
-                        f"got {getattr(target, 'dtype', type(target).__name__)}")
+    soft = isinstance(target, Tensor) and target.dtype in FLOAT_DTYPES
+    if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64") and not soft:
+        raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices or a float tensor "
+                        f"of class probabilities, got {getattr(target, 'dtype', type(target).__name__)}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
@@ -375,7 +448,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     if logits.ndim == 0:
         raise ValueError("cross_entropy: logits need a class dim, (C,), (N, C) or (N, C, d1, ...)")
     expected = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
-    if target.shape != expected:
+    if target.shape != expected and not soft:
         raise ValueError(f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
                          f"(N, d1, ...) = {expected}, got {target.shape}")
     C = logits.shape[-1] if logits.ndim == 1 else logits.shape[1]
@@ -386,6 +459,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
         if weight.dtype != logits.dtype or weight.device != logits.device:
             raise TypeError(f"cross_entropy: weight is {weight.dtype} on '{weight.device}' but the logits are "
                             f"{logits.dtype} on '{logits.device}'")
+    if soft:
+        return _soft_cross_entropy(logits, target, weight, label_smoothing, reduction)
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         rest = tuple(range(2, logits.ndim))
         logits = logits.permute(0, *rest, 1)

@@ -141,6 +141,30 @@ def np_nll_loss_backward(grads, logp, target, weight=None, ignore_index=-100, re
     return [d, None] + ([None] if weight is not None else [])
 
 
+def np_soft_cross_entropy(logits, target, weight=None, label_smoothing=0.0, reduction="mean"):
+    """PyTorch's definition for probability targets: ``-Σ_c w_c ((1-ε) t_c + ε/C) logp_c`` per
+    row; the mean divides by the number of rows."""
+    logits, target = np.asarray(logits, np.float64), np.asarray(target, np.float64)
+    C = logits.shape[1] if logits.ndim > 1 else logits.shape[0]
+    axis = 1 if logits.ndim > 1 else 0
+    logp = np_log_softmax(logits, axis)
+    w = np.ones(C) if weight is None else np.asarray(weight, np.float64)
+    w = w.reshape((C,) + (1,) * (logits.ndim - 2)) if logits.ndim > 1 else w
+    q = (1 - label_smoothing) * target + label_smoothing / C
+    loss = -(w * q * logp).sum(axis)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / loss.size if loss.size else np.nan
+
+
+def soft_targets(d, *shape):
+    """Rows of class probabilities along dim 1 (a softmax of normal draws), with a gradient."""
+    values = np.exp(d.rng.standard_normal(shape))
+    return d._tensor(values / values.sum(axis=1 if len(shape) > 1 else 0, keepdims=True))
+
+
 def padded_logits(d, *shape):
     """Normal logits whose last row is all -inf (a padding position, ignored by its target)."""
     values = d.rng.standard_normal(shape)
@@ -238,6 +262,22 @@ RECORDS = register(__name__, [
            ref=np_nll_loss, ref_backward=np_nll_loss_backward,
            torch_ref=lambda torch, x, t, weight=None, **o: torch.nn.functional.nll_loss(x, t, weight=weight, **o),
            task=None, differentiable_in=("input",), not_differentiable_in=("target", "weight")),
+    OpInfo("cross_entropy (probability targets)", F.cross_entropy, ("F.cross_entropy",),
+           (Sample("cross_entropy (soft targets)", lambda d: [d.randn(4, 5), soft_targets(d, 4, 5)]),
+            Sample("cross_entropy (soft, weight, smoothing)",
+                   lambda d: [d.randn(4, 3), soft_targets(d, 4, 3), d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                   kwargs=dict(label_smoothing=0.2)),
+            Sample("cross_entropy (soft, N,C,d, none)", lambda d: [d.randn(2, 3, 4), soft_targets(d, 2, 3, 4)],
+                   kwargs=dict(reduction="none"), edges=DIM, gradcheck=True),
+            Sample("cross_entropy (soft, sum, extreme)", lambda d: [d.extreme(3, 4), soft_targets(d, 3, 4)],
+                   kwargs=dict(reduction="sum"), edges=EXTREME),
+            Sample("cross_entropy (soft, unbatched)", lambda d: [d.randn(4), soft_targets(d, 4)], edges=SCALAR,
+                   gradcheck=True),
+            Sample("cross_entropy (soft, empty batch)", lambda d: [d.randn(0, 3), soft_targets(d, 0, 3)],
+                   kwargs=dict(reduction="sum"), edges=EMPTY)),
+           "r = w ((1-ε) t + ε/C): dlogits = p Σ r - r, dt = -(1-ε) w logp (÷ rows for the mean, as PyTorch)",
+           ref=np_soft_cross_entropy, torch_ref=torch_cross_entropy, task=None, exponentiates=True, n_ops=32,
+           differentiable_in=("input", "target"), not_differentiable_in=("weight",)),
     OpInfo("cross_entropy", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (mean, ignore_index)",
                    lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, -100])]),
