@@ -12,6 +12,7 @@ from .core.ops import clamp, matmul, maximum, minimum
 from .core.power import pow  # noqa: A004
 from .core.indexing import gather
 from .core.einsum import einsum
+from .core.arithmetic import add, div, sub
 from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)
 from .core.reductions import amax, amin, max, mean, min, std, sum, var  # noqa: A004
 from .core.shape_ops import (

@@ -194,3 +194,20 @@ def test_one_hot_probability_targets_give_the_class_index_loss_without_weights()
 def test_probability_targets_of_another_shape_are_refused():
     with pytest.raises(ValueError, match="probability targets must have the logits' shape"):
         F.cross_entropy(mt.randn(4, 3), mt.rand(4, 2))
+
+
+# ---- add/sub alpha, div rounding_mode --------------------------------------------------------------
+def test_alpha_and_rounding_modes_as_pytorch():
+    a, b = mt.tensor([1.0, 2.0]), mt.tensor([1.0, 1.0])
+    assert mt.add(a, b, alpha=2).tolist() == [3.0, 4.0] and mt.sub(a, b, alpha=2).tolist() == [-1.0, 0.0]
+    ints = mt.tensor([-7, 7])
+    trunc, floor = mt.div(ints, mt.tensor([2, -2]), rounding_mode="trunc"), mt.div(ints, 2, rounding_mode="floor")
+    assert (trunc.tolist(), trunc.dtype) == ([-3, -3], "int64") and floor.tolist() == [-4, 3]
+    assert mt.div(ints, 2).dtype == "float32"
+
+
+def test_a_wrong_rounding_mode_or_alpha_is_named():
+    with pytest.raises(ValueError, match="rounding_mode must be None, 'trunc' or 'floor'"):
+        mt.div(mt.tensor([1.0]), 2.0, rounding_mode="round")
+    with pytest.raises(TypeError, match="add: alpha must be a number"):
+        mt.add(mt.tensor([1.0]), 1.0, alpha="2")

@@ -6,7 +6,8 @@ Read it in this order:
    the few kernels the array API standard lacks;
 2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
-4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.power`: powers
+4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.arithmetic`: their
+   functional spellings, with ``alpha`` and ``rounding_mode``; :mod:`.power`: powers
    with a tensor exponent; :mod:`.einsum`: sums of products over lettered indices); :mod:`.reductions`
    -- sum, mean, max, var;
 5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting; :mod:`.indexing` -- advanced
@@ -19,6 +20,7 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, power, reductions, shape_ops, indexing, einsum, factories
+from . import tensor, ops, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
 
-__all__ = ["backend", "autograd", "tensor", "factories", "ops", "power", "reductions", "shape_ops", "indexing", "einsum"]
+__all__ = ["backend", "autograd", "tensor", "factories", "ops", "power", "reductions", "shape_ops", "indexing",
+           "einsum", "arithmetic"]

@@ -53,5 +53,5 @@ from .rotary import *           # noqa: F401,F403
 from .softmax import *          # noqa: F401,F403
 
 # the public ops, in reading order: a new op in a topic's __all__ is exported with no edit here
-__all__ = ["causal_mask"] + [name for module in (_softmax, _losses, _activations, _normalization, _linear, _attention, _flash,
-                                                 _rotary, _padding) for name in module.__all__]
+__all__ = ["causal_mask"] + [name for module in (_softmax, _losses, _activations, _normalization, _linear, _attention,
+                                                 _flash, _rotary, _padding) for name in module.__all__]

@@ -159,6 +159,11 @@ def np_soft_cross_entropy(logits, target, weight=None, label_smoothing=0.0, redu
     return loss.sum() / loss.size if loss.size else np.nan
 
 
+def class_weights(d, classes):
+    """Class weights in [0.2, 2), without a gradient."""
+    return d.uniform(classes, low=0.2, high=2.0, requires_grad=False)
+
+
 def soft_targets(d, *shape):
     """Rows of class probabilities along dim 1 (a softmax of normal draws), with a gradient."""
     values = np.exp(d.rng.standard_normal(shape))
@@ -200,7 +205,8 @@ def np_logsumexp_backward(grads, x, dim, keepdim=False):
 RECORDS = register(__name__, [
     OpInfo("logsumexp", mt.logsumexp, ("mt.logsumexp",),
            (Sample("logsumexp (dim -1)", lambda d: [d.randn(3, 5, scale=3.0)], kwargs=dict(dim=-1)),
-            Sample("logsumexp (dims 0, 2, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 2), keepdim=True),
+            Sample("logsumexp (dims 0, 2, keepdim)", lambda d: [d.randn(2, 3, 4)],
+                   kwargs=dict(dim=(0, 2), keepdim=True),
                    edges=DIM, gradcheck=True),
             Sample("logsumexp (extreme logits)", lambda d: [d.extreme(4, 7)], kwargs=dict(dim=1), edges=EXTREME),
             Sample("logsumexp (-inf entries)", lambda d: [with_neg_inf(d, 3, 6)], kwargs=dict(dim=1), edges=NONFINITE),
@@ -244,13 +250,13 @@ RECORDS = register(__name__, [
     OpInfo("nll_loss", F.nll_loss, ("F.nll_loss",),
            (Sample("nll_loss (mean, ignore_index)", lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1])]),
             Sample("nll_loss (N,C,d, weight, sum)",
-                   lambda d: [d.randn(2, 4, 3), d.integers(0, 4, 2, 3), d.uniform(4, low=0.2, high=2.0, requires_grad=False)],
+                   lambda d: [d.randn(2, 4, 3), d.integers(0, 4, 2, 3), class_weights(d, 4)],
                    kwargs=dict(reduction="sum")),
             Sample("nll_loss (none, weight)",
-                   lambda d: [d.randn(4, 3), d.ints([1, -1, 0, 2]), d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                   lambda d: [d.randn(4, 3), d.ints([1, -1, 0, 2]), class_weights(d, 3)],
                    kwargs=dict(ignore_index=-1, reduction="none")),
             Sample("nll_loss (weighted mean)",
-                   lambda d: [d.randn(5, 3), d.ints([1, 0, 0, 2, 1]), d.uniform(3, low=0.2, high=2.0, requires_grad=False)]),
+                   lambda d: [d.randn(5, 3), d.ints([1, 0, 0, 2, 1]), class_weights(d, 3)]),
             Sample("nll_loss (-inf log-probabilities)", lambda d: [d.values([[0.0, -np.inf], [-np.inf, 0.0]]),
                                                                    d.ints([0, 1])], edges=NONFINITE),
             Sample("nll_loss (unbatched)", lambda d: [d.randn(4), d.ints(2)], edges=SCALAR, gradcheck=True),
@@ -265,7 +271,7 @@ RECORDS = register(__name__, [
     OpInfo("cross_entropy (probability targets)", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (soft targets)", lambda d: [d.randn(4, 5), soft_targets(d, 4, 5)]),
             Sample("cross_entropy (soft, weight, smoothing)",
-                   lambda d: [d.randn(4, 3), soft_targets(d, 4, 3), d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                   lambda d: [d.randn(4, 3), soft_targets(d, 4, 3), class_weights(d, 3)],
                    kwargs=dict(label_smoothing=0.2)),
             Sample("cross_entropy (soft, N,C,d, none)", lambda d: [d.randn(2, 3, 4), soft_targets(d, 2, 3, 4)],
                    kwargs=dict(reduction="none"), edges=DIM, gradcheck=True),
@@ -291,7 +297,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(label_smoothing=0.2), tasks=()),
             Sample("cross_entropy (weight, -inf padding)",
                    lambda d: [padded_logits(d, 4, 3), d.ints([2, 0, 1, -100]),
-                              d.uniform(3, low=0.2, high=2.0, requires_grad=False)],
+                              class_weights(d, 3)],
                    kwargs=dict(reduction="none"), tasks=(),
                    torch_wrong="PyTorch 2.13 gives the ignored all -inf row a NaN gradient; it adds nothing to the "
                                "loss, so its gradient is 0"),
