@@ -211,3 +211,35 @@ def test_a_wrong_rounding_mode_or_alpha_is_named():
         mt.div(mt.tensor([1.0]), 2.0, rounding_mode="round")
     with pytest.raises(TypeError, match="add: alpha must be a number"):
         mt.add(mt.tensor([1.0]), 1.0, alpha="2")
+
+
+# ---- attention: batch dims broadcast between queries and keys/values -------------------------------
+@pytest.mark.parametrize("attend", [F.scaled_dot_product_attention, F.flash_attention])
+def test_attention_broadcasts_batch_dims_as_pytorch(attend, torch):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in ((4, 3, 8), (4, 4, 6, 8), (4, 4, 6, 8))]
+    ours = [mt.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = attend(*ours, is_causal=True)
+    expected = torch.nn.functional.scaled_dot_product_attention(*theirs, is_causal=True)
+    assert out.shape == (4, 4, 3, 8)
+    g = rng.standard_normal(out.shape)
+    out.backward(mt.tensor(g))
+    expected.backward(torch.tensor(g))
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=0, atol=1e-12)
+    for o, t in zip(ours, theirs):
+        assert o.grad.shape == o.shape
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_attention_batch_dims_broadcast_with_gqa_and_errors_name_the_shapes():
+    q, k = mt.randn(2, 4, 3, 8, dtype="float64"), mt.randn(1, 2, 5, 8, dtype="float64")
+    assert F.scaled_dot_product_attention(q, k, k, enable_gqa=True).shape == (2, 4, 3, 8)
+    with pytest.raises(ValueError, match=r"the batch dims of query \(2, 3, 8\), key \(3, 5, 8\)"):
+        F.scaled_dot_product_attention(mt.randn(2, 3, 8), mt.randn(3, 5, 8), mt.randn(3, 5, 8))
+
+
+def test_gradcheck_of_broadcast_attention():
+    rng = np.random.default_rng(1)
+    inputs = [mt.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 1, 3, 4), (3, 5, 4), (3, 5, 2))]
+    assert mt.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), inputs)
