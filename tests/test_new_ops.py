@@ -243,3 +243,13 @@ def test_gradcheck_of_broadcast_attention():
     rng = np.random.default_rng(1)
     inputs = [mt.tensor(rng.standard_normal(s), requires_grad=True) for s in ((2, 1, 3, 4), (3, 5, 4), (3, 5, 2))]
     assert mt.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), inputs)
+
+
+# ---- PyTorch's older spellings of reductions ---------------------------------------------------------
+def test_var_and_std_take_unbiased_and_an_empty_dim_reduces_everything():
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    t = mt.tensor(x, dtype="float64")
+    np.testing.assert_allclose(mt.var(t, True).item(), x.var(ddof=1), rtol=1e-14)
+    np.testing.assert_allclose(mt.std(t, 1, unbiased=False).numpy(), x.std(1), rtol=1e-14)
+    np.testing.assert_allclose(mt.sum(t, dim=()).item(), x.sum(), rtol=1e-14)
+    assert mt.sum(mt.tensor(2.0), dim=0).item() == 2.0

@@ -17,6 +17,14 @@ from .ops import _normalize_dims
 from .tensor import FLOAT_DTYPES, Tensor
 
 
+def _reduced_axes(dim, ndim):
+    """The axes a reduction runs over: ``dim`` checked by :func:`_normalize_dims`; ``()`` or
+    ``[]`` means all of them (as PyTorch), and a 0-d tensor has none to remove (its dim 0
+    or -1 is the element itself)."""
+    axes = _normalize_dims(None if isinstance(dim, (tuple, list)) and len(dim) == 0 else dim, ndim)
+    return () if ndim == 0 else axes
+
+
 def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
@@ -27,7 +35,7 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         ctx.shape, ctx.axes = tuple(x.shape), axes
         return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
 
@@ -46,7 +54,7 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         count = math.prod(x.shape[a] for a in axes)
         ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
         total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
@@ -68,7 +76,7 @@ class Max(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
             where = "a tensor with no elements" if dim is None else "a dim of size 0"
             raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
@@ -99,7 +107,7 @@ class Var(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         n = math.prod(x.shape[a] for a in axes)
         centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
@@ -153,12 +161,27 @@ def max(x, dim=None, keepdim=False):
 amax = max
 
 
-def var(x, dim=None, keepdim=False, correction=1):
+def _legacy_correction(dim, correction, unbiased):
+    """PyTorch's older spellings: ``var(x, True)`` (a bool where ``dim`` goes, meaning
+    ``unbiased``), ``unbiased=False`` (``correction=0``) and ``correction=None`` (1)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if not isinstance(unbiased, bool):
+            raise TypeError(f"unbiased must be True or False, got {unbiased!r}")
+        correction = int(unbiased)
+    return dim, 1 if correction is None else correction
+
+
+def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var).
+    ``unbiased`` (``var(x, True)``, ``unbiased=False``): PyTorch's older spelling of
+    ``correction``.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
     _check_float_input(x, "var")
+    dim, correction = _legacy_correction(dim, correction, unbiased)
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
 
 
@@ -168,7 +191,7 @@ def min(x, dim=None, keepdim=False):
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
-    if isinstance(x, Tensor) and any(x.shape[a] == 0 for a in _normalize_dims(dim, x.ndim)):
+    if isinstance(x, Tensor) and any(x.shape[a] == 0 for a in _reduced_axes(dim, x.ndim)):
         raise ValueError(f"min: the minimum over {'a tensor with no elements' if dim is None else 'a dim of size 0'} "
                          f"is undefined (shape {tuple(x.shape)}, dim {dim})")
     return -Max.apply(-x, dim=dim, keepdim=keepdim)
@@ -177,11 +200,11 @@ def min(x, dim=None, keepdim=False):
 amin = min
 
 
-def std(x, dim=None, keepdim=False, correction=1):
+def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Standard deviation over ``dim``, ``sqrt(var(x, dim, correction))`` (as torch.std).
     Backward by the chain rule through :class:`Var` and ``sqrt``:
     ``dx = g (x - mean) / ((n - correction) std)``; NaN where the std is 0, as PyTorch.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
-    return var(x, dim=dim, keepdim=keepdim, correction=correction).sqrt()
+    return var(x, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased).sqrt()

@@ -408,8 +408,8 @@ class Tensor:
 
     amax = max
 
-    def var(self, dim=None, keepdim=False, correction=1):
-        return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
+    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def min(self, dim=None, keepdim=False):
         """Smallest values along ``dim`` (like ``torch.amin``: values only, no indices)."""
@@ -417,8 +417,8 @@ class Tensor:
 
     amin = min
 
-    def std(self, dim=None, keepdim=False, correction=1):
-        return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction)
+    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def argmax(self, dim=None, keepdim=False):
         xp = backend_of(self.data).xp
