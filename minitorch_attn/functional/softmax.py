@@ -382,6 +382,11 @@ class SoftCrossEntropy(Function):
 
 def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
     """:func:`cross_entropy` with probability targets of the logits' shape."""
+    indices_shape = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
+    if target.shape == indices_shape and target.shape != logits.shape:
+        raise TypeError(f"cross_entropy: a target of shape {target.shape} holds class indices and must be an "
+                        f"int64/int32 tensor, got {target.dtype} (probability targets have the logits' shape "
+                        f"{logits.shape})")
     if target.shape != logits.shape or target.dtype != logits.dtype or target.device != logits.device:
         raise ValueError(f"cross_entropy: probability targets must have the logits' shape, dtype and device, "
                          f"{logits.shape} {logits.dtype} on '{logits.device}'; got {target.shape} {target.dtype} "

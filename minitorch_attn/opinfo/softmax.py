@@ -164,6 +164,24 @@ def class_weights(d, classes):
     return d.uniform(classes, low=0.2, high=2.0, requires_grad=False)
 
 
+def np_soft_cross_entropy_backward(grads, logits, target, weight=None, label_smoothing=0.0, reduction="mean"):
+    """``dlogits = (p Σ_c r_c - r) g``, ``dtarget = -(1-ε) w logp g`` with ``r = w ((1-ε) t + ε/C)``;
+    ``g`` per row (none), or divided by the number of rows (mean)."""
+    logits, target = np.asarray(logits, np.float64), np.asarray(target, np.float64)
+    axis = 1 if logits.ndim > 1 else 0
+    C = logits.shape[axis]
+    logp = np_log_softmax(logits, axis)
+    w = np.ones(C) if weight is None else np.asarray(weight, np.float64)
+    w = w.reshape((C,) + (1,) * (logits.ndim - 2)) if logits.ndim > 1 else w
+    r = w * ((1 - label_smoothing) * target + label_smoothing / C)
+    g = np.asarray(grads[0], np.float64)
+    rows = logits.size // C if C else 0
+    g = np.expand_dims(g, axis) if reduction == "none" else (g / rows if reduction == "mean" and rows else g)
+    dlogits = (np.exp(logp) * r.sum(axis, keepdims=True) - r) * g
+    dtarget = -(1 - label_smoothing) * w * logp * g
+    return [dlogits, dtarget] + ([None] if weight is not None else [])
+
+
 def soft_targets(d, *shape):
     """Rows of class probabilities along dim 1 (a softmax of normal draws), with a gradient."""
     values = np.exp(d.rng.standard_normal(shape))
@@ -282,7 +300,8 @@ RECORDS = register(__name__, [
             Sample("cross_entropy (soft, empty batch)", lambda d: [d.randn(0, 3), soft_targets(d, 0, 3)],
                    kwargs=dict(reduction="sum"), edges=EMPTY)),
            "r = w ((1-ε) t + ε/C): dlogits = p Σ r - r, dt = -(1-ε) w logp (÷ rows for the mean, as PyTorch)",
-           ref=np_soft_cross_entropy, torch_ref=torch_cross_entropy, task=None, exponentiates=True, n_ops=32,
+           ref=np_soft_cross_entropy, ref_backward=np_soft_cross_entropy_backward, torch_ref=torch_cross_entropy,
+           task=None, exponentiates=True, n_ops=32,
            differentiable_in=("input", "target"), not_differentiable_in=("weight",)),
     OpInfo("cross_entropy", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (mean, ignore_index)",
