@@ -10,9 +10,13 @@ from .core.autograd import Function, backward
 from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .core.backend import get_default_device, manual_seed, set_default_device
 from .core.minmax import clamp, maximum, minimum
-from .core.ops import matmul, pow
+from .core.ops import matmul
+from .core.power import pow  # noqa: A004
+from .core.indexing import gather
+from .core.einsum import einsum
+from .core.arithmetic import add, div, sub
 from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)
-from .core.reductions import amax, max, mean, sum, var  # noqa: A004
+from .core.reductions import amax, amin, max, mean, min, std, sum, var  # noqa: A004
 from .core.shape_ops import (
     cat, chunk, concat, expand, flatten, masked_fill, permute, reshape, split, squeeze, stack, transpose,
     tril, triu, unsqueeze, where,
@@ -28,6 +32,8 @@ from .threads import get_num_threads, set_num_threads
 from .allocator import keep_freed_memory  # the commands, demos and benchmarks call it; a program may too
 
 from . import functional  # import minitorch_attn.functional as F
+from .functional import sigmoid  # torch.sigmoid
+from .functional.softmax import logsumexp  # torch.logsumexp (F has none)
 from .gradcheck import GradcheckError, GradcheckReport, check_gradients, gradcheck
 from .graph import draw_graph
 

@@ -104,6 +104,11 @@ def add_train(subparsers):
     model.add_argument("--dropout", type=probability, default=0.0, action=_Given, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm", action=_Given,
                        help="normalization layer")
+    model.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", action=_Given,
+                       help="feed-forward: GELU (GPT-2) or SwiGLU (LLaMA; with --norm rmsnorm --pos-encoding rope "
+                            "this is LLaMA's block)")
+    model.add_argument("--num-kv-heads", type=positive_int, default=None, action=_Given,
+                       help="key/value heads (fewer than --num-heads: grouped-query attention; default: as many)")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", action=_Given, help="attention kernel")
     model.add_argument("--pos-encoding", choices=("learned", "rope"), default="learned", action=_Given,
                        help="positions: a learned embedding per position (GPT-2) or rotary queries and keys "

@@ -12,8 +12,8 @@ and ``model.json`` beside them (the constructor's arguments and the vocabulary).
 
 The layers are PyTorch's own (``nn.Embedding``, ``nn.Linear``, ``nn.LayerNorm``,
 ``nn.RMSNorm``, ``F.scaled_dot_product_attention``), composed as ours: Pre-LN blocks,
-fused or separate Q/K/V projections without bias, grouped-query attention, a tanh GELU,
-tied embeddings, and positions learned or rotary (split-half pairs, sliding-window
+fused or separate Q/K/V projections without bias, grouped-query attention, a tanh GELU
+or a SwiGLU feed-forward (``mlp``), tied embeddings, and positions learned or rotary (split-half pairs, sliding-window
 attention over ``max_seq_len`` keys). The tests check that its logits equal ours.
 
 Needs PyTorch 2.4 or newer (``nn.RMSNorm``; ``pip install torch``, or the ``ref`` extra) and,
@@ -83,14 +83,30 @@ class Attention(nn.Module):
         return self.W_o(out.transpose(1, 2).reshape(B, T, d_model))
 
 
+class SwiGLU(nn.Module):
+    """LLaMA's feed-forward, ``w2(silu(w1 x) * w3 x)``, no biases."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=False)
+        self.w3 = nn.Linear(d_model, d_ff, bias=False)
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
 class Block(nn.Module):
     """Pre-LN: ``x + attn(norm1(x))``, then ``x + ffn(norm2(x))``."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout, make_norm, **attention):
+    def __init__(self, d_model, num_heads, d_ff, dropout, make_norm, mlp="gelu", **attention):
         super().__init__()
         self.attn = Attention(d_model, num_heads, dropout=dropout, **attention)
         self.norm1, self.norm2 = make_norm(), make_norm()
-        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(approximate="tanh"), nn.Linear(d_ff, d_model))
+        if mlp == "swiglu":
+            self.ffn = SwiGLU(d_model, d_ff)
+        else:
+            self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(approximate="tanh"), nn.Linear(d_ff, d_model))
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def forward(self, x, attn_mask):
@@ -107,9 +123,10 @@ class GPT(nn.Module):
 
     def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
                  dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 pos_encoding="learned", rope_base=10000.0, norm_eps=1e-5):
+                 pos_encoding="learned", rope_base=10000.0, norm_eps=1e-5, mlp="gelu"):
         super().__init__()
-        d_ff = 4 * d_model if d_ff is None else d_ff
+        if d_ff is None:  # as minitorch_attn.nn.swiglu_width: 8/3 d_model up to a multiple of 8
+            d_ff = -(-(8 * d_model) // 24) * 8 if mlp == "swiglu" else 4 * d_model
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         self.max_seq_len, self.pos_encoding = max_seq_len, pos_encoding
         norm_class = {"layernorm": nn.LayerNorm, "rmsnorm": nn.RMSNorm}[norm]
@@ -119,15 +136,16 @@ class GPT(nn.Module):
             self.position_embedding = nn.Embedding(max_seq_len, d_model)
         self.dropout = nn.Dropout(dropout)
         rope_base = rope_base if pos_encoding == "rope" else None
-        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff, dropout, make_norm, num_kv_heads=num_kv_heads,
-                                          fused_qkv=fused_qkv, rope_base=rope_base) for _ in range(num_layers))
+        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff, dropout, make_norm, mlp,
+                                          num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, rope_base=rope_base)
+                                    for _ in range(num_layers))
         self.norm = make_norm()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         for name, p in self.named_parameters():  # GPT-2's initialization, as minitorch_attn.nn.init_gpt2
             if name.endswith("bias"):
                 nn.init.zeros_(p)
             elif p.dim() >= 2:
-                residual = ".W_o." in name or name.endswith("ffn.2.weight")
+                residual = ".W_o." in name or name.endswith(("ffn.2.weight", "ffn.w2.weight"))
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * num_layers) if residual else 0.02)
         if tie_weights:
             self.lm_head.weight = self.token_embedding.weight

@@ -17,7 +17,7 @@ nan = float("nan")
 HIDES_NAN = {"where", "ones_like", "zeros_like"}   # where(x > 0, x, 0.5) picks 0.5 at NaN, as it should
 # torch.amax sends NaN to a whole row whose maximum is NaN (0 ties / 0); we follow torch.max(x):
 # the row's NaNs share the gradient (test_max_sends_the_gradient_to_the_nans)
-GRADIENT_DIFFERS_FROM_TORCH = {"amax", "max"}
+GRADIENT_DIFFERS_FROM_TORCH = {"amax", "max", "amin", "min"}   # min = -max(-x): the gradient goes to the NaNs
 
 
 def nan_input(lib=mt, **options):

@@ -205,7 +205,7 @@ NOT_OPERATIONS = {
     # x[key] = v records no graph: with one involved it raises (minitorch_attn/core/inplace.py)
     "Tensor.__setitem__",
     # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)
-    "Tensor.argmax", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
+    "Tensor.argmax", "Tensor.argmin", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
     "Tensor.__ge__", "Tensor.__invert__", "Tensor.__and__", "Tensor.__or__",
 }
 PYTHON_PROTOCOL = {"__module__", "__doc__", "__array_priority__", "__hash__", "__init__", "__len__", "__iter__",

@@ -163,8 +163,8 @@ def test_index_errors():
     x = mt.randn(3, 2)
     with pytest.raises(IndexError, match=r"must be in \[-3, 3\)"):
         x[mt.tensor([0, 3])]
-    with pytest.raises(TypeError, match="boolean-mask indexing is not supported"):
-        x[x > 0]
+    with pytest.raises(TypeError, match="index tensors must be int32/int64 or bool"):
+        x[x]
     with pytest.raises(TypeError, match="unsupported index"):
         x[1.5]
 
@@ -196,8 +196,8 @@ def test_shape_errors_are_value_errors():
         x.sum(dim=2)
     with pytest.raises(ValueError, match="do not add up"):
         x.split([1, 1], dim=1)
-    with pytest.raises(TypeError, match="number exponent only"):
-        x ** x
+    with pytest.raises(TypeError, match="exponent must be a number or a Tensor"):
+        x ** "2"
 
 
 # ---- against PyTorch in float64, forward and backward ------------------------------------------
@@ -403,5 +403,5 @@ def test_numpy_integers_serve_as_dims_indices_and_exponents():
     np.testing.assert_array_equal(x.sum(np.int64(1)).numpy(), [6.0, 15.0])
     np.testing.assert_array_equal(x[np.int64(1)].numpy(), [4.0, 5.0, 6.0])
     np.testing.assert_array_equal((x ** np.int64(2)).numpy(), x.numpy() ** 2)
-    with pytest.raises(TypeError, match="number exponent"):
+    with pytest.raises(TypeError, match="exponent must be a number or a Tensor"):
         x ** True

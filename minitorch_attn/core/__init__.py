@@ -6,9 +6,12 @@ Read it in this order:
    the few kernels the array API standard lacks;
 2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
-4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations; :mod:`.minmax`
-   -- maximum, minimum, clamp; :mod:`.reductions` -- sum, mean, max, var;
-5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting.
+4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.arithmetic`: their
+   functional spellings, with ``alpha`` and ``rounding_mode``; :mod:`.power`: powers
+   with a tensor exponent; :mod:`.einsum`: sums of products over lettered indices);
+   :mod:`.minmax` -- maximum, minimum, clamp; :mod:`.reductions` -- sum, mean, max, var;
+5. :mod:`.shape_ops` -- reshaping, indexing, joining and selecting; :mod:`.indexing` -- advanced
+   indexing (index arrays, boolean masks) and gather.
 
 ``autograd`` and ``tensor`` know each other (the engine makes Tensors, ``Tensor.backward``
 runs the engine): the package's one import cycle, and it stays here. Importing
@@ -17,6 +20,7 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, minmax, reductions, shape_ops, factories
+from . import tensor, ops, minmax, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
 
-__all__ = ["backend", "autograd", "tensor", "factories", "ops", "minmax", "reductions", "shape_ops"]
+__all__ = ["backend", "autograd", "tensor", "factories", "ops", "minmax", "power", "reductions", "shape_ops",
+           "indexing", "einsum", "arithmetic"]

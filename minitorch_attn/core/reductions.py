@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, max (amax) and var over any dims, each a :class:`Function` with its backward.
+"""Reductions: sum, mean, max (amax), min (amin), var and std over any dims, each a :class:`Function` with its backward.
 
 A reduction maps many elements to one, so its backward spreads each upstream gradient
 ``grad_output`` back over the elements it came from: equally (sum, mean), to the maxima
@@ -18,6 +18,14 @@ from .ops import _normalize_dims
 from .tensor import FLOAT_DTYPES, Tensor
 
 
+def _reduced_axes(dim, ndim):
+    """The axes a reduction runs over: ``dim`` checked by :func:`_normalize_dims`; ``()`` or
+    ``[]`` means all of them (as PyTorch), and a 0-d tensor has none to remove (its dim 0
+    or -1 is the element itself)."""
+    axes = _normalize_dims(None if isinstance(dim, (tuple, list)) and len(dim) == 0 else dim, ndim)
+    return () if ndim == 0 else axes
+
+
 def _keepdim_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
@@ -28,7 +36,7 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         ctx.shape, ctx.axes = tuple(x.shape), axes
         return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
 
@@ -47,7 +55,7 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         count = math.prod(x.shape[a] for a in axes)
         ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
         total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
@@ -71,7 +79,7 @@ class Max(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
             where = "a tensor with no elements" if dim is None else "a dim of size 0"
             raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
@@ -102,7 +110,7 @@ class Var(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
-        axes = _normalize_dims(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim)
         n = math.prod(x.shape[a] for a in axes)
         centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
@@ -156,9 +164,22 @@ def max(x, dim=None, keepdim=False):
 amax = max
 
 
-def var(x, dim=None, keepdim=False, correction=1):
+def _legacy_correction(dim, correction, unbiased):
+    """PyTorch's older spellings: ``var(x, True)`` (a bool where ``dim`` goes, meaning
+    ``unbiased``), ``unbiased=False`` (``correction=0``) and ``correction=None`` (1)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None:
+        if not isinstance(unbiased, bool):
+            raise TypeError(f"unbiased must be True or False, got {unbiased!r}")
+        correction = int(unbiased)
+    return dim, 1 if correction is None else correction
+
+
+def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var;
-    None means 1, as PyTorch).
+    None means 1, as PyTorch). ``unbiased`` (``var(x, True)``, ``unbiased=False``): PyTorch's
+    older spelling of ``correction``.
 
     Raises:
         TypeError: for a non-float tensor, or a correction that is not a number >= 0.
@@ -166,7 +187,34 @@ def var(x, dim=None, keepdim=False, correction=1):
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
     _check_float_input(x, "var")
-    correction = 1 if correction is None else correction
+    dim, correction = _legacy_correction(dim, correction, unbiased)
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real) or not correction >= 0:
         raise TypeError(f"var: correction must be a number >= 0 (or None for 1), got {correction!r}")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+
+
+def min(x, dim=None, keepdim=False):
+    """Smallest values over ``dim`` (values only, as torch.amin): ``min(x) = -max(-x)``, so the
+    gradient goes to the minimal elements and ties share it, as :class:`Max`'s.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
+    if isinstance(x, Tensor) and any(x.shape[a] == 0 for a in _reduced_axes(dim, x.ndim)):
+        raise ValueError(f"min: the minimum over {'a tensor with no elements' if dim is None else 'a dim of size 0'} "
+                         f"is undefined (shape {tuple(x.shape)}, dim {dim})")
+    if isinstance(x, Tensor) and x.dtype == "bool":    # no negation of bools: min is not(max(not x))
+        return ~Max.apply(~x, dim=dim, keepdim=keepdim)
+    return -Max.apply(-x, dim=dim, keepdim=keepdim)
+
+
+amin = min
+
+
+def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+    """Standard deviation over ``dim``, ``sqrt(var(x, dim, correction))`` (as torch.std).
+    Backward by the chain rule through :class:`Var` and ``sqrt``:
+    ``dx = g (x - mean) / ((n - correction) std)``; NaN where the std is 0, as PyTorch.
+
+    Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
+    """
+    return var(x, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased).sqrt()

@@ -15,7 +15,8 @@ import numbers
 from .autograd import Function
 from .backend import backend_of
 from .ops import Broadcasting, _normalize_dims
-from .tensor import Tensor, dtype_name, result_dtype
+from . import indexing
+from .tensor import Tensor, _is_int, dtype_name, result_dtype
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
@@ -194,23 +195,22 @@ class Take(Function):
 
 
 def getitem(x, key):
-    """Indexing: basic keys (ints, slices, None, ...) or one integer tensor/list on axis 0."""
-    if isinstance(key, list):
+    """Indexing: basic keys (ints, slices, None, ...) by :class:`GetItem`; one integer tensor
+    or list on axis 0 by :class:`Take`; any other key with index arrays (on later axes,
+    several, boolean masks) by :func:`~.indexing.index`."""
+    if isinstance(key, list) and all(_is_int(k) for k in key) and key:
         key = Tensor(_backend_array(x, key))
-    if isinstance(key, Tensor):
-        if key.dtype == "bool":
-            raise TypeError("boolean-mask indexing is not supported; use where() or masked_fill()")
-        if key.dtype not in ("int32", "int64"):
-            raise TypeError(f"index tensors must be int32/int64, got {key.dtype}")
+    if isinstance(key, Tensor) and key.dtype in ("int32", "int64"):
         return Take.apply(x, key)
+    if indexing.is_advanced(key):
+        return indexing.index(x, key)
     parts = key if isinstance(key, tuple) else (key,)
     parts = tuple(int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k
                   for k in parts)  # NumPy ints index as Python ints
     for k in parts:
         if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
             raise TypeError(
-                f"unsupported index {k!r}: use ints, slices, None, ... or a single integer tensor "
-                f"on the first axis"
+                f"unsupported index {k!r}: use ints, slices, None, ..., integer or bool tensors (or lists)"
             )
     if Ellipsis not in parts:  # the array API wants the trailing "..." that NumPy implies
         parts = parts + (Ellipsis,)

@@ -310,7 +310,12 @@ class Tensor(InPlaceMethods):
         return ops.Neg.apply(self)
 
     def __pow__(self, exponent):
-        return ops.pow(self, exponent)
+        return power.pow(self, exponent)
+
+    def __rpow__(self, base):
+        if not _is_operand(base):
+            return NotImplemented
+        return power.pow(base, self)
 
     def __matmul__(self, other):
         return _binary(ops.MatMul, self, other)
@@ -385,12 +390,25 @@ class Tensor(InPlaceMethods):
 
     amax = max
 
-    def var(self, dim=None, keepdim=False, correction=1):  # noqa: D102 (see reductions.var)
-        return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction)
+    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
+
+    def min(self, dim=None, keepdim=False):
+        """Smallest values along ``dim`` (like ``torch.amin``: values only, no indices)."""
+        return reductions.min(self, dim=dim, keepdim=keepdim)
+
+    amin = min
+
+    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
+        return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def argmax(self, dim=None, keepdim=False):
         xp = backend_of(self.data).xp
         return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
+
+    def argmin(self, dim=None, keepdim=False):
+        xp = backend_of(self.data).xp
+        return Tensor(xp.argmin(self.data, axis=dim, keepdims=keepdim))
 
     def reshape(self, *shape):
         return shape_ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
@@ -427,6 +445,9 @@ class Tensor(InPlaceMethods):
 
     def chunk(self, chunks, dim=0):
         return shape_ops.chunk(self, chunks, dim)
+
+    def gather(self, dim, index):
+        return indexing.gather(self, dim, index)
 
     def contiguous(self):
         return self
@@ -467,4 +488,4 @@ def _shape_args_allow_minus_one(shape):
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call
 # the operations, and the operations make Tensors. The operations are imported last, once
 # Tensor exists; core/__init__.py imports the modules in the order that makes this work.
-from . import minmax, ops, reductions, shape_ops  # noqa: E402
+from . import indexing, minmax, ops, power, reductions, shape_ops  # noqa: E402

@@ -16,13 +16,15 @@ One module per topic, in reading order (each lists its ops in its ``__all__``; t
 operations in the README, written from the catalogue, lists them all):
 
 * :mod:`.softmax`       -- the softmax family and the cross-entropy loss;
+* :mod:`.losses`        -- the negative log-likelihood of log-probabilities;
 * :mod:`.activations`   -- elementwise activations and dropout;
 * :mod:`.normalization` -- LayerNorm and RMSNorm;
 * :mod:`.linear`        -- the linear map and the embedding lookup;
 * :mod:`.attention`     -- scaled dot-product attention and its weights, and
   :func:`causal_mask` (from :mod:`._attention_common`);
 * :mod:`.flash`         -- :func:`flash_attention`, the same attention in blocks;
-* :mod:`.rotary`        -- rotary positions for queries and keys.
+* :mod:`.rotary`        -- rotary positions for queries and keys;
+* :mod:`.padding`       -- a constant border around the last dims.
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
 attention kernels share: argument checks, the causal rule, the grouped-query layout, and
@@ -37,16 +39,19 @@ first (one helper, ``softmax._shifted_logsumexp``).
 """
 
 from . import activations as _activations, attention as _attention, flash as _flash, linear as _linear
-from . import normalization as _normalization, rotary as _rotary, softmax as _softmax
+from . import losses as _losses, normalization as _normalization, padding as _padding, rotary as _rotary
+from . import softmax as _softmax
 from ._attention_common import causal_mask
 from .activations import *      # noqa: F401,F403  each topic module says what it exports in its __all__
 from .attention import *        # noqa: F401,F403
 from .flash import *            # noqa: F401,F403
 from .linear import *           # noqa: F401,F403
+from .losses import *           # noqa: F401,F403
 from .normalization import *    # noqa: F401,F403
+from .padding import *          # noqa: F401,F403
 from .rotary import *           # noqa: F401,F403
 from .softmax import *          # noqa: F401,F403
 
 # the public ops, in reading order: a new op in a topic's __all__ is exported with no edit here
-__all__ = ["causal_mask"] + [name for module in (_softmax, _activations, _normalization, _linear, _attention, _flash,
-                                                 _rotary) for name in module.__all__]
+__all__ = ["causal_mask"] + [name for module in (_softmax, _losses, _activations, _normalization, _linear, _attention,
+                                                 _flash, _rotary, _padding) for name in module.__all__]

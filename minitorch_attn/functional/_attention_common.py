@@ -151,6 +151,37 @@ def _check_attention_inputs(query, key, value, attn_mask=None, is_causal=False, 
     return groups
 
 
+def broadcast_batch(query, key, value=None, enable_gqa=False):
+    """Query, key and value with their batch dims broadcast together, as PyTorch's attention
+    does: query ``(4, 3, 8)`` with key and value ``(4, 4, 6, 8)`` gives query ``(4, 4, 3, 8)``.
+
+    The batch dims are all but the last two, ``(N, E)``, or with ``enable_gqa`` all but the
+    last three (the heads dim differs between the query and the keys). Expanding is a view,
+    and its backward sums each gradient back over the dims it was broadcast along (the
+    engine's :class:`~minitorch_attn.core.shape_ops.Expand`). Tensors whose batch dims
+    already agree come back as they are; shapes too short are left for
+    :func:`attention_setup` to refuse.
+
+    Raises:
+        ValueError: for batch dims that do not broadcast (all three shapes named).
+    """
+    _check_flag(enable_gqa, "attention: enable_gqa")
+    tensors = [t for t in (query, key, value) if t is not None]
+    tail = 3 if enable_gqa else 2
+    if not all(isinstance(t, Tensor) for t in tensors) or any(t.ndim < tail for t in tensors):
+        return query, key, value
+    batches = [tuple(t.shape[:-tail]) for t in tensors]
+    if all(b == batches[0] for b in batches):
+        return query, key, value
+    batch = broadcast_shapes(*batches)
+    if batch is None:
+        raise ValueError(f"attention: the batch dims of query {query.shape}, key {key.shape}"
+                         f"{'' if value is None else f' and value {value.shape}'} do not broadcast "
+                         f"(all but the last {tail} dims)")
+    query, key, value = (None if t is None else t.expand(*batch, *t.shape[-tail:]) for t in (query, key, value))
+    return query, key, value
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionSetup:
     """What :func:`attention_setup` found: the GQA group size ``G``, the scale, and the

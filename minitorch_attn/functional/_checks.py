@@ -11,6 +11,7 @@ import numbers
 
 import numpy
 
+from ..core.dtypes import get_default_dtype
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int
 
 
@@ -44,6 +45,14 @@ def _check_flag(value, what):
     such as "False" is not read as True."""
     if not isinstance(value, bool):
         raise TypeError(f"{what} must be True or False, got {value!r}")
+
+
+def as_float(x, what):
+    """``x``; an integer or bool Tensor in the default float dtype instead (PyTorch's
+    promotion for the ops that compute in floats: ``sigmoid(int_tensor)`` is float32)."""
+    if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
+        return x.to(dtype=get_default_dtype())
+    return x
 
 
 def _check_float(x, what):

@@ -1,4 +1,4 @@
-"""Activations and dropout: GELU, SiLU, ReLU and inverted dropout, with hand-written backward passes.
+"""Activations and dropout: GELU, sigmoid, SiLU, ReLU and inverted dropout, with hand-written backward passes.
 
 Each acts elementwise, so its Jacobian is diagonal and its backward is ``grad_output``
 (``g`` in the derivations) times the local derivative ``dy/dx``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ._checks import _check_flag, _check_float, _check_probability
+from ._checks import _check_flag, _check_float, _check_probability, as_float
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
@@ -110,6 +110,49 @@ def gelu(x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return GELU.apply(x, approximate=approximate)
+
+
+class Sigmoid(Function):
+    """The logistic function ``σ(x) = 1 / (1 + e^-x)``::
+
+        1. e = e^-|x|                    (<= 1: never overflows)
+        2. s = 1 / (1 + e) for x >= 0,  e / (1 + e) for x < 0     (both are σ(x))
+
+        2-1. ds/dx = e^-x / (1 + e^-x)² = s (1 - s)
+
+    The backward reads the output ``s`` saved by the forward, not ``x``.
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        e = xp.exp(-xp.abs(x))                                               # 1
+        s = xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))                 # 2
+        ctx.save_for_backward(s)
+        return s
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (s,) = ctx.saved_tensors
+        return grad_output * (s * (1.0 - s))                                 # 2-1
+
+
+def sigmoid(x):
+    """Logistic sigmoid ``1 / (1 + e^-x)``, elementwise (as ``torch.sigmoid``); shape and
+    dtype kept, values in [0, 1], no overflow for any finite ``x`` (``σ(-800) = 0``,
+    ``σ(800) = 1``). At x = 1: 0.7310585786. Source: Verhulst's logistic function; its
+    derivative ``σ (1 - σ)``.
+
+    Integer and bool tensors give the default float dtype (PyTorch's promotion).
+
+    Raises:
+        TypeError: for an argument that is not a Tensor.
+
+    Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
+    """
+    x = as_float(x, "sigmoid")
+    _check_float(x, "sigmoid")
+    return Sigmoid.apply(x)
 
 
 class SiLU(Function):
@@ -228,4 +271,4 @@ def dropout(x, p=0.5, training=True):
     return Dropout.apply(x, p=p)
 
 
-__all__ = ["gelu", "silu", "relu", "dropout"]  # what minitorch_attn.functional exports
+__all__ = ["gelu", "sigmoid", "silu", "relu", "dropout"]  # what minitorch_attn.functional exports

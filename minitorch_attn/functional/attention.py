@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..core.autograd import Function
 from ..core.ops import matmul_transposed
 from ..core.tensor import Tensor
-from ._attention_common import attention_setup, causal_keep, gqa_layout, sum_over_group
+from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
 from .activations import _dropout_scale
 from .softmax import _shifted_logsumexp
 
@@ -126,8 +126,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """Scaled dot-product attention with PyTorch's semantics (``F.scaled_dot_product_attention``).
 
     Shapes: ``query (..., H_q, N_q, E)``, ``key (..., H_kv, N_k, E)``, ``value (..., H_kv,
-    N_k, E_v)`` -> ``(..., H_q, N_q, E_v)``; without GQA the leading dims of the three are
-    equal (the heads dim is then optional). Any size may be 0: with no keys (``N_k = 0``)
+    N_k, E_v)`` -> ``(..., H_q, N_q, E_v)``; the batch dims (all but the last two, or
+    three with GQA) broadcast between the three, as PyTorch's (query ``(4, 3, 8)`` with
+    key and value ``(4, 4, 6, 8)``: output ``(4, 4, 3, 8)``; see
+    :func:`~._attention_common.broadcast_batch`); without GQA the heads dim is optional. Any size may be 0: with no keys (``N_k = 0``)
     the output is 0, as PyTorch's. float32 or float64, output of the same dtype. (PyTorch's
     docs call the lengths L and S.)
 
@@ -158,6 +160,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """
     if not isinstance(value, Tensor):
         raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
+    query, key, value = broadcast_batch(query, key, value, enable_gqa)
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
     return ScaledDotProductAttention.apply(query, key, value, attn_mask, scale=setup.scale,
                                            dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
@@ -201,6 +204,7 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, e
 
     Catalogue record: ``opinfo/attention.py`` (its samples, references and checks).
     """
+    query, key, _ = broadcast_batch(query, key, None, enable_gqa)
     setup = attention_setup(query, key, None, attn_mask, is_causal, causal_alignment, scale, 0.0, enable_gqa)
     return AttentionWeights.apply(query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset,
                                   groups=setup.groups)

@@ -80,7 +80,7 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.ops import transposed_copy
-from ._attention_common import attention_setup, gqa_layout, sum_over_group
+from ._attention_common import attention_setup, broadcast_batch, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
 from ._flash_tiles import _add_tile, _check_block_size, _exp_, _join_blocks, _scores, _tile_visibility
 from ._parallel import _chunks, _concat, _run, _take, _thread_count
@@ -101,6 +101,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
             ``(*batch, N_q, E)``). Any size may be 0; with no keys the output is 0.
         key: ``(*batch, H_kv, N_k, E)``, same dtype.
         value: ``(*batch, H_kv, N_k, E_v)``, same dtype; ``E_v`` may differ from ``E``.
+            The batch dims of the three broadcast together, as PyTorch's (see
+            :func:`~._attention_common.broadcast_batch`).
         attn_mask: None, a bool tensor (True = the key takes part) or a float tensor of
             the query's dtype added to the scaled scores, broadcastable to
             ``(*batch, H_q, N_q, N_k)``: e.g. a key-padding mask ``(B, 1, 1, N_k)``. A float
@@ -143,6 +145,7 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
 
     Catalogue record: ``opinfo/attention.py`` (its samples, references and checks).
     """
+    query, key, value = broadcast_batch(query, key, value, enable_gqa)
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
     default_q, default_k = default_block_sizes(query.shape[-2], key.shape[-2])
     backend = backend_of(query.data)

@@ -1,4 +1,4 @@
-"""The softmax family: softmax, log-softmax and cross-entropy, with hand-written backward passes.
+"""The softmax family: logsumexp, softmax, log-softmax and cross-entropy, with hand-written backward passes.
 
 All three start from one log-sum-exp, :func:`_shifted_logsumexp`: with ``m`` the row
 maximum, ``z = x - m`` and ``lse(z) = log Σ_j exp(z_j)``, so that no exponential overflows.
@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ..core.tensor import Tensor
-from ._checks import _axis, _check_float, _check_probability
+from ..core.ops import _normalize_dims
+from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
+from ._checks import _axis, _check_float, _check_probability, as_float
 
 
 def _shifted_logsumexp(xp, x, axis):
@@ -49,6 +50,81 @@ def _shifted_logsumexp(xp, x, axis):
     z = x - xp.where(m == -math.inf, 0.0, m)
     total = xp.sum(xp.exp(z), axis=axis, keepdims=True)
     return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
+
+
+class LogSumExp(Function):
+    """``lse(x) = log Σ_j exp(x_j)`` over the axes ``dims``, shifted by the maximum ``m``::
+
+        1. m = max(x) over dims (0 where it is ±inf or the dims are empty: nothing to shift)
+        2. s = Σ_j exp(x_j - m)                   (the largest term is exp(0) = 1: no overflow)
+        3. lse = m + log s                        (log 0 = -inf for an empty or all -inf row)
+
+    Backward. ``dlse/dx_j = exp(x_j) / Σ_i exp(x_i) = exp(x_j - lse) = softmax(x)_j``; ``m``
+    cancels (``lse`` is the same function of ``x`` for every shift), so::
+
+        3-1. dx_j = g exp(x_j - lse)
+
+    An entry ``-inf`` gets gradient ``exp(-inf) = 0`` while its row has a finite entry.
+    """
+
+    @staticmethod
+    def forward(ctx, x, dims=(-1,), keepdim=False):
+        xp = ctx.xp
+        if 0 in [x.shape[a] for a in dims]:
+            m = xp.sum(x, axis=dims, keepdims=True)                              # 1. zeros
+        else:
+            m = xp.max(x, axis=dims, keepdims=True)
+            m = xp.where(xp.isfinite(m), m, 0.0)                                 # 1
+        total = xp.sum(xp.exp(x - m), axis=dims, keepdims=True)                 # 2
+        lse = m + xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))   # 3
+        ctx.save_for_backward(x, lse)
+        ctx.dims, ctx.keepdim = dims, keepdim
+        return lse if keepdim else xp.squeeze(lse, axis=dims)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, lse = ctx.saved_tensors
+        if not ctx.keepdim:
+            grad_output = ctx.xp.reshape(grad_output, lse.shape)
+        return grad_output * ctx.xp.exp(x - lse)                                # 3-1
+
+
+def logsumexp(input, dim, keepdim=False):
+    """``log Σ exp(input)`` over ``dim`` (an int or a tuple of ints), as ``torch.logsumexp``:
+    computed from the max-shifted input, so ``logsumexp([1000, 1000]) = 1000 + log 2``, not
+    inf. Shapes: the input's, without ``dim`` (or with it of size 1 when ``keepdim``); a
+    0-d input is its own logsumexp; over an empty dim the result is ``-inf``, as PyTorch.
+    float32/float64, dtype kept; the gradient is ``softmax(input)`` along ``dim`` times
+    the upstream gradient. Source: the log-sum-exp trick (e.g. Blanchard et al. 2021,
+    "Accurately computing the log-sum-exp and softmax functions", IMA J. Numer. Anal., eq. 1.3).
+
+    Raises:
+        TypeError: for a non-float tensor, or a dim that is not an int or a tuple of ints.
+        ValueError: for a dim out of range.
+
+    Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
+    """
+    input = as_float(input, "logsumexp")
+    _check_float(input, "logsumexp")
+    dims = _normalize_dims(dim, input.ndim, "logsumexp: dim")
+    if input.ndim == 0:
+        return LogSumExp.apply(input.reshape(1), dims=(0,), keepdim=False)
+    return LogSumExp.apply(input, dims=dims, keepdim=keepdim)
+
+
+def _cast_first(x, dtype, what):
+    """``x`` in ``dtype`` before the operation (PyTorch's ``dtype=`` argument of softmax and
+    log_softmax: "the input tensor is cast to dtype before the operation is performed"); the
+    cast is differentiable, so the gradient comes back in ``x``'s own dtype."""
+    if dtype is None:
+        return x
+    try:
+        name = dtype_name(dtype)
+    except (TypeError, ValueError):
+        name = None
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{what}: dtype must be float32 or float64 (or None), got {dtype!r}")
+    return x.to(dtype=name)
 
 
 class Softmax(Function):
@@ -135,38 +211,42 @@ def _rowwise(function, x, dim):
     return function.apply(x, dim=dim)
 
 
-def softmax(x, dim=-1):
+def softmax(x, dim=-1, dtype=None):
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
     Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
     is then empty, as in PyTorch) and 0-d (softmax 1); the output has its shape and dtype.
     Entries equal to ``-inf`` get probability 0 and gradient 0 (no NaN while the row has a
     finite entry); a row of all ``-inf``, or one holding NaN or ``+inf``, gives NaN in the
-    whole row, as in PyTorch. Source: Bridle 1990, "Probabilistic
-    interpretation of feedforward classification network outputs".
+    whole row, as in PyTorch. ``dtype`` (float32 or float64): ``x`` is cast to it first
+    and the output has it, as PyTorch's (the gradient returns in ``x``'s dtype).
+    Source: Bridle 1990, "Probabilistic interpretation of feedforward classification
+    network outputs".
 
     Raises:
-        TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+        TypeError: for a non-float tensor or ``dtype``. ValueError: for a ``dim`` out of range.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "softmax")
+    x = _cast_first(x, dtype, "softmax")
     return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
 
 
-def log_softmax(x, dim=-1):
+def log_softmax(x, dim=-1, dtype=None):
     """Log of the softmax along ``dim`` (as ``torch.log_softmax``): ``x - logsumexp(x)``.
 
-    Shapes and dtypes as :func:`softmax`. Computed from the max-shifted input, never as
+    Shapes, dtypes and ``dtype`` as :func:`softmax`. Computed from the max-shifted input, never as
     ``log(softmax(x))``, so ``log_softmax([1000, 0]) == [0, -1000]`` and rows shifted by
     ``-1e4`` keep their digits.
 
     Raises:
-        TypeError: for a non-float tensor. ValueError: for a ``dim`` out of range.
+        TypeError: for a non-float tensor or ``dtype``. ValueError: for a ``dim`` out of range.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(x, "log_softmax")
+    x = _cast_first(x, dtype, "log_softmax")
     return _rowwise(LogSoftmax, x, _axis(dim, x.ndim, "log_softmax"))
 
 
@@ -252,6 +332,77 @@ class CrossEntropy(Function):
         # END SOLUTION
 
 
+class SoftCrossEntropy(Function):
+    """Cross-entropy against probability ("soft") targets ``t (M, C)``, as PyTorch defines it::
+
+        1. logp_i = log_softmax(logits_i)                    (see _shifted_logsumexp)
+        2. r_ic   = w_c ((1-ε) t_ic + ε/C);   loss_i = -Σ_c r_ic logp_ic
+        3. reduce: sum_i loss_i;  mean = Σ_i loss_i / M (the number of rows, not the
+           weights: PyTorch's rule for probability targets);  or none
+
+    Backward. As :class:`CrossEntropy`'s step 2-1, with this ``r``, and the targets too
+    (``loss`` is linear in them)::
+
+        2-1. dloss_i/dx_j  = p_j Σ_c r_ic - r_ij
+             dloss_i/dt_ic = -(1-ε) w_c logp_ic
+        3-1. times g (sum), g / M (mean) or g_i (none)
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target, weight=None, label_smoothing=0.0, reduction="mean"):
+        xp = ctx.xp
+        M, C = logits.shape
+        z, lse_z = _shifted_logsumexp(xp, logits, 1)                            # 1
+        logp = z - lse_z
+        q = (1.0 - label_smoothing) * target + (label_smoothing / C if C else 0.0)   # 2
+        r = q if weight is None else q * weight
+        loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)
+        ctx.save_for_backward(logp, r, weight)
+        ctx.reduction, ctx.rows, ctx.smoothing = reduction, M, label_smoothing
+        if reduction == "none":                                                 # 3
+            return loss
+        total = xp.sum(loss)
+        return total if reduction == "sum" else (total / M if M else total * math.nan)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        logp, r, weight = ctx.saved_tensors
+        xp = ctx.xp
+        factor = grad_output                                                    # 3-1
+        if ctx.reduction == "mean":
+            factor = grad_output / max(ctx.rows, 1)
+        elif ctx.reduction == "none":
+            factor = grad_output[:, None]
+        grad_logits = (xp.exp(logp) * xp.sum(r, axis=1, keepdims=True) - r) * factor        # 2-1
+        grad_target = None
+        if ctx.needs_input_grad[1]:
+            w = 1.0 if weight is None else weight
+            grad_target = -(1.0 - ctx.smoothing) * w * logp * factor
+        return grad_logits, grad_target, None
+
+
+def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
+    """:func:`cross_entropy` with probability targets of the logits' shape."""
+    indices_shape = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
+    if target.shape == indices_shape and target.shape != logits.shape:
+        raise TypeError(f"cross_entropy: a target of shape {target.shape} holds class indices and must be an "
+                        f"int64/int32 tensor, got {target.dtype} (probability targets have the logits' shape "
+                        f"{logits.shape})")
+    if target.shape != logits.shape or target.dtype != logits.dtype or target.device != logits.device:
+        raise ValueError(f"cross_entropy: probability targets must have the logits' shape, dtype and device, "
+                         f"{logits.shape} {logits.dtype} on '{logits.device}'; got {target.shape} {target.dtype} "
+                         f"on '{target.device}'")
+    if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per position
+        order = (0, *range(2, logits.ndim), 1)
+        logits, target = logits.permute(*order), target.permute(*order)
+    C = logits.shape[-1]
+    rows = math.prod(logits.shape[:-1])
+    loss = SoftCrossEntropy.apply(logits.reshape(rows, C), target.reshape(rows, C),
+                                  None if weight is None else weight.data, label_smoothing=label_smoothing,
+                                  reduction=reduction)
+    return loss.reshape(*logits.shape[:-1]) if reduction == "none" else loss
+
+
 def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
@@ -262,6 +413,12 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     ``reduction="mean"`` or ``"sum"``, and the per-target losses ``(N, d1, ...)`` for
     ``"none"`` (0 where ignored). The gradient goes to ``logits`` only. With no targets,
     or every target ignored, the mean is NaN (0 / 0) and the sum 0, as in PyTorch.
+
+    Probability targets: a float ``target`` of the logits' shape, dtype and device holds a
+    distribution over the classes per row (dim 1); the loss is then
+    ``-Σ_c w_c ((1-ε) t_c + ε/C) logp_c`` per row, the mean divides by the number of rows
+    (not by the weights: PyTorch's definition), ``ignore_index`` does not apply, and the
+    target gets a gradient too (see :class:`SoftCrossEntropy`).
 
     Args:
         weight: optional class weights ``(C,)`` of the logits' dtype and device (no
@@ -275,17 +432,18 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
             (Szegedy et al. 2016, arXiv:1512.00567 §7).
 
     Raises:
-        TypeError: for non-float logits or weight, a non-integer target, or a weight of
-            another dtype than the logits.
+        TypeError: for non-float logits or weight, a target neither integer nor float, or a
+            weight of another dtype than the logits.
         ValueError: for mismatched shapes, an unknown reduction, a smoothing outside
             [0, 1], or a target out of range ``[0, C)`` that is not ``ignore_index``.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
     _check_float(logits, "cross_entropy: logits")
-    if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64"):
-        raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices, "
-                        f"got {getattr(target, 'dtype', type(target).__name__)}")
+    soft = isinstance(target, Tensor) and target.dtype in FLOAT_DTYPES
+    if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64") and not soft:
+        raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices or a float tensor "
+                        f"of class probabilities, got {getattr(target, 'dtype', type(target).__name__)}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
         raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
@@ -296,7 +454,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     if logits.ndim == 0:
         raise ValueError("cross_entropy: logits need a class dim, (C,), (N, C) or (N, C, d1, ...)")
     expected = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
-    if target.shape != expected:
+    if target.shape != expected and not soft:
         raise ValueError(f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
                          f"(N, d1, ...) = {expected}, got {target.shape}")
     C = logits.shape[-1] if logits.ndim == 1 else logits.shape[1]
@@ -307,6 +465,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
         if weight.dtype != logits.dtype or weight.device != logits.device:
             raise TypeError(f"cross_entropy: weight is {weight.dtype} on '{weight.device}' but the logits are "
                             f"{logits.dtype} on '{logits.device}'")
+    if soft:
+        return _soft_cross_entropy(logits, target, weight, label_smoothing, reduction)
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         rest = tuple(range(2, logits.ndim))
         logits = logits.permute(0, *rest, 1)

@@ -10,29 +10,32 @@ One module per topic, in reading order:
 
 1. :mod:`.module`: :class:`Parameter`, :class:`Module`, :class:`Sequential`, :class:`ModuleList`
 2. :mod:`.layers`: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`,
-   :class:`LayerNorm`, :class:`RMSNorm`
+   :class:`SiLU`, :class:`LayerNorm`, :class:`RMSNorm`
 3. :mod:`.attention`: :class:`MultiHeadAttention` (self-, cross-, causal, grouped-query, fused QKV, a
    key/value cache for generation)
-4. :mod:`.transformer`: :class:`TransformerEncoderBlock`, :class:`TransformerEncoder`,
-   :class:`TransformerDecoderBlock`, :class:`GPT`
+4. :mod:`.transformer`: :class:`FeedForward`, :class:`SwiGLU`, :class:`TransformerEncoderBlock`,
+   :class:`TransformerEncoder`, :class:`TransformerDecoderBlock`, :class:`GPT`
 
 Sources: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (§3.2 attention,
 §3.3 feed-forward, §3.4 embeddings); Xiong et al., arXiv:2002.04745 (Pre-LN);
 Radford et al. 2019, "Language Models are Unsupervised Multitask Learners" (GPT-2:
 decoder-only, learned positions, N(0, 0.02) initialization, tied embeddings);
 Ainslie et al., arXiv:2305.13245 (grouped-query attention); Su et al., arXiv:2104.09864
-(rotary positions, ``GPT(pos_encoding="rope")``).
+(rotary positions, ``GPT(pos_encoding="rope")``); Shazeer, arXiv:2002.05202 (SwiGLU);
+Touvron et al., arXiv:2302.13971 (LLaMA's block, ``GPT(**LLAMA)``).
 """
 
 from .attention import KVCache, MultiHeadAttention
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
 from .module import Module, ModuleList, Parameter, Sequential, in_eval_mode
 from .transformer import (
-    GPT, FeedForward, TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock, init_gpt2,
+    GPT, LLAMA, FeedForward, SwiGLU, TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock, init_gpt2,
+    swiglu_width,
 )
 
 __all__ = [
-    "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU",
-    "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "TransformerEncoderBlock",
+    "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU", "SiLU",
+    "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "SwiGLU", "swiglu_width", "LLAMA",
+    "TransformerEncoderBlock",
     "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode",
 ]

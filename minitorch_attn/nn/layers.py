@@ -1,4 +1,5 @@
-"""Layers: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`, :class:`LayerNorm`, :class:`RMSNorm`.
+"""Layers: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`, :class:`SiLU`, :class:`LayerNorm`,
+:class:`RMSNorm`.
 
 Each holds its parameters and calls one operation of :mod:`minitorch_attn.functional`.
 """
@@ -167,6 +168,14 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x σ(x)`` (Elfwing et al., arXiv:1702.03118, eq. 4), as ``torch.nn.SiLU``: the gate
+    of :class:`~minitorch_attn.nn.SwiGLU`."""
+
+    def forward(self, x):
+        return F.silu(x)
 
 
 class LayerNorm(Module):

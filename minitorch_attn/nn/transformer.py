@@ -1,10 +1,12 @@
-"""Transformer blocks and models: encoder and decoder blocks, :class:`TransformerEncoder`, :class:`GPT`."""
+"""Transformer blocks and models: the feed-forward networks (GELU and SwiGLU), encoder and decoder
+blocks, :class:`TransformerEncoder`, :class:`GPT` (GPT-2's block, or LLaMA's with :data:`LLAMA`)."""
 
 from __future__ import annotations
 
 import math
 
 from ..core.factories import arange, zeros
+from .. import functional as F
 from ..functional import causal_mask
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
@@ -19,6 +21,45 @@ class FeedForward(Sequential):
         super().__init__(Linear(d_model, d_ff), GELU(approximate), Linear(d_ff, d_model))
 
 
+class SwiGLU(Module):
+    """The gated feed-forward network of LLaMA (Shazeer 2020, arXiv:2002.05202, eq. 6 "FFN_SwiGLU";
+    Touvron et al. 2023, arXiv:2302.13971 §2.2)::
+
+        SwiGLU(x) = w2(silu(w1 x) * w3 x)
+
+    ``w1``, ``w3``: ``Linear(d_model, d_ff)``, ``w2``: ``Linear(d_ff, d_model)`` (LLaMA's names),
+    no biases by default (as LLaMA). Three matrices instead of two, so at ``d_ff = 8/3
+    d_model`` it has the parameters of a GELU network of width ``4 d_model``
+    (:func:`swiglu_width`). Shapes: ``(..., d_model) -> (..., d_model)``.
+    """
+
+    def __init__(self, d_model, d_ff, bias=False):
+        super().__init__()
+        self.w1 = Linear(d_model, d_ff, bias=bias)
+        self.w3 = Linear(d_model, d_ff, bias=bias)
+        self.w2 = Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))                 # (..., d_ff) -> (..., d_model)
+
+
+def swiglu_width(d_model):
+    """LLaMA's hidden width for a SwiGLU network: ``2/3 · 4 d_model``, rounded up to a multiple
+    of 8 (arXiv:2302.13971 §2.2): the parameters of a GELU network of width ``4 d_model``."""
+    return -(-(8 * d_model) // (3 * 8)) * 8
+
+
+MLPS = ("gelu", "swiglu")
+
+
+def _make_mlp(mlp, d_model, d_ff, activation):
+    if mlp == "gelu":
+        return FeedForward(d_model, d_ff, approximate=activation)
+    if mlp == "swiglu":
+        return SwiGLU(d_model, d_ff)
+    raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
+
+
 class TransformerEncoderBlock(Module):
     """Self-attention and a feed-forward network, each in a residual branch with a norm.
 
@@ -31,18 +72,19 @@ class TransformerEncoderBlock(Module):
         x = norm1(x + dropout(attn(x)));   x = norm2(x + dropout(ffn(x)))
 
     With ``is_causal=True`` this is the block of a decoder-only model (:class:`GPT`).
+    ``mlp``: ``"gelu"`` (:class:`FeedForward`) or ``"swiglu"`` (:class:`SwiGLU`).
     Shapes: ``(batch, seq_len, d_model) -> (batch, seq_len, d_model)``.
     Extra keyword arguments (``num_kv_heads``, ``fused_qkv``, ``attn_impl``, ``bias``) go
     to :class:`MultiHeadAttention`.
     """
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
-                 activation="none", **attention_options):
+                 activation="none", mlp="gelu", **attention_options):
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
         self.norm1, self.norm2 = _make_norm(norm, d_model), _make_norm(norm, d_model)
-        self.ffn = FeedForward(d_model, d_ff, approximate=activation)
+        self.ffn = _make_mlp(mlp, d_model, d_ff, activation)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
     def forward(self, x, attn_mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
@@ -97,14 +139,15 @@ class TransformerDecoderBlock(Module):
 def init_gpt2(model, num_layers):
     """GPT-2's initialization (Radford et al. 2019; as in nanoGPT): every Linear and
     Embedding weight ``~ N(0, 0.02)``, biases 0, norms 1 and 0, and the projections that
-    end a residual branch (``W_o`` and the second feed-forward Linear) ``~ N(0, 0.02 /
+    end a residual branch (``W_o`` and the last feed-forward Linear, a SwiGLU's ``w2``) ``~ N(0, 0.02 /
     sqrt(2 num_layers))``, so the residual stream's variance does not grow with depth."""
     for name, p in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
         if leaf == "bias":
             p.data = zeros(p.shape, device=p.device, dtype=p.dtype).data
         elif p.ndim >= 2:
-            std = 0.02 / math.sqrt(2 * num_layers) if (".W_o." in name or name.endswith("ffn.2.weight")) else 0.02
+            residual = ".W_o." in name or name.endswith(("ffn.2.weight", "ffn.w2.weight"))
+            std = 0.02 / math.sqrt(2 * num_layers) if residual else 0.02
             p.data = _normal(p.shape, std, p.device, p.dtype).data
 
 
@@ -182,6 +225,10 @@ class TransformerEncoder(_SelfAttentionStack):
         return self.norm(x)
 
 
+LLAMA = dict(norm="rmsnorm", pos_encoding="rope", mlp="swiglu")
+"""The options of :class:`GPT` that give LLaMA's block: ``GPT(vocab_size, **LLAMA)``."""
+
+
 class GPT(_SelfAttentionStack):
     """A decoder-only language model (GPT-2's architecture, Radford et al. 2019): the
     embeddings and blocks of :class:`TransformerEncoder` (not an encoder: every block
@@ -189,6 +236,14 @@ class GPT(_SelfAttentionStack):
     linear layer to the vocabulary whose weight is the token embedding when
     ``tie_weights`` (Press & Wolf, arXiv:1608.05859). The feed-forward GELU uses the tanh
     approximation, as GPT-2.
+
+    The modern block (LLaMA, Touvron et al. 2023, arXiv:2302.13971 §2.2; Mistral, Gemma)
+    is a choice of options, :data:`LLAMA` (``GPT(vocab_size, **LLAMA, num_kv_heads=2)``):
+    RMSNorm before attention and MLP (``norm="rmsnorm"``), rotary positions
+    (``pos_encoding="rope"``), a SwiGLU feed-forward (``mlp="swiglu"``, of width
+    :func:`swiglu_width` unless ``d_ff`` says otherwise), and no biases anywhere (RMSNorm
+    has none, attention never has, SwiGLU has none); ``num_kv_heads < num_heads`` adds
+    grouped-query attention (Ainslie et al., arXiv:2305.13245).
 
     Positions: ``pos_encoding="learned"`` (GPT-2, the default) adds a learned embedding
     per position, so a forward takes at most ``max_seq_len`` tokens. ``"rope"`` rotates
@@ -205,16 +260,19 @@ class GPT(_SelfAttentionStack):
 
     def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
                  dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0):
-        d_ff = 4 * d_model if d_ff is None else d_ff
+                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0, mlp="gelu"):
+        if mlp not in MLPS:
+            raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
+        if d_ff is None:
+            d_ff = swiglu_width(d_model) if mlp == "swiglu" else 4 * d_model
         super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout,
                          pos_encoding=pos_encoding, rope_base=rope_base, norm=norm, activation="tanh",
-                         num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl)
+                         mlp=mlp, num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl)
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
                            num_layers=num_layers, max_seq_len=max_seq_len, dropout=dropout,
                            tie_weights=tie_weights, norm=norm, num_kv_heads=num_kv_heads,
                            fused_qkv=fused_qkv, attn_impl=attn_impl, pos_encoding=pos_encoding,
-                           rope_base=rope_base)
+                           rope_base=rope_base, mlp=mlp)
         self.lm_head = Linear(d_model, vocab_size, bias=False)
         if tie_weights:
             self.lm_head.weight = self.token_embedding.weight

@@ -18,16 +18,17 @@ From the records come, with no second list anywhere:
 
 One module per topic, in the order of the course:
 
-* :mod:`.arithmetic`    -- add, sub, mul, div, neg, pow, exp, log, sqrt, tanh, abs, maximum,
-  minimum, clamp, matmul;
-* :mod:`.reductions`    -- sum, mean, max, var;
-* :mod:`.shape`         -- reshape, transpose, permute, squeeze, expand, getitem, concat, stack,
-  split, where, masked_fill, tril;
+* :mod:`.arithmetic`    -- add, sub, mul, div (also with alpha and rounding_mode), neg, pow (number,
+  tensor and number ** tensor exponents), exp, log, sqrt, tanh, abs, maximum, minimum, clamp,
+  matmul, einsum;
+* :mod:`.reductions`    -- sum, mean, max, min, var, std;
+* :mod:`.shape`         -- reshape, transpose, permute, squeeze, expand, getitem, advanced indexing,
+  gather, pad, concat, stack, split, where, masked_fill, tril;
 * :mod:`.engine`        -- a dtype change, a copy, a custom Function returning None;
 * :mod:`.inplace`       -- the in-place writes that carry a gradient (``add_``, ``copy_``, ...);
-* :mod:`.softmax`, :mod:`.activations`, :mod:`.normalization`, :mod:`.linear`,
-  :mod:`.attention` (dense and flash), :mod:`.rotary` -- the records of
-  :mod:`minitorch_attn.functional`, topic by topic.
+* :mod:`.softmax` (with logsumexp, nll_loss and probability targets), :mod:`.activations`,
+  :mod:`.normalization`, :mod:`.linear`, :mod:`.attention` (dense and flash), :mod:`.rotary` --
+  the records of :mod:`minitorch_attn.functional`, topic by topic (pad's is in :mod:`.shape`).
 
 Adding an operation: write it in its module, then its record here (the completeness test in
 ``tests/test_opinfo.py`` names the file when a public op has none).

@@ -1,5 +1,5 @@
-"""Records of the reductions of :mod:`minitorch_attn.core.reductions`: sum, mean, max, var
-(homework task 1.4).
+"""Records of the reductions of :mod:`minitorch_attn.core.reductions`: sum, mean, max, min, var,
+std (homework task 1.4 for the first four).
 
 A reduction's backward puts the reduced axes back (size 1, whatever ``keepdim`` was) and
 broadcasts the upstream gradient over them; the samples reduce over the last, the first,
@@ -33,6 +33,14 @@ def np_max(x, dim=None, keepdim=False):
 
 def np_var(x, dim=None, keepdim=False, correction=1):
     return np.var(x, axis=_axes(dim), keepdims=keepdim, ddof=correction)
+
+
+def torch_amin(torch, x, dim=None, keepdim=False):
+    return x.amin() if dim is None else x.amin(dim, keepdim)
+
+
+def torch_std(torch, x, dim=None, keepdim=False, correction=1):
+    return x.std(dim, correction=correction, keepdim=keepdim)
 
 
 def torch_amax(torch, x, dim=None, keepdim=False):
@@ -86,4 +94,27 @@ RECORDS = register(__name__, [
                    edges=ONE)),
            "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
            ref=np_var, torch_ref=torch_var, task="1.4"),
+    OpInfo("min", mt.min, ("mt.min", "mt.amin", "Tensor.min", "Tensor.amin"),
+           (Sample("min (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
+            Sample("min (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
+            Sample("min (dims 0 and 2, keepdim)", lambda d: [d.distinct(2, 3, 4)],
+                   kwargs=dict(dim=(0, 2), keepdim=True),
+                   edges=DIM, gradcheck=True),
+            Sample("min (empty batch)", lambda d: [d.randn(0, 3)], kwargs=dict(dim=1), edges=EMPTY),
+            Sample("min (ties, inf)", lambda d: [d.values([[0.0, 0.0, 1.0], [np.inf, np.inf, np.inf]])],
+                   kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
+            Sample("min (0-d)", lambda d: [d.randn()], edges=SCALAR)),
+           "min(x) = -max(-x): the gradient goes to the minimal elements, shared equally among ties (as torch.amin)",
+           ref=lambda x, dim=None, keepdim=False: np.min(x, axis=_axes(dim), keepdims=keepdim), torch_ref=torch_amin,
+           task=None),
+    OpInfo("std", mt.std, ("mt.std", "Tensor.std"),
+           (Sample("std (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
+            Sample("std (biased, dims, keepdim)", lambda d: [d.randn(2, 3, 4)],
+                   kwargs=dict(dim=(0, 2), keepdim=True, correction=0), edges=DIM, gradcheck=True),
+            Sample("std (all)", lambda d: [d.randn(3, 4)]),
+            Sample("std (empty batch)", lambda d: [d.randn(0, 4)], kwargs=dict(dim=1), edges=EMPTY)),
+           "std = sqrt(var): dx = g (x - mean) / ((n - c) std), by the chain rule through var and sqrt",
+           ref=lambda x, dim=None, keepdim=False, correction=1: np.std(x, axis=_axes(dim), keepdims=keepdim,
+                                                                       ddof=correction),
+           torch_ref=torch_std, task=None),
 ])

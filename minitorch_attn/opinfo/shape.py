@@ -8,6 +8,7 @@ None of them computes: each moves values, so each backward moves the gradient ba
 import numpy as np
 
 import minitorch_attn as mt
+import minitorch_attn.functional as F
 
 from .record import OpInfo, Sample, register
 
@@ -35,6 +36,30 @@ def np_triangle(lower):
         return np.tril(x, diagonal) if lower else np.triu(x, diagonal)
     return ref
 
+
+def pick(x, *indices, key):
+    """``x[key(*indices)]``: the index arrays are inputs of the sample (drawn on its device,
+    passed to the references as NumPy or PyTorch arrays), the key's layout a function."""
+    return x[key(*indices)]
+
+
+def np_pad(x, pad, value=None):
+    widths = [(0, 0)] * np.ndim(x)
+    for i in range(len(pad) // 2):
+        widths[np.ndim(x) - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    cut = tuple(slice(max(-a, 0), s - max(-b, 0)) for (a, b), s in zip(widths, np.shape(x)))
+    return np.pad(x[cut], [(max(a, 0), max(b, 0)) for a, b in widths], constant_values=value or 0.0)
+
+
+def gather_take_along(x, dim, index):
+    """``take_along_axis`` on ``x`` cut to ``index``'s size in every other dim (as torch.gather)."""
+    if np.ndim(x) == 0:
+        return x
+    cut = tuple(slice(None) if d == dim % x.ndim else slice(0, s) for d, s in enumerate(index.shape))
+    return np.take_along_axis(x[cut], index.astype(np.int64), axis=dim)
+
+
+ALL = slice(None)
 
 RECORDS = register(__name__, [
     OpInfo("reshape", mt.reshape, ("mt.reshape", "Tensor.reshape", "Tensor.view", "mt.flatten", "Tensor.flatten"),
@@ -74,6 +99,53 @@ RECORDS = register(__name__, [
             Sample("getitem (empty index)", lambda d: [d.randn(4, 3), d.ints(np.zeros(0))], edges=EMPTY)),
            "the gradient goes back to the selected places; repeated indices add up (a scatter-add)",
            ref=np_getitem, torch_ref=lambda torch, x, key: x[key], task=None, not_differentiable_in=("index",)),
+    OpInfo("index", pick, ("Tensor.__getitem__",),
+           (Sample("index (x[:, idx])", lambda d: [d.randn(4, 5, 3), d.integers(0, 5, 2, 3)],
+                   kwargs=dict(key=lambda i: (ALL, i)), edges=DIM, gradcheck=True),
+            Sample("index (x[rows, cols], repeats)",
+                   lambda d: [d.randn(4, 6), d.ints([0, 1, 1, 3]), d.ints([5, 0, 0, 2])],
+                   kwargs=dict(key=lambda i, j: (i, j))),
+            Sample("index (apart: x[i, :, j], negative)", lambda d: [d.randn(3, 4, 5), d.ints([0, -1, 2]),
+                                                                    d.ints([1, 1, -4])],
+                   kwargs=dict(key=lambda i, j: (i, ALL, j))),
+            Sample("index (boolean mask)", lambda d: [d.randn(3, 4), d.mask(3, 4)], kwargs=dict(key=lambda m: m)),
+            Sample("index (mask on dim 1, None)", lambda d: [d.randn(3, 4, 2), d.bools([True, False, True, True])],
+                   kwargs=dict(key=lambda m: (ALL, m, None)), edges=DIM, gradcheck=True),
+            Sample("index (..., idx, int)", lambda d: [d.randn(2, 3, 4), d.ints([2, 0, 2])],
+                   kwargs=dict(key=lambda i: (Ellipsis, i, 1))),
+            Sample("index (broadcast index arrays)", lambda d: [d.randn(4, 5), d.ints([[0], [3], [3]]),
+                                                                d.ints([4, 0, 1, 1])],
+                   kwargs=dict(key=lambda i, j: (i, j)), edges=BROADCAST, gradcheck=True),
+            Sample("index (empty index on dim 1)", lambda d: [d.randn(3, 4), d.ints(np.zeros((0,)))],
+                   kwargs=dict(key=lambda i: (ALL, i)), edges=EMPTY),
+            Sample("index (empty mask)", lambda d: [d.randn(3, 2), d.bools([False, False, False])],
+                   kwargs=dict(key=lambda m: m), edges=EMPTY),
+            Sample("index (0-d index tensor)", lambda d: [d.randn(3, 4), d.ints(2)],
+                   kwargs=dict(key=lambda i: (ALL, i)), edges=SCALAR)),
+           "out = take(flat x, linear positions by NumPy's rules); dx = scatter-add of g (repeats accumulate)",
+           ref=pick, torch_ref=lambda torch, x, *indices, key: x[key(*indices)], task=None,
+           not_differentiable_in=("indices",)),
+    OpInfo("gather", mt.gather, ("mt.gather", "Tensor.gather"),
+           (Sample("gather (dim 1, repeats)", lambda d: [d.randn(3, 4), 1, d.integers(0, 4, 3, 5)]),
+            Sample("gather (dim 0, smaller index)", lambda d: [d.randn(4, 3, 2), 0, d.integers(0, 4, 2, 2, 2)],
+                   edges=DIM, gradcheck=True),
+            Sample("gather (dim -1)", lambda d: [d.randn(2, 3, 5), -1, d.integers(0, 5, 2, 3, 1)], edges=DIM,
+                   gradcheck=True),
+            Sample("gather (empty index)", lambda d: [d.randn(3, 4), 1, d.ints(np.zeros((3, 0)))], edges=EMPTY),
+            Sample("gather (0-d)", lambda d: [d.randn(), 0, d.ints(0)], edges=SCALAR)),
+           "out[i][j] = x[i][index[i][j]] (dim 1): dx = scatter-add of g at the same places (torch.scatter_add)",
+           ref=gather_take_along, torch_ref=lambda torch, x, dim, index: torch.gather(x, dim, index), task=None,
+           differentiable_in=("input",), not_differentiable_in=("index",)),
+    OpInfo("pad", F.pad, ("F.pad",),
+           (Sample("pad (last dim)", lambda d: [d.randn(3, 4), (1, 2)]),
+            Sample("pad (last two dims, a value)", lambda d: [d.randn(2, 3, 4), (0, 1, 2, 1)], kwargs=dict(value=-1.5),
+                   edges=DIM, gradcheck=True),
+            Sample("pad (negative: a cut)", lambda d: [d.randn(3, 5), (-1, 2, 1, -2)], gradcheck=True),
+            Sample("pad (empty input)", lambda d: [d.randn(0, 3), (1, 1)], edges=EMPTY),
+            Sample("pad (one element)", lambda d: [d.randn(1), (2, 0)], edges=frozenset({"one-element"}))),
+           "a constant border: dx = g at the places x went to (0 on the border and where cut off)",
+           ref=np_pad, torch_ref=lambda torch, x, pad, value=None: torch.nn.functional.pad(x, pad, value=value),
+           task=None, differentiable_in=("input",)),
     OpInfo("concat", lambda *xs, dim=0: mt.concat(list(xs), dim=dim), ("mt.concat", "mt.cat"),
            (Sample("concat", lambda d: [d.randn(2, 3), d.randn(2, 1)], kwargs=dict(dim=1)),
             Sample("concat (an empty part)", lambda d: [d.randn(0, 3), d.randn(2, 3)], edges=EMPTY)),

@@ -1,0 +1,163 @@
+"""The modern decoder block (LLaMA's): RMSNorm before attention and MLP, rotary positions,
+grouped-query attention, a SwiGLU feed-forward, no biases; :class:`nn.SiLU` and
+:class:`nn.SwiGLU`; and ``nn.GPT(**nn.LLAMA)``: it trains, the KV cache and checkpoints work
+with it, and PyTorch's re-implementation (``minitorch_attn.torch_gpt``) gives its logits."""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import checkpoint, nn, optim, sampling
+from tests.conftest import float64_tolerance
+
+MODERN = dict(nn.LLAMA, num_kv_heads=2)     # 4 query heads share 2 key/value heads
+
+
+def small_gpt(vocab=11, **options):
+    mt.manual_seed(0)
+    return nn.GPT(vocab, d_model=16, num_heads=4, num_layers=2, max_seq_len=8, **options)
+
+
+def to_float64(model):
+    for p in model.parameters():
+        p.data = mt.tensor(p.numpy(), dtype="float64").data
+    return model
+
+
+# ---- the layers ----------------------------------------------------------------------------------
+def test_silu_module_is_f_silu():
+    x = mt.randn(3, 4)
+    np.testing.assert_array_equal(nn.SiLU()(x).numpy(), F.silu(x).numpy())
+
+
+def test_swiglu_is_w2_of_silu_w1x_times_w3x():
+    mt.manual_seed(0)
+    ffn = nn.SwiGLU(6, 10)
+    assert {name for name, _ in ffn.named_parameters()} == {"w1.weight", "w2.weight", "w3.weight"}
+    x = mt.randn(2, 3, 6)
+    w1, w2, w3 = (getattr(ffn, n).weight.numpy() for n in ("w1", "w2", "w3"))
+    h = x.numpy() @ w1.T
+    expected = ((h / (1 + np.exp(-h))) * (x.numpy() @ w3.T)) @ w2.T
+    np.testing.assert_allclose(ffn(x).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_swiglu_width_matches_a_gelu_network_of_width_4d():
+    assert nn.swiglu_width(128) == 344 and nn.swiglu_width(48) == 128
+    gelu, swiglu = nn.FeedForward(128, 512), nn.SwiGLU(128, nn.swiglu_width(128))
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(gelu) == 131712 and count(swiglu) == 132096   # within 0.3%
+
+
+def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of():
+    model = small_gpt(**MODERN)
+    names = [name for name, _ in model.named_parameters()]
+    assert not [n for n in names if n.endswith("bias")]
+    assert "position_embedding.weight" not in names                         # rotary positions
+    block = model.blocks[0]
+    assert isinstance(block.norm1, nn.RMSNorm) and isinstance(block.ffn, nn.SwiGLU)
+    assert block.attn.num_kv_heads == 2 and block.attn.W_qkv.weight.shape == (16 + 2 * 2 * 4, 16)
+    assert model.config["mlp"] == "swiglu" and nn.GPT(**model.config).config == model.config
+
+
+def test_an_unknown_mlp_is_a_value_error():
+    with pytest.raises(ValueError, match="mlp must be one of"):
+        small_gpt(mlp="relu")
+
+
+# ---- it trains -----------------------------------------------------------------------------------
+def train(model, steps=30, seed=0):
+    rng = np.random.default_rng(seed)
+    data = np.tile(np.arange(11), 40)        # a sequence the model can learn: 0 1 2 ... 10 0 1 ...
+    opt = optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        starts = rng.integers(0, len(data) - 9, 8)
+        batch = np.stack([data[s:s + 9] for s in starts])
+        logits = model(mt.tensor(batch[:, :-1]))
+        loss = F.cross_entropy(logits.reshape(-1, 11), mt.tensor(batch[:, 1:].reshape(-1)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_the_modern_gpt_trains_and_deterministically():
+    first = train(small_gpt(**MODERN))
+    assert first[-1] < 0.5 * first[0], first
+    assert train(small_gpt(**MODERN)) == first
+
+
+# ---- generation, checkpoints ---------------------------------------------------------------------
+def test_cached_generation_gives_the_logits_of_full_forwards_past_the_window():
+    model = to_float64(small_gpt(**MODERN)).eval()
+    kw = dict(temperature=0.0, return_logits=True)
+    ids_cached, logits_cached = sampling.generate_ids(model, [1, 2, 3], 12, use_cache=True, **kw)
+    ids_full, logits_full = sampling.generate_ids(model, [1, 2, 3], 12, use_cache=False, **kw)
+    assert ids_cached == ids_full
+    np.testing.assert_allclose(np.asarray(logits_cached), np.asarray(logits_full), rtol=0, atol=1e-12)
+
+
+def test_a_checkpoint_records_the_modern_block(tmp_path):
+    model = small_gpt(**MODERN)
+    checkpoint.save(tmp_path / "m.npz", model, config=model.config)
+    loaded = checkpoint.load(tmp_path / "m.npz")
+    again = nn.GPT(**loaded["config"])
+    again.load_state_dict(loaded["model"])
+    idx = mt.tensor([[1, 2, 3, 4]])
+    np.testing.assert_array_equal(again(idx).numpy(), model(idx).numpy())
+    assert isinstance(again.blocks[1].ffn, nn.SwiGLU)
+
+
+# ---- PyTorch ------------------------------------------------------------------------------------
+def test_pytorch_reimplementation_gives_equal_logits_and_gradients_in_float64(torch):
+    from minitorch_attn.torch_gpt import GPT as TorchGPT
+
+    model = small_gpt(**MODERN, tie_weights=False)
+    rng = np.random.default_rng(3)
+    for p in model.parameters():              # weights large enough for every layer to matter
+        p.data = mt.tensor(rng.normal(0.0, 0.2, p.shape), dtype="float64").data
+    theirs = TorchGPT(**{k: v for k, v in model.config.items() if k != "attn_impl"},
+                      norm_eps=float(np.finfo(np.float64).eps)).double()
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
+    batch = rng.integers(0, 11, (3, 12))      # past max_seq_len: rotary attention slides
+    target = rng.integers(0, 11, (3 * 12,))
+    logits = model(mt.tensor(batch))
+    loss = F.cross_entropy(logits.reshape(-1, 11), mt.tensor(target))
+    loss.backward()
+    their_logits = theirs(torch.tensor(batch))
+    torch.nn.functional.cross_entropy(their_logits.reshape(-1, 11), torch.tensor(target)).backward()
+    reference = their_logits.detach().numpy()
+    np.testing.assert_allclose(logits.numpy(), reference, rtol=0, atol=float64_tolerance(reference, 10, "float64"))
+    their_params = dict(theirs.named_parameters())
+    for name, p in model.named_parameters():
+        expected = their_params[name].grad.numpy()
+        np.testing.assert_allclose(p.grad.numpy(), expected, rtol=1e-9, atol=1e-12, err_msg=name)
+
+
+# ---- the commands ----------------------------------------------------------------------------------
+def test_train_builds_the_modern_block_from_flags_and_export_loads_it_in_pytorch(tmp_path, torch, capsys):
+    pytest.importorskip("safetensors")
+    from minitorch_attn import cli, data
+    from minitorch_attn.torch_gpt import GPT as TorchGPT
+
+    text = tmp_path / "corpus.txt"
+    text.write_text(data.load_corpus()[:4000], encoding="utf-8")
+    flags = ["--d-model", "16", "--num-layers", "1", "--num-heads", "4", "--block-size", "16", "--batch-size", "4",
+             "--sample-tokens", "5", "--eval-windows", "2", "--time-budget", "0", "--quiet",
+             "--norm", "rmsnorm", "--pos-encoding", "rope", "--mlp", "swiglu", "--num-kv-heads", "2"]
+    out = tmp_path / "run"
+    assert cli.main(["train", "--text", str(text), "--steps", "3", "--out", str(out), *flags]) == 0
+    ckpt = next(out.rglob("*.npz"))
+    config = checkpoint.load(ckpt)["config"]
+    assert (config["mlp"], config["num_kv_heads"], config["norm"], config["pos_encoding"]) == (
+        "swiglu", 2, "rmsnorm", "rope")
+    assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "m.safetensors")]) == 0
+    theirs, vocab = TorchGPT.from_export(str(tmp_path / "m.safetensors"))
+    ours = sampling.load_model(str(ckpt))[0].eval()
+    ids = np.asarray([vocab.encode("The quick brown fox")])
+    with torch.no_grad():
+        reference = theirs(torch.tensor(ids)).numpy()
+    np.testing.assert_allclose(ours(mt.tensor(ids)).numpy(), reference, rtol=0,
+                               atol=float64_tolerance(reference, 10, "float32"))
