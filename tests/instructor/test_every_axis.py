@@ -29,8 +29,12 @@ def expected_gradient(op, x, g, dim, keepdim):
         return np.broadcast_to(g / n, x.shape)
     if op == "max":
         return g * (x == x.max(axis=axes, keepdims=True))
+    if op == "min":
+        return g * (x == x.min(axis=axes, keepdims=True))
     if op == "var":
         return g * 2 * (x - x.mean(axis=axes, keepdims=True)) / (n - 1)   # unbiased
+    if op == "std":
+        return g * (x - x.mean(axis=axes, keepdims=True)) / ((n - 1) * x.std(axis=axes, ddof=1, keepdims=True))
     raise AssertionError(f"the reduction {op!r} of the catalogue needs its closed-form gradient here")
 
 
