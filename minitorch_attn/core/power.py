@@ -68,6 +68,8 @@ def pow(input, exponent):
         if not isinstance(input, Tensor):
             raise TypeError(f"pow: expected a Tensor base or exponent, got {type(input).__name__} and "
                             f"{type(exponent).__name__}")
+        if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
+            raise TypeError(f"pow: the exponent must be a number or a Tensor, got {type(exponent).__name__}")
         return number_pow(input, exponent)      # a number exponent: ops.pow, with PyTorch's int rules
     if not isinstance(input, (Tensor, numbers.Real)) or isinstance(input, bool):
         raise TypeError(f"pow: the base must be a number or a Tensor, got {type(input).__name__}")

@@ -182,14 +182,15 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     older spelling of ``correction``.
 
     Raises:
-        TypeError: for a non-float tensor, or a correction that is not a number >= 0.
+        TypeError: for a non-float tensor, or a correction that is not a number (any real
+            number, as PyTorch: ``correction=-1`` divides by ``n + 1``).
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
     _check_float_input(x, "var")
     dim, correction = _legacy_correction(dim, correction, unbiased)
-    if isinstance(correction, bool) or not isinstance(correction, numbers.Real) or not correction >= 0:
-        raise TypeError(f"var: correction must be a number >= 0 (or None for 1), got {correction!r}")
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"var: correction must be a number (or None for 1), got {correction!r}")
     return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
 
 

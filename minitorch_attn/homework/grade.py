@@ -180,7 +180,8 @@ class Grader:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
                 return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
                             f"at the line `{line}`")
-        names = gradcheck_names_of_task(task_id)      # the task's samples in the catalogue of operations if self.has_reference else []
+        # the task's gradient-check samples in the catalogue of operations (none without a reference)
+        names = gradcheck_names_of_task(task_id) if self.has_reference else []
         seed = probes.seed(self.secret, task_id, digest)
         folder = self.workspace.copy_with(sources, later)
         try:
