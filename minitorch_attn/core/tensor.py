@@ -48,7 +48,7 @@ class Tensor(InPlaceMethods):
         backend_of(data)  # raises TypeError for anything that is not a backend array
         dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
-        self.grad = None
+        self._grad = None   # speed: not through the setter, which checks a gradient
         self.grad_fn = None
         self._output_nr = 0
         self._version_counter = [0]  # shared with views; see _version
@@ -478,7 +478,7 @@ def _shape_args_allow_minus_one(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not _is_int(s):
+        if type(s) is not int and not _is_int(s):   # speed: Python ints skip the ABC check
             raise TypeError(f"expected ints, got {shape!r}")
         if s < -1:
             raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
