@@ -9,6 +9,7 @@ from ..core.backend import backend_of
 from ..core.shape_ops import Take, where
 from ..core.tensor import Tensor
 from ._checks import _check_float
+from ._sums import column_sums
 
 
 class Linear(Function):
@@ -51,15 +52,8 @@ class Linear(Function):
         G = xp.reshape(grad_output, (rows.shape[0], weight.shape[0]))   # (M, out)
         grad_x = xp.reshape(xp.matmul(G, weight), ctx.x_shape) if need_x else None   # 2, 1
         grad_w = xp.matmul(xp.matrix_transpose(G), rows) if need_w else None
-        grad_b = xp.reshape(_ones_row(xp, G) @ G, (-1,)) if need_b else None   # sum_rows(G), see _ones_row
+        grad_b = column_sums(xp, G) if need_b else None                  # speed: see _sums.py
         return grad_x, grad_w, grad_b
-
-
-def _ones_row(xp, G):
-    """A row of ones ``(1, M)`` for ``G (M, out)``: ``ones @ G`` sums the rows of ``G``.
-    speed: one BLAS product, 58 against 124 µs with ``xp.sum(G, axis=0)`` for the
-    (1024, 512) float32 gradient of the default GPT's MLP on one core."""
-    return xp.ones((1, G.shape[0]), dtype=G.dtype, device=G.device)
 
 
 def linear(x, weight, bias=None):

@@ -21,6 +21,7 @@ from ..core.autograd import Function
 from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
 from ._parallel import by_row_chunks
+from ._sums import column_sums, last_axis_sums
 
 
 class _Rows:
@@ -31,37 +32,25 @@ class _Rows:
         self.xp, self.axes = xp, axes
         self.n = max(math.prod(shape[a] for a in axes), 1)       # an empty row: 0 / 1, not 0 / 0
         self.leading = tuple(range(len(shape) - len(axes)))
-        lead = tuple(shape[:len(self.leading)])
-        self.as_rows = lead + (math.prod(shape[a] for a in axes),)   # (..., n): one axis per row
-        self.as_matrix = (math.prod(lead), self.as_rows[-1])        # (rows, n)
-        self.kept = lead + (1,) * len(axes)                         # a statistic that broadcasts back
-        self.row_shape = tuple(shape[len(lead):])
-        self._ones = {}
+        lead, row = tuple(shape[:len(self.leading)]), tuple(shape[len(self.leading):])
+        self.row_shape = row                                    # one row, as the input holds it
+        self.one_axis = lead + (math.prod(row),)                # each row along one last axis
+        self.matrix = (math.prod(lead), math.prod(row))         # the rows as a matrix
+        self.kept = lead + (1,) * len(axes)                     # a row statistic, to broadcast back
 
     def mean(self, a):
         """``mean(a)`` over each row, kept as size-1 dims so that it broadcasts back."""
-        sums = self._reshape(a, self.as_rows) @ self._ones_for(a, (self.as_rows[-1], 1))   # speed: see _ones_for
-        return self._reshape(sums, self.kept) / self.n
+        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))   # speed: see _sums.py
+        return _reshape(self.xp, sums, self.kept) / self.n
 
     def total(self, a):
         """``sum_rows(a)``: the sum over all rows, shaped like one row (a gain's gradient)."""
-        sums = self._ones_for(a, (1, self.as_matrix[0])) @ self._reshape(a, self.as_matrix)  # speed: as mean
-        return self._reshape(sums, self.row_shape)
+        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))        # speed: see _sums.py
+        return _reshape(self.xp, sums, self.row_shape)
 
-    def _reshape(self, a, shape):
-        return a if tuple(a.shape) == shape else self.xp.reshape(a, shape)
 
-    def _ones_for(self, a, shape):
-        """Ones of ``shape`` in ``a``'s dtype, made once per norm call. speed: a sum along each
-        row (or down the columns) is a matrix product with ones, one BLAS call, where
-        ``xp.sum`` goes row by row along a short last axis: a mean over the (1024, 128)
-        float32 rows of the default GPT takes 21 µs instead of 58 on one core, a sum down
-        its columns 18 instead of 46. The same sums, added in another order (equal to
-        rounding; a constant row's mean is still corrected exactly, 1' of LayerNorm)."""
-        key = (shape, a.dtype)
-        if key not in self._ones:
-            self._ones[key] = self.xp.ones(shape, dtype=a.dtype, device=a.device)
-        return self._ones[key]
+def _reshape(xp, a, shape):
+    return a if tuple(a.shape) == shape else xp.reshape(a, shape)
 
 
 def _unit_rms(rows, a, eps):
