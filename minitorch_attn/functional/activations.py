@@ -10,6 +10,7 @@ import math
 
 from ..core.autograd import Function
 from ._checks import _check_flag, _check_float, _check_probability, as_float
+from ._parallel import on_threads
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
@@ -129,7 +130,7 @@ def gelu(x, approximate="none"):
     _check_float(x, "gelu")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return GELU.apply(x, approximate=approximate)
+    return on_threads(GELU, (x,), approximate=approximate)   # speed: large inputs on the pool (_parallel.py)
 
 
 class Sigmoid(Function):
