@@ -20,7 +20,9 @@ The script times every part of it in one process:
   alone (the sizes and layouts of this step's calls, fresh arrays).
 
 The timers add a little to every call they wrap, so the table's total is somewhat above
-the plain step, which is timed first, without them (the median of ``--steps`` steps).
+the plain step, which is timed first, without them, in rounds that alternate with the
+replayed products and the peak product (medians of ``--steps`` rounds; the ratios to the
+floor are taken round by round, so a change of load slows both sides of each alike).
 Nothing here is a test: it prints a table.
 """
 
@@ -101,7 +103,7 @@ def _all_functions():
     return seen
 
 
-def instrument(timers, products):
+def instrument(timers):
     """Wrap every Function's forward and backward, ``xp.matmul`` and the engine's helpers."""
     originals = {}
     for cls in _all_functions():
@@ -116,16 +118,7 @@ def instrument(timers, products):
             fn = raw.__func__ if isinstance(raw, staticmethod) else raw
             setattr(cls, name, staticmethod(timers.wrap(lambda args, c=cls, n=name: (c.__name__, n), fn)))
 
-    matmul = np_namespace.matmul
-
-    def counted(a, b, **kwargs):
-        batch = math.prod(numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-        m, k = a.shape[-2:]
-        n = b.shape[-1]
-        products.append((a.shape, b.shape, a.flags.c_contiguous, b.flags.c_contiguous, 2.0 * batch * m * n * k))
-        return matmul(a, b, **kwargs)
-
-    np_namespace.matmul = timers.wrap(lambda args: ("matrix products", ""), counted)
+    np_namespace.matmul = timers.wrap(lambda args: ("matrix products", ""), np_namespace.matmul)
     for name in ("record_versions", "check_versions", "sum_to_shape", "_accumulate", "_send"):
         setattr(autograd, name, timers.wrap(lambda args, n=name: ("engine", n), getattr(autograd, name)))
 
@@ -144,20 +137,39 @@ def run_step(model, opt, batch, vocab, timers=None):
     return loss.item()
 
 
-def matmul_peak(threads, size=1024, repeats=5):
-    """GFLOP/s of the best of ``repeats`` float32 ``(size, size) @ (size, size)`` products."""
+def recorded_products(run):
+    """Run ``run()`` with every ``xp.matmul`` call recorded: a list of ``(a's shape, b's
+    shape, a row-major, b row-major, flop)``, one per product."""
+    products, matmul = [], np_namespace.matmul
+
+    def counted(a, b, **kwargs):
+        batch = math.prod(numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+        products.append((a.shape, b.shape, a.flags.c_contiguous, b.flags.c_contiguous,
+                         2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]))
+        return matmul(a, b, **kwargs)
+
+    np_namespace.matmul = counted
+    try:
+        run()
+    finally:
+        np_namespace.matmul = matmul
+    return products
+
+
+def matmul_seconds(size=1024):
+    """Seconds of one float32 ``(size, size) @ (size, size)`` product at the BLAS threads in
+    force (the machine's peak: a product this large runs at BLAS's best speed)."""
     rng = numpy.random.default_rng(0)
     a, b = (rng.standard_normal((size, size), dtype=numpy.float32) for _ in range(2))
-    best = math.inf
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        numpy.matmul(a, b)
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size ** 3 / best / 1e9
+    numpy.matmul(a, b)
+    start = time.perf_counter()
+    numpy.matmul(a, b)
+    return time.perf_counter() - start
 
 
-def replay(products, repeats=5):
-    """Median seconds of this step's products alone (same shapes and operand layouts)."""
+def replayer(products):
+    """A function that runs this step's products alone (same shapes, operand layouts and
+    order, fresh arrays made once) and returns its seconds."""
     rng = numpy.random.default_rng(0)
 
     def operand(shape, row_major):
@@ -166,13 +178,35 @@ def replay(products, repeats=5):
         return numpy.swapaxes(rng.standard_normal(shape[:-2] + shape[::-1][:2], dtype=numpy.float32), -1, -2)
 
     calls = [(operand(sa, ca), operand(sb, cb)) for sa, sb, ca, cb, _ in products]
-    times = []
-    for _ in range(repeats + 1):
+
+    def run():
         start = time.perf_counter()
         for a, b in calls:
             numpy.matmul(a, b)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+        return time.perf_counter() - start
+
+    return run
+
+
+def against_the_floor(step, products, rounds):
+    """``{name: median}`` over ``rounds`` rounds, each timing one plain step, the step's
+    products replayed alone and the peak product, in turn (so that a change of load
+    slows them alike): the step's and the replay's seconds, the peak's GFLOP/s, and the
+    per-round ratios step / floor and replay / floor (floor = the step's flop at that
+    round's peak)."""
+    flop = sum(p[-1] for p in products)
+    replay = replayer(products)
+    rows = collections.defaultdict(list)
+    for _ in range(rounds):
+        start = time.perf_counter()
+        step()
+        rows["step"].append(time.perf_counter() - start)
+        rows["replay"].append(replay())
+        rows["peak"].append(2.0 * 1024 ** 3 / matmul_seconds() / 1e9)
+        floor = flop / (rows["peak"][-1] * 1e9)
+        rows["step / floor"].append(rows["step"][-1] / floor)
+        rows["replay / floor"].append(rows["replay"][-1] / floor)
+    return {name: statistics.median(values) for name, values in rows.items()}
 
 
 def main(argv=None):
@@ -180,7 +214,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--threads", type=positive_int, default=1, help="BLAS threads (and the pool's)")
-    parser.add_argument("--steps", type=positive_int, default=20, help="timed steps of the plain step")
+    parser.add_argument("--steps", type=positive_int, default=20, help="rounds against the floor")
     parser.add_argument("--profiled-steps", type=positive_int, default=10, help="steps profiled (the table sums them)")
     parser.add_argument("--d-model", type=positive_int, default=128)
     parser.add_argument("--num-layers", type=positive_int, default=3)
@@ -200,28 +234,21 @@ def profile(args):
     model, opt, batches = default_model(args)
     for i in range(3):                                       # warm-up: first allocations
         run_step(model, opt, batches[i % 4], args.vocab)
-    plain = []
-    for i in range(args.steps):
-        start = time.perf_counter()
-        run_step(model, opt, batches[i % 4], args.vocab)
-        plain.append(time.perf_counter() - start)
-    step_s = statistics.median(plain)
+    products = recorded_products(lambda: run_step(model, opt, batches[0], args.vocab))
+    counter = iter(range(10**9))
+    floor = against_the_floor(lambda: run_step(model, opt, batches[next(counter) % 4], args.vocab), products,
+                              args.steps)
 
-    timers, products = Timers(), []
-    instrument(timers, products)
+    timers = Timers()
+    instrument(timers)
     run_step(model, opt, batches[0], args.vocab, timers)      # warm the wrappers
     timers.seconds.clear()
     timers.calls.clear()
-    products.clear()
-    for i in range(args.profiled_steps):
-        run_step(model, opt, batches[i % 4], args.vocab, timers)
     n = args.profiled_steps
-    one_step = products[:len(products) // n]
-    flops = sum(p[-1] for p in one_step)
-    peak = matmul_peak(args.threads)
-    floor_s = flops / (peak * 1e9)
-    replay_s = replay(one_step)
+    for i in range(n):
+        run_step(model, opt, batches[i % 4], args.vocab, timers)
 
+    flop = sum(p[-1] for p in products)
     rows = {key: s / n for key, s in timers.seconds.items()}
     calls = {key: c / n for key, c in timers.calls.items()}
     total = sum(rows.values())
@@ -234,9 +261,8 @@ def profile(args):
         ms = sum(rows.get(k, 0.0) for k in key_list) * 1e3
         count = sum(calls.get(k, 0) for k in key_list)
         print(f"{name:<46}{count:>7.0f}{ms:>9.2f}{ms / (total * 1e3):>8.1%}")
-        return ms
 
-    line(f"matrix products ({flops / 1e9:.2f} GFLOP)", [("matrix products", "")])
+    line(f"matrix products ({flop / 1e9:.2f} GFLOP)", [("matrix products", "")])
     ops = sorted({k[0] for k in rows if k[1] in ("forward", "backward")},
                  key=lambda name: -(rows.get((name, "forward"), 0) + rows.get((name, "backward"), 0)))
     for name in ops:
@@ -247,13 +273,18 @@ def profile(args):
         line(f"engine: {key[1]}", [key])
     for key in sorted(k for k in rows if k[0] == "step"):
         line(f"{key[1]} (the rest)", [key])
+    outside = total - sum(rows.get(k, 0.0) for k in [("matrix products", "")])
     print(f"{'total (profiled)':<46}{'':>7}{total * 1e3:>9.2f}")
-    print(f"{'plain step, no timers (median)':<46}{'':>7}{step_s * 1e3:>9.2f}")
-    print(f"\nmatmul peak of this machine: {peak:.1f} GFLOP/s float32 at {args.threads} thread(s) "
-          f"(best (1024, 1024) @ (1024, 1024))")
-    print(f"floor: the step's {len(one_step)} products at that peak: {floor_s * 1e3:.1f} ms; the same products "
-          f"replayed alone: {replay_s * 1e3:.1f} ms")
-    ratio = step_s / floor_s
+    print(f"{'  of which outside the matrix products':<46}{'':>7}{outside * 1e3:>9.2f}{outside / total:>8.1%}")
+
+    print(f"\nagainst the floor, median of {args.steps} rounds of a plain step (no timers), the step's "
+          f"{len(products)} products replayed alone, and the peak product, in turn:")
+    print(f"  matmul peak of this machine: {floor['peak']:.1f} GFLOP/s float32 at {args.threads} thread(s) "
+          f"((1024, 1024) @ (1024, 1024)); floor: {flop / 1e9:.2f} GFLOP at that peak, "
+          f"{flop / (floor['peak'] * 1e9) * 1e3:.1f} ms")
+    print(f"  plain step {floor['step'] * 1e3:.1f} ms = {floor['step / floor']:.2f}x the floor; its products "
+          f"alone {floor['replay'] * 1e3:.1f} ms = {floor['replay / floor']:.2f}x")
+    ratio = floor["step / floor"]
     verdict = ("met" if ratio <= TARGET_FLOOR else "NOT met") if args.threads == 1 else "(the target is for 1 thread)"
     print(f"target: step / floor <= {TARGET_FLOOR} at 1 thread: {ratio:.2f}  {verdict}")
 
