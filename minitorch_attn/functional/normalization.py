@@ -91,8 +91,12 @@ def _unit_rms_scaled(rows, a, eps):
 
 def _gain(xhat, weight, bias):
     """The last forward step of both norms: ``y = x̂ · w + b`` (w and b may be None)."""
-    y = xhat if weight is None else xhat * weight
-    return y if bias is None else y + bias
+    if weight is None:
+        return xhat if bias is None else xhat + bias
+    y = xhat * weight
+    if bias is not None:
+        y += bias                                   # speed: into the fresh product
+    return y
 
 
 def _gain_backward(rows, grad_output, xhat, weight, needs_weight, needs_bias):
