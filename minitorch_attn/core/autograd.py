@@ -328,18 +328,19 @@ def sum_to_shape(xp, grad, shape):
 
 def _gradient_for(node, tensor, grad):
     """Bring a gradient returned by ``node``'s backward to ``tensor``'s shape and dtype."""
-    xp = node.ctx.xp
+    xp, data = node.ctx.xp, tensor.data
     if not hasattr(grad, "shape"):
         raise TypeError(f"{node.function.__name__}.backward returned {type(grad).__name__}, expected an array")
-    returned_shape = tuple(grad.shape)
-    grad = sum_to_shape(xp, grad, tensor.shape)
-    if tuple(grad.shape) != tuple(tensor.shape):
-        raise RuntimeError(
-            f"{node.function.__name__}.backward returned a gradient of shape {returned_shape} "
-            f"for an input of shape {tuple(tensor.shape)}"
-        )
-    if grad.dtype != tensor.data.dtype:
-        grad = xp.astype(grad, tensor.data.dtype)
+    if grad.shape != data.shape:                    # speed: the usual gradient has the shape already
+        returned_shape = tuple(grad.shape)
+        grad = sum_to_shape(xp, grad, tensor.shape)
+        if tuple(grad.shape) != tuple(tensor.shape):
+            raise RuntimeError(
+                f"{node.function.__name__}.backward returned a gradient of shape {returned_shape} "
+                f"for an input of shape {tuple(tensor.shape)}"
+            )
+    if grad.dtype != data.dtype:
+        grad = xp.astype(grad, data.dtype)
     return grad
 
 
