@@ -307,6 +307,8 @@ class Tensor(InPlaceMethods):
         return _binary(ops.Div, other, self)
 
     def __neg__(self):
+        if self.dtype == "bool":
+            raise TypeError("-x: negation of a bool tensor is not supported, as in PyTorch; use ~x (logical not)")
         return ops.Neg.apply(self)
 
     def __pow__(self, exponent):
