@@ -117,7 +117,8 @@ class Sample:
         fn: a composition to check instead of ``op(*inputs, **kwargs)`` (two ops in one
             graph, a reseeded dropout); such a sample is checked by finite differences only.
         tasks: the homework tasks its gradient check counts for (None: the record's task).
-        fast_mode, tolerances: options of the gradient check (``tolerances`` per dtype).
+        fast_mode: an option of the gradient check (one random direction per input).
+        tolerances: options of the gradient check, per dtype.
         torch_wrong: where PyTorch's answer is wrong for this sample, why (its comparison
             with PyTorch is then skipped with that reason; the NumPy reference still holds).
     """
