@@ -79,3 +79,6 @@ html_css_files = ["site.css"]
 html_show_sourcelink = False
 html_copy_source = False
 html_last_updated_fmt = None
+# Search results without a text summary: the summary is fetched from each page, which a
+# browser refuses for pages opened from the file system (the results themselves work there).
+html_show_search_summary = False

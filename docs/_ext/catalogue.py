@@ -358,10 +358,12 @@ def _candidates(target, module_name, class_name):
     """Objects that ``target`` (``Function``, ``mt.manual_seed``, ``minitorch_attn.nn.Module``,
     ``ops.Cast``, a method of the class being documented, a sibling module) can mean."""
     import importlib
-    import sys
 
     first, _, rest = target.partition(".")
-    module = sys.modules.get(module_name)
+    try:   # imported here too: an incremental build resolves pages whose modules it did not import
+        module = importlib.import_module(module_name) if module_name else None
+    except ImportError:
+        module = None
     spaces = []
     if module is not None:
         cls = getattr(module, class_name.split(".")[0], None) if class_name else None
