@@ -36,7 +36,7 @@ extensions = [
 ]
 
 # ---- sources ------------------------------------------------------------------------------------
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints", "_ext", "_start.md"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints", "_ext"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = []
