@@ -177,7 +177,7 @@ class OpInfo:
         samples: its :class:`Sample` s, ordinary ones first (the gradient checks) and
             then the edge cases.
         source: where its forward and backward come from (paper and equation, or the rule
-            of calculus), shown in the README's table.
+            of calculus), shown in the table of operations.
         ref: ``ref(*arrays, **kwargs)``, the forward in float64 NumPy on host arrays (tensors
             of the sample become arrays, other values pass as they are); None for random ops.
         torch_ref: ``torch_ref(torch, *args, **kwargs)``, the same in PyTorch, or None.
