@@ -82,3 +82,9 @@ html_last_updated_fmt = None
 # Search results without a text summary: the summary is fetched from each page, which a
 # browser refuses for pages opened from the file system (the results themselves work there).
 html_show_search_summary = False
+
+
+def setup(app):
+    # sphinx-mathjax-offline sets its own mathjax_path (CHTML output, which loads web fonts);
+    # after every extension's setup, ours applies: SVG output, no font to fetch
+    app.connect("config-inited", lambda app, config: setattr(config, "mathjax_path", mathjax_path))
