@@ -57,9 +57,9 @@ class GELU(Function):
         1.  du/dx = a + 3 b x²
         so  dy/dx = h (1 + x (1 - h) (2a + 6b x²))
 
-    Large |x|: beyond |x| = 20 the float tanh is exactly ±1, so h is exactly 1 or 0 and
+    Large ``|x|``: beyond ``|x| = 20`` the float tanh is exactly ±1, so h is exactly 1 or 0 and
     dy/dx is its limit, 1 or 0; but ``x (1 - h) · 6b x²`` would be ``0 · inf = NaN`` once
-    ``x²`` overflows (|x| > 1.8e19 in float32; PyTorch returns that NaN). The backward
+    ``x²`` overflows (``|x| > 1.8e19`` in float32; PyTorch returns that NaN). The backward
     therefore reads x clipped to ±1e4, which changes no h and gives the limits exactly.
 
     The backward reuses ``Φ`` (or ``h``) saved by the forward rather than recomputing it:

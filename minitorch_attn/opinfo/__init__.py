@@ -14,7 +14,8 @@ From the records come, with no second list anywhere:
   every device, and the empty-input cases (``tests/test_opinfo.py``);
 * each homework task's gradient checks (``tests/instructor/test_gradcheck_by_task.py``, the
   student folder's README);
-* the table of operations in the README (``python -m minitorch_attn.opinfo``).
+* the table of operations and each op's section of the documentation site
+  (``docs/_ext/catalogue.py``; ``python -m minitorch_attn.opinfo`` prints the table).
 
 One module per topic, in the order of the course:
 

@@ -117,7 +117,8 @@ class Sample:
         fn: a composition to check instead of ``op(*inputs, **kwargs)`` (two ops in one
             graph, a reseeded dropout); such a sample is checked by finite differences only.
         tasks: the homework tasks its gradient check counts for (None: the record's task).
-        fast_mode, tolerances: options of the gradient check (``tolerances`` per dtype).
+        fast_mode: an option of the gradient check (one random direction per input).
+        tolerances: options of the gradient check, per dtype.
         torch_wrong: where PyTorch's answer is wrong for this sample, why (its comparison
             with PyTorch is then skipped with that reason; the NumPy reference still holds).
     """
@@ -219,7 +220,7 @@ class OpInfo:
         samples: its :class:`Sample` s, ordinary ones first (the gradient checks) and
             then the edge cases.
         source: where its forward and backward come from (paper and equation, or the rule
-            of calculus), shown in the README's table.
+            of calculus), shown in the table of operations.
         ref: ``ref(*arrays, **kwargs)``, the forward in float64 NumPy on host arrays (tensors
             of the sample become arrays, other values pass as they are); None for random ops.
         torch_ref: ``torch_ref(torch, *args, **kwargs)``, the same in PyTorch, or None.
