@@ -96,7 +96,7 @@ class LayerNorm(Function):
 
     Forward (n = number of normalized elements per row)::
 
-        1.  μ    = sum(x) / n                   (the row's mean; ``mu`` in the code)
+        1.  μ    = sum(x) / n                   (the row's mean; mu in the code)
         1'. μ    = μ + sum(x - μ) / n           (adds back the rounding error of 1, so the
                                                  μ of a constant row is exactly its value)
         2.  xc   = x - μ                        (two passes: accurate for shifted rows)
@@ -112,7 +112,8 @@ class LayerNorm(Function):
     .. math::
 
         \frac{\partial\,\mathrm{var}}{\partial x_j} = \frac{2\,xc_j}{n}
-            \quad\Big(\text{through } \mu: -\frac{2}{n^2} \sum_i xc_i = 0\Big), \qquad
+            \quad\Big(\text{through } \mu: -\frac{2}{n^2} \sum_i xc_i = 0\Big)
+
         \frac{\partial\,\mathrm{rstd}}{\partial\,\mathrm{var}} = -\tfrac12 (\mathrm{var} + \epsilon)^{-3/2}
             = -\tfrac12\,\mathrm{rstd}^3
 
