@@ -37,10 +37,15 @@ FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
 MIN_POINTS = 8  # the smallest text in a picture, in points at its saved size
 
 
+def in_notebook():
+    """Whether this runs in a Jupyter kernel (a notebook of a demo) rather than as a script."""
+    return os.path.basename(sys.argv[0]).startswith("ipykernel")
+
+
 def demo_argv():
     """The demo's flags: the command line's, or in a Jupyter kernel (whose command line is
     the kernel's own) the words of ``$MINITORCH_ATTN_DEMO_FLAGS``."""
-    if os.path.basename(sys.argv[0]).startswith("ipykernel"):
+    if in_notebook():
         return shlex.split(os.environ.get(FLAGS_VARIABLE, ""))
     return sys.argv[1:]
 
@@ -183,7 +188,8 @@ def picture_problems(fig):
 def save(fig, out, filename, dpi=100):
     """Save ``fig`` as the PNG ``out/filename`` at ``dpi`` (atomically), close it and print the
     path; first print a ``picture check`` line for each problem :func:`picture_problems`
-    finds at that size."""
+    finds at that size. In a notebook the picture is also shown below the cell (and so on
+    the documentation site's page of the demo)."""
     fig.set_dpi(dpi)
     for problem in picture_problems(fig)[:10]:
         print(f"picture check, {filename}: {problem}")
@@ -192,6 +198,10 @@ def save(fig, out, filename, dpi=100):
     os.replace(path + ".partial", path)
     pyplot().close(fig)
     print(f"picture: {path}")
+    if in_notebook():
+        from IPython.display import Image, display
+
+        display(Image(filename=path))
     return path
 
 

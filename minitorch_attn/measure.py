@@ -159,7 +159,8 @@ class Comparison:
     """Two functions timed in alternation by :func:`alternate`.
 
     Attributes:
-        first, second: the median wall time of each, in seconds.
+        first: the median wall time of ``first()``, in seconds.
+        second: the median wall time of ``second()``, in seconds.
         ratio: the median over the rounds of ``second's time / first's time``: below 1 the
             second is faster (a speed-up of ``1 / ratio``), above 1 it is slower.
         rounds: how many timed rounds the medians are taken over.

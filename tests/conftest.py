@@ -56,11 +56,20 @@ def float64_tolerance(reference, n_ops=1, dtype="float32"):
     return n_ops * eps * max(1.0, float(np.max(np.abs(reference), initial=0.0)))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Tests that use the ``torch`` fixture carry the ``torch`` marker (``pytest -m torch``)."""
+    """Tests that use the ``torch`` fixture carry the ``torch`` marker (``pytest -m torch``).
+
+    The suite runs on two worker processes (pytest-xdist, ``-n 2 --dist loadgroup`` in
+    setup.cfg). Each file's tests stay on one worker, so a module's fixtures (the demos run
+    once, the homework trees built once) are made once; a file that marks itself with an
+    ``xdist_group`` (the ones that run code as the student account, which the grader's
+    clean-up ends wholesale) shares its worker with the others of that group."""
     for item in items:
         if "torch" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.torch)
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture

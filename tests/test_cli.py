@@ -36,6 +36,15 @@ def test_ci_runs_the_readme_test_command_word_for_word():
     assert install_and_test in (ROOT / ".ci" / "run").read_text()
 
 
+def test_ci_builds_the_site_with_the_readme_docs_command_word_for_word():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
+    docs_command = next(c for c in commands if "sphinx-build" in c)
+    install_and_build = docs_command.split("&& ", 2)[-1]  # after creating and activating the venv
+    assert install_and_build in (ROOT / ".ci" / "run").read_text()
+    assert "pytest tests/test_docs_site.py" in (ROOT / ".ci" / "run").read_text()
+
+
 def _fails_with_status_2(argv, capsys):
     """Run the command; return its one stderr line after checking the status is 2 (and that
     a flag argparse refused is followed only by the pointer to --help, not the usage block)."""

@@ -10,14 +10,11 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 
-from _op_calls import calls
+from minitorch_attn import opinfo
 from conftest import float64_tolerance
 
 nan = float("nan")
-HIDES_NAN = {"where", "ones_like", "zeros_like"}   # where(x > 0, x, 0.5) picks 0.5 at NaN, as it should
-# torch.amax sends NaN to a whole row whose maximum is NaN (0 ties / 0); we follow torch.max(x):
-# the row's NaNs share the gradient (test_max_sends_the_gradient_to_the_nans)
-GRADIENT_DIFFERS_FROM_TORCH = {"amax", "max", "amin", "min"}   # min = -max(-x): the gradient goes to the NaNs
+CALLS = opinfo.one_input_calls()   # each op's call and its NaN facts: its catalogue record
 
 
 def nan_input(lib=mt, **options):
@@ -91,15 +88,15 @@ def _forward_backward(op, x, grad):
     return y
 
 
-@pytest.mark.parametrize("name", sorted(calls()))
+@pytest.mark.parametrize("name", sorted(CALLS))
 def test_no_op_hides_a_nan_in_its_forward(name):
-    y = _forward_backward(calls()[name][0], nan_input(), lambda y: mt.ones_like(y))
-    assert np.isnan(y.numpy()).any() != (name in HIDES_NAN)
+    y = _forward_backward(CALLS[name].call, nan_input(), lambda y: mt.ones_like(y))
+    assert np.isnan(y.numpy()).any() != bool(CALLS[name].hides_nan)
 
 
-@pytest.mark.parametrize("name", sorted(calls()))
+@pytest.mark.parametrize("name", sorted(CALLS))
 def test_every_op_at_a_nan_matches_torch(name, torch):
-    ours, theirs = calls(torch)[name]
+    ours, theirs = CALLS[name].call, CALLS[name].torch_call
     if theirs is None:
         pytest.skip("no PyTorch counterpart")
     upstream = {}
@@ -111,11 +108,11 @@ def test_every_op_at_a_nan_matches_torch(name, torch):
     x = nan_input(requires_grad=True)
     y = _forward_backward(ours, x, seed)
     tx = torch.tensor(nan_input().numpy(), requires_grad=True)
-    ty = theirs(tx)
+    ty = theirs(torch, tx)
     want = ty.detach().numpy()
     tolerance = float64_tolerance(np.nan_to_num(want), n_ops=64, dtype="float64")  # 64 roundings at most
     np.testing.assert_allclose(y.numpy(), want, rtol=0, atol=tolerance, equal_nan=True)
-    if name in GRADIENT_DIFFERS_FROM_TORCH or not y.requires_grad:
+    if CALLS[name].nan_gradient_differs or not y.requires_grad:
         return
     ty.backward(torch.tensor(upstream["g"], dtype=ty.dtype))
     want = tx.grad.numpy()

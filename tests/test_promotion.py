@@ -1,6 +1,7 @@
 """One promotion rule for every op, as PyTorch's: integer and bool inputs of float
 operations give the default float dtype (float32, or what ``set_default_dtype`` says),
-Python numbers follow ``torch.result_type``."""
+Python numbers follow ``torch.result_type``. Each op's call and its rule for an int input
+are in its catalogue record (``OneInput`` in ``minitorch_attn/opinfo/record.py``)."""
 
 import itertools
 import warnings
@@ -9,33 +10,19 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
+from minitorch_attn import opinfo
 from minitorch_attn.core.dtypes import result_dtype
 
-from _op_calls import calls, public_operations
-
-# with the (2, 3) int input of _op_calls: the float operations, and the ones that refuse
-FLOAT_OPS = {"exp", "log", "sqrt", "tanh", "pow", "clamp", "maximum", "minimum", "where", "div", "sigmoid",
-             "F.sigmoid", "logsumexp"}
-# TypeError: they need floats (the F ops but sigmoid, and pad that only moves values)
-REFUSED = {"mean", "var", "std"} | {n for n in calls() if n.startswith("F.") and n not in ("F.sigmoid", "F.pad")}
-# where PyTorch keeps an int dtype and we refuse the input (TypeError), or the reverse
-TORCH_ACCEPTS = {"F.relu", "F.dropout", "F.linear", "F.embedding", "F.attention_weights"}
-TORCH_REFUSES = {("abs", "bool"), ("matmul", "bool")}
+CALLS = opinfo.one_input_calls()
+FLOAT_OPS = sorted(name for name, call in CALLS.items() if call.of_ints == "float")
 INT_DTYPES = ["int64", "int32", "bool"]
 
 
-def test_every_op_has_a_call():
-    assert sorted(calls()) == public_operations()
-
-
-def expected(name, dtype, default="float32"):
-    if name in REFUSED or (name, dtype) in (("einsum", "bool"), ("sub", "bool")):
-        return TypeError
-    if name in FLOAT_OPS:
-        return default
-    if name == "sum":
-        return "int64"
-    return dtype
+def test_every_public_function_has_a_one_input_call():
+    public = {name for record in opinfo.op_db() for name in record.covers if name.startswith(("mt.", "F."))}
+    called = {name for record in opinfo.op_db() if record.one_input for name in record.covers}
+    missing = sorted(public - called)
+    assert not missing, f"no one_input call in the catalogue for {missing}: add OneInput(...) to its record"
 
 
 def int_input(dtype):
@@ -52,18 +39,24 @@ def run(op, x):
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES)
-@pytest.mark.parametrize("name", sorted(calls()))
+@pytest.mark.parametrize("name", sorted(CALLS))
 def test_every_op_of_an_int_or_bool_input(name, dtype):
-    assert run(calls()[name][0], int_input(dtype)) == expected(name, dtype)
+    assert run(CALLS[name].call, int_input(dtype)) == CALLS[name].dtype_of_ints(dtype, "float32")
 
 
-@pytest.mark.parametrize("name", sorted(FLOAT_OPS))
+@pytest.mark.parametrize("op", [mt.ones_like, mt.zeros_like], ids=["ones_like", "zeros_like"])
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_factories_like_keep_the_dtype(op, dtype):
+    assert op(int_input(dtype)).dtype == dtype
+
+
+@pytest.mark.parametrize("name", FLOAT_OPS)
 def test_float_ops_follow_the_default_dtype(name):
     try:
         mt.set_default_dtype("float64")
         assert mt.get_default_dtype() == "float64"
         for dtype in INT_DTYPES:
-            assert run(calls()[name][0], int_input(dtype)) == "float64"
+            assert run(CALLS[name].call, int_input(dtype)) == "float64"
         assert mt.tensor([1.5]).dtype == mt.zeros(2).dtype == mt.where(mt.tensor([True]), 8.5, -3.9).dtype == "float64"
     finally:
         mt.set_default_dtype("float32")
@@ -130,16 +123,22 @@ def test_result_dtype_agrees_with_torch(a, b, torch):
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES)
-@pytest.mark.parametrize("name", sorted(calls()))
+@pytest.mark.parametrize("name", sorted(CALLS))
 def test_every_op_agrees_with_torch(name, dtype, torch):
-    ours, theirs = calls(torch)[name]
-    if theirs is None:
+    case = CALLS[name]
+    if case.torch_call is None:
         pytest.skip("no PyTorch counterpart")
     try:
-        want = str(theirs(torch.tensor(int_input(dtype).numpy())).dtype).split(".")[1]
+        want = str(case.torch_call(torch, torch.tensor(int_input(dtype).numpy())).dtype).split(".")[1]
     except RuntimeError:  # NotImplementedError too
         want = TypeError
-    got = run(ours, int_input(dtype))
-    if got is TypeError and name in TORCH_ACCEPTS or want is TypeError and (name, dtype) in TORCH_REFUSES:
-        return
-    assert got == want
+    got = run(case.call, int_input(dtype))
+    if dtype in case.torch_differs:
+        assert got != want, f"{name} of {dtype} now agrees with PyTorch: remove its torch_differs entry"
+    else:
+        assert got == want
+
+
+def test_negating_a_bool_tensor_says_what_to_use():
+    with pytest.raises(TypeError, match=r"~x"):
+        -mt.tensor([True, False])

@@ -29,7 +29,7 @@ class Tensor(InPlaceMethods):
         requires_grad: whether operations on it are recorded for :meth:`backward`.
         grad: a Tensor of the same shape and dtype, filled by backward (leaves only).
         grad_fn: the graph node that produced it (None for leaves).
-        _version: the number of in-place writes so far (see :mod:`.inplace`).
+        _version: the number of in-place writes so far (see :mod:`minitorch_attn.core.inplace`).
 
     Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends rather
     than with this constructor, which only wraps an existing backend array.
@@ -307,6 +307,8 @@ class Tensor(InPlaceMethods):
         return _binary(ops.Div, other, self)
 
     def __neg__(self):
+        if self.dtype == "bool":
+            raise TypeError("-x: negation of a bool tensor is not supported, as in PyTorch; use ~x (logical not)")
         return ops.Neg.apply(self)
 
     def __pow__(self, exponent):

@@ -13,7 +13,7 @@ several steps, its code lines carry the number of the forward step they undo. No
 differences in :mod:`minitorch_attn.gradcheck` and against PyTorch in the tests.
 
 One module per topic, in reading order (each lists its ops in its ``__all__``; the table of
-operations in the README, written from the catalogue, lists them all):
+operations, written from the catalogue on the documentation site, lists them all):
 
 * :mod:`.softmax`       -- the softmax family and the cross-entropy loss;
 * :mod:`.losses`        -- the negative log-likelihood of log-probabilities;

@@ -59,10 +59,10 @@ class GELU(Function):
         1.  du/dx = a + 3 b x²
         so  dy/dx = h (1 + x (1 - h) (2a + 6b x²))
 
-    Large |x|: beyond |x| = 20, h is 1 (x > 0) or below 2e-35 (x < 0, see the speed note),
-    and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
-    ``0 · inf = NaN`` once ``x²`` overflows (|x| > 1.8e19 in float32; PyTorch returns that
-    NaN). The backward therefore reads x clipped to ±1e4, which changes no h.
+    Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see the speed
+    note), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
+    ``0 · inf = NaN`` once ``x²`` overflows (``|x| > 1.8e19`` in float32; PyTorch returns
+    that NaN). The backward therefore reads x clipped to ±1e4, which changes no h.
 
     The backward reuses ``Φ`` (or ``h``) saved by the forward rather than recomputing it:
     erf and tanh are the expensive parts on NumPy.

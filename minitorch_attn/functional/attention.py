@@ -59,7 +59,7 @@ def _scores_backward(xp, dP, P, q, k, scale, D):
 
 
 class ScaledDotProductAttention(Function):
-    """Attention ``O = dropout(softmax(scale · Q Kᵀ + mask)) V`` (Vaswani et al. 2017,
+    r"""Attention ``O = dropout(softmax(scale · Q Kᵀ + mask)) V`` (Vaswani et al. 2017,
     arXiv:1706.03762, eq. 1), in numbered passes.
 
     Forward::
@@ -80,10 +80,21 @@ class ScaledDotProductAttention(Function):
         1. dQ = scale · dS K,   dK = scale · dSᵀ Q
         0. dK, dV summed over the G query heads of each group
 
-    Step 3 is the softmax backward row by row (``dS_j = P_j (dP_j - Σ_k dP_k P_k)`` over the keys j, k of one row, see
-    :class:`~minitorch_attn.functional.softmax.Softmax`). Why ``D`` can be taken from
-    ``O`` and ``dO`` alone, without the rows of ``P`` (row i, keys j, features e): with
-    ``dP_d = dO Vᵀ``, ``Σ_j P_d_ij dP_d_ij = Σ_j P_d_ij Σ_e dO_ie V_je = Σ_e dO_ie Σ_j P_d_ij V_je = Σ_e dO_ie O_ie``.
+    Step 3 is the softmax backward row by row, over the keys j, k of one row (see
+    :class:`~minitorch_attn.functional.softmax.Softmax`):
+
+    .. math::
+
+        dS_j = P_j\,\Big(dP_j - \sum_k dP_k\, P_k\Big)
+
+    Why ``D`` can be taken from ``O`` and ``dO`` alone, without the rows of ``P`` (row i,
+    keys j, features e), with :math:`dP_d = dO\,V^\top`:
+
+    .. math::
+
+        \sum_j P_{d,ij}\, dP_{d,ij} = \sum_j P_{d,ij} \sum_e dO_{ie} V_{je}
+            = \sum_e dO_{ie} \sum_j P_{d,ij} V_{je} = \sum_e dO_{ie}\, O_{ie}
+
     That is ``rowsum(dP_d ∘ P_d) = rowsum(dO ∘ O)``. With dropout, ``P_d = P ∘ M`` and
     ``dP = dP_d ∘ M`` carry the same ``M``, so ``dP ∘ P = dP_d ∘ M ∘ P = dP_d ∘ P_d`` entry by
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.

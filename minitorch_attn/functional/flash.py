@@ -49,7 +49,7 @@ Layout: the inputs are reshaped (views, no copies) by
 ``Q (*batch, H_kv, G, N_q, E)`` against ``K (*batch, H_kv, 1, N_k, E)``.
 
 Speed choices (all optional for correctness; each is marked "speed:" in the code)
--------------------------------------------------------------------------------
+---------------------------------------------------------------------------------
 * the softmax scale is folded into ``Q`` once, instead of into every tile ``S_ij``;
 * ``Kᵀ`` and ``Vᵀ`` are copied once into row-major arrays (NumPy's batched matmul is slow
   on a transposed view);
@@ -116,7 +116,8 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
         scale: multiplies ``Q Kᵀ``; default ``1 / sqrt(E)``.
         dropout_p: probability of dropping each attention weight (after the softmax,
             survivors scaled by ``1 / (1 - p)``). The keep-mask is a counter-based hash
-            of (seed, batch-head, query index, key index) (:func:`dropout_mask`), so the
+            of (seed, batch-head, query index, key index)
+            (:func:`~minitorch_attn.functional._flash_dropout.dropout_mask`), so the
             backward regenerates it exactly; the seed is drawn with one call of the
             backend's ``next_seed()`` (reproducible with ``manual_seed``). ``p = 1``
             drops everything: the output is 0.

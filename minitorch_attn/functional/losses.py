@@ -4,7 +4,7 @@
 log-probabilities (``log_softmax`` of the logits) and picks the target's entry, so
 ``nll_loss(log_softmax(x, 1), t) == cross_entropy(x, t)`` (tested).
 
-Notation as in :mod:`.softmax`: ``grad_output`` (``g``) is the upstream gradient; rows
+Notation as in :mod:`minitorch_attn.functional.softmax`: ``grad_output`` (``g``) is the upstream gradient; rows
 ``i`` of ``logp (M, C)`` have target class ``t_i`` and class weights ``w`` (all 1 without
 ``weight``).
 """

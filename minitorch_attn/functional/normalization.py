@@ -108,11 +108,11 @@ def _gain_backward(rows, grad_output, xhat, weight, needs_weight, needs_bias):
 
 
 class LayerNorm(Function):
-    """LayerNorm over the trailing ``axes`` (Ba et al. 2016, arXiv:1607.06450, eqs. 3-4).
+    r"""LayerNorm over the trailing ``axes`` (Ba et al. 2016, arXiv:1607.06450, eqs. 3-4).
 
     Forward (n = number of normalized elements per row)::
 
-        1.  μ    = sum(x) / n                   (the row's mean; ``mu`` in the code)
+        1.  μ    = sum(x) / n                   (the row's mean; mu in the code)
         1'. μ    = μ + sum(x - μ) / n           (adds back the rounding error of 1, so the
                                                  μ of a constant row is exactly its value)
         2.  xc   = x - μ                        (two passes: accurate for shifted rows)
@@ -123,15 +123,35 @@ class LayerNorm(Function):
 
     Derivation of the backward. The backward is written from the mathematical function
     of lines 1-6, so the forward's rounding guards (1', the two passes) never enter it.
-    From 3, ``dvar/dx_j = 2 xc_j / n`` (the term through μ is
-    ``-(2/n²) Σ_i xc_i = 0``); from 4, ``drstd/dvar = -½ (var + eps)^(-3/2) = -½ rstd³``;
-    together ``drstd/dx_j = -½ rstd³ · 2 xc_j / n = -rstd³ xc_j / n = -rstd² x̂_j / n``.
-    Then from 2 and 5, with ``dμ/dx_j = 1/n``::
+    From 3, the term through μ sums to 0; from 4, the chain rule through the square root:
 
-        dx̂_i/dx_j = rstd (δ_ij - 1/n) + xc_i drstd/dx_j = rstd (δ_ij - 1/n - x̂_i x̂_j / n)
+    .. math::
 
-    so the Jacobian is ``rstd (I - 11ᵀ/n - x̂x̂ᵀ/n)``, symmetric. Multiplying by ``dx̂``
-    gives the backward, each line undoing the forward line of the same number::
+        \frac{\partial\,\mathrm{var}}{\partial x_j} = \frac{2\,xc_j}{n}
+            \quad\Big(\text{through } \mu: -\frac{2}{n^2} \sum_i xc_i = 0\Big)
+
+        \frac{\partial\,\mathrm{rstd}}{\partial\,\mathrm{var}} = -\tfrac12 (\mathrm{var} + \epsilon)^{-3/2}
+            = -\tfrac12\,\mathrm{rstd}^3
+
+        \frac{\partial\,\mathrm{rstd}}{\partial x_j} = -\tfrac12\,\mathrm{rstd}^3 \cdot \frac{2\,xc_j}{n}
+            = -\frac{\mathrm{rstd}^2\,\hat x_j}{n}
+
+    Then from 2 and 5, with :math:`\partial\mu/\partial x_j = 1/n`:
+
+    .. math::
+
+        \frac{\partial \hat x_i}{\partial x_j}
+            = \mathrm{rstd}\,\Big(\delta_{ij} - \frac1n\Big) + xc_i\,\frac{\partial\,\mathrm{rstd}}{\partial x_j}
+            = \mathrm{rstd}\,\Big(\delta_{ij} - \frac1n - \frac{\hat x_i \hat x_j}{n}\Big)
+
+    so the Jacobian is :math:`\mathrm{rstd}\,(I - \mathbf{1}\mathbf{1}^\top/n - \hat x \hat x^\top/n)`,
+    symmetric. Multiplying by ``dx̂`` gives the backward,
+
+    .. math::
+
+        dx = \mathrm{rstd}\,\big(d\hat x - \mathrm{mean}(d\hat x) - \hat x\,\mathrm{mean}(d\hat x \odot \hat x)\big),
+
+    each line below undoing the forward line of the same number::
 
         6.   db = sum_rows(g),  dw = sum_rows(g · x̂),  dx̂ = g · w
         5-1. dx = rstd · (dx̂ - mean(dx̂) - x̂ · mean(dx̂ · x̂))
@@ -198,7 +218,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 class RMSNorm(Function):
-    """RMSNorm over the trailing ``axes`` (Zhang & Sennrich 2019, arXiv:1910.07467, eq. 4).
+    r"""RMSNorm over the trailing ``axes`` (Zhang & Sennrich 2019, arXiv:1910.07467, eq. 4).
 
     Forward::
 
@@ -207,13 +227,17 @@ class RMSNorm(Function):
         3. x̂  = x · r
         4. y  = x̂ · w
 
-    Derivation of the backward. From 1-2, ``dr/dx_j = -½ r³ · 2 x_j / n = -r² x̂_j / n``.
-    Then from 3::
+    Derivation of the backward. From 1-2, then from 3:
 
-        dx̂_i/dx_j = r δ_ij + x_i dr/dx_j = r (δ_ij - x̂_i x̂_j / n)
+    .. math::
 
-    so the Jacobian is ``r (I - x̂x̂ᵀ/n)``, symmetric, and each line below undoes the
-    forward line of the same number::
+        \frac{\partial r}{\partial x_j} = -\tfrac12\, r^3 \cdot \frac{2\,x_j}{n} = -\frac{r^2\,\hat x_j}{n},
+        \qquad
+        \frac{\partial \hat x_i}{\partial x_j} = r\,\delta_{ij} + x_i\,\frac{\partial r}{\partial x_j}
+            = r\,\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{n}\Big)
+
+    so the Jacobian is :math:`r\,(I - \hat x \hat x^\top/n)`, symmetric, and each line below
+    undoes the forward line of the same number::
 
         4.   dw = sum_rows(g · x̂),  dx̂ = g · w
         3-1. dx = r · (dx̂ - x̂ · mean(dx̂ · x̂))

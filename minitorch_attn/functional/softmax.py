@@ -132,16 +132,24 @@ def _cast_first(x, dtype, what):
 
 
 class Softmax(Function):
-    """``p = softmax(x) = exp(x - lse(x))`` along ``dim`` (Bridle 1990).
+    r"""``p = softmax(x) = exp(x - lse(x))`` along ``dim`` (Bridle 1990).
 
     Forward::
 
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. p = exp(z - lse_z)                              (= exp(x - lse(x)))
 
-    Backward. Differentiate ``p_i = exp(x_i - lse)``: ``dp_i/dx_j = p_i (δ_ij - dlse/dx_j)``
-    and ``dlse/dx_j = exp(x_j - lse) = p_j``, so the Jacobian is ``p_i (δ_ij - p_j)``.
-    Multiply by ``grad_output`` (call it ``g``) from the left::
+    Backward. Differentiate :math:`p_i = \exp(x_i - \mathrm{lse})`, with
+    :math:`\partial\,\mathrm{lse}/\partial x_j = \exp(x_j - \mathrm{lse}) = p_j`:
+
+    .. math::
+
+        \frac{\partial p_i}{\partial x_j} = p_i\,\Big(\delta_{ij} - \frac{\partial\,\mathrm{lse}}{\partial x_j}\Big)
+            = p_i\,(\delta_{ij} - p_j),
+        \qquad
+        dx_j = \sum_i g_i\, p_i\,(\delta_{ij} - p_j) = p_j\,\Big(g_j - \sum_i g_i\, p_i\Big)
+
+    the Jacobian multiplied by ``grad_output`` (call it ``g``) from the left::
 
         2-1. dx_j = Σ_i g_i p_i (δ_ij - p_j) = p_j (g_j - Σ_i g_i p_i)
 

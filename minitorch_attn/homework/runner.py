@@ -1,6 +1,6 @@
 """Run tests and probes in a graded copy, and read back what they say without trusting it.
 
-    python -m pytest -c COPY/setup.cfg --rootdir COPY -p no:cacheprovider
+    python -m pytest -c COPY/setup.cfg --rootdir COPY -o addopts= -p no:xdist -p no:cacheprovider
         -p pytest_timeout --timeout SECONDS
         -p minitorch_attn.homework.pytest_report --grading-report REPORT
         -m "task_2_1 and not cuda and not torch"  THE NODE IDS OF task_2_1'S TESTS
@@ -64,9 +64,12 @@ class Run:
 
 
 def pytest_command(folder, selection, timeout, python=None):
-    """The grader's pytest command line for ``folder``; the report goes to ``folder/.grading-report.jsonl``."""
+    """The grader's pytest command line for ``folder``; the report goes to ``folder/.grading-report.jsonl``.
+    It runs in one process: the tree's own ``addopts`` (two xdist workers for the project's
+    suite) are replaced, and xdist is kept out."""
     folder = pathlib.Path(folder)
     return [python or sys.executable, "-m", "pytest", "-c", str(folder / "setup.cfg"), "--rootdir", str(folder),
+            "-o", "addopts=", "-p", "no:xdist",
             "-p", "no:cacheprovider", "-p", "pytest_timeout", f"--timeout={timeout:g}",
             "-p", "minitorch_attn.homework.pytest_report", f"--grading-report={folder / REPORT}",
             "-q", "--tb=short", *selection]

@@ -14,7 +14,8 @@ From the records come, with no second list anywhere:
   every device, and the empty-input cases (``tests/test_opinfo.py``);
 * each homework task's gradient checks (``tests/instructor/test_gradcheck_by_task.py``, the
   student folder's README);
-* the table of operations in the README (``python -m minitorch_attn.opinfo``).
+* the table of operations and each op's section of the documentation site
+  (``docs/_ext/catalogue.py``; ``python -m minitorch_attn.opinfo`` prints the table).
 
 One module per topic, in the order of the course:
 
@@ -36,7 +37,7 @@ Adding an operation: write it in its module, then its record here (the completen
 
 from . import activations, arithmetic, attention, engine, inplace, linear, normalization, reductions, rotary, shape
 from . import softmax
-from .record import EDGES, Inputs, OpInfo, Sample
+from .record import EDGES, Inputs, OneInput, OpInfo, Sample
 
 MODULES = (arithmetic, reductions, shape, engine, inplace, softmax, activations, normalization, linear, attention,
            rotary)
@@ -55,6 +56,12 @@ def find(name):
     raise KeyError(f"no record {name!r}; known: {', '.join(r.name for r in op_db())}")
 
 
+def one_input_calls():
+    """``{record name: OneInput}`` for every record with a one-input call (every public ``mt.``
+    and ``F.`` function): the promotion and NaN checks run each of them."""
+    return {record.name: record.one_input for record in op_db() if record.one_input is not None}
+
+
 def gradcheck_samples():
     """``(record, sample)`` for every sample the gradient-check suite differentiates."""
     return [(record, sample) for record in op_db() for sample in record.samples if sample.gradcheck]
@@ -65,4 +72,5 @@ def gradcheck_names_of_task(task_id):
     return [sample.name for record, sample in gradcheck_samples() if task_id in sample.tasks_of(record)]
 
 
-__all__ = ["EDGES", "Inputs", "OpInfo", "Sample", "op_db", "find", "gradcheck_samples", "gradcheck_names_of_task"]
+__all__ = ["EDGES", "Inputs", "OneInput", "OpInfo", "Sample", "op_db", "find", "one_input_calls", "gradcheck_samples",
+           "gradcheck_names_of_task"]

@@ -11,7 +11,7 @@ import numpy as np
 
 import minitorch_attn.functional as F
 
-from .record import OpInfo, Sample, register, seeded
+from .record import TORCH_KEEPS_INTS, OneInput, OpInfo, Sample, register, seeded
 
 EMPTY, SCALAR, NONFINITE = (frozenset({e}) for e in ("empty", "0-d", "nonfinite"))
 
@@ -34,7 +34,8 @@ RECORDS = register(__name__, [
            "Hendrycks & Gimpel 2016 (arXiv:1606.08415): x Φ(x), d/dx = Φ(x) + x φ(x); the tanh form of GPT-2",
            ref=np_gelu,
            torch_ref=lambda torch, x, approximate="none": torch.nn.functional.gelu(x, approximate=approximate),
-           task=None, n_ops=32),
+           task=None, n_ops=32,
+           one_input=OneInput(F.gelu, lambda torch, x: torch.nn.functional.gelu(x), of_ints="TypeError")),
     OpInfo("sigmoid", F.sigmoid, ("F.sigmoid", "mt.sigmoid"),
            (Sample("sigmoid", lambda d: [d.randn(4, 5, scale=3.0)]),
             Sample("sigmoid (3-D)", lambda d: [d.randn(2, 3, 2)]),
@@ -46,7 +47,8 @@ RECORDS = register(__name__, [
            "σ(x) = 1 / (1 + e^-x) from e^-|x| (no overflow); dσ/dx = σ (1 - σ), from the output",
            ref=lambda x: np.exp(-np.logaddexp(0.0, -x)), torch_ref=lambda torch, x: torch.sigmoid(x),
            ref_backward=lambda grads, x: [grads[0] * np.exp(-np.logaddexp(0.0, -x)) * np.exp(-np.logaddexp(0.0, x))],
-           task=None, exponentiates=False),
+           task=None, exponentiates=False,
+           one_input=OneInput(F.sigmoid, lambda torch, x: torch.sigmoid(x), of_ints="float")),
     OpInfo("silu", F.silu, ("F.silu",),
            (Sample("silu", lambda d: [d.randn(4, 5, scale=3.0)]),
             Sample("silu (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
@@ -54,19 +56,24 @@ RECORDS = register(__name__, [
             Sample("silu (large |x|, inf)", lambda d: [d.values([-800.0, -40.0, 40.0, 800.0, np.inf])],
                    edges=NONFINITE)),
            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x), d/dx = σ(x) (1 + x (1 - σ(x)))",
-           ref=lambda x: x / (1 + np.exp(-x)), torch_ref=lambda torch, x: torch.nn.functional.silu(x), task=None),
+           ref=lambda x: x / (1 + np.exp(-x)), torch_ref=lambda torch, x: torch.nn.functional.silu(x), task=None,
+           one_input=OneInput(F.silu, lambda torch, x: torch.nn.functional.silu(x), of_ints="TypeError")),
     OpInfo("relu", F.relu, ("F.relu",),
            (Sample("relu", lambda d: [d.away_from(4, 5)]),
             Sample("relu (empty)", lambda d: [d.randn(0, 4)], edges=EMPTY),
             Sample("relu (0-d)", lambda d: [d.values(0.7)], edges=SCALAR),
             Sample("relu (inf)", lambda d: [d.values([-np.inf, np.inf, 1.0])], edges=NONFINITE)),
            "max(x, 0): d/dx = 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch)",
-           ref=lambda x: np.maximum(x, 0.0), torch_ref=lambda torch, x: torch.relu(x), task=None),
+           ref=lambda x: np.maximum(x, 0.0), torch_ref=lambda torch, x: torch.relu(x), task=None,
+           one_input=OneInput(F.relu, lambda torch, x: torch.nn.functional.relu(x), of_ints="TypeError",
+                              torch_differs=TORCH_KEEPS_INTS)),
     OpInfo("dropout", seeded(F.dropout), ("F.dropout",),
            (Sample("dropout (p=0.3)", lambda d: [d.randn(4, 6)], fn=seeded(lambda x: F.dropout(x, 0.3))),
             Sample("dropout (p=0.5)", lambda d: [d.randn(3, 5), 0.5], gradcheck=True),
             Sample("dropout (empty)", lambda d: [d.randn(0, 3), 0.5], edges=EMPTY),
             Sample("dropout (0-d)", lambda d: [d.randn(), 0.2], edges=SCALAR)),
            "Srivastava et al. 2014 (JMLR 15, eq. in §10, inverted): y = x m / (1-p); dx = g m / (1-p), same mask",
-           ref=None, torch_ref=None, task=None, not_differentiable_in=("p",)),
+           ref=None, torch_ref=None, task=None, not_differentiable_in=("p",),
+           one_input=OneInput(lambda x: F.dropout(x, 0.0), lambda torch, x: torch.nn.functional.dropout(x, 0.0),
+                              of_ints="TypeError", torch_differs=dict(TORCH_KEEPS_INTS, bool="PyTorch computes it in bools; ours refuses (TypeError)"))),
 ])

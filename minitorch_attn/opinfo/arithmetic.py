@@ -9,7 +9,7 @@ import numpy as np
 
 import minitorch_attn as mt
 
-from .record import OpInfo, Sample, register
+from .record import OneInput, OpInfo, register, Sample
 
 EMPTY = frozenset({"empty"})
 SCALAR = frozenset({"0-d"})
@@ -18,16 +18,19 @@ BROADCAST = frozenset({"broadcast"})
 DIM = frozenset({"dim"})
 
 
-def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, **options):
+def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, one_input=None,
+          **options):
     """A record of an elementwise function of one tensor: the ordinary sample (from the
-    gradient-check suite), an empty and a 0-d input, and ``nonfinite`` values if given."""
+    gradient-check suite), an empty and a 0-d input, and ``nonfinite`` values if given; its
+    one-input call is ``op(x)``, a float function of an int input, unless ``one_input`` says otherwise."""
     samples = [Sample(name, ordinary),
                Sample(f"{name} (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
                Sample(f"{name} (0-d)", lambda d: [d.uniform(low=0.5, high=2.0)], edges=SCALAR)]
     if nonfinite is not None:
         samples.append(Sample(f"{name} (inf, nan)", lambda d: [d.values(nonfinite)], edges=NONFINITE))
     return OpInfo(name, op, covers or (f"mt.{name}", f"Tensor.{name}"), tuple(samples), source, ref=ref,
-                  torch_ref=torch_ref, task=task, **options)
+                  torch_ref=torch_ref, task=task, one_input=one_input or OneInput(op, torch_ref, of_ints="float"),
+                  **options)
 
 
 def binary_samples(name, ordinary, second=None):
@@ -68,7 +71,8 @@ RECORDS = register(__name__, [
            "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide, torch_ref=lambda torch, a, b: a / b,
            task="1.2", differentiable_in=("self", "other")),
     unary("neg", lambda a: -a, np.negative, lambda torch, a: -a, "d(-x) = -dx",
-          lambda d: [d.randn(5)], nonfinite=[np.inf, -np.inf, np.nan], task=None, covers=("Tensor.__neg__",)),
+          lambda d: [d.randn(5)], nonfinite=[np.inf, -np.inf, np.nan], task=None, covers=("Tensor.__neg__",),
+          one_input=OneInput(lambda a: -a, lambda torch, a: -a, refuses=("bool",))),
     OpInfo("pow", mt.pow, ("mt.pow", "Tensor.__pow__"),
            (Sample("pow (scalar exponent)", lambda d: [positive(d, 4, 3), 2.5]),
             Sample("pow (integer exponent, negative base)", lambda d: [d.randn(3, 4), 3], gradcheck=True),
@@ -78,7 +82,8 @@ RECORDS = register(__name__, [
             Sample("pow (exponent 0 at 0)", lambda d: [d.values([0.0, 1.0, -2.0]), 0], edges=NONFINITE)),
            "power rule: d(x^p) = p x^(p-1) dx, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
            ref=np.power, torch_ref=lambda torch, x, p: x ** p, task="1.2",
-           differentiable_in=("self",), not_differentiable_in=("exponent",)),
+           differentiable_in=("self",), not_differentiable_in=("exponent",),
+           one_input=OneInput(lambda x: mt.pow(x, 0.5), lambda torch, x: torch.pow(x, 0.5), of_ints="float")),
     OpInfo("pow (tensor exponent)", mt.pow, ("mt.pow", "Tensor.__pow__"),
            (Sample("pow (tensor ** tensor)", lambda d: [positive(d, 3, 4), d.randn(3, 4)]),
             Sample("pow (tensor ** tensor, broadcast)", lambda d: [positive(d, 3, 1), d.randn(4)], edges=BROADCAST,
@@ -119,7 +124,9 @@ RECORDS = register(__name__, [
            "out = Σ Π_k a_k over the letters not kept; da_k = einsum(g and the other operands -> a_k's letters)",
            ref=lambda *xs, equation: np.einsum(equation, *xs),
            torch_ref=lambda torch, *xs, equation: torch.einsum(equation, *xs), task=None,
-           differentiable_in=("operands",)),
+           differentiable_in=("operands",),
+           one_input=OneInput(lambda x: mt.einsum("ij,kj->ik", x, x), lambda torch,
+                              x: torch.einsum("ij,kj->ik", x, x), refuses=("bool",))),
     OpInfo("add (alpha)", mt.add, ("mt.add",),
            (Sample("add (alpha)", lambda d: [d.randn(3, 4), d.randn(4)], kwargs=dict(alpha=2.5), edges=BROADCAST,
                    gradcheck=True),
@@ -130,7 +137,8 @@ RECORDS = register(__name__, [
            "a + alpha b: da = g, db = alpha g",
            ref=lambda a, b, alpha=1: a + alpha * np.asarray(b),
            torch_ref=lambda torch, a, b, alpha=1: torch.add(a, b, alpha=alpha),
-           task=None, differentiable_in=("input", "other")),
+           task=None, differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.add(x, x, alpha=2), lambda torch, x: torch.add(x, x, alpha=2))),
     OpInfo("sub (alpha)", mt.sub, ("mt.sub",),
            (Sample("sub (alpha)", lambda d: [d.randn(3, 4), d.randn(3, 1)], kwargs=dict(alpha=2.5), edges=BROADCAST,
                    gradcheck=True),
@@ -139,7 +147,9 @@ RECORDS = register(__name__, [
            "a - alpha b: da = g, db = -alpha g",
            ref=lambda a, b, alpha=1: a - alpha * np.asarray(b),
            torch_ref=lambda torch, a, b, alpha=1: torch.sub(a, b, alpha=alpha),
-           task=None, differentiable_in=("input", "other")),
+           task=None, differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.sub(x, x, alpha=2), lambda torch, x: torch.sub(x, x, alpha=2),
+                              refuses=("bool",))),
     OpInfo("div (rounding_mode)", mt.div, ("mt.div",),
            (Sample("div (true division)", lambda d: [d.randn(3, 4), positive(d, 4)], edges=BROADCAST, gradcheck=True),
             Sample("div (floor)", lambda d: [d.randn(3, 4, scale=5.0), positive(d, 3, 4)],
@@ -154,7 +164,8 @@ RECORDS = register(__name__, [
            ref=lambda a, b, rounding_mode=None: {None: np.divide, "floor": lambda x, y: np.floor(x / y),
                                                  "trunc": lambda x, y: np.trunc(x / y)}[rounding_mode](a, b),
            torch_ref=lambda torch, a, b, rounding_mode=None: torch.div(a, b, rounding_mode=rounding_mode),
-           task=None, differentiable_in=("input", "other")),
+           task=None, differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float")),
     unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan]),
     unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
@@ -164,7 +175,9 @@ RECORDS = register(__name__, [
     unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0]),
     unary("abs", mt.abs, np.abs, lambda torch, x: x.abs(), "d|x| = sign(x) dx (0 at x = 0, as PyTorch)",
-          lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None),
+          lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None,
+          one_input=OneInput(mt.abs, lambda torch, x: x.abs(),
+                             torch_differs={"bool": "PyTorch refuses abs of bools; ours keeps them, as NumPy"})),
     OpInfo("maximum", mt.maximum, ("mt.maximum",),
            (Sample("maximum", lambda d: [d.distinct(3, 4), d.distinct(3, 4)]),
             Sample("maximum (empty)", lambda d: [d.randn(0, 3), d.randn(0, 3)], edges=EMPTY),
@@ -173,7 +186,9 @@ RECORDS = register(__name__, [
                    edges=NONFINITE)),
            "d max(a, b) = da where a > b, db where b > a, half each at a tie (as PyTorch)",
            ref=np.maximum, torch_ref=lambda torch, a, b: torch.maximum(a, b), task=None,
-           differentiable_in=("input", "other")),
+           differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.maximum(x, 0.5), lambda torch, x: torch.maximum(x, torch.tensor(0.5)),
+                              of_ints="float")),
     OpInfo("minimum", mt.minimum, ("mt.minimum",),
            (Sample("minimum (broadcast)", lambda d: [d.distinct(3, 4), d.distinct(4)], edges=BROADCAST,
                    gradcheck=True),
@@ -181,7 +196,9 @@ RECORDS = register(__name__, [
             Sample("minimum (ties, inf)", lambda d: [d.values([1.0, np.inf, -np.inf]), d.values([1.0, 2.0, 0.0])],
                    edges=NONFINITE)),
            "min(a, b) = -max(-a, -b)", ref=np.minimum, torch_ref=lambda torch, a, b: torch.minimum(a, b),
-           task=None, differentiable_in=("input", "other")),
+           task=None, differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.minimum(x, 0.5), lambda torch, x: torch.minimum(x, torch.tensor(0.5)),
+                              of_ints="float")),
     OpInfo("clamp", mt.clamp, ("mt.clamp", "Tensor.clamp"),
            (Sample("clamp", lambda d: [d.away_from(4, 5, points=(-0.5, 0.5))], kwargs=dict(min=-0.5, max=0.5)),
             Sample("clamp (min only)", lambda d: [d.away_from(3, 4, points=(0.2,)), 0.2], gradcheck=True),
@@ -197,7 +214,9 @@ RECORDS = register(__name__, [
            ref=lambda x, min=None, max=None: np.minimum(np.maximum(x, -np.inf if min is None else min),
                                                         np.inf if max is None else max),
            torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max), task=None,
-           differentiable_in=("input", "min", "max")),
+           differentiable_in=("input", "min", "max"),
+           one_input=OneInput(lambda x: mt.clamp(x, min=0.5), lambda torch, x: torch.clamp(x, min=0.5),
+                              of_ints="float")),
     OpInfo("matmul", mt.matmul, ("mt.matmul", "Tensor.__matmul__", "Tensor.__rmatmul__"),
            (Sample("matmul", lambda d: [d.randn(3, 4), d.randn(4, 2)]),
             Sample("matmul (batched, broadcast)", lambda d: [d.randn(2, 1, 3, 4), d.randn(3, 4, 2)],
@@ -209,5 +228,7 @@ RECORDS = register(__name__, [
             Sample("matmul (empty batch)", lambda d: [d.randn(0, 3, 4), d.randn(4, 2)], edges=EMPTY | BROADCAST)),
            "d(AB) = dA B + A dB, so dA = G Bᵀ and dB = Aᵀ G, summed over broadcast batch dims",
            ref=np.matmul, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
-           differentiable_in=("input", "other")),
+           differentiable_in=("input", "other"),
+           one_input=OneInput(lambda x: mt.matmul(x, x.T), lambda torch, x: torch.matmul(x, x.T),
+                              torch_differs={"bool": "PyTorch has no bool matmul; ours keeps bools, as NumPy"})),
 ])

@@ -13,7 +13,7 @@ import numpy as np
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 
-from .record import OpInfo, Sample, float_mask, register, seeded
+from .record import TORCH_KEEPS_INTS, OneInput, OpInfo, Sample, float_mask, register, seeded
 
 EMPTY, BROADCAST, EXTREME, NONFINITE = (frozenset({e}) for e in ("empty", "broadcast", "extreme", "nonfinite"))
 NOT_TORCH = NotImplemented   # what a torch reference returns for an option PyTorch lacks
@@ -250,6 +250,12 @@ FLASH_SAMPLES = (
     flash_sample("flash (extreme scores, causal)", extreme_qkv, edges=EXTREME, is_causal=True),
 ) + tuple(flash_sample(f"flash ({name})", make, edges=EMPTY, **options) for name, make, options in EMPTY_CASES)
 
+
+def _qkv(x):
+    """One (2, 3) tensor viewed as (1, 2, 3) queries, keys and values (their one-input call)."""
+    return (x.reshape(1, 2, 3),) * 3
+
+
 RECORDS = register(__name__, [
     OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, ("F.scaled_dot_product_attention",),
            SDPA_SAMPLES,
@@ -257,7 +263,9 @@ RECORDS = register(__name__, [
            "dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q",
            ref=np_attention, ref_backward=np_attention_backward, torch_ref=torch_sdpa, task="4.2", forward_task="4.1",
            exponentiates=True, n_ops=64,
-           differentiable_in=("query", "key", "value", "attn_mask")),
+           differentiable_in=("query", "key", "value", "attn_mask"),
+           one_input=OneInput(lambda x: F.scaled_dot_product_attention(*_qkv(x)), lambda torch,
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
     OpInfo("attention_weights", F.attention_weights, ("F.attention_weights",),
            (Sample("attention_weights (GQA, causal)", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 1, 3, 4)],
                    kwargs=dict(is_causal=True, enable_gqa=True)),
@@ -271,11 +279,16 @@ RECORDS = register(__name__, [
            "the P of scaled_dot_product_attention: dS = P ∘ (dP - rowsum(dP ∘ P))",
            ref=np_weights, ref_backward=np_weights_backward, torch_ref=None, task="4.2", forward_task="4.1",
            exponentiates=True, n_ops=64,
-           differentiable_in=("query", "key", "attn_mask")),
+           differentiable_in=("query", "key", "attn_mask"),
+           one_input=OneInput(lambda x: F.attention_weights(*_qkv(x)[:2]), lambda torch,
+                              x: torch.softmax(_qkv(x)[0] @ _qkv(x)[1].transpose(-1, -2) / 3 ** 0.5, -1),
+                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS)),
     OpInfo("flash_attention", F.flash_attention, ("F.flash_attention",), FLASH_SAMPLES,
            "Dao 2023 (FlashAttention-2, arXiv:2307.08691, Algorithms 1 and 2): an online softmax over key "
            "blocks; the backward recomputes each tile's P from the saved log-sum-exp",
            ref=np_flash, ref_backward=np_flash_backward, torch_ref=torch_flash, task="5.2", forward_task="5.1",
            exponentiates=True, n_ops=64,
-           differentiable_in=("query", "key", "value", "attn_mask")),
+           differentiable_in=("query", "key", "value", "attn_mask"),
+           one_input=OneInput(lambda x: F.flash_attention(*_qkv(x)), lambda torch,
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
 ])

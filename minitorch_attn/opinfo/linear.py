@@ -2,9 +2,10 @@
 
 import numpy as np
 
+import minitorch_attn as mt
 import minitorch_attn.functional as F
 
-from .record import OpInfo, Sample, register
+from .record import TORCH_KEEPS_INTS, OneInput, OpInfo, Sample, register
 
 EMPTY = frozenset({"empty"})
 
@@ -30,7 +31,9 @@ RECORDS = register(__name__, [
             Sample("linear (empty batch)", lambda d: [d.randn(0, 4), d.randn(2, 4), d.randn(2)], edges=EMPTY)),
            "y = x Wᵀ + b: dx = g W, dW = gᵀ x (summed over the batch), db = Σ g",
            ref=np_linear, torch_ref=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b), task=None,
-           n_ops=64, differentiable_in=("input", "weight", "bias")),
+           n_ops=64, differentiable_in=("input", "weight", "bias"),
+           one_input=OneInput(lambda x: F.linear(x, x), lambda torch, x: torch.nn.functional.linear(x, x),
+                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS)),
     OpInfo("embedding", F.embedding, ("F.embedding",),
            (Sample("embedding (repeated indices)", lambda d: [d.ints([[0, 3, 3], [1, 0, 3]]), d.randn(4, 3)]),
             Sample("embedding (padding_idx)", lambda d: [d.ints([0, 2, 2, 1]), d.randn(3, 2)],
@@ -40,5 +43,8 @@ RECORDS = register(__name__, [
            "a row lookup: dW[k] = Σ of the upstream rows at the positions holding k (a scatter-add)",
            ref=np_embedding,
            torch_ref=lambda torch, i, w, padding_idx=None: torch.nn.functional.embedding(i, w, padding_idx=padding_idx),
-           task=None, differentiable_in=("weight",), not_differentiable_in=("input",)),
+           task=None, differentiable_in=("weight",), not_differentiable_in=("input",),
+           one_input=OneInput(lambda x: F.embedding(mt.tensor([1, 0]), x), lambda torch,
+                              x: torch.nn.functional.embedding(torch.tensor([1, 0]), x), of_ints="TypeError",
+                              torch_differs=dict(TORCH_KEEPS_INTS, bool="PyTorch computes it in bools; ours refuses (TypeError)"))),
 ])

@@ -10,7 +10,7 @@ import numpy as np
 
 import minitorch_attn.functional as F
 
-from .record import OpInfo, Sample, register
+from .record import OneInput, OpInfo, Sample, register
 
 EMPTY, ONE, NONFINITE = (frozenset({e}) for e in ("empty", "one-element", "nonfinite"))
 
@@ -63,7 +63,9 @@ RECORDS = register(__name__, [
             Sample("layer_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0), d.randn(0)], edges=EMPTY)),
            "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16): dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), ĝ = g w",
            ref=np_layer_norm, torch_ref=torch_layer_norm, task="3.1", n_ops=64,
-           differentiable_in=("input", "weight", "bias"), not_differentiable_in=()),
+           differentiable_in=("input", "weight", "bias"), not_differentiable_in=(),
+           one_input=OneInput(lambda x: F.layer_norm(x, (3,)), lambda torch,
+                              x: torch.nn.functional.layer_norm(x, (3,)), of_ints="TypeError")),
     OpInfo("rms_norm", F.rms_norm, ("F.rms_norm",),
            (Sample("rms_norm (weight)", lambda d: [d.randn(3, 6), (6,), d.randn(6)]),
             Sample("rms_norm (2 dims, eps, no weight)", lambda d: [d.randn(2, 2, 3), (2, 3)], kwargs=dict(eps=1e-5)),
@@ -73,5 +75,7 @@ RECORDS = register(__name__, [
             Sample("rms_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0)], edges=EMPTY)),
            "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4): dx = rstd (ĝ - x̂ mean(ĝ x̂)), ĝ = g w",
            ref=np_rms_norm, torch_ref=torch_rms_norm, task="3.2", n_ops=64,
-           differentiable_in=("input", "weight")),
+           differentiable_in=("input", "weight"),
+           one_input=OneInput(lambda x: F.rms_norm(x, (3,)), lambda torch, x: torch.nn.functional.rms_norm(x, (3,)),
+                              of_ints="TypeError")),
 ])

@@ -117,7 +117,8 @@ class Sample:
         fn: a composition to check instead of ``op(*inputs, **kwargs)`` (two ops in one
             graph, a reseeded dropout); such a sample is checked by finite differences only.
         tasks: the homework tasks its gradient check counts for (None: the record's task).
-        fast_mode, tolerances: options of the gradient check (``tolerances`` per dtype).
+        fast_mode: an option of the gradient check (one random direction per input).
+        tolerances: options of the gradient check, per dtype.
         torch_wrong: where PyTorch's answer is wrong for this sample, why (its comparison
             with PyTorch is then skipped with that reason; the NumPy reference still holds).
     """
@@ -164,6 +165,49 @@ class Sample:
         return lambda *args: op(*args, **self.kwargs)
 
 
+TORCH_KEEPS_INTS = {dtype: f"PyTorch computes it in {dtype}; ours refuses (TypeError): it is a float op"
+                    for dtype in ("int64", "int32")}
+
+
+@dataclasses.dataclass(frozen=True)
+class OneInput:
+    """The op called on one tensor ``x`` of shape (2, 3), for the checks that run every op on
+    the same input: integer and bool promotion (``tests/test_promotion.py``) and NaN
+    propagation (``tests/test_nan.py``). Attention ops view ``x`` as (1, 2, 3) queries, keys
+    and values.
+
+    Attributes:
+        call: ``call(x)``, with this package's ops.
+        torch_call: ``torch_call(torch, x)``, the same in PyTorch, or None where it has none.
+        of_ints: the dtype an int or bool ``x`` gives: ``"same"`` (the input's), ``"int64"``
+            (a sum), ``"float"`` (the default float dtype, as PyTorch) or ``"TypeError"`` (it
+            needs floats and says so).
+        refuses: input dtypes it refuses with a TypeError though ``of_ints`` says otherwise
+            (as PyTorch refuses ``sub`` of bools).
+        torch_differs: ``{input dtype: why}`` where PyTorch's dtype differs from ours on purpose.
+        hides_nan: why a NaN in ``x`` leaves no NaN in the result, where it is meant to.
+        nan_gradient_differs: why the gradient at a NaN differs from PyTorch's, where it does.
+    """
+
+    call: Callable
+    torch_call: Optional[Callable] = None
+    of_ints: str = "same"
+    refuses: tuple = ()
+    torch_differs: dict = dataclasses.field(default_factory=dict)
+    hides_nan: Optional[str] = None
+    nan_gradient_differs: Optional[str] = None
+
+    def __post_init__(self):
+        if self.of_ints not in ("same", "int64", "float", "TypeError"):
+            raise ValueError(f"of_ints must be 'same', 'int64', 'float' or 'TypeError', not {self.of_ints!r}")
+
+    def dtype_of_ints(self, dtype, default_float):
+        """The dtype ``call`` gives for an ``x`` of int or bool ``dtype`` (TypeError: it refuses)."""
+        if self.of_ints == "TypeError" or dtype in self.refuses:
+            return TypeError
+        return {"same": dtype, "int64": "int64", "float": default_float}[self.of_ints]
+
+
 @dataclasses.dataclass(frozen=True)
 class OpInfo:
     """Everything the project knows about one differentiable operation, written once.
@@ -176,7 +220,7 @@ class OpInfo:
         samples: its :class:`Sample` s, ordinary ones first (the gradient checks) and
             then the edge cases.
         source: where its forward and backward come from (paper and equation, or the rule
-            of calculus), shown in the README's table.
+            of calculus), shown in the table of operations.
         ref: ``ref(*arrays, **kwargs)``, the forward in float64 NumPy on host arrays (tensors
             of the sample become arrays, other values pass as they are); None for random ops.
         torch_ref: ``torch_ref(torch, *args, **kwargs)``, the same in PyTorch, or None.
@@ -194,6 +238,8 @@ class OpInfo:
         exponentiates: it normalizes exponentials of its input (softmax, attention), so it
             must subtract a maximum first, and its samples include extreme logits.
         no_empty: why it has no sample with an empty dimension, where it has none.
+        one_input: its :class:`OneInput` call, for every record of a public ``mt.`` or ``F.``
+            function (one per function).
     """
 
     name: str
@@ -213,6 +259,7 @@ class OpInfo:
     n_ops: int = 16
     exponentiates: bool = False
     no_empty: Optional[str] = None
+    one_input: Optional[OneInput] = None
 
     @property
     def module(self):

@@ -10,7 +10,7 @@ import numpy as np
 
 import minitorch_attn as mt
 
-from .record import OpInfo, Sample, register
+from .record import OneInput, OpInfo, Sample, register
 
 EMPTY, SCALAR, ONE, DIM = (frozenset({e}) for e in ("empty", "0-d", "one-element", "dim"))
 
@@ -51,6 +51,11 @@ def torch_var(torch, x, dim=None, keepdim=False, correction=1):
     return x.var(dim, correction=correction, keepdim=keepdim)
 
 
+# torch.amax sends a NaN's gradient to a whole row whose maximum is NaN (0 ties / 0); ours follows
+# torch.max(x): the row's NaNs share it (tests/test_nan.py, test_max_sends_the_gradient_to_the_nans)
+MAX_AT_NAN = "the row's NaNs share the gradient, as torch.max(x); torch.amax gives the row NaN"
+
+
 RECORDS = register(__name__, [
     OpInfo("sum", mt.sum, ("mt.sum", "Tensor.sum"),
            (Sample("sum (dim, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 2), keepdim=True),
@@ -62,7 +67,8 @@ RECORDS = register(__name__, [
             Sample("sum (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "every summed element receives the upstream gradient: dx = broadcast(g)",
            ref=np_sum, torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None
-           else x.sum(dim, keepdim), task="1.4"),
+           else x.sum(dim, keepdim), task="1.4",
+           one_input=OneInput(mt.sum, lambda torch, x: torch.sum(x), of_ints="int64")),
     OpInfo("mean", mt.mean, ("mt.mean", "Tensor.mean"),
            (Sample("mean (dim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=-1)),
             Sample("mean (dims 0 and 1, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 1), keepdim=True),
@@ -72,7 +78,8 @@ RECORDS = register(__name__, [
             Sample("mean (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "mean = sum / n, so dx = broadcast(g) / n", ref=np_mean,
            torch_ref=lambda torch, x, dim=None, keepdim=False: x.mean() if dim is None else x.mean(dim, keepdim),
-           task="1.4"),
+           task="1.4",
+           one_input=OneInput(mt.mean, lambda torch, x: torch.mean(x), of_ints="TypeError")),
     OpInfo("max", mt.max, ("mt.max", "mt.amax", "Tensor.max", "Tensor.amax"),
            (Sample("max (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
             Sample("max (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
@@ -83,7 +90,9 @@ RECORDS = register(__name__, [
                    kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
             Sample("max (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "the gradient goes to the maximal elements, shared equally among ties (as torch.amax)",
-           ref=np_max, torch_ref=torch_amax, task="1.4"),
+           ref=np_max, torch_ref=torch_amax, task="1.4",
+           one_input=OneInput(lambda x: mt.max(x, dim=-1), lambda torch, x: torch.amax(x, dim=-1),
+                              nan_gradient_differs=MAX_AT_NAN)),
     OpInfo("var", mt.var, ("mt.var", "Tensor.var"),
            (Sample("var (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
             Sample("var (biased, keepdim)", lambda d: [d.randn(2, 3, 4)],
@@ -93,7 +102,8 @@ RECORDS = register(__name__, [
             Sample("var (one element, biased)", lambda d: [d.randn(3, 1)], kwargs=dict(dim=1, correction=0),
                    edges=ONE)),
            "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
-           ref=np_var, torch_ref=torch_var, task="1.4"),
+           ref=np_var, torch_ref=torch_var, task="1.4",
+           one_input=OneInput(mt.var, lambda torch, x: torch.var(x), of_ints="TypeError")),
     OpInfo("min", mt.min, ("mt.min", "mt.amin", "Tensor.min", "Tensor.amin"),
            (Sample("min (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
             Sample("min (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
@@ -106,7 +116,9 @@ RECORDS = register(__name__, [
             Sample("min (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "min(x) = -max(-x): the gradient goes to the minimal elements, shared equally among ties (as torch.amin)",
            ref=lambda x, dim=None, keepdim=False: np.min(x, axis=_axes(dim), keepdims=keepdim), torch_ref=torch_amin,
-           task=None),
+           task=None,
+           one_input=OneInput(lambda x: mt.min(x, dim=-1), lambda torch, x: torch.amin(x, dim=-1),
+                              nan_gradient_differs=MAX_AT_NAN)),
     OpInfo("std", mt.std, ("mt.std", "Tensor.std"),
            (Sample("std (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
             Sample("std (biased, dims, keepdim)", lambda d: [d.randn(2, 3, 4)],
@@ -116,5 +128,6 @@ RECORDS = register(__name__, [
            "std = sqrt(var): dx = g (x - mean) / ((n - c) std), by the chain rule through var and sqrt",
            ref=lambda x, dim=None, keepdim=False, correction=1: np.std(x, axis=_axes(dim), keepdims=keepdim,
                                                                        ddof=correction),
-           torch_ref=torch_std, task=None),
+           torch_ref=torch_std, task=None,
+           one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError")),
 ])

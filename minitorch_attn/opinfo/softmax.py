@@ -11,7 +11,7 @@ import numpy as np
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 
-from .record import OpInfo, Sample, register, with_neg_inf
+from .record import OneInput, OpInfo, Sample, register, with_neg_inf
 
 EMPTY, SCALAR, ONE, DIM, EXTREME, NONFINITE = (frozenset({e}) for e in (
     "empty", "0-d", "one-element", "dim", "extreme", "nonfinite"))
@@ -234,7 +234,9 @@ RECORDS = register(__name__, [
            "lse = m + log Σ exp(x - m), m = max; dx = g exp(x - lse) = g softmax(x)",
            ref=np_logsumexp, ref_backward=np_logsumexp_backward,
            torch_ref=lambda torch, x, dim, keepdim=False: torch.logsumexp(x, dim, keepdim=keepdim),
-           task=None, exponentiates=True),
+           task=None, exponentiates=True,
+           one_input=OneInput(lambda x: mt.logsumexp(x, -1), lambda torch, x: torch.logsumexp(x, -1),
+                              of_ints="float")),
     OpInfo("softmax", F.softmax, ("F.softmax",),
            (Sample("softmax (dim -1)", lambda d: [d.randn(3, 5)]),
             Sample("softmax (dim 0, 3-D)", lambda d: [d.randn(4, 2, 3)], kwargs=dict(dim=0)),
@@ -250,7 +252,8 @@ RECORDS = register(__name__, [
             Sample("softmax (0-d)", lambda d: [d.randn()], kwargs=dict(dim=0), edges=SCALAR)),
            "p = exp(x - max) / Σ exp(x - max); dx = p ∘ (g - Σ g p) (the softmax Jacobian diag(p) - p pᵀ)",
            ref=np_softmax, ref_backward=np_softmax_backward, torch_ref=lambda torch, x, dim=-1: x.softmax(dim),
-           task="2.1", exponentiates=True),
+           task="2.1", exponentiates=True,
+           one_input=OneInput(F.softmax, lambda torch, x: torch.nn.functional.softmax(x, -1), of_ints="TypeError")),
     OpInfo("log_softmax", F.log_softmax, ("F.log_softmax",),
            (Sample("log_softmax", lambda d: [d.randn(3, 5, scale=3.0)]),
             Sample("log_softmax (dim 1)", lambda d: [d.randn(2, 4, 3)], kwargs=dict(dim=1)),
@@ -264,7 +267,9 @@ RECORDS = register(__name__, [
             Sample("log_softmax (0-d)", lambda d: [d.randn()], kwargs=dict(dim=-1), edges=SCALAR)),
            "log p = x - logsumexp(x); dx = g - p Σ g (never through 1/p)",
            ref=np_log_softmax, ref_backward=np_log_softmax_backward,
-           torch_ref=lambda torch, x, dim=-1: x.log_softmax(dim), task="2.2", exponentiates=True),
+           torch_ref=lambda torch, x, dim=-1: x.log_softmax(dim), task="2.2", exponentiates=True,
+           one_input=OneInput(F.log_softmax, lambda torch, x: torch.nn.functional.log_softmax(x, -1),
+                              of_ints="TypeError")),
     OpInfo("nll_loss", F.nll_loss, ("F.nll_loss",),
            (Sample("nll_loss (mean, ignore_index)", lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1])]),
             Sample("nll_loss (N,C,d, weight, sum)",
@@ -285,7 +290,9 @@ RECORDS = register(__name__, [
            "loss = -w_t logp_t; dlogp = -w_t onehot(t) (÷ Σ w_t for the mean)",
            ref=np_nll_loss, ref_backward=np_nll_loss_backward,
            torch_ref=lambda torch, x, t, weight=None, **o: torch.nn.functional.nll_loss(x, t, weight=weight, **o),
-           task=None, differentiable_in=("input",), not_differentiable_in=("target", "weight")),
+           task=None, differentiable_in=("input",), not_differentiable_in=("target", "weight"),
+           one_input=OneInput(lambda x: F.nll_loss(x, mt.tensor([0, 2])), lambda torch,
+                              x: torch.nn.functional.nll_loss(x, torch.tensor([0, 2])), of_ints="TypeError")),
     OpInfo("cross_entropy (probability targets)", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (soft targets)", lambda d: [d.randn(4, 5), soft_targets(d, 4, 5)]),
             Sample("cross_entropy (soft, weight, smoothing)",
@@ -330,5 +337,7 @@ RECORDS = register(__name__, [
            "q = (1-ε) onehot + ε/C",
            ref=np_cross_entropy, ref_backward=np_cross_entropy_backward, torch_ref=torch_cross_entropy, task="2.3",
            exponentiates=True, n_ops=32,
-           differentiable_in=("input",), not_differentiable_in=("target", "weight")),
+           differentiable_in=("input",), not_differentiable_in=("target", "weight"),
+           one_input=OneInput(lambda x: F.cross_entropy(x, mt.tensor([0, 2])), lambda torch,
+                              x: torch.nn.functional.cross_entropy(x, torch.tensor([0, 2])), of_ints="TypeError")),
 ])
