@@ -1,26 +1,37 @@
-"""Training throughput of the character-level GPT: minitorch-attn against PyTorch (eager), and
-the ``minitorch-attn train`` command against its own fixed thread settings.
+"""Training throughput of the character-level GPT: minitorch-attn against PyTorch (eager) and
+against the matmul floor, and the ``minitorch-attn train`` command idle, beside a busy
+process, and against its own fixed thread settings.
 
     python benchmarks/train_bench.py                    # the training job's default model and batch
     python benchmarks/train_bench.py --busy 1           # the same with one core kept busy
     python benchmarks/train_bench.py --steps 10 --d-model 64 --num-layers 2 --skip-command
     python benchmarks/train_bench.py --device cuda      # our CuPy backend (PyTorch stays on CPU)
 
-1. **Against PyTorch, equal threads.** Both sides train the same model (GPT-2 block: Pre-LN,
-   fused QKV without bias, causal attention, tanh-GELU MLP, tied embeddings) with AdamW on
-   the same random batches, one forward + backward + clip + step per step, with 1 thread
-   and with one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``);
-   a third row lets minitorch-attn choose its BLAS threads by timing, as the training job
-   does. Timing alternates between the sides, a few steps at a time, so that a busy machine
-   slows them alike; the first steps of each are warm-up and not timed. Without PyTorch only
-   our figures are printed. Target: at least 0.9x PyTorch's throughput at equal threads.
-2. **The command.** ``minitorch-attn train`` (default model, ``--steps --command-steps``,
-   plain processes, no environment variable) with its own thread choice, then with each
-   fixed ``--threads N``, in alternating rounds; tokens/s from its ``metrics.json``
-   (validation excluded). Target: with ``--busy 1`` its own choice reaches at least 0.9x
-   the best fixed setting.
+1. **Against PyTorch, equal threads.** Both sides train the same GPT (``minitorch_attn.nn.GPT``
+   and its PyTorch twin ``minitorch_attn.torch_gpt.GPT`` with the same initial weights:
+   Pre-LN, fused QKV without bias, causal attention, tanh-GELU MLP, tied embeddings) with
+   the training job's AdamW (decay on matrices only, ``make_optimizer``) and clipping, on
+   the same batches, so their losses agree to float32 rounding (printed). One step is
+   forward, cross-entropy, ``zero_grad``, backward, clip and AdamW. Rows: 1 thread and
+   one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``), and
+   minitorch-attn choosing its threads by timing, as the training job does. The sides
+   alternate in rounds of a few steps (the order turning each round), and each figure is
+   a median over the rounds: a busy machine slows both sides of a round alike. Each round
+   also times the machine's float32 matmul peak at that thread count (one (1024, 1024)
+   product): the **floor** is the step's matrix products (their GFLOP, counted) at that
+   peak, and ``step / floor`` is taken round by round. Without PyTorch only our rows are
+   printed. Targets: at least PyTorch's throughput at 1 and 2 threads on an idle machine;
+   our step at most 1.6x the floor with 1 thread.
+2. **The command, idle and busy.** ``minitorch-attn train`` (default model,
+   ``--command-steps`` steps, its own thread choice) in plain processes, alternately on
+   the machine as it is and beside one CPU-bound helper process; tokens/s from its
+   ``metrics.json`` (validation excluded). Target: busy at least 0.85 of idle. Only
+   without ``--busy`` (the idle run must be idle).
+3. **The command's thread choice.** ``minitorch-attn train`` with its own thread choice,
+   then with each fixed ``--threads N``, in alternating rounds. Target: with ``--busy 1``
+   its own choice reaches at least 0.9x the best fixed setting.
 
-``--busy N`` keeps N cores busy with helper processes during both parts
+``--busy N`` keeps N cores busy with helper processes during the whole script
 (:func:`minitorch_attn.measure.busy`).
 """
 
@@ -29,6 +40,7 @@ from __future__ import annotations
 from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -44,102 +56,81 @@ import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.threads import FastestThreads, available_cores
+from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
+from minitorch_attn.train import make_optimizer
+from step_profile import matmul_seconds, recorded_products
 
-TARGET_VS_TORCH = 0.9      # our tokens/s over PyTorch's, equal threads
+TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
+TARGET_FLOOR = 1.6         # our step / the matmul floor, 1 thread
+TARGET_BUSY = 0.85         # the command beside one busy process, over the command idle
 TARGET_VS_BEST = 0.9       # the command's own choice over its best fixed --threads, with --busy 1
+LR, WEIGHT_DECAY, CLIP = 4e-3, 0.1, 1.0   # the training job's defaults
 
 
 def ours(args, batches):
+    mt.manual_seed(args.seed)
     model = nn.GPT(args.vocab, d_model=args.d_model, num_heads=args.num_heads, num_layers=args.num_layers,
                    max_seq_len=args.block_size).to(args.device)
-    opt = optim.AdamW(model.parameters(), lr=1e-3)
+    opt = make_optimizer(model, LR, WEIGHT_DECAY)
     batches = [(mt.tensor(x, device=args.device), mt.tensor(y, device=args.device)) for x, y in batches]
 
     def step(i):
         x, y = batches[i % len(batches)]
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1))
+        loss = F.cross_entropy(model(x).reshape(-1, args.vocab), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 1.0)
+        optim.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
-        loss.item()  # wait for the device
+        return loss.item()  # waits for the device
 
-    return step, model.num_parameters()
+    return step, model
 
 
-def theirs(args, batches):
+def theirs(args, batches, model):
+    """The PyTorch twin of ``model`` with its weights, and the same optimizer and step."""
     import torch
 
-    class Block(torch.nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h = h
-            self.norm1, self.norm2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
-            self.qkv = torch.nn.Linear(d, 3 * d, bias=False)
-            self.proj = torch.nn.Linear(d, d, bias=False)
-            self.ffn = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(approximate="tanh"),
-                                           torch.nn.Linear(4 * d, d))
+    from minitorch_attn.torch_gpt import GPT
 
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2)
-                       for z in self.qkv(self.norm1(x)).split(d, dim=-1))
-            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.ffn(self.norm2(x))
-
-    class GPT(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok = torch.nn.Embedding(args.vocab, args.d_model)
-            self.pos = torch.nn.Embedding(args.block_size, args.d_model)
-            self.blocks = torch.nn.Sequential(*[Block(args.d_model, args.num_heads) for _ in range(args.num_layers)])
-            self.norm = torch.nn.LayerNorm(args.d_model)
-
-        def forward(self, idx):
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-            return self.norm(self.blocks(x)) @ self.tok.weight.T
-
-    torch.manual_seed(0)
-    model = GPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    twin = GPT(**{k: v for k, v in model.config.items() if k != "attn_impl"})
+    missing = twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
+    assert list(missing.missing_keys) == ["lm_head.weight"] and twin.lm_head.weight is twin.token_embedding.weight
+    decay = [p for p in twin.parameters() if p.ndim >= 2]
+    no_decay = [p for p in twin.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.99))
     batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
 
     def step(i):
         x, y = batches[i % len(batches)]
-        loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, args.vocab), y.reshape(-1))
+        loss = torch.nn.functional.cross_entropy(twin(x).reshape(-1, args.vocab), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(twin.parameters(), CLIP)
         opt.step()
+        return loss.item()
 
-    return step, sum(p.numel() for p in model.parameters())
+    return step
 
 
 def against_torch(args):
-    """Part 1: our steps and PyTorch's, alternating, at 1 thread and one per core."""
-    rng = numpy.random.default_rng(0)
+    """Part 1: our steps and PyTorch's, alternating, at 1 thread and one per core, against the floor."""
+    rng = numpy.random.default_rng(args.seed)
     batches = []
     for _ in range(4):
         w = rng.integers(0, args.vocab, size=(args.batch_size, args.block_size + 1))
         batches.append((w[:, :-1], w[:, 1:]))
-    step_ours, params = ours(args, batches)
+    step_ours, model = ours(args, batches)
     try:
         import torch
 
-        step_torch, _ = theirs(args, batches)
+        step_torch = theirs(args, batches, model)
         version = torch.__version__
     except ImportError:
         print("PyTorch is not installed: only minitorch-attn is measured (pip install torch)")
         torch = step_torch = None
-
-    def torch_threads(n):
-        def step(i):
-            torch.set_num_threads(n)
-            step_torch(i)
-        return step
+    first_losses = {"minitorch-attn": step_ours(0)} | ({} if torch is None else {"PyTorch": step_torch(0)})
+    flop = sum(p[-1] for p in recorded_products(lambda: step_ours(1))) if args.device == "cpu" else None
 
     def ours_with(chooser):
         def step(i):
@@ -147,67 +138,120 @@ def against_torch(args):
                 step_ours(i)
         return step
 
-    counts = sorted({1, available_cores()})
-    sides = {}
-    for n in counts:
-        sides[f"minitorch-attn, {n} thread(s)"] = ours_with(FastestThreads(candidates=(n,)))
-        if torch is not None:
-            sides[f"PyTorch {version} eager, {n} thread(s)"] = torch_threads(n)
-    chooser = FastestThreads(candidates=counts, period=10 * args.steps)
-    sides["minitorch-attn, threads chosen by timing"] = ours_with(chooser)
+    def torch_with(n):
+        def step(i):
+            torch.set_num_threads(n)
+            step_torch(i)
+        return step
 
-    seconds = dict.fromkeys(sides, 0.0)
-    for name, step in sides.items():
+    counts = sorted({1, available_cores()})
+    sides = {}                                 # name -> (step, threads for the floor)
+    for n in counts:
+        sides[f"minitorch-attn, {n} thread(s)"] = (ours_with(FastestThreads(candidates=(n,))), n)
+        if torch is not None:
+            sides[f"PyTorch {version} eager, {n} thread(s)"] = (torch_with(n), n)
+    chooser = FastestThreads(candidates=counts, period=10 * args.steps)
+    sides["minitorch-attn, threads chosen by timing"] = (ours_with(chooser), None)
+
+    for step, _ in sides.values():
         for i in range(args.warmup):
             step(i)
-    while chooser.choice is None:     # the chosen row's warm-up ends with its first trial
-        sides["minitorch-attn, threads chosen by timing"](0)
-    done = 0
-    while done < args.steps:  # alternate in rounds of a few steps
+    while chooser.choice is None:              # the chosen row's warm-up ends with its first trial
+        sides["minitorch-attn, threads chosen by timing"][0](0)
+    per_step = collections.defaultdict(list)   # name -> seconds per step, one entry per round
+    peaks = collections.defaultdict(list)      # threads -> GFLOP/s, one entry per round
+    done, round_ = 0, 0
+    while done < args.steps:                   # rounds of a few steps, the order turning each round
         chunk = min(5, args.steps - done)
-        for name, step in sides.items():
+        names = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+        for name in names:
+            step, _ = sides[name]
             start = time.perf_counter()
             for i in range(chunk):
                 step(done + i)
-            seconds[name] += time.perf_counter() - start
+            per_step[name].append((time.perf_counter() - start) / chunk)
+        if flop is not None:
+            for n in counts:
+                with blas_threads(n):
+                    peaks[n].append(2.0 * 1024 ** 3 / matmul_seconds() / 1e9)
         done += chunk
+        round_ += 1
 
     tokens = args.batch_size * args.block_size
     print(f"GPT: d_model {args.d_model}, {args.num_layers} layers, {args.num_heads} heads, context "
-          f"{args.block_size}, batch {args.batch_size} ({tokens} tokens/step), {params:,} parameters, "
-          f"{args.steps} timed steps per row, {args.busy} busy helper process(es)")
-    print(f"{'':<48}{'ms/step':>10}{'tokens/s':>11}")
-    rates = {}
-    for name in sides:
-        per_step = seconds[name] / args.steps
-        rates[name] = tokens / per_step
-        print(f"{name:<48}{per_step * 1e3:>10.1f}{rates[name]:>11,.0f}")
+          f"{args.block_size}, batch {args.batch_size} ({tokens} tokens/step), {model.num_parameters():,} parameters, "
+          f"{args.steps} timed steps per row in {round_} alternating rounds, {args.busy} busy helper process(es)")
+    losses = ", ".join(f"{k} {v:.6f}" for k, v in first_losses.items())
+    print(f"first step's loss (same weights, same batch): {losses}")
+    floor_head = f"{'x floor':>9}" if flop is not None else ""
+    print(f"{'':<48}{'ms/step':>10}{'tokens/s':>11}{floor_head}")
+    for name, (_, n) in sides.items():
+        ms = statistics.median(per_step[name]) * 1e3
+        floor = ""
+        if flop is not None and n is not None:
+            ratios = [s / (flop / (p * 1e9)) for s, p in zip(per_step[name], peaks[n])]
+            floor = f"{statistics.median(ratios):>9.2f}"
+        print(f"{name:<48}{ms:>10.1f}{tokens / ms * 1e3:>11,.0f}{floor}")
     print(f"(the chosen row ran {chooser.counts} steps per thread count, the first trial in its warm-up)")
+    if flop is not None:
+        print(f"floor: the step's {flop / 1e9:.2f} GFLOP of matrix products at the machine's float32 matmul peak, "
+              f"median {', '.join(f'{statistics.median(peaks[n]):.1f} GFLOP/s at {n} thread(s)' for n in counts)}; "
+              f"x floor is the median over the rounds of each round's step / floor")
     if torch is not None:
-        print(f"target: minitorch-attn / PyTorch >= {TARGET_VS_TORCH}x at equal threads")
+        verdict = "" if args.busy == 0 else "  (the target is for an idle machine)"
+        print(f"target: minitorch-attn / PyTorch >= {TARGET_VS_TORCH}x at equal threads{verdict}")
         for n in counts:
-            ratio = rates[f"minitorch-attn, {n} thread(s)"] / rates[f"PyTorch {version} eager, {n} thread(s)"]
-            print(f"  {n} thread(s): {ratio:.2f}x  {'met' if ratio >= TARGET_VS_TORCH else 'NOT met'}")
+            mine, theirs_ = per_step[f"minitorch-attn, {n} thread(s)"], per_step[f"PyTorch {version} eager, {n} thread(s)"]
+            ratio = statistics.median(t / m for m, t in zip(mine, theirs_))
+            print(f"  {n} thread(s): {ratio:.2f}x  {'met' if ratio >= TARGET_VS_TORCH else 'NOT met'}"
+                  f"  (median of the rounds' ratios)")
+    if flop is not None:
+        ratios = [s / (flop / (p * 1e9)) for s, p in zip(per_step["minitorch-attn, 1 thread(s)"], peaks[1])]
+        ratio = statistics.median(ratios)
+        print(f"target: minitorch-attn step / matmul floor <= {TARGET_FLOOR} at 1 thread: {ratio:.2f}  "
+              f"{'met' if ratio <= TARGET_FLOOR else 'NOT met'}")
+
+
+def run_command(args, folder, name, threads=None):
+    """One ``minitorch-attn train`` in a plain process; its tokens/s (validation excluded)."""
+    out = os.path.join(folder, name)
+    command = [sys.executable, "-m", "minitorch_attn.cli", "train", "--steps", str(args.command_steps),
+               "--time-budget", "0", "--quiet", "--sample-tokens", "0", "--out", out, "--device", args.device]
+    if threads is not None:
+        command += ["--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True)  # its results are not the table's
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
+        return json.load(f)["tokens_per_s"]
+
+
+def idle_and_busy(args):
+    """Part 2: the command on the machine as it is, then beside one busy helper, in alternating rounds."""
+    rates = {"idle": [], "beside one busy process": []}
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(args.command_rounds):
+            rates["idle"].append(run_command(args, folder, f"idle-{round_}"))
+            with busy(1):
+                rates["beside one busy process"].append(run_command(args, folder, f"busy-{round_}"))
+    medians = {k: statistics.median(r) for k, r in rates.items()}
+    print(f"\nminitorch-attn train, default model, its own thread choice, {args.command_steps} steps, median of "
+          f"{args.command_rounds} alternating rounds")
+    print(f"{'machine':<28}{'tokens/s':>10}")
+    for name, rate in medians.items():
+        print(f"{name:<28}{rate:>10,.0f}")
+    ratio = medians["beside one busy process"] / medians["idle"]
+    print(f"target: busy / idle >= {TARGET_BUSY}: {ratio:.2f}  {'met' if ratio >= TARGET_BUSY else 'NOT met'}")
 
 
 def the_command(args):
-    """Part 2: ``minitorch-attn train`` with its own thread choice against each fixed --threads."""
+    """Part 3: ``minitorch-attn train`` with its own thread choice against each fixed --threads."""
     settings = [None] + sorted({1, available_cores()})
     rates = {n: [] for n in settings}
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(args.command_rounds):
             for n in settings:
-                out = os.path.join(folder, f"{'chosen' if n is None else n}-{round_}")
-                command = [sys.executable, "-m", "minitorch_attn.cli", "train", "--steps", str(args.command_steps),
-                           "--time-budget", "0", "--quiet", "--sample-tokens", "0", "--out", out,
-                           "--device", args.device]
-                if n is not None:
-                    command += ["--threads", str(n)]
-                done = subprocess.run(command, capture_output=True, text=True)  # its results are not the table's
-                if done.returncode != 0:
-                    sys.exit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-                with open(os.path.join(out, "metrics.json"), encoding="utf-8") as f:
-                    rates[n].append(json.load(f)["tokens_per_s"])
+                rates[n].append(run_command(args, folder, f"{'chosen' if n is None else n}-{round_}", n))
     medians = {n: statistics.median(r) for n, r in rates.items()}
     best = max(n for n in settings if n is not None and medians[n] == max(medians[m] for m in settings if m))
     print(f"\nminitorch-attn train, default model, {args.command_steps} steps, median of {args.command_rounds} "
@@ -230,17 +274,20 @@ def main(argv=None):
     parser.add_argument("--block-size", type=positive_int, default=64)
     parser.add_argument("--batch-size", type=positive_int, default=16)
     parser.add_argument("--vocab", type=positive_int, default=103, help="the default corpus has 103 characters")
-    parser.add_argument("--steps", type=positive_int, default=20, help="timed steps per row")
-    parser.add_argument("--warmup", type=positive_int, default=2, help="untimed steps per row")
+    parser.add_argument("--seed", type=int, default=1337, help="the weights (both sides) and the batches")
+    parser.add_argument("--steps", type=positive_int, default=40, help="timed steps per row")
+    parser.add_argument("--warmup", type=positive_int, default=3, help="untimed steps per row")
     parser.add_argument("--device", default="cpu", type=usable_device, help="device of minitorch-attn")
     parser.add_argument("--command-steps", type=positive_int, default=150, help="steps of each train command")
     parser.add_argument("--command-rounds", type=positive_int, default=2, help="alternating rounds of the commands")
-    parser.add_argument("--skip-command", action="store_true", help="only part 1 (against PyTorch)")
+    parser.add_argument("--skip-command", action="store_true", help="only part 1 (against PyTorch and the floor)")
     busy_flag(parser)
     args = parser.parse_args(argv)
     with busy(args.busy):
         against_torch(args)
         if not args.skip_command:
+            if args.busy == 0:
+                idle_and_busy(args)
             the_command(args)
 
 

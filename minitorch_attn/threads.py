@@ -3,8 +3,9 @@
 Two layers of threads can run this package's NumPy work on the ``"cpu"`` device:
 
 * **BLAS threads**: OpenBLAS (or MKL) splits each matrix product over its own threads;
-* **our own pool**: flash attention runs independent (batch, head) chunks, and LayerNorm
-  and RMSNorm of large inputs chunks of rows, in a pool of Python threads
+* **our own pool**: flash attention runs independent (batch, head) chunks, LayerNorm
+  and RMSNorm of large inputs chunks of rows, and the tanh GELU and dense attention of
+  large inputs chunks of their first axis, in a pool of Python threads
   (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL inside BLAS and
   ufuncs, so the chunks really run on different cores.
 
@@ -14,7 +15,8 @@ every product wait for a whole scheduler time slice. So:
 
 1. where we run our own pool, BLAS runs one thread (:func:`blas_threads` around the pool);
 2. elsewhere, loops of repeated work (training steps, timed demo runs) let
-   :class:`FastestThreads` time one BLAS thread against one per core and keep the faster,
+   :class:`FastestThreads` time one thread against one per core (BLAS's and the pool's
+   alike) and keep the faster,
    checking again now and then because the load of the machine changes: two threads are
    about 20% faster for the default GPT on an idle 2-core machine, one is about twice as
    fast when another program keeps a core busy;
@@ -40,6 +42,7 @@ import numpy  # noqa: F401  (loads NumPy's BLAS, which the handle below must see
 from threadpoolctl import ThreadpoolController
 
 _requested = None   # set_num_threads(n): n; None: the library chooses
+_chosen = None      # the count a FastestThreads runs the current repetition with (None: outside one)
 
 
 def available_cores():
@@ -70,9 +73,13 @@ def set_num_threads(n):
 
 
 def get_num_threads():
-    """The threads the library uses on the CPU: the number given to :func:`set_num_threads`,
-    else one per available core (the size of flash attention's pool)."""
-    return _requested if _requested is not None else available_cores()
+    """The threads the library uses on the CPU (the size of the pool, :mod:`._parallel`):
+    the number given to :func:`set_num_threads`, else, inside a repetition run by
+    :class:`FastestThreads`, the count it runs that repetition with, else one per
+    available core."""
+    if _requested is not None:
+        return _requested
+    return _chosen if _chosen is not None else available_cores()
 
 
 def chosen_by_user():
@@ -104,6 +111,21 @@ def _restore_blas(counts):
     """Give each BLAS library back the count that :func:`_set_blas` returned."""
     for lib, count in zip(_blas().lib_controllers, counts):
         lib.set_num_threads(count)
+
+
+def _use_threads(n):
+    """Run BLAS and the pool with ``n`` threads (a :class:`FastestThreads` repetition);
+    return what :func:`_restore_threads` needs to put the previous counts back."""
+    global _chosen
+    before = (_set_blas(n), _chosen)
+    _chosen = n
+    return before
+
+
+def _restore_threads(before):
+    global _chosen
+    blas, _chosen = before
+    _restore_blas(blas)
 
 
 @contextmanager
@@ -180,13 +202,13 @@ class FastestThreads:
         else:
             self.current = self.choice
             self.until_trial = None if self.until_trial is None else self.until_trial - 1
-        self._before = _set_blas(self.current)
+        self._before = _use_threads(self.current)
         self.start = self.clock()
         return self
 
     def __exit__(self, *exc):
         elapsed = self.clock() - self.start
-        _restore_blas(self._before)
+        _restore_threads(self._before)
         self.counts[self.current] += 1
         if self.timed:
             self.samples[self.current].append(elapsed)
@@ -196,10 +218,15 @@ class FastestThreads:
                 self.trials_done += 1
         return False
 
+    @contextmanager
     def best(self):
         """``with chooser.best():`` runs a block, untimed, at the count chosen so far (other
         work of the same job, such as validation between training steps)."""
-        return blas_threads(self.choice if self.choice is not None else self.candidates[0])
+        before = _use_threads(self.choice if self.choice is not None else self.candidates[0])
+        try:
+            yield
+        finally:
+            _restore_threads(before)
 
     def most_used(self):
         """The thread count that ran the most repetitions so far."""

@@ -1,5 +1,6 @@
-"""BLAS threads decided by the library (minitorch_attn.threads), the busy-machine helper, and
-the normalizations computed in chunks of rows on the pool (functional._parallel.by_row_chunks)."""
+"""BLAS threads decided by the library (minitorch_attn.threads), the busy-machine helper, the
+normalizations computed in chunks of rows on the pool (functional._parallel.by_row_chunks),
+and GELU and attention in chunks of their first axis (functional._parallel.on_threads)."""
 
 import os
 import signal
@@ -213,3 +214,62 @@ def test_row_chunks_free_their_saved_arrays_with_the_graph(monkeypatch, rng):
     y.backward(mt.ones_like(y))
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward(mt.ones_like(y))
+
+
+# ---- GELU and attention by chunks of their first axis ----------------------------------------------
+def _forward_backward(fn, arrays, upstream, seed=0):
+    tensors = [mt.tensor(a, requires_grad=True) for a in arrays]
+    y = fn(*tensors)
+    y.backward(mt.tensor(upstream))
+    return y, [t.grad.numpy() for t in tensors]
+
+
+@pytest.mark.parametrize("case", ["gelu tanh", "gelu exact", "attention", "attention, causal, GQA"])
+def test_gelu_and_attention_on_threads_equal_one_call(monkeypatch, rng, case):
+    """Chunks of the first axis on 2 threads give the output and every gradient of one
+    call exactly: each entry's work is the same, only where it runs differs."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    if case.startswith("gelu"):
+        arrays = [rng.standard_normal((5, 3, 4)) * 3]
+        fn = lambda x: F.gelu(x, approximate="tanh" if "tanh" in case else "none")
+        out_shape = (5, 3, 4)
+    else:
+        heads_kv = 1 if "GQA" in case else 2
+        arrays = [rng.standard_normal((5, 2, 6, 4)), rng.standard_normal((5, heads_kv, 7, 4)),
+                  rng.standard_normal((5, heads_kv, 7, 3))]
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case,
+                                                            enable_gqa="GQA" in case)
+        out_shape = (5, 2, 6, 3)
+    upstream = rng.standard_normal(out_shape)
+    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+    y_chunked, grads_chunked = _forward_backward(fn, arrays, upstream)
+    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 10**12)
+    y_whole, grads_whole = _forward_backward(fn, arrays, upstream)
+    assert y_chunked.grad_fn.function is _parallel._RowChunks
+    assert y_whole.grad_fn.function is not _parallel._RowChunks
+    np.testing.assert_array_equal(y_chunked.numpy(), y_whole.numpy())
+    for chunked, whole in zip(grads_chunked, grads_whole):
+        np.testing.assert_array_equal(chunked, whole)
+
+
+def test_attention_with_dropout_or_a_mask_runs_in_one_call(monkeypatch, rng):
+    """Dropout draws its mask from one seeded stream, in one order: never split over threads
+    (a mask, which may have a batch dim of its own, is not split either)."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+    q, k, v = (mt.tensor(rng.standard_normal((4, 2, 5, 3)), requires_grad=True) for _ in range(3))
+    assert F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).grad_fn.function is not _parallel._RowChunks
+    mask = mt.tensor(rng.standard_normal((4, 2, 5, 5)) > 0)
+    assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).grad_fn.function is not _parallel._RowChunks
+    assert F.scaled_dot_product_attention(q, k, v).grad_fn.function is _parallel._RowChunks
+
+
+def test_the_pool_runs_the_thread_count_that_fastest_threads_chose():
+    """Inside a repetition the pool has the chooser's count (one thread where one is faster,
+    as on a busy machine), BLAS too; outside it, one per core again."""
+    chooser = threads.FastestThreads(candidates=(1,))
+    with chooser:
+        assert threads.get_num_threads() == 1 and threads.blas_thread_count() == 1
+    assert threads.get_num_threads() == threads.available_cores()
+    with threads.FastestThreads(candidates=(1,)).best():
+        assert threads.get_num_threads() == 1

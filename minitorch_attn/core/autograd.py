@@ -108,9 +108,10 @@ class Context:
         self._saved = ()
         self._versions = ()
         self._released = True
-        for key, value in list(vars(self).items()):
-            if hasattr(value, "__array_namespace__") or type(value).__module__.split(".")[0] in ("numpy", "cupy"):
-                delattr(self, key)
+        attributes = vars(self)
+        if len(attributes) > len(_CONTEXT_OWN):       # speed: most forwards set nothing else
+            for key in [key for key in attributes if key not in _CONTEXT_OWN and _is_array(attributes[key])]:
+                del attributes[key]
 
 
 class Node:
@@ -167,6 +168,7 @@ class Function:
     def apply(cls, *args, **options):
         backend = None
         raw = []
+        needs_input_grad = []
         for arg in args:
             if isinstance(arg, Tensor):
                 arg_backend = backend_of(arg.data)
@@ -179,22 +181,21 @@ class Function:
                         f"with .to(device) first"
                     )
                 raw.append(arg.data)
-            elif isinstance(arg, numbers.Number) and hasattr(arg, "item"):
-                raw.append(arg.item())                  # a NumPy scalar: its Python number
-            else:
-                raw.append(arg)
+                needs_input_grad.append(arg._requires_grad)
+                continue
+            if type(arg) not in _PLAIN and isinstance(arg, numbers.Number) and hasattr(arg, "item"):
+                arg = arg.item()                        # a NumPy scalar: its Python number
+            raw.append(arg)
+            needs_input_grad.append(False)
         if backend is None:
             raise TypeError(f"{cls.__name__}.apply needs at least one Tensor argument")
 
-        needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        record = grad_mode._mode.enabled and any(needs_input_grad)
-        ctx = Context(backend, needs_input_grad)
+        record = grad_mode._mode.enabled and True in needs_input_grad
+        ctx = Context(backend, tuple(needs_input_grad))
         result = cls.forward(ctx, *raw, **options)
 
         outputs = result if isinstance(result, tuple) else (result,)
-        node = None
-        if record:
-            node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs))
+        node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs)) if record else None
         wrapped = []
         for index, array in enumerate(outputs):
             tensor = Tensor(array, requires_grad=record)
@@ -207,6 +208,16 @@ class Function:
         if record:
             record_versions(ctx, args, wrapped)
         return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
+
+
+_PLAIN = frozenset((int, float, bool, str, tuple, type(None)))
+"""speed: argument types that are passed to ``forward`` as they are, without the slower
+check for a NumPy scalar (``isinstance(arg, numbers.Number)`` goes through an ABC)."""
+
+
+def _is_array(value):
+    """Whether ``value`` is an array of a backend (what :meth:`Context.release` drops)."""
+    return hasattr(value, "__array_namespace__") or type(value).__module__.split(".")[0] in ("numpy", "cupy")
 
 
 def _memory_root(array):
@@ -237,7 +248,7 @@ def record_versions(ctx, inputs, outputs):
         kept += [value for key, value in ctx.__dict__.items() if key not in _CONTEXT_OWN]
     versions, seen = [], set()   # seen: ids (a Tensor's == compares values)
     for value in kept:
-        if value is None:
+        if type(value) in _PLAIN:                          # speed: None, a shape, a flag, a number
             continue
         if type(value) is Context:                         # a Function that runs others (row chunks)
             kept.extend(v for v in value._saved if v is not None)   # looked at by this same loop
@@ -317,18 +328,19 @@ def sum_to_shape(xp, grad, shape):
 
 def _gradient_for(node, tensor, grad):
     """Bring a gradient returned by ``node``'s backward to ``tensor``'s shape and dtype."""
-    xp = node.ctx.xp
+    xp, data = node.ctx.xp, tensor.data
     if not hasattr(grad, "shape"):
         raise TypeError(f"{node.function.__name__}.backward returned {type(grad).__name__}, expected an array")
-    returned_shape = tuple(grad.shape)
-    grad = sum_to_shape(xp, grad, tensor.shape)
-    if tuple(grad.shape) != tuple(tensor.shape):
-        raise RuntimeError(
-            f"{node.function.__name__}.backward returned a gradient of shape {returned_shape} "
-            f"for an input of shape {tuple(tensor.shape)}"
-        )
-    if grad.dtype != tensor.data.dtype:
-        grad = xp.astype(grad, tensor.data.dtype)
+    if grad.shape != data.shape:                    # speed: the usual gradient has the shape already
+        returned_shape = tuple(grad.shape)
+        grad = sum_to_shape(xp, grad, tensor.shape)
+        if tuple(grad.shape) != tuple(tensor.shape):
+            raise RuntimeError(
+                f"{node.function.__name__}.backward returned a gradient of shape {returned_shape} "
+                f"for an input of shape {tuple(tensor.shape)}"
+            )
+    if grad.dtype != data.dtype:
+        grad = xp.astype(grad, data.dtype)
     return grad
 
 
@@ -374,10 +386,12 @@ def run_backward(seeds, retain_graph=False):
 
     # 1. count, for each node, the edges arriving from nodes that depend on it
     pending = dict.fromkeys(grads, 0)
+    parents = {}                # speed: each node's parents, found once for steps 1 and 2
     stack = list(grads)
     while stack:
         node = stack.pop()
-        for parent in _parents(node):
+        parents[node] = _parents(node)
+        for parent in parents[node]:
             # BEGIN SOLUTION 1.1
             if parent not in pending:
                 pending[parent] = 0
@@ -398,7 +412,7 @@ def run_backward(seeds, retain_graph=False):
             )
         received = grads.pop(node, None)
         if received is None:  # every consumer returned None for it: all its terms are zero
-            _finish(node, pending, ready, retain_graph)
+            _finish(node, parents.pop(node), pending, ready, retain_graph)
             continue
         check_versions(node)
         grad_outputs = [
@@ -414,7 +428,7 @@ def run_backward(seeds, retain_graph=False):
                 f"expected {len(node.inputs)} (one per argument of forward, None where there is none)"
             )
         for tensor, g in zip(node.inputs, input_grads):
-            if not (isinstance(tensor, Tensor) and tensor.requires_grad) or g is None:
+            if g is None or not (isinstance(tensor, Tensor) and tensor._requires_grad):
                 continue
             g = _gradient_for(node, tensor, g)
             # BEGIN SOLUTION 1.1
@@ -423,12 +437,12 @@ def run_backward(seeds, retain_graph=False):
             else:
                 _send(grads, tensor, g)
             # END SOLUTION
-        _finish(node, pending, ready, retain_graph)
+        _finish(node, parents.pop(node), pending, ready, retain_graph)
 
 
-def _finish(node, pending, ready, retain_graph):
-    """After ``node``'s backward: each parent has one consumer fewer to wait for."""
-    for parent in _parents(node):
+def _finish(node, parents, pending, ready, retain_graph):
+    """After ``node``'s backward: each of its ``parents`` has one consumer fewer to wait for."""
+    for parent in parents:
         # BEGIN SOLUTION 1.1
         pending[parent] -= 1
         if pending[parent] == 0:
@@ -439,7 +453,7 @@ def _finish(node, pending, ready, retain_graph):
 
 
 def _parents(node):
-    return [t.grad_fn for t in node.inputs if isinstance(t, Tensor) and t.requires_grad and t.grad_fn is not None]
+    return [t.grad_fn for t in node.inputs if isinstance(t, Tensor) and t._requires_grad and t.grad_fn is not None]
 
 
 def _accumulate(leaf, grad, xp):

@@ -48,6 +48,9 @@ def _normalize_dims(dim, ndim, what="dim"):
 def broadcast_shapes(*shapes):
     """NumPy's broadcast of several shapes, or None when they do not broadcast: compared
     from the last dim backwards, sizes must be equal or 1 (a missing dim counts as 1)."""
+    distinct = set(shapes) - {()}
+    if len(distinct) <= 1:              # speed: equal shapes, or a number beside a tensor
+        return distinct.pop() if distinct else ()
     out = []
     for i in range(1, builtins.max((len(s) for s in shapes), default=0) + 1):
         sizes = {s[-i] for s in shapes if i <= len(s)} - {1}

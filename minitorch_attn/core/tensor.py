@@ -46,16 +46,16 @@ class Tensor(InPlaceMethods):
 
     def __init__(self, data, requires_grad=False):
         backend_of(data)  # raises TypeError for anything that is not a backend array
-        dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
+        name = dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
-        self.grad = None
+        self._grad = None   # speed: not through the setter, which checks a gradient
         self.grad_fn = None
         self._output_nr = 0
         self._version_counter = [0]  # shared with views; see _version
-        self._requires_grad = False
-        if requires_grad:
-            self.requires_grad_(requires_grad)
-        elif requires_grad is not False:
+        self._requires_grad = requires_grad is True and name in FLOAT_DTYPES   # speed: the usual case
+        if requires_grad and not self._requires_grad:
+            self.requires_grad_(requires_grad)     # raises the error that fits
+        elif requires_grad is not False and requires_grad is not True:
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
 
     # ---- description ------------------------------------------------------------------
@@ -480,7 +480,7 @@ def _shape_args_allow_minus_one(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not _is_int(s):
+        if type(s) is not int and not _is_int(s):   # speed: Python ints skip the ABC check
             raise TypeError(f"expected ints, got {shape!r}")
         if s < -1:
             raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")

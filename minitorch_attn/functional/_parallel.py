@@ -14,6 +14,7 @@ import concurrent.futures
 import dataclasses
 import functools
 import itertools
+import math
 
 from ..core.autograd import Context, Function
 from ..core.backend import backend_of
@@ -91,7 +92,15 @@ def _concat(xp, parts, chunks):
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=chunks[0].axis)
 
 
-# ---- normalizations, chunk by chunk of rows ---------------------------------------------------------
+# ---- row-wise and elementwise Functions, chunk by chunk of rows -------------------------------------
+PARALLEL_BYTES = 2**19
+"""Bytes of the first input from which :func:`on_threads` splits a Function over the pool.
+speed: one pass of the pool costs about 0.1 ms (two handoffs and the BLAS setting) and a
+chunk's Python code holds the GIL; the tanh GELU of the default GPT (2 MiB) and its
+attention (512 KiB of queries, whose scores take several passes each) gain, a LayerNorm of
+(1024, 128) (512 KiB of cheap passes) does not, so the norms keep to :func:`by_row_chunks`."""
+
+
 def by_row_chunks(function, x, *params, axes, **options):
     """``function.apply(x, *params, axes=axes, **options)`` for a Function that works row by
     row over the trailing ``axes`` (LayerNorm, RMSNorm), computed on NumPy in chunks of
@@ -107,54 +116,92 @@ def by_row_chunks(function, x, *params, axes, **options):
     backend = backend_of(x.data)
     if backend.name != "cpu" or x.data.nbytes <= 2 * ROW_CHUNK_BYTES:
         return function.apply(x, *params, axes=axes, **options)
-    return _RowChunks.apply(x, *params, function=function, trailing=len(axes), options=options)
+    rows = math.prod(x.shape[:x.ndim - len(axes)])
+    per_chunk = max(1, ROW_CHUNK_BYTES // max(1, x.data.nbytes // max(1, rows)))
+    bounds = tuple(range(0, rows, per_chunk)) + (rows,)
+    return _RowChunks.apply(x, *params, function=function, cut=1, trailing=len(axes), bounds=bounds,
+                            out_trailing=x.shape[x.ndim - len(axes):],
+                            options=dict(options, axes=tuple(range(1, 1 + len(axes)))))
+
+
+def on_threads(function, inputs, shared=(), out_trailing=None, **options):
+    """``function.apply(*inputs, *shared, **options)`` for a Function whose work on each
+    entry of the first axis of ``inputs`` (all of one length there) is independent of the
+    others' (an elementwise function, attention over a batch), computed in chunks of that
+    axis on the pool's threads when there are several and the first input has at least
+    :data:`PARALLEL_BYTES`; otherwise, and on CuPy and array-api-strict, in one call.
+    ``shared`` inputs go whole to every chunk; ``out_trailing`` is the output's shape after
+    its first axis (default: the first input's).
+
+    speed: NumPy runs each operation on one core; the chunks let a second core take half
+    of an operation's work (:data:`CHUNKS_PER_THREAD` chunks per thread, each handed to the
+    thread that is free). The formulas are untouched: each chunk runs the Function's own
+    ``forward`` and ``backward``.
+    """
+    first = inputs[0]
+    threads = get_num_threads()
+    length = first.shape[0] if first.ndim else 0
+    if backend_of(first.data).name != "cpu" or threads < 2 or length < 2 or first.data.nbytes < PARALLEL_BYTES:
+        return function.apply(*inputs, *shared, **options)
+    parts = min(CHUNKS_PER_THREAD * threads, length)
+    bounds = tuple(length * n // parts for n in range(parts + 1))
+    return _RowChunks.apply(*inputs, *shared, function=function, cut=len(inputs), trailing=first.ndim - 1,
+                            bounds=bounds, out_trailing=tuple(first.shape[1:] if out_trailing is None else out_trailing),
+                            options=options)
 
 
 class _RowChunks(Function):
-    """``function`` applied to chunks of rows of ``x`` (viewed as ``(rows, *trailing)``).
+    """``function`` applied to chunks of rows of its first ``cut`` inputs, each viewed as
+    ``(rows, *its last trailing dims)`` (the same rows in every one); the other inputs go
+    whole to every chunk.
 
-    Forward: ``y[chunk] = function.forward(x[chunk])``, one Context per chunk.
-    Backward: ``dx[chunk] = function.backward(dy[chunk])``; the parameters' gradients are
-    sums over the rows, so the chunks' gradients add up.
+    Forward: ``y[chunk] = function.forward(x[chunk], ..., *shared)``, one Context per chunk.
+    Backward: ``dx[chunk] = function.backward(dy[chunk])`` for each cut input; the shared
+    inputs' gradients (a norm's gain and bias) are sums over the rows, so the chunks'
+    gradients add up.
     """
 
     @staticmethod
-    def forward(ctx, x, *params, function, trailing, options):
-        rows = ctx.xp.reshape(x, (-1,) + x.shape[x.ndim - trailing:])      # (rows, *trailing), a view
-        axes = tuple(range(1, 1 + trailing))
-        per_chunk = max(1, ROW_CHUNK_BYTES // max(1, rows[0].nbytes))
-        bounds = list(range(0, rows.shape[0], per_chunk)) + [rows.shape[0]]
+    def forward(ctx, *arrays, function, cut, trailing, bounds, out_trailing, options):
+        xp = ctx.xp
+        cut_inputs, shared = arrays[:cut], arrays[cut:]
+        rows = [xp.reshape(a, (-1,) + tuple(a.shape[a.ndim - trailing:])) for a in cut_inputs]   # views
         chunks = [Context(ctx.backend, ctx.needs_input_grad) for _ in bounds[:-1]]
-        out = ctx.xp.empty_like(rows)
+        out = xp.empty((bounds[-1],) + tuple(out_trailing), dtype=rows[0].dtype, device=ctx.backend.device)
 
         def one_chunk(n):
             a, b = bounds[n], bounds[n + 1]
-            out[a:b] = function.forward(chunks[n], rows[a:b], *params, axes=axes, **options)
+            out[a:b] = function.forward(chunks[n], *(r[a:b] for r in rows), *shared, **options)
 
         _run_each(len(chunks), one_chunk)
         ctx.save_for_backward(*chunks)   # freed with the graph's saved arrays
-        ctx.function, ctx.bounds, ctx.shapes = function, bounds, (x.shape, rows.shape)
-        return ctx.xp.reshape(out, x.shape)
+        ctx.function, ctx.bounds, ctx.cut, ctx.out_trailing = function, bounds, cut, tuple(out_trailing)
+        ctx.shapes = [(a.shape, r.shape, r.dtype) for a, r in zip(cut_inputs, rows)]
+        return xp.reshape(out, tuple(cut_inputs[0].shape[:cut_inputs[0].ndim - trailing]) + tuple(out_trailing))
 
     @staticmethod
     def backward(ctx, grad_output):
-        chunks, bounds = ctx.saved_tensors, ctx.bounds
-        x_shape, rows_shape = ctx.shapes
-        grad_output = ctx.xp.reshape(grad_output, rows_shape)
-        grad_x = ctx.xp.empty_like(grad_output) if ctx.needs_input_grad[0] else None
-        param_grads = [None] * len(chunks)
+        xp = ctx.xp
+        chunks, bounds, cut = ctx.saved_tensors, ctx.bounds, ctx.cut
+        grad_output = xp.reshape(grad_output, (bounds[-1],) + ctx.out_trailing)
+        grads = [xp.empty(rows_shape, dtype=dtype, device=ctx.backend.device) if need else None
+                 for (_, rows_shape, dtype), need in zip(ctx.shapes, ctx.needs_input_grad)]
+        shared_grads = [None] * len(chunks)
 
         def one_chunk(n):
             a, b = bounds[n], bounds[n + 1]
-            grads = ctx.function.backward(chunks[n], grad_output[a:b])
-            if grad_x is not None:
-                grad_x[a:b] = grads[0]
-            param_grads[n] = grads[1:]
+            parts = ctx.function.backward(chunks[n], grad_output[a:b])
+            parts = parts if isinstance(parts, tuple) else (parts,)
+            for full, part in zip(grads, parts[:cut]):
+                if full is not None:
+                    full[a:b] = 0.0 if part is None else part      # None: a zero gradient
+            shared_grads[n] = parts[cut:]
 
         _run_each(len(chunks), one_chunk)
         summed = [None if parts[0] is None else functools.reduce(lambda p, q: p + q, parts)
-                  for parts in zip(*param_grads)]
-        return (None if grad_x is None else ctx.xp.reshape(grad_x, x_shape), *summed)
+                  for parts in zip(*shared_grads)]
+        return (*(None if g is None else xp.reshape(g, shape) for g, (shape, _, _) in zip(grads, ctx.shapes)),
+                *summed)
 
 
 def _run_each(count, work):

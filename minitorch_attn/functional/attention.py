@@ -11,6 +11,7 @@ from ..core.autograd import Function
 from ..core.ops import matmul_transposed
 from ..core.tensor import Tensor
 from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
+from ._parallel import on_threads
 from .activations import _dropout_scale
 from .softmax import _shifted_logsumexp
 
@@ -173,9 +174,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
     query, key, value = broadcast_batch(query, key, value, enable_gqa)
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
-    return ScaledDotProductAttention.apply(query, key, value, attn_mask, scale=setup.scale,
-                                           dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
-                                           groups=setup.groups)
+    options = dict(scale=setup.scale, dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
+                   groups=setup.groups)
+    if attn_mask is None and dropout_p == 0 and (query.ndim >= 4 or setup.groups == 1):
+        # speed: the batch (or the heads) on the pool's threads, each entry attending on its own
+        # (_parallel.py); not with dropout, whose draws must come in one order
+        return on_threads(ScaledDotProductAttention, (query, key, value), (attn_mask,),
+                          out_trailing=query.shape[1:-1] + value.shape[-1:], **options)
+    return ScaledDotProductAttention.apply(query, key, value, attn_mask, **options)
 
 
 class AttentionWeights(Function):

@@ -21,6 +21,7 @@ from ..core.autograd import Function
 from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
 from ._parallel import by_row_chunks
+from ._sums import column_sums, last_axis_sums
 
 
 class _Rows:
@@ -31,14 +32,25 @@ class _Rows:
         self.xp, self.axes = xp, axes
         self.n = max(math.prod(shape[a] for a in axes), 1)       # an empty row: 0 / 1, not 0 / 0
         self.leading = tuple(range(len(shape) - len(axes)))
+        lead, row = tuple(shape[:len(self.leading)]), tuple(shape[len(self.leading):])
+        self.row_shape = row                                    # one row, as the input holds it
+        self.one_axis = lead + (math.prod(row),)                # each row along one last axis
+        self.matrix = (math.prod(lead), math.prod(row))         # the rows as a matrix
+        self.kept = lead + (1,) * len(axes)                     # a row statistic, to broadcast back
 
     def mean(self, a):
         """``mean(a)`` over each row, kept as size-1 dims so that it broadcasts back."""
-        return self.xp.sum(a, axis=self.axes, keepdims=True) / self.n
+        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))   # speed: see _sums.py
+        return _reshape(self.xp, sums, self.kept) / self.n
 
     def total(self, a):
         """``sum_rows(a)``: the sum over all rows, shaped like one row (a gain's gradient)."""
-        return self.xp.sum(a, axis=self.leading)
+        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))        # speed: see _sums.py
+        return _reshape(self.xp, sums, self.row_shape)
+
+
+def _reshape(xp, a, shape):
+    return a if tuple(a.shape) == shape else xp.reshape(a, shape)
 
 
 def _unit_rms(rows, a, eps):
@@ -79,8 +91,12 @@ def _unit_rms_scaled(rows, a, eps):
 
 def _gain(xhat, weight, bias):
     """The last forward step of both norms: ``y = x̂ · w + b`` (w and b may be None)."""
-    y = xhat if weight is None else xhat * weight
-    return y if bias is None else y + bias
+    if weight is None:
+        return xhat if bias is None else xhat + bias
+    y = xhat * weight
+    if bias is not None:
+        y += bias                                   # speed: into the fresh product
+    return y
 
 
 def _gain_backward(rows, grad_output, xhat, weight, needs_weight, needs_bias):

@@ -55,13 +55,7 @@ class Linear(Module):
 
     def forward(self, x):
         _check_tensor("Linear", x)
-        if x.ndim <= 2:
-            return F.linear(x, self.weight, self.bias)
-        # (batch, T, in) as one (batch T, in) matrix: one large matrix product is faster
-        # than a batch of small ones (the result is the same)
-        lead = x.shape[:-1]
-        y = F.linear(x.reshape(-1, self.in_features), self.weight, self.bias)
-        return y.reshape(*lead, self.out_features)
+        return F.linear(x, self.weight, self.bias)   # (batch, T, in) is one (batch T, in) matrix there
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
