@@ -108,19 +108,24 @@ class Grader:
         secret: the probes' secret (default: the release's, else $MINITORCH_ATTN_GRADING_SECRET,
             else a fixed local one).
         python: the Python that runs student code (default: this one).
+        memory: the memory of the machine the grading runs on, in MB (Gradescope's default
+            768); each process of student code may use that less what the grader keeps
+            (:func:`.sandbox.student_memory`).
     Raises:
+        ValueError: a memory too small to leave student code its minimum.
         GraderError: when a library the tests need is missing, or when
             ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (as ``run_autograder`` does) and
             student code cannot run under its own account.
     """
 
-    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None):
+    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None,
+                 memory=sandbox.PLATFORM_MEMORY_MB):
         self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
         self.tree.check_dependencies()
         self.timeout, self.budget = timeout, budget
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
-        self.account, self.isolation = _account(self.python)
+        self.confinement = _confinement(self.python, memory)
         self.patterns = patterns.load(self.tree.root)
         # a student's own tree (no held-back tests) holds their code, not a reference: no probes there
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
@@ -185,10 +190,10 @@ class Grader:
         seed = probes.seed(self.secret, task_id, digest)
         folder = self.workspace.copy_with(sources, later)
         try:
-            theirs, stopped = run_probes(folder, names, seed, limit * PROBE_SHARE, self.account, self.python) if names else ([], None)
+            theirs, stopped = run_probes(folder, names, seed, limit * PROBE_SHARE, self.confinement, self.python) if names else ([], None)
             spent = time.monotonic() - start
             run = run_tests(folder, [task_id], {task_id: self.expected(task_id)}, test_timeout or self.timeout,
-                            max(limit * (1 - PROBE_SHARE), limit - spent), self.account, self.python)[task_id]
+                            max(limit * (1 - PROBE_SHARE), limit - spent), self.confinement, self.python)[task_id]
         finally:
             self.workspace.discard(folder)
         checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
@@ -217,7 +222,7 @@ class Grader:
         folder = self.workspace.copy_with(sources, stubbed, public_only=True)
         try:
             expected = {t: self.expected(t, public_only=True) for t in tasks}
-            return run_tests(folder, tasks, expected, test_timeout, limit, self.account, self.python)
+            return run_tests(folder, tasks, expected, test_timeout, limit, self.confinement, self.python)
         finally:
             self.workspace.discard(folder)
 
@@ -232,8 +237,8 @@ class Grader:
                 probes.evaluate(names, seed, out)
                 reference = probes.load(out, len(names))
             else:
-                reference, _ = run_probes(self.workspace.base, names, seed, max(60.0, self.budget / 4), None,
-                                          self.python)
+                reference, _ = run_probes(self.workspace.base, names, seed, max(60.0, self.budget / 4),
+                                          sandbox.NONE, self.python)
             shutil.rmtree(out, ignore_errors=True)
             shutil.rmtree(pathlib.Path(self.workspace.base) / ".probes", ignore_errors=True)
             self._reference[(task_id, seed)] = reference
@@ -245,6 +250,16 @@ class Grader:
                       "" if why is None else f"{name}, on inputs drawn for this submission: {why}"
                       + (f" ({stopped})" if stopped else ""))
                 for name, why in verdicts]
+
+    @property
+    def account(self):
+        """``(uid, gid)`` of the account that runs student code, or None (the grader's own user)."""
+        return self.confinement.account
+
+    @property
+    def isolation(self):
+        """A sentence saying what student code ran under (user, network, memory)."""
+        return self.confinement.why
 
     @property
     def workspace(self):
@@ -265,25 +280,17 @@ class Grader:
         self.close()
 
 
-def _account(python):
-    """``(the student's account or None, a sentence saying who runs student code)``."""
-    try:
-        account = sandbox.student_account()
-    except OSError as error:
-        account, why = None, str(error)
-    else:
-        why = "the grader is not root, so there is no other user to run it as"
-    if account is not None and not sandbox.reachable(python):
-        account, why = None, f"{python} cannot be run by another user (a folder above it is private)"
+def _confinement(python, memory):
+    """The :class:`.sandbox.Confinement` of student code on this machine; GraderError when
+    ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set and it falls short (see :class:`Grader`)."""
+    confinement = sandbox.Confinement.of(python, memory)
     if os.environ.get("MINITORCH_ATTN_REQUIRE_ISOLATION"):
         if sandbox.finds(python, "torch"):
             raise GraderError(f"{python} has PyTorch, which would let student code compute the reference's "
                               f"values: grade with a Python without it (setup.sh installs none)")
-        if account is None:
-            raise GraderError(f"student code cannot run under its own account: {why}")
-    if account is not None:
-        return account, f"student code ran as the user {sandbox.STUDENT_USER}"
-    return None, f"student code ran as the grader's own user: {why}"
+        if confinement.account is None:
+            raise GraderError(f"student code cannot run under its own account: {confinement.why}")
+    return confinement
 
 
 def _release_secret(root):

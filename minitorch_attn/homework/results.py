@@ -36,13 +36,15 @@ import time
 
 from .grade import Grader, GraderError
 from .runner import cap
+from .sandbox import PLATFORM_MEMORY_MB
 from .submission import Submission
 
 MAX_RESULTS_CHARS = 1_000_000    # all of results.json's text together, about
 MAX_GROUPS = 12                  # kinds of failure listed for one task
 
 
-def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0):
+def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0,
+                     memory=PLATFORM_MEMORY_MB):
     """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
     and write ``results_path``, after each task (so that a grading stopped from outside,
     Ctrl-C or SIGTERM, keeps the points already earned); returns ``(results dict, [TaskResult])``.
@@ -55,7 +57,7 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
     results_path.unlink(missing_ok=True)
     start = time.monotonic()
     try:
-        with Grader(instructor, timeout, budget) as grader:
+        with Grader(instructor, timeout, budget, memory=memory) as grader:
             chosen = grader.tree.assignment(assignment)
             submission = Submission.from_path(path, grader.tree)
 

@@ -81,7 +81,7 @@ def collect(folder, limit=300.0):
     """
     (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)
     finished = sandbox.run(pytest_command(folder, ["--collect-only", "-m", "not cuda and not torch", "tests"], 60),
-                           folder, limit, account=None)
+                           folder, limit)
     records = read_records(pathlib.Path(folder) / REPORT)
     errors = [f"{r.get('collect_error')}: {r.get('message')}" for r in records if "collect_error" in r]
     found = next((r for r in records if "selected" in r), None)
@@ -95,15 +95,15 @@ def collect(folder, limit=300.0):
     return tasks
 
 
-def run_tests(folder, task_ids, expected, timeout, limit, account, python=None):
+def run_tests(folder, task_ids, expected, timeout, limit, confinement, python=None):
     """Run the tests of ``task_ids`` in the copy ``folder`` under the sandbox: exactly the
     node ids of ``expected[task id]``; returns ``{task id: Run}`` with one check per node id."""
     names = [markers.marker_name(t) for t in task_ids]
     nodeids = list(dict.fromkeys(nodeid for t in task_ids for nodeid in expected[t]))
     selection = ["-m", f"({' or '.join(names)}) and not cuda and not torch", *nodeids]
     (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)   # one of an earlier run must not be read as this one's
-    sandbox.hand_over(pathlib.Path(folder), account)
-    finished = sandbox.run(pytest_command(folder, selection, timeout, python), folder, limit, account)
+    sandbox.hand_over(pathlib.Path(folder), confinement.account)
+    finished = sandbox.run(pytest_command(folder, selection, timeout, python), folder, limit, confinement)
     records = read_records(pathlib.Path(folder) / REPORT)
     return {t: read_checks(records, expected[t], finished) for t in task_ids}
 
@@ -155,7 +155,7 @@ def read_checks(records, expected, finished):
     return Run(checks, cap("\n".join(errors)) or (crash if not done else None))
 
 
-def run_probes(folder, names, seed, limit, account, python=None):
+def run_probes(folder, names, seed, limit, confinement, python=None):
     """Run the probe worker on ``names`` in ``folder`` (see :mod:`.probes`); returns
     ``(saved values as probes.load gives them, why the run was stopped or None)``."""
     folder = pathlib.Path(folder)
@@ -163,9 +163,9 @@ def run_probes(folder, names, seed, limit, account, python=None):
     out = folder / ".probes"
     shutil.rmtree(out, ignore_errors=True)   # values of an earlier run must not be read as this one's
     out.mkdir()
-    sandbox.hand_over(folder, account)
+    sandbox.hand_over(folder, confinement.account)
     finished = sandbox.run([python or sys.executable, "-m", "minitorch_attn.homework.probes", str(spec), str(out)],
-                           folder, limit, account)
+                           folder, limit, confinement)
     stopped = finished.stopped or (None if finished.returncode == 0 else
                                    f"the probes' process ended with status {finished.returncode}")
     return probes.load(out, len(names)), stopped
