@@ -12,7 +12,7 @@ assignment" autograder. At its root:
   of it, or just the edited files) into ``/autograder/results/results.json``, task by
   task within ``--budget`` seconds (set the assignment's Gradescope timeout to it);
 * ``minitorch_attn/homework/release_secret.txt``: a random secret, new in every zip, from
-  which the probes' inputs are drawn (readable by root only once grading starts);
+  which the held-back tests' inputs are drawn (readable by root only once grading starts);
 * the instructor's tree (package with the reference solutions and manifest, tests with
   the held-back ones, ``gradcheck/``, ``setup.cfg``, ``pyproject.toml``, ``README.md``),
   which Gradescope unpacks into ``/autograder/source``.

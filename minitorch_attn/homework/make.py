@@ -121,8 +121,10 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
                   "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
                   "assignments; leave them for now.", ""]
     lines += ["## Grading", "",
-              "Each task is graded on its own: your code for that task, with the reference solution",
-              "everywhere else, so a mistake costs only the points of its own task. A task's points",
+              "Each task is graded in a run of its own, on your code for the whole assignment (this",
+              "folder's): a mistake costs the points of its task, and of the tasks whose code calls it",
+              "(a backward runs through the engine, a loss may call your log_softmax), so do the tasks",
+              "in order. A task's points",
               "need every one of its tests to pass, the ones above and a few held back by your",
               "instructor (the same kinds of checks, at extreme inputs and on tricky graphs). To see",
               "the table your instructor will see, minus the held-back tests:", "",

@@ -537,9 +537,9 @@ def _where(error):
               if "minitorch_attn" in f.filename and not f.filename.endswith(os.path.join("homework", "remote.py"))]
     if not frames:
         return ""
-    path = frames[-1].filename
-    with_root = path.split(os.sep + "minitorch_attn" + os.sep, 1)
-    return f"minitorch_attn/{with_root[1]}:{frames[-1].lineno}" if len(with_root) == 2 else f"{path}:{frames[-1].lineno}"
+    path, line = frames[-1].filename, frames[-1].lineno
+    inside = path.split(os.sep + "minitorch_attn" + os.sep, 1)
+    return f"minitorch_attn/{inside[1]}:{line}" if len(inside) == 2 else f"{path}:{line}"
 
 
 def main(argv=None):
