@@ -592,3 +592,14 @@ def test_what_the_student_account_left_in_shared_folders_is_removed(tmp_path):
             os.chown(path, *account)
     sandbox.remove_files_of(account, [str(tmp_path)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_graders_at_the_same_time_get_accounts_of_their_own():
+    """Each grader kills every process of its student account: two graders on one machine
+    (a shared CI host) must not share one."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: student accounts")
+    mine = sandbox.student_account()
+    code = "from minitorch_attn.homework import sandbox; print(sandbox.student_account()[0])"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert int(other.stdout) != mine[0] and sandbox.student_account() == mine

@@ -4,7 +4,8 @@ What :func:`start` (and :func:`run`, which waits for it) does for each command t
 runs on a student's code, as told by a :class:`Confinement`:
 
 * **another user.** When the grader is root (as on Gradescope), the command runs as the
-  unprivileged account ``STUDENT_USER`` (made with ``useradd`` when missing), with no
+  unprivileged account ``STUDENT_USER`` (made with ``useradd`` when missing; a grader that
+  runs beside another on one machine gets another, :func:`student_account`), with no
   supplementary groups, in a scratch folder it owns. It cannot write outside that folder
   and ``/tmp``, cannot signal the grader, and cannot read what only root can read (the
   grader makes the instructor's tree, the release secret and its own copies readable by
@@ -43,17 +44,21 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import fcntl
 import os
 import pathlib
 import pwd
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 
 STUDENT_USER = "minitorch-student"
+MAX_ACCOUNTS = 8                     # graders at the same time on one machine, each with an account of its own
+ACCOUNT_LOCKS = "/run/minitorch-attn" if os.path.isdir("/run") else "/var/run/minitorch-attn"
 MAX_FILE_BYTES = 64 * 2 ** 20        # any file the student's code writes, its output included
 MAX_PROCESSES = 256                  # under the student account
 TAIL_BYTES = 20_000                  # of the output, read back
@@ -95,7 +100,7 @@ class Confinement:
         if account is not None and not reachable(python):
             account, who = None, f"{python} cannot be run by another user (a folder above it is private)"
         cut, no_cut = network_cut()
-        parts = [f"student code ran as the user {STUDENT_USER}" if account is not None
+        parts = [f"student code ran as the user {pwd.getpwuid(account[0]).pw_name}" if account is not None
                  else f"student code ran as the grader's own user: {who}",
                  "without network" if cut else f"with the grader's network ({no_cut})",
                  f"with at most {memory >> 20} MB of memory per process"]
@@ -153,23 +158,53 @@ def student_memory(platform_memory_mb=PLATFORM_MEMORY_MB):
 
 
 def student_account():
-    """``(uid, gid)`` of the account that runs student code, or None when the grader is not
-    root. Creates the account (a system user without a home or a shell) when it is missing.
+    """``(uid, gid)`` of the account that runs this grader's student code, or None when the
+    grader is not root. Graders that run at the same time on one machine (a shared CI host)
+    each get an account of their own, ``STUDENT_USER`` then ``STUDENT_USER-2`` and so on up to
+    ``MAX_ACCOUNTS``: each holds a lock on its account (a file of a folder only root may
+    write, ``ACCOUNT_LOCKS``) for as long as its process lives, so that killing every process
+    of its account never kills another grader's. Creates the account (a system user without
+    a home or a shell) when it is missing; waits for the first one when all are taken.
 
     Raises:
-        OSError: root, but the account cannot be made (no ``useradd``).
+        OSError: root, but the account cannot be made (no ``useradd``), or the lock folder
+            is not root's own.
     """
+    global _account
     if os.geteuid() != 0:
         return None
+    if _account is None:
+        folder = pathlib.Path(ACCOUNT_LOCKS)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        state = folder.lstat()
+        if not stat.S_ISDIR(state.st_mode) or state.st_uid != 0 or state.st_mode & 0o022:
+            raise OSError(f"{folder} is not a folder that only root may write: student code cannot get an account")
+        names = [STUDENT_USER] + [f"{STUDENT_USER}-{n}" for n in range(2, MAX_ACCOUNTS + 1)]
+        for blocking, name in [(False, name) for name in names] + [(True, names[0])]:
+            lock = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(lock)
+                continue
+            _account = (_make_account(name), lock)
+            break
+    return _account[0]
+
+
+_account = None   # ((uid, gid), the lock's file descriptor) of this process's student account
+
+
+def _make_account(name):
     try:
-        entry = pwd.getpwnam(STUDENT_USER)
+        entry = pwd.getpwnam(name)
     except KeyError:
         useradd = shutil.which("useradd") or "/usr/sbin/useradd"
         done = subprocess.run([useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                               "--shell", "/usr/sbin/nologin", STUDENT_USER], capture_output=True, text=True)
+                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
         if done.returncode not in (0, 9):   # 9: made meanwhile by another grader
-            raise OSError(f"cannot create the user {STUDENT_USER} that runs student code: {done.stderr.strip()}")
-        entry = pwd.getpwnam(STUDENT_USER)
+            raise OSError(f"cannot create the user {name} that runs student code: {done.stderr.strip()}") from None
+        entry = pwd.getpwnam(name)
     return entry.pw_uid, entry.pw_gid
 
 
