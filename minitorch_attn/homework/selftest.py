@@ -105,13 +105,13 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
                     cells = [f"{r.score:g}/{r.points:g}" + ("=" if r.reused else " ") for r in graded]
                 else:
                     limit, per_test = task_limits(grader.budget, len(tasks), grader.timeout)
-                    mine = grader.grade_task(next(t for t in chosen["tasks"] if t["id"] == own), submission, limit,
-                                             per_test)
-                    verdict = _verdict(name, own, [mine])
-                    cells = [f"{mine.score:g}/{mine.points:g}" + ("=" if mine.reused else " ") if t == own else "· "
-                             for t in tasks]
+                    result = grader.grade_task(next(t for t in chosen["tasks"] if t["id"] == own), submission,
+                                               limit, per_test)
+                    verdict = _verdict(name, own, [result])
+                    cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
+                             else "· " for t in tasks]
                     if verdict.startswith("ok"):
-                        caught.append((name, own, [c.nodeid for c in mine.failures]))
+                        caught.append((name, own, [c.nodeid for c in result.failures]))
                 ok &= verdict.startswith("ok")
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
