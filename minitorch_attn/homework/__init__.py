@@ -17,7 +17,8 @@ tests of a task carry the pytest marker ``task_1_2``.
   cap, limits, nothing left behind); :mod:`.runner` and :mod:`.pytest_report` run a
   task's public tests there and read back their report without trusting it, and its
   held-back tests in the grader's own copy, where :mod:`.judge` and :mod:`.remote` give
-  them the student's library in a process of its own, on inputs drawn from a secret;
+  them the student's library in a process of its own (:mod:`.worker`), on inputs drawn
+  from a secret;
 * :mod:`.grade` grades every task of an assignment, each in a run of its own, and
   :mod:`.results` writes Gradescope's ``results.json`` (``homework grade``);
 * :mod:`.selftest` grades the reference, the stubs and the planted mistakes of

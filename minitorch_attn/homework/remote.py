@@ -1,9 +1,10 @@
 """The student's library in a process of its own: the trusted side asks, the student's process computes.
 
 The held-back checks run in a trusted process (:mod:`.judge`) and reach the student's code
-only through a :class:`Student`: a worker process, ``python -m minitorch_attn.homework.remote
-IN OUT``, started under the sandbox (:mod:`.sandbox`) in the copy that holds the student's
-code. It imports the library there and answers requests, one JSON line each way:
+only through a :class:`Student`: a worker process (:mod:`.worker`, ``python -m
+minitorch_attn.homework.worker IN OUT``), started under the sandbox (:mod:`.sandbox`) in the
+copy that holds the student's code. It imports the library there and answers requests, one
+JSON line each way:
 
     {"n": 7, "do": "import", "module": "minitorch_attn.functional"}
     {"n": 8, "do": "getattr", "of": {"ref": 3}, "name": "softmax"}
@@ -39,28 +40,21 @@ from __future__ import annotations
 import base64
 import importlib
 import io
-import itertools
 import json
-import operator
 import os
 import select
 import sys
 import time
-import traceback
 
 import numpy as np
 
-MAX_REPLY_BYTES = 64 * 2 ** 20   # one reply's line
-MAX_TEXT_CHARS = 4_000           # one string of a reply
-MAX_ITEMS = 100_000              # of one tuple or list of a reply
-MAX_DEPTH = 16                   # of nested tuples and lists
-WORKER = "minitorch_attn.homework.remote"
+from ..core.factories import tensor
+from ..core.tensor import Tensor
+from . import sandbox
+from .worker import MAX_DEPTH, MAX_ITEMS, MAX_TEXT_CHARS, dump_array
 
-# What "op" requests may ask: Python's operators, and len() and list() of an object.
-OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-             "matmul": operator.matmul, "pow": operator.pow, "neg": operator.neg, "getitem": operator.getitem,
-             "len": len, "list": lambda x: list(itertools.islice(x, MAX_ITEMS + 1)), "identity": lambda x: x,
-             "repr": lambda x: repr(x)[:200]}
+MAX_REPLY_BYTES = 64 * 2 ** 20   # one reply's line
+WORKER = "minitorch_attn.homework.worker"
 
 
 class StudentError(AssertionError):
@@ -248,8 +242,6 @@ class Student:
             raise
 
     def _start(self):
-        from . import sandbox   # here: the worker side needs none of it
-
         sandbox.hand_over(self.folder, self.confinement.account)
         from_grader, to_worker = os.pipe()    # (read end, write end)
         from_worker, to_grader = os.pipe()
@@ -321,15 +313,13 @@ class Student:
                 f"ends?); it was stopped")
 
     def _ended(self):
-        from .sandbox import Finished
-
         started = self._started
         try:
             code = started.process.wait(timeout=1)
         except Exception:   # alive, but it closed the grader's channel
             return "your code closed the student's process's channel to the grader"
         output = started.output()[-1500:]
-        said = Finished(code, None, output).crash(self.confinement.memory)
+        said = sandbox.Finished(code, None, output).crash(self.confinement.memory)
         return f"your code ended the student's process ({said})" + (f"; its last output:\n{output}" if output else "")
 
     def _encode(self, value, depth=0):
@@ -345,9 +335,9 @@ class Student:
         if isinstance(value, np.generic):
             return value.item()
         if isinstance(value, np.ndarray):
-            return {"array": _dump_array(value)}
-        if _is_local_tensor(value):
-            return {"tensor": {"array": _dump_array(np.asarray(value.numpy())), "dtype": str(value.dtype),
+            return {"array": dump_array(value)}
+        if isinstance(value, Tensor):
+            return {"tensor": {"array": dump_array(np.asarray(value.numpy())), "dtype": str(value.dtype),
                                "requires_grad": bool(value.requires_grad)}}
         if isinstance(value, tuple):
             return {"tuple": [self._encode(v, depth + 1) for v in value]}
@@ -399,9 +389,7 @@ class Local:
         """A copy, as :meth:`Student.send` makes: new tensors with the same values, dtype and requires_grad."""
         if isinstance(value, (tuple, list)):
             return type(value)(self.send(v) for v in value)
-        if _is_local_tensor(value):
-            from ..core.factories import tensor
-
+        if isinstance(value, Tensor):
             return tensor(np.array(value.numpy()), dtype=value.dtype, requires_grad=value.requires_grad)
         if isinstance(value, np.ndarray):
             return value.copy()
@@ -420,17 +408,6 @@ class Local:
         pass
 
 
-def _is_local_tensor(value):
-    tensor_class = getattr(sys.modules.get("minitorch_attn.core.tensor"), "Tensor", None)
-    return tensor_class is not None and isinstance(value, tensor_class)
-
-
-def _dump_array(array):
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(array), allow_pickle=False)
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
 def _load_array(text):
     """A NumPy array from a reply: plain numbers or booleans only, no pickles."""
     try:
@@ -444,111 +421,3 @@ def _load_array(text):
 
 def _text(value, limit=MAX_TEXT_CHARS):
     return value[:limit] if isinstance(value, str) else ""
-
-
-# ---- the student's side: the worker -----------------------------------------------------------------
-class Worker:
-    """Answers requests in the student's copy (see the module docstring). It runs the
-    student's code, so nothing here is trusted by the grader."""
-
-    def __init__(self):
-        self.objects, self.numbers = {}, {}
-
-    def handle(self, request):
-        do = request.get("do")
-        if do == "import":
-            return importlib.import_module(request["module"])
-        if do == "getattr":
-            return getattr(self.value(request["of"]), request["name"])
-        if do == "call":
-            return self.value(request["of"])(*self.value(request["args"]), **self.value(request["kwargs"]))
-        if do == "op":
-            return OPERATORS[request["name"]](*self.value(request["args"]))
-        if do == "reset":
-            self.objects.clear()
-            self.numbers.clear()
-            return None
-        raise ValueError(f"unknown request {do!r}")
-
-    def value(self, data):
-        """A request's value as an object here."""
-        if not isinstance(data, dict):
-            return data
-        (kind, inner), = data.items()
-        if kind == "ref":
-            return self.objects[inner]
-        if kind == "array":
-            return np.load(io.BytesIO(base64.b64decode(inner)), allow_pickle=False)
-        if kind == "tensor":
-            from ..core.factories import tensor
-
-            return tensor(self.value({"array": inner["array"]}), dtype=inner["dtype"],
-                          requires_grad=inner["requires_grad"])
-        if kind == "tuple":
-            return tuple(self.value(v) for v in inner)
-        if kind == "list":
-            return [self.value(v) for v in inner]
-        if kind == "dict":
-            return {k: self.value(v) for k, v in inner.items()}
-        if kind == "slice":
-            return slice(*(self.value(v) for v in inner))
-        if kind == "ellipsis":
-            return Ellipsis
-        raise ValueError(f"unknown value {kind!r}")
-
-    def reply(self, value, depth=0):
-        """An object here as a reply's value: data when it is data, else a reference."""
-        if value is None or isinstance(value, (bool, int, float, str)) or depth > MAX_DEPTH:
-            return value if depth <= MAX_DEPTH else None
-        if isinstance(value, np.generic) and value.dtype.kind in "biufc":
-            return value.item()
-        if isinstance(value, np.ndarray) and value.dtype.kind in "biufc":
-            return {"array": _dump_array(value)}
-        if type(value) in (tuple, list):
-            return {type(value).__name__: [self.reply(v, depth + 1) for v in value]}
-        number = self.numbers.get(id(value))
-        if number is None:
-            number = len(self.objects) + 1
-            self.objects[number], self.numbers[id(value)] = value, number
-        return {"ref": [number, type(value).__name__]}
-
-    def serve(self, requests, replies):
-        """Answer each line of ``requests`` with one line on ``replies``, until it closes."""
-        for line in requests:
-            number = None
-            try:
-                request = json.loads(line)
-                number = request.get("n")
-                answer = {"n": number, "value": self.reply(self.handle(request))}
-            except BaseException as error:   # the student's code raised (even SystemExit): say what
-                answer = {"n": number, "error": f"{type(error).__name__}: {error}"[:MAX_TEXT_CHARS],
-                          "where": _where(error)}
-            try:
-                text = json.dumps(answer)
-            except (TypeError, ValueError):
-                text = json.dumps({"n": number, "error": "the answer could not be written as JSON"})
-            replies.write(text.encode() + b"\n")
-            replies.flush()
-
-
-def _where(error):
-    """``file:line`` of the deepest frame of the traceback in the library (not in this worker)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if "minitorch_attn" in f.filename and not f.filename.endswith(os.path.join("homework", "remote.py"))]
-    if not frames:
-        return ""
-    path, line = frames[-1].filename, frames[-1].lineno
-    inside = path.split(os.sep + "minitorch_attn" + os.sep, 1)
-    return f"minitorch_attn/{inside[1]}:{line}" if len(inside) == 2 else f"{path}:{line}"
-
-
-def main(argv=None):
-    """``python -m minitorch_attn.homework.remote IN OUT``: serve on the file descriptors IN and OUT."""
-    fd_in, fd_out = (int(a) for a in (argv if argv is not None else sys.argv[1:]))
-    with os.fdopen(fd_in, "rb") as requests, os.fdopen(fd_out, "wb") as replies:
-        Worker().serve(requests, replies)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
