@@ -553,6 +553,52 @@ def test_task_limits_share_the_budget_and_refuse_one_too_small():
         task_limits(80, 5, 60)
 
 
+def test_the_student_s_library_answers_in_a_process_of_its_own():
+    """Calls, attributes and operators cross as requests; an error, a hang and an exit of
+    the student's process each fail the check that asked, and the next check starts anew."""
+    import numpy as np
+
+    import minitorch_attn as mt
+
+    student = remote.Student(ROOT, sandbox.NONE)
+    try:
+        student.begin(60)
+        x = student.send(mt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True))
+        ((x * x).sum() + 1).backward()
+        assert x.grad.numpy().tolist() == [[0, 2, 4], [6, 8, 10]] and x.shape == (2, 3) and len(x) == 2
+        assert [row.numpy().tolist() for row in x] == [[0, 1, 2], [3, 4, 5]] and x.grad is x.grad
+        with pytest.raises(remote.StudentError, match=r"your code raised ValueError: .*dim 5.*\(at minitorch_attn/"):
+            student.module("minitorch_attn.functional").softmax(x, dim=5)
+        student.reset()
+        student.begin(1)
+        with pytest.raises(remote.StudentError, match="did not answer within the 1 s of this check"):
+            student.module("time").sleep(30)
+        with pytest.raises(remote.StudentError, match="stopped earlier in this check"):
+            student.module("os")
+        student.reset()
+        student.begin(60)
+        with pytest.raises(remote.StudentError, match=r"ended the student's process \(the process ended with exit "
+                                                      r"status 3\)"):
+            student.module("os")._exit(3)
+        student.reset()
+        student.begin(60)
+        assert student.module("math").sqrt(4.0) == 2.0 and student.restarts == 2
+    finally:
+        student.close()
+
+
+def test_a_task_without_held_back_tests_or_with_a_stray_one_is_a_grader_error():
+    """A task's points must not rest on the public tests alone (their report is written by
+    the student's process), and a test must run somewhere."""
+    with Grader(TREE) as grader:
+        grader._expected = {markers.marker_name(t): ["tests/test_functional.py::test_x"] for t in TASKS}
+        with pytest.raises(GraderError, match="task 3.1 has no held-back test"):
+            grader.grade(REFERENCE, 3)
+        grader._expected["task_3_1"].append("tests/test_homework.py::test_y")
+        with pytest.raises(GraderError, match="in a held-out file outside tests/instructor"):
+            grader.expected("3.1")
+
+
 def test_feedback_names_the_mistake_whose_pattern_the_failures_match():
     from minitorch_attn.homework import patterns
     from minitorch_attn.homework.grade import TaskResult

@@ -113,8 +113,8 @@ class Grader:
         timeout: the longest time of one test, in seconds.
         budget: the time the whole grading of one submission may take, in seconds
             (Gradescope's timeout for the assignment).
-        secret: the held-back tests' secret (default: the release's, else $MINITORCH_ATTN_GRADING_SECRET,
-            else a fixed local one).
+        secret: the held-back tests' secret (default: the release's, else
+            $MINITORCH_ATTN_GRADING_SECRET, else a fixed local one).
         python: the Python that runs student code (default: this one).
         memory: the memory of the machine the grading runs on, in MB (Gradescope's default
             768); each process of student code may use that less what the grader keeps
@@ -123,7 +123,8 @@ class Grader:
         ValueError: a memory too small to leave student code its minimum.
         GraderError: when a library the tests need is missing, or when
             ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (as ``run_autograder`` does) and
-            student code cannot run under its own account.
+            student code cannot run under its own account; from :meth:`grade`, when a task
+            has no held-back test (its points would rest on a report student code writes).
     """
 
     def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None,

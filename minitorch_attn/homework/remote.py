@@ -206,6 +206,7 @@ class Student:
                 pass
 
     def close(self):
+        """End the worker (after the last check)."""
         self._stop("the checks ended")
 
     # the protocol
@@ -251,6 +252,7 @@ class Student:
         finally:
             os.close(from_grader)
             os.close(to_grader)
+        os.set_blocking(to_worker, False)   # a worker that stops reading must not block the grader's write
         self._requests, self._replies = to_worker, from_worker
         self._buffer = b""
 
@@ -284,6 +286,8 @@ class Student:
                 raise StudentError(self._late())
             try:
                 view = view[os.write(self._requests, view[:65536]):]
+            except BlockingIOError:
+                continue
             except BrokenPipeError:
                 raise StudentError(self._ended()) from None
 
