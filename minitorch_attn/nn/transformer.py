@@ -31,6 +31,18 @@ class SwiGLU(Module):
     no biases by default (as LLaMA). Three matrices instead of two, so at ``d_ff = 8/3
     d_model`` it has the parameters of a GELU network of width ``4 d_model``
     (:func:`swiglu_width`). Shapes: ``(..., d_model) -> (..., d_model)``.
+
+    Forward, and the backward that autograd composes from the hand-written ones of the
+    linear maps, silu and the product (``g`` the upstream gradient, ``σ = sigmoid(a)``;
+    the weight gradients sum over every row of ``...``)::
+
+        1. a = w1 x,  b = w3 x             (..., d_ff): the gate and the value
+        2. h = silu(a) * b
+        3. y = w2 h                         (..., d_model)
+
+        3. dh = g w2,  dw2 = gᵀ h
+        2. da = dh * b * σ (1 + a (1 - σ)),  db = dh * silu(a)    (product rule; silu's derivative)
+        1. dx = da w1 + db w3,  dw1 = daᵀ x,  dw3 = dbᵀ x         (x feeds both: the two add up)
     """
 
     def __init__(self, d_model, d_ff, bias=False):
