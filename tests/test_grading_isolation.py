@@ -596,6 +596,15 @@ def test_the_student_s_library_answers_in_a_process_of_its_own():
         student.reset()
         student.begin(60)
         assert student.module("math").sqrt(4.0) == 2.0 and student.restarts == 2
+        for _ in range(remote.MAX_STOPS_IN_A_ROW):   # code that ends the process in every check ...
+            student.reset()
+            student.begin(60)
+            with pytest.raises(remote.StudentError, match="ended the student's process"):
+                student.module("os")._exit(4)
+        student.reset()
+        student.begin(60)
+        with pytest.raises(remote.StudentError, match="not run: the student's process was stopped in the 3 checks"):
+            student.module("math")                   # ... fails the next checks at once
     finally:
         student.close()
 
