@@ -372,6 +372,19 @@ def test_calling_another_task_s_code_calls_the_student_s_own(plain):
     assert graded(plain, cheating(BORROW, backward)).score == 30   # their 2.2 is right, and so softmax built on it
 
 
+BORROW_LATER = """
+from minitorch_attn.functional.attention import _attention_weights   # task 4.1's, a later assignment
+rows = ctx.xp.moveaxis(x, dim, -1)
+p = ctx.xp.moveaxis(_attention_weights(ctx.xp, None, rows, ctx.xp.eye(rows.shape[-1], dtype=x.dtype), 1.0, None,
+                                       None), -1, dim)                # softmax(x @ I), the attention weights
+"""
+
+
+def test_a_later_assignment_s_code_is_the_stub_the_student_has(plain):
+    result = graded(plain, cheating(BORROW_LATER, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))
+    assert result.score == 0 and "NotImplementedError: Task 4.1" in "\n".join(c.message for c in result.checks)
+
+
 def test_student_code_has_no_network(isolated):
     if not sandbox.network_cut()[0]:
         pytest.skip(f"no network namespace for student code here: {sandbox.network_cut()[1]}")
@@ -587,6 +600,15 @@ def test_the_student_s_library_answers_in_a_process_of_its_own():
         student.reset()
         student.begin(60)
         assert student.module("math").sqrt(4.0) == 2.0 and student.restarts == 2
+        for _ in range(remote.MAX_STOPS_IN_A_ROW):   # code that ends the process in every check ...
+            student.reset()
+            student.begin(60)
+            with pytest.raises(remote.StudentError, match="ended the student's process"):
+                student.module("os")._exit(4)
+        student.reset()
+        student.begin(60)
+        with pytest.raises(remote.StudentError, match="not run: the student's process was stopped in the 3 checks"):
+            student.module("math")                   # ... fails the next checks at once
     finally:
         student.close()
 

@@ -27,7 +27,8 @@ pickle, no callable.
 decodes it without pickles and checks its form and its number; a malformed reply, a reply
 to another request, a process that ends or does not answer before the check's deadline
 each raise :class:`StudentError` in the check that asked (the worker is then ended, and
-the next request starts a new one). So the checks (``tests/instructor/``) must decide from
+the next check starts a new one; after ``MAX_STOPS_IN_A_ROW`` checks in a row whose worker
+was stopped, code that hangs or crashes every time, the next checks fail at once). So the checks (``tests/instructor/``) must decide from
 what they chose themselves: the inputs, the shapes they expect, which gradients exist, how
 many outputs; a value of the student's is only ever compared with their own reference.
 
@@ -54,6 +55,7 @@ from . import sandbox
 from .worker import MAX_DEPTH, MAX_ITEMS, MAX_TEXT_CHARS, dump_array
 
 MAX_REPLY_BYTES = 64 * 2 ** 20   # one reply's line
+MAX_STOPS_IN_A_ROW = 3           # checks in a row whose worker was stopped: the next ones start none
 WORKER = "minitorch_attn.homework.worker"
 
 
@@ -167,6 +169,7 @@ class Student:
         self.restarts = 0
         self.last_failure = None   # why the last worker ended
         self._ended_in = None      # the check (generation) in which it ended
+        self._stops_in_a_row = 0   # checks in a row that ended with their worker stopped
 
     # the interface the checks use (also :class:`Local`'s)
     def module(self, name):
@@ -196,6 +199,7 @@ class Student:
 
     def reset(self):
         """A check ended: the worker forgets its objects (a dead one is not restarted for this)."""
+        self._stops_in_a_row = self._stops_in_a_row + 1 if self._ended_in == self._generation else 0
         self._generation += 1
         self._remotes.clear()
         self._deadline = None
@@ -213,6 +217,10 @@ class Student:
     def _ask(self, do, of=None, name=None, module=None, args=(), kwargs=None):
         if self._ended_in == self._generation:
             raise StudentError(f"the student's process was stopped earlier in this check: {self.last_failure}")
+        if self._started is None and self._stops_in_a_row >= MAX_STOPS_IN_A_ROW:
+            self._ended_in = self._generation   # this check counts as one more
+            raise StudentError(f"not run: the student's process was stopped in the {self._stops_in_a_row} checks "
+                               f"before this one (the last time: {self.last_failure})")
         request = {"do": do, "name": name, "module": module, "of": self._encode(of), "args": self._encode(list(args)),
                    "kwargs": self._encode(dict(kwargs or {}))}
         if self._started is None:
