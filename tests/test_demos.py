@@ -77,7 +77,7 @@ EXPECTED = {
                     ["zero_gamma_gradients.png"]),
     "12_graph": (["layernorm_primitives: 11 tensors, 8 Function calls, 20 arrows",
                   "layernorm_fused: 4 tensors, 1 Function call, 4 arrows",
-                  "attention_block: 45 tensors, 32 Function calls, 80 arrows"],
+                  "attention_block: 33 tensors, 20 Function calls, 56 arrows"],
                  ["layernorm_graphs.png", "attention_block.png"] if shutil.which("dot") else
                  ["layernorm_primitives.dot", "attention_block.dot"]),
     "13_rope": (["30 steps each, batch 8, context 32", "positions  parameters  val bits/char",

@@ -159,8 +159,9 @@ def test_splicing_follows_the_instructor_tree_when_it_changes(tmp_path):
     for name in ("minitorch_attn", "tests", "setup.cfg"):
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, instructor / name)
     path = instructor / SOFTMAX
-    path.write_text(path.read_text().replace('class Softmax(Function):\n    """',
-                                             'class Softmax(Function):\n    """New line.\n\n'))
+    moved = path.read_text().replace("class Softmax(Function):\n", "class Softmax(Function):\n    # New line.\n")
+    assert "# New line." in moved, f"{SOFTMAX} has no class Softmax(Function) to insert a line into"
+    path.write_text(moved)
     changed = InstructorTree(instructor)
     student = REFERENCE.with_blocks(SOFTMAX, "2.1", [["return 'forward'"], ["  return 'backward'"]])
     source = changed.spliced("2.1", student.for_task("2.1", changed))[SOFTMAX]
