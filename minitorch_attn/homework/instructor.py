@@ -10,7 +10,7 @@ tests or ``conftest.py``, not its ``setup.cfg`` or ``.homework.json``, not its g
 checker or its package ``__init__.py``: only the code between the SOLUTION lines.
 
 The held-back tests run in the grader's own copy of the whole instructor's tree
-(:attr:`Workspace.base`, which no student code can enter) and reach the student's code in
+(``Workspace.base``, which no student code can enter) and reach the student's code in
 the other copy through :mod:`.judge`.
 
 Regions are matched by task id and order: the k-th ``BEGIN SOLUTION 2.1`` region of the
