@@ -55,6 +55,7 @@ DEMO_SECTIONS = {
     "pre_post_ln": (10,),
     "mistakes": (16,),
     "graph": (9,),        # the autograd graph of section 9's LayerNorm
+    "modern_block": (11,),  # section 11's RMSNorm in the LLaMA-style block around it
 }
 
 # The kernel a written notebook asks for: the Python that Jupyter runs it with.

@@ -3,6 +3,17 @@
 ``device`` runs a test on NumPy ("cpu") and on array-api-strict ("strict", a non-default
 device that rejects hidden NumPy calls), and on CuPy ("cuda", marked ``cuda``) when a GPU
 is present. ``torch`` is PyTorch, or a skip when it is not installed.
+
+``student`` is the library under test of the held-back tests (``tests/instructor/``).
+When the homework grader runs them (its judge plugin, ``minitorch_attn.homework.judge``),
+they run in a trusted process: ``student`` is the student's library in a process of its
+own, and ``minitorch_attn`` as imported in the test is the instructor's. A test draws its
+inputs, sends them (``student.send``), asks the student's library for outputs and
+gradients, and compares them with a reference computed in the test's own process. What
+comes back is a claim of the student's process, so a test decides from what it chose
+itself (the upstream gradients' shapes, the number of outputs, which inputs have a
+gradient), and only ever compares a reply with a reference. Everywhere else ``student`` is
+the library this process imports, and the tests are ordinary tests.
 """
 
 import functools
@@ -12,6 +23,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
+from minitorch_attn.homework.judge import judge_of
+from minitorch_attn.homework.remote import Local
 
 
 @functools.cache
@@ -75,5 +88,26 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture
 def rng(request):
     """A NumPy generator seeded from the test's own id: each test draws the same inputs
-    whether it runs alone or in the whole suite, and no test shifts another's numbers."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    whether it runs alone or in the whole suite, and no test shifts another's numbers.
+    Under the homework grader's judge, also from the grading's secret seed (the same for
+    the same submission, new for new code: held-back inputs cannot be memorised)."""
+    own = zlib.crc32(request.node.nodeid.encode())
+    judge = judge_of(request.config)
+    return np.random.default_rng(own if judge is None else [judge.seed, own])
+
+
+LOCAL = Local()
+
+
+@pytest.fixture
+def student(request):
+    """The library under test of the held-back tests (see the module docstring)."""
+    judge = judge_of(request.config)
+    if judge is None:
+        yield LOCAL
+        return
+    judge.student.begin(judge.timeout)
+    try:
+        yield judge.student
+    finally:
+        judge.student.reset()

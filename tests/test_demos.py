@@ -77,13 +77,24 @@ EXPECTED = {
                     ["zero_gamma_gradients.png"]),
     "12_graph": (["layernorm_primitives: 11 tensors, 8 Function calls, 20 arrows",
                   "layernorm_fused: 4 tensors, 1 Function call, 4 arrows",
-                  "attention_block: 45 tensors, 32 Function calls, 80 arrows"],
+                  "attention_block: 33 tensors, 20 Function calls, 56 arrows"],
                  ["layernorm_graphs.png", "attention_block.png"] if shutil.which("dot") else
                  ["layernorm_primitives.dot", "attention_block.dot"]),
     "13_rope": (["30 steps each, batch 8, context 32", "positions  parameters  val bits/char",
                  "learned        16,416", "rope           15,392", "rope minus learned: ",
                  "sample, learned positions:\nThe ", "sample, rope positions:\nThe "],
                 ["rope_vs_learned.png"]),
+    "14_modern_block": (["GPT-2 (LayerNorm, GELU, learned)       128      16,416    +0.00%",
+                         "LLaMA (RMSNorm, RoPE, SwiGLU)           99      16,448    +0.19%",
+                         "LLaMA + GQA (1 of 2 kv heads)          109      16,384    -0.19%",
+                         "β, the parameters RMSNorm drops: 3 norms x d_model 32 = 96, 0.58% of the budget",
+                         "forward + backward: RMSNorm / LayerNorm time ratio",
+                         "training step (forward + backward) of the whole model: RMSNorm / LayerNorm time ratio",
+                         "12 steps each, batch 8, context 32, seed 0",
+                         "LLaMA + GQA (1 of 2 kv heads) minus GPT-2: ",
+                         "  2 kv heads:    7,936 bytes for 31 positions = 256 bytes per token (2 x 1 x 2 x 16 x 4 = 256)",
+                         "  1 kv heads:    3,968 bytes for 31 positions = 128 bytes per token (2 x 1 x 1 x 16 x 4 = 128)"],
+                        ["modern_block.png"]),
     "train_gpt": (["corpus: 20,000 characters", "model: GPT with 30,016 parameters (2 layers, d_model 32",
                    "step 15: validation"],
                   ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
@@ -310,7 +321,7 @@ def test_format_seconds_keeps_three_digits(seconds, text):
 
 
 @pytest.mark.parametrize("name", ["00_why_attention", "04_norm_speed", "07_flash", "08_heatmaps", "10_pre_post_ln",
-                                  "11_mistakes"])
+                                  "11_mistakes", "14_modern_block"])
 def test_quick_runs_say_which_lesson_needs_the_full_size(quick_run, name):
     text, _ = quick_run(name)
     assert re.search(r"^\[--quick\] these sizes are too small to show .+: run without --quick to see it$", text, re.M)

@@ -1,12 +1,14 @@
 """Grading that a determined student cannot fool, and that never loses an honest student's
 points: each cheat, written only inside a task's SOLUTION region, is graded and gets the
-honest score (a stub's 0); a hang, a flood of output and a stopped grader cost nothing else.
+honest score (a stub's 0, or what the student's own code earns); a hang, a flood of
+output, memory exhaustion and a stopped grader cost nothing else.
 
 Where the cheat is about what the student's process may touch (the instructor's tree, the
-grader's files, processes that outlive the grading), the test needs the isolation that
-root gives: student code under its own account. It runs when the tests run as root and a
-Python that another user may run is found (``/usr/bin/python3.X``, the same version, with
-this environment's libraries added); else it is skipped, and says why.
+held-back tests, the grader's files, the network, processes that outlive the grading),
+the test needs the isolation that root gives: student code under its own account, in a
+network namespace of its own. It runs when the tests run as root and a Python that
+another user may run is found (``/usr/bin/python3.X``, the same version, with this
+environment's libraries added); else it is skipped, and says why.
 """
 
 import json
@@ -14,6 +16,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,7 +24,7 @@ import time
 
 import pytest
 
-from minitorch_attn.homework import markers, probes, sandbox
+from minitorch_attn.homework import judge, markers, remote, sandbox
 from minitorch_attn.homework.grade import Grader, GraderError, task_limits
 from minitorch_attn.homework.instructor import InstructorTree
 from minitorch_attn.homework.results import gradescope_results, grade_submission
@@ -87,7 +90,7 @@ COLLECTED = {}   # the instructor's tests of each task, collected once for this 
 
 def quick(grader):
     """``grader`` running only a few tests of each task (three public ones and one held
-    back), so that each cheat is graded in seconds; the probes are all there."""
+    back), so that each cheat is graded in seconds."""
     key = grader.has_reference
     if key not in COLLECTED:
         grader.expected("2.1")   # collects them
@@ -116,7 +119,7 @@ def graded(grader, submission, task="2.1"):
     return grader.grade_task(TASKS[task], submission, limit, per_test)
 
 
-# ---- forged verdicts: whatever the student's process says, the probes decide -----------------------------
+# ---- forged verdicts: whatever the student's process says, the held-back tests decide ----------------------
 FORGE_REPORT = """
 import gc, json, os, sys
 import _pytest.main
@@ -168,7 +171,29 @@ raise NotImplementedError('Task 2.1: not done')
 def test_a_forged_verdict_earns_nothing(plain, cheat):
     result = graded(plain, cheating(cheat))
     assert result.score == 0
-    assert any(c.nodeid.startswith("probe: ") and not c.passed for c in result.checks)
+    assert any(c.held_back and not c.passed for c in result.checks)
+
+
+FORGE_REPLY = """
+import os, sys
+if sys.argv[1:2] and sys.argv[1].isdigit():   # the worker of the held-back tests: python -m ... IN OUT
+    os.write(int(sys.argv[2]), b'{"n": 999999, "value": null}\\n')
+raise NotImplementedError('Task 2.1: not done')
+"""
+PATCH_WORKER = """
+import sys
+worker = sys.modules.get('__main__')
+if hasattr(worker, 'Worker'):
+    worker.Worker.reply = lambda self, value, depth=0: None   # every answer after this one: None
+raise NotImplementedError('Task 2.1: not done')
+"""
+
+
+@pytest.mark.parametrize("cheat", [FORGE_REPLY, PATCH_WORKER],
+                         ids=["a reply written on the grader's channel", "the worker's answers replaced"])
+def test_a_forged_answer_to_the_held_back_tests_earns_nothing(plain, cheat):
+    result = graded(plain, cheating(cheat))
+    assert result.score == 0 and any(c.held_back and not c.passed for c in result.checks)
 
 
 # ---- what the student's code may reach ---------------------------------------------------------------
@@ -241,7 +266,7 @@ def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):
     secret.write_text(json.dumps({"test": "x", "outcome": "passed", "message": "SECRET TEXT"}) + "\n")
     swap = f"""
     import os, sys
-    for name in ['.grading-report.jsonl', '.probes/probe0.out0.npy', '.probes/probe0.error.txt']:
+    for name in ['.grading-report.jsonl']:
         if os.path.exists(os.path.dirname(name) or '.'):
             if os.path.lexists(name):
                 os.unlink(name)
@@ -252,15 +277,25 @@ def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):
     assert result.score == 0 and "SECRET TEXT" not in "\n".join(c.message for c in result.checks)
 
 
-def test_a_later_assignment_is_a_stub_while_grading():
-    """Task 2.1's code that calls attention (assignment 4) meets the stub the student has."""
-    sources = TREE.spliced("2.1", REFERENCE.for_task("2.1", TREE), stubbed=TREE.tasks_of(2, later=True))
+def test_the_copy_student_code_runs_in_holds_no_reference_and_no_held_back_test():
+    """Task 2.1's code that calls attention (assignment 4) meets the stub the student has;
+    the other tasks of assignment 2 are the student's own code (stubs here), and nothing
+    held back is there."""
     with Grader(TREE) as grader:
-        base = grader.workspace.graded_base(TREE.tasks_of(2, later=True))
-        attention = (base / "minitorch_attn/functional/attention.py").read_text()
-        assert "NotImplementedError('Task 4." in attention
-        assert not (base / "tests/test_homework.py").exists() and not (base / "minitorch_attn/homework/mutants.json").exists()
-    assert "NotImplementedError('Task 2." not in sources[SOFTMAX]
+        folder = grader.workspace.copy_with(grader.student_tree(cheating("p = None", base=Submission.stubs(TREE)), 2),
+                                            TREE.tasks_of(2) | TREE.tasks_of(2, later=True))
+        try:
+            assert "NotImplementedError('Task 4." in (folder / "minitorch_attn/functional/attention.py").read_text()
+            softmax = (folder / SOFTMAX).read_text()
+            assert "NotImplementedError('Task 2.2" in softmax and "NotImplementedError('Task 2.3" in softmax
+            for held in (*TREE.manifest["held_out"], "tests/instructor", "minitorch_attn/homework/release_secret.txt"):
+                assert not (folder / held).exists(), held
+            solutions = markers.distinctive_lines([r for regions in TREE.regions.values() for r in regions
+                                                   if int(r.task.split(".")[0]) >= 2])
+            lines = {line.strip() for path in folder.rglob("*.py") for line in path.read_text().splitlines()}
+            assert solutions and not solutions & lines
+        finally:
+            grader.workspace.discard(folder)
 
 
 def test_the_visible_run_holds_nothing_held_back(plain):
@@ -275,12 +310,149 @@ def test_the_visible_run_holds_nothing_held_back(plain):
     assert "NotImplementedError('Task 2.2" in text   # the other tasks are the student's own (stubs here)
 
 
+HELD_BACK_LEAK = """
+import glob, os
+found = []
+for pattern in ['tests/instructor/*.py', 'tests/instructor/*.pyc', {private!r} + '/tests/instructor/*.py',
+                '/tmp/minitorch-attn-grading-*/*/tests/instructor/*.py', '/autograder/source/tests/instructor/*.py']:
+    for name in glob.glob(pattern):
+        try:
+            found.append(open(name).read())
+        except OSError as error:
+            found.append(type(error).__name__)
+raise RuntimeError('LEAK ' + str(os.path.isdir('tests/instructor')) + ' ' + ' '.join(found))
+"""
+
+
+def test_no_held_back_test_can_be_read(isolated, private_tree):
+    """Neither in the copy the student's code runs in, nor in the grader's own copy, nor in
+    the instructor's tree: its held-back tests run in a process the student's code is not in."""
+    result = graded(isolated, cheating(HELD_BACK_LEAK.format(private=str(private_tree))))
+    text = "\n".join(c.message for c in result.checks)
+    assert result.score == 0 and "LEAK False" in text
+    assert "def test_" not in text and "expect_close" not in text
+
+
+OTHER_TASK_LEAK = """
+import glob
+texts = [open('minitorch_attn/functional/softmax.py').read()]
+for name in glob.glob('/tmp/minitorch-attn-grading-*/*/minitorch_attn/functional/softmax.py'):
+    try:
+        texts.append(open(name).read())
+    except OSError as error:
+        texts.append(type(error).__name__)
+begin = '# BEGIN SOLUTION ' + '2.2'   # not this region's own text
+raise RuntimeError('LEAK ' + ' '.join(t.split(begin)[1].split('# END SOLUTION')[0] if begin in t else t for t in texts))
+"""
+
+
+@pytest.mark.parametrize("who", ["plain", "isolated"])
+def test_another_task_s_reference_cannot_be_read(request, who):
+    """Task 2.1's code reading task 2.2's region finds the student's own code (a stub
+    here): the copy holds no reference of the assignment, and the grader's own copy is
+    out of reach under the student's account. (As the grader's user, ``plain``, the
+    grader's copy can be read: the README says so; only the copy is checked then.)"""
+    grader = request.getfixturevalue(who)
+    result = graded(grader, cheating(OTHER_TASK_LEAK, base=Submission.stubs(TREE)))
+    text = "\n".join(c.message for c in result.checks)
+    assert result.score == 0 and "LEAK" in text and "NotImplementedError('Task 2.2" in text
+    distinctive = "y = z - lse_z"   # a line of the reference's log_softmax forward
+    if who == "isolated":
+        assert distinctive not in text
+    else:   # the first region read is the copy's: the stub
+        assert text.split("LEAK ")[1].lstrip().startswith("raise NotImplementedError('Task 2.2")
+
+
+BORROW = "p = ctx.xp.exp(log_softmax(Tensor(x), dim).data)"   # softmax = exp(log_softmax), task 2.2's op
+
+
+def test_calling_another_task_s_code_calls_the_student_s_own(plain):
+    backward = REFERENCE.blocks[(SOFTMAX, "2.1")][1]
+    assert graded(plain, cheating(BORROW, backward, base=Submission.stubs(TREE))).score == 0   # their 2.2: a stub
+    assert graded(plain, cheating(BORROW, backward)).score == 30   # their 2.2 is right, and so softmax built on it
+
+
+BORROW_LATER = """
+from minitorch_attn.functional.attention import _attention_weights   # task 4.1's, a later assignment
+rows = ctx.xp.moveaxis(x, dim, -1)
+p = ctx.xp.moveaxis(_attention_weights(ctx.xp, None, rows, ctx.xp.eye(rows.shape[-1], dtype=x.dtype), 1.0, None,
+                                       None), -1, dim)                # softmax(x @ I), the attention weights
+"""
+
+
+def test_a_later_assignment_s_code_is_the_stub_the_student_has(plain):
+    result = graded(plain, cheating(BORROW_LATER, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))
+    assert result.score == 0 and "NotImplementedError: Task 4.1" in "\n".join(c.message for c in result.checks)
+
+
+def test_student_code_has_no_network(isolated):
+    if not sandbox.network_cut()[0]:
+        pytest.skip(f"no network namespace for student code here: {sandbox.network_cut()[1]}")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        send = f"""
+        import socket
+        try:
+            socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=2).sendall(b'stolen')
+            said = 'SENT'
+        except OSError as error:
+            said = 'UNREACHABLE ' + str(error)
+        raise RuntimeError(said)
+        """
+        result = graded(isolated, cheating(send))
+        with pytest.raises(BlockingIOError):
+            server.accept()            # no run of the student's code reached it
+    text = "\n".join(c.message for c in result.checks)
+    assert result.score == 0 and "UNREACHABLE" in text and "SENT" not in text
+
+
+HOG = """
+hog = []
+while True:
+    hog.append(bytearray(64 * 2 ** 20))
+"""
+
+
+def test_exhausting_memory_costs_only_its_own_task(plain):
+    result = graded(plain, cheating(HOG, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))
+    text = "\n".join(c.message for c in result.checks)
+    assert result.score == 0 and "MemoryError" in text
+    assert f"at most {plain.confinement.memory >> 20} MB of memory" in text
+    assert graded(plain, REFERENCE, task="2.2").score == 30
+
+
+def test_the_remote_library_reads_replies_defensively():
+    """A reply of the student's process is data of a known form, or the check fails."""
+    import base64
+    import io
+
+    import numpy as np
+
+    student = remote.Student(ROOT, sandbox.NONE)
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([object()], dtype=object), allow_pickle=True)
+    pickled = base64.b64encode(buffer.getvalue()).decode()
+    deep = 1
+    for _ in range(remote.MAX_DEPTH + 2):
+        deep = {"list": [deep]}
+    for reply in ({"array": pickled}, {"array": "not base64!"}, {"tuple": [1], "list": [2]}, {"ref": ["3", "x"]},
+                  {"function": "os.system"}, deep):
+        with pytest.raises(remote.StudentError):
+            student._decode(reply)
+    assert student._decode({"tuple": [1, "a" * 10_000, None]})[1] == "a" * remote.MAX_TEXT_CHARS
+    buffer = io.BytesIO()
+    np.save(buffer, np.arange(3.0))
+    assert student._decode({"array": base64.b64encode(buffer.getvalue()).decode()}).tolist() == [0.0, 1.0, 2.0]
+
+
 # ---- held-back inputs cannot be memorised --------------------------------------------------------------
-def test_probe_inputs_follow_the_secret_and_the_code():
-    one = probes.seed("secret", "2.1", "code")
-    assert one == probes.seed("secret", "2.1", "code")     # the same submission, the same grade
-    assert len({one, probes.seed("other", "2.1", "code"), probes.seed("secret", "2.1", "code "),
-                probes.seed("secret", "2.2", "code")}) == 4
+def test_held_back_inputs_follow_the_secret_and_the_code():
+    one = judge.seed("secret", "2.1", "code")
+    assert one == judge.seed("secret", "2.1", "code")     # the same submission, the same grade
+    assert len({one, judge.seed("other", "2.1", "code"), judge.seed("secret", "2.1", "code "),
+                judge.seed("secret", "2.2", "code")}) == 4
 
 
 # ---- never lose earned points -------------------------------------------------------------------------------
@@ -330,7 +502,7 @@ def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_sto
     pid_file = pathlib.Path("/tmp") / f"minitorch-attn-hang-{os.getpid()}"
     pid_file.unlink(missing_ok=True)
     path = tree / SOFTMAX
-    hang = ["import os", "if os.path.isdir('tests/instructor'):   # the graded run, not the visible one",
+    hang = ["import os, sys", "if any('(task_2_2)' in a for a in sys.argv):   # task 2.2's run, not the visible one",
             f"    open({str(pid_file)!r} + '.part', 'w').write(str(__import__('os').getpid()))",
             f"    os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})", "    while True:", "        pass"]
     forward, backward = REFERENCE.blocks[(SOFTMAX, "2.2")]
@@ -379,15 +551,15 @@ def _alive(pid):
     return True
 
 
-def test_a_student_grades_their_own_tree_without_probes(tmp_path):
-    """In a student tree there is no reference to compare probes with: the tests decide."""
+def test_a_student_grades_their_own_tree_without_held_back_tests(tmp_path):
+    """In a student tree there is no held-back test and no reference: the public tests decide."""
     from minitorch_attn.homework.make import make
     make(tmp_path / "hw2", 2)
     with Grader(tmp_path / "hw2", budget=400) as grader:
         assert not grader.has_reference
         quick(grader)
         result = graded(grader, Submission.from_path(tmp_path / "hw2", grader.tree))
-    assert result.score == 0 and result.checks and not any(c.nodeid.startswith("probe: ") for c in result.checks)
+    assert result.score == 0 and result.checks and not any(c.held_back for c in result.checks)
 
 
 # ---- the pieces, one by one ---------------------------------------------------------------------------------
@@ -398,22 +570,59 @@ def test_task_limits_share_the_budget_and_refuse_one_too_small():
         task_limits(80, 5, 60)
 
 
-def test_probe_values_are_read_defensively(tmp_path):
+def test_the_student_s_library_answers_in_a_process_of_its_own():
+    """Calls, attributes and operators cross as requests; an error, a hang and an exit of
+    the student's process each fail the check that asked, and the next check starts anew."""
     import numpy as np
-    np.save(tmp_path / "probe0.out0.npy", np.array([object()], dtype=object), allow_pickle=True)
-    np.save(tmp_path / "probe1.out0.npy", np.ones(3))
-    (tmp_path / "probe1.grad0.npy").symlink_to(tmp_path / "probe1.out0.npy")
-    (tmp_path / "probe2.out0.npy").write_bytes(b"\x93NUMPY" + b"\0" * (probes.MAX_ARRAY_BYTES + 1))
-    (tmp_path / "probe3.error.txt").write_text("E" * 10_000)
-    loaded = probes.load(tmp_path, 4)
-    assert "out0" not in loaded[0]["arrays"] and "unreadable" in loaded[0]["error"]
-    assert set(loaded[1]["arrays"]) == {"out0"} and "not a plain file" in loaded[1]["error"]
-    assert not loaded[2]["arrays"] and len(loaded[3]["error"]) == probes.MAX_ERROR_CHARS
-    reference = [{"arrays": {"out0": np.ones(3)}, "error": None}] * 4
-    verdicts = dict(probes.compare(["a", "b", "c", "d"], loaded, reference))
-    assert verdicts["b"] is None and all(verdicts[k] for k in "acd")
-    wrong = [{"arrays": {"out0": np.array([1.0, 1.5, 1.0])}, "error": None}]
-    assert "wrong at element (1,): yours 1.5, expected 1" in probes.compare(["a"], wrong, reference[:1])[0][1]
+
+    import minitorch_attn as mt
+
+    student = remote.Student(ROOT, sandbox.NONE)
+    try:
+        student.begin(60)
+        x = student.send(mt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True))
+        ((x * x).sum() + 1).backward()
+        assert x.grad.numpy().tolist() == [[0, 2, 4], [6, 8, 10]] and x.shape == (2, 3) and len(x) == 2
+        assert [row.numpy().tolist() for row in x] == [[0, 1, 2], [3, 4, 5]] and x.grad is x.grad
+        with pytest.raises(remote.StudentError, match=r"your code raised ValueError: .*dim 5.*\(at minitorch_attn/"):
+            student.module("minitorch_attn.functional").softmax(x, dim=5)
+        student.reset()
+        student.begin(1)
+        with pytest.raises(remote.StudentError, match="did not answer within the 1 s of this check"):
+            student.module("time").sleep(30)
+        with pytest.raises(remote.StudentError, match="stopped earlier in this check"):
+            student.module("os")
+        student.reset()
+        student.begin(60)
+        with pytest.raises(remote.StudentError, match=r"ended the student's process \(the process ended with exit "
+                                                      r"status 3\)"):
+            student.module("os")._exit(3)
+        student.reset()
+        student.begin(60)
+        assert student.module("math").sqrt(4.0) == 2.0 and student.restarts == 2
+        for _ in range(remote.MAX_STOPS_IN_A_ROW):   # code that ends the process in every check ...
+            student.reset()
+            student.begin(60)
+            with pytest.raises(remote.StudentError, match="ended the student's process"):
+                student.module("os")._exit(4)
+        student.reset()
+        student.begin(60)
+        with pytest.raises(remote.StudentError, match="not run: the student's process was stopped in the 3 checks"):
+            student.module("math")                   # ... fails the next checks at once
+    finally:
+        student.close()
+
+
+def test_a_task_without_held_back_tests_or_with_a_stray_one_is_a_grader_error():
+    """A task's points must not rest on the public tests alone (their report is written by
+    the student's process), and a test must run somewhere."""
+    with Grader(TREE) as grader:
+        grader._expected = {markers.marker_name(t): ["tests/test_functional.py::test_x"] for t in TASKS}
+        with pytest.raises(GraderError, match="task 3.1 has no held-back test"):
+            grader.grade(REFERENCE, 3)
+        grader._expected["task_3_1"].append("tests/test_homework.py::test_y")
+        with pytest.raises(GraderError, match="in a held-out file outside tests/instructor"):
+            grader.expected("3.1")
 
 
 def test_feedback_names_the_mistake_whose_pattern_the_failures_match():
@@ -455,3 +664,14 @@ def test_what_the_student_account_left_in_shared_folders_is_removed(tmp_path):
             os.chown(path, *account)
     sandbox.remove_files_of(account, [str(tmp_path)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+
+
+def test_graders_at_the_same_time_get_accounts_of_their_own():
+    """Each grader kills every process of its student account: two graders on one machine
+    (a shared CI host) must not share one."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: student accounts")
+    mine = sandbox.student_account()
+    code = "from minitorch_attn.homework import sandbox; print(sandbox.student_account()[0])"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert int(other.stdout) != mine[0] and sandbox.student_account() == mine

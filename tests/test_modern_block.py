@@ -1,7 +1,10 @@
 """The modern decoder block (LLaMA's): RMSNorm before attention and MLP, rotary positions,
 grouped-query attention, a SwiGLU feed-forward, no biases; :class:`nn.SiLU` and
 :class:`nn.SwiGLU`; and ``nn.GPT(**nn.LLAMA)``: it trains, the KV cache and checkpoints work
-with it, and PyTorch's re-implementation (``minitorch_attn.torch_gpt``) gives its logits."""
+with it, and PyTorch's re-implementation (``minitorch_attn.torch_gpt``) gives its logits.
+
+Homework assignment 6: ``task_6_1`` (silu), ``task_6_2`` (SwiGLU), ``task_6_3`` (the block's
+assembly) mark the tests of each task."""
 
 import numpy as np
 import pytest
@@ -25,12 +28,45 @@ def to_float64(model):
     return model
 
 
+def np_silu(x):
+    """x σ(x) in float64, σ without overflow."""
+    return x * np.exp(-np.logaddexp(0.0, -x))
+
+
 # ---- the layers ----------------------------------------------------------------------------------
+@pytest.mark.task_6_1
 def test_silu_module_is_f_silu():
     x = mt.randn(3, 4)
     np.testing.assert_array_equal(nn.SiLU()(x).numpy(), F.silu(x).numpy())
 
 
+@pytest.mark.task_6_1
+def test_silu_values_and_gradients_against_float64():
+    x = mt.tensor([-3.0, -1.0, -0.25, 0.0, 0.5, 1.0, 4.0], dtype="float64", requires_grad=True)
+    y = F.silu(x)
+    expected = np_silu(x.numpy())
+    np.testing.assert_allclose(y.numpy(), expected, rtol=0, atol=float64_tolerance(expected, 8, "float64"))
+    assert y.numpy()[5] == pytest.approx(0.7310585786300049, abs=1e-15)   # silu(1) = σ(1)
+    assert mt.gradcheck(F.silu, [x])
+    assert mt.gradcheck(F.silu, [mt.randn(3, 4, dtype="float64", requires_grad=True)])
+
+
+@pytest.mark.task_6_1
+@pytest.mark.parametrize("dtype, big", [("float64", 800.0), ("float32", 100.0)])
+def test_silu_of_large_inputs_neither_overflows_nor_loses_its_gradient(dtype, big):
+    """e^|x| overflows at these |x| (past 709 in float64 and 88 in float32): a sigmoid written
+    with it warns or returns NaN; the limits are silu = x (gradient 1) and silu = -0 (gradient 0)."""
+    values = np.array([-big, -40.0, 40.0, big])
+    x = mt.tensor(values, dtype=dtype, requires_grad=True)
+    y = F.silu(x)
+    y.backward(mt.ones(4, dtype=dtype))
+    s = np.exp(-np.logaddexp(0.0, -values))
+    np.testing.assert_allclose(y.numpy(), values * s, rtol=0, atol=float64_tolerance(values, 8, dtype))
+    np.testing.assert_allclose(x.grad.numpy(), s * (1 + values * (1 - s)), rtol=0, atol=float64_tolerance(1, 8, dtype))
+    assert y.dtype == x.grad.dtype == dtype
+
+
+@pytest.mark.task_6_2
 def test_swiglu_is_w2_of_silu_w1x_times_w3x():
     mt.manual_seed(0)
     ffn = nn.SwiGLU(6, 10)
@@ -42,6 +78,19 @@ def test_swiglu_is_w2_of_silu_w1x_times_w3x():
     np.testing.assert_allclose(ffn(x).numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.task_6_2
+def test_swiglu_gradients_by_finite_differences_and_of_every_weight():
+    mt.manual_seed(1)
+    ffn = to_float64(nn.SwiGLU(4, 6))
+    x = mt.randn(2, 3, 4, dtype="float64", requires_grad=True)
+    assert mt.gradcheck(ffn, [x])
+    ffn(x).sum().backward()
+    for name, p in ffn.named_parameters():
+        assert p.grad is not None and p.grad.shape == p.shape, name
+    assert nn.SwiGLU(4, 6, bias=True).w2.bias.shape == (4,)     # biases only when asked for
+
+
+@pytest.mark.task_6_2
 def test_swiglu_width_matches_a_gelu_network_of_width_4d():
     assert nn.swiglu_width(128) == 344 and nn.swiglu_width(48) == 128
     gelu, swiglu = nn.FeedForward(128, 512), nn.SwiGLU(128, nn.swiglu_width(128))
@@ -49,6 +98,7 @@ def test_swiglu_width_matches_a_gelu_network_of_width_4d():
     assert count(gelu) == 131712 and count(swiglu) == 132096   # within 0.3%
 
 
+@pytest.mark.task_6_3
 def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of():
     model = small_gpt(**MODERN)
     names = [name for name, _ in model.named_parameters()]
@@ -63,6 +113,46 @@ def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of():
 def test_an_unknown_mlp_is_a_value_error():
     with pytest.raises(ValueError, match="mlp must be one of"):
         small_gpt(mlp="relu")
+
+
+@pytest.mark.task_6_3
+def test_rotary_attention_sees_relative_positions_only():
+    """Three tokens at positions 0, 1, 2, and the same three at 4, 5, 6 after a cached prefix
+    that the mask hides: rotated queries and keys give the same output (their dot products
+    depend on the distance only), and the values are not rotated."""
+    mt.manual_seed(2)
+    mha = to_float64(nn.MultiHeadAttention(8, 2, dropout=0.0, num_kv_heads=1, rope_base=10.0))
+    x, prefix = mt.randn(1, 3, 8, dtype="float64"), mt.randn(1, 4, 8, dtype="float64")
+    at_start = mha(x, x, x, is_causal=True, need_weights=False)[0].numpy()
+    cache = nn.KVCache(1)
+    mha(prefix, prefix, prefix, is_causal=True, cache=cache)
+    only_these = mt.tensor(np.concatenate([np.zeros((3, 4), bool), np.tril(np.ones((3, 3), bool))], axis=1))
+    later = mha(x, x, x, attn_mask=only_these, need_weights=False, cache=cache)[0].numpy()
+    assert cache.position == 7
+    np.testing.assert_allclose(later, at_start, rtol=0, atol=float64_tolerance(at_start, 64, "float64"))
+    unrotated = to_float64(nn.MultiHeadAttention(8, 2, dropout=0.0, num_kv_heads=1))
+    unrotated.load_state_dict(mha.state_dict())
+    assert np.abs(unrotated(x, x, x, is_causal=True)[0].numpy() - at_start).max() > 1e-3   # the rotation matters
+
+
+@pytest.mark.task_6_3
+def test_cached_chunks_of_any_size_give_the_logits_of_one_forward():
+    """A prompt, then chunks of several tokens that straddle the window of 8 keys (the
+    banded mask then sits at the bottom right: the new tokens are the last of the keys),
+    then single tokens: the logits of one forward over the whole sequence at every step."""
+    model = small_gpt(**MODERN).eval()
+    rng = np.random.default_rng(5)
+    for p in model.parameters():           # weights large enough for every position to matter
+        p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
+    idx = mt.tensor(rng.integers(0, 11, (2, 20)))
+    full = model(idx).numpy()
+    cache, pieces, start = model.new_cache(), [], 0
+    for size in (3, 6, 1, 9, 1):
+        pieces.append(model(idx[:, start:start + size], cache=cache).numpy())
+        start += size
+    assert start == 20 and cache.position == 20 and cache.length == 7
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=0,
+                               atol=float64_tolerance(full, 100, "float64"))
 
 
 # ---- it trains -----------------------------------------------------------------------------------
@@ -83,6 +173,7 @@ def train(model, steps=30, seed=0):
     return losses
 
 
+@pytest.mark.task_6_3
 def test_the_modern_gpt_trains_and_deterministically():
     first = train(small_gpt(**MODERN))
     assert first[-1] < 0.5 * first[0], first
@@ -90,6 +181,7 @@ def test_the_modern_gpt_trains_and_deterministically():
 
 
 # ---- generation, checkpoints ---------------------------------------------------------------------
+@pytest.mark.task_6_3
 def test_cached_generation_gives_the_logits_of_full_forwards_past_the_window():
     model = to_float64(small_gpt(**MODERN)).eval()
     kw = dict(temperature=0.0, return_logits=True)

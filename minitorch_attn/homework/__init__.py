@@ -11,12 +11,15 @@ tests of a task carry the pytest marker ``task_1_2``.
 * :mod:`.markers` finds and checks the marked regions;
 * :mod:`.make` writes a student tree for one assignment (``homework make``);
 * :mod:`.submission` reads a student's code for each task from a tree, a zip or loose files;
-* :mod:`.instructor` splices one task of it into a copy of the instructor's tree;
-* :mod:`.sandbox` runs student code apart (another user under root, limits, nothing left
-  behind); :mod:`.runner` and :mod:`.pytest_report` run a task's tests there and read
-  back their report without trusting it; :mod:`.probes` are the checks the grader
-  compares itself, on inputs drawn from a secret;
-* :mod:`.grade` grades every task of an assignment, each in isolation, and
+* :mod:`.instructor` splices it into a copy of the instructor's tree made as the
+  student's own tree is (no held-back test, no reference of the assignment);
+* :mod:`.sandbox` runs student code apart (another user under root, no network, a memory
+  cap, limits, nothing left behind); :mod:`.runner` and :mod:`.pytest_report` run a
+  task's public tests there and read back their report without trusting it, and its
+  held-back tests in the grader's own copy, where :mod:`.judge` and :mod:`.remote` give
+  them the student's library in a process of its own (:mod:`.worker`), on inputs drawn
+  from a secret;
+* :mod:`.grade` grades every task of an assignment, each in a run of its own, and
   :mod:`.results` writes Gradescope's ``results.json`` (``homework grade``);
 * :mod:`.selftest` grades the reference, the stubs and the planted mistakes of
   ``mutants.json`` (``homework selftest``); :mod:`.patterns` names a student's mistake

@@ -1,7 +1,7 @@
 """``minitorch-attn homework``: make a student tree, grade one, check the grading, release it.
 
     minitorch-attn homework make --out DIR --assignment N
-    minitorch-attn homework grade PATH --assignment N [--results FILE]
+    minitorch-attn homework grade PATH --assignment N [--results FILE] [--budget S] [--memory MB]
     minitorch-attn homework selftest [--assignment N] [--write-patterns]
     minitorch-attn homework autograder --assignment N --out FILE.zip
     minitorch-attn homework check
@@ -23,6 +23,7 @@ from .instructor import InstructorTree
 from .make import make
 from .markers import check
 from .results import grade_submission, print_table
+from .sandbox import GRADER_MEMORY_MB, PLATFORM_MEMORY_MB
 from .selftest import selftest
 
 
@@ -47,6 +48,9 @@ def add_homework(subparsers):
     grade_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
     grade_parser.add_argument("--budget", type=positive_float, default=600.0,
                               help="time limit of the whole grading, seconds, shared out among the tasks (default 600)")
+    grade_parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
+                              help=f"memory of the machine, MB; each process of student code may use it less "
+                                   f"{GRADER_MEMORY_MB} (default {PLATFORM_MEMORY_MB}, Gradescope's)")
     grade_parser.set_defaults(run=_grade)
 
     self_parser = actions.add_parser(
@@ -64,6 +68,9 @@ def add_homework(subparsers):
     zip_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
     zip_parser.add_argument("--budget", type=positive_float, default=600.0,
                             help="the Gradescope timeout you will set for the assignment, seconds (default 600)")
+    zip_parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
+                            help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB}); "
+                                 f"each process of student code may use it less {GRADER_MEMORY_MB}")
     zip_parser.set_defaults(run=_autograder)
 
     check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
@@ -82,7 +89,7 @@ def _grade(args):
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
-                                 timeout=args.timeout, budget=args.budget)  # GraderError and bad input: main() reports them, status 2
+                                 timeout=args.timeout, budget=args.budget, memory=args.memory)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)
     print(f"wrote {results_path}")
     return 0
@@ -95,7 +102,7 @@ def _selftest(args):
 
 
 def _autograder(args):
-    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget)
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory)
     print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
           f"with a Gradescope timeout of {args.budget:g} s")
     return 0

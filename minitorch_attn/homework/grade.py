@@ -1,34 +1,44 @@
 """Grade a submission task by task: the student's code computes, the grader judges.
 
 For assignment N, the grader first collects the instructor's tests in its own copy (no
-student code there) to know which tests belong to each task. Then:
+student code there) to know which tests belong to each task. Student code then only ever
+runs in a copy of *the student's own tree* (:meth:`.InstructorTree.student_tree`): their
+code in every task of N (a task whose code cannot be read or does not compile: its stub),
+the solutions of earlier assignments, stubs for every later one, the public tests; no
+held-back test and no reference of N or later is on disk there. Then:
 
-1. **the visible run** (:meth:`Grader.visible`): the student's code for every task of N,
-   the solutions of earlier assignments and stubs for the rest (exactly the tree the
-   student has), with the public tests only: nothing held back is on disk. Its outcomes
-   are the smoke tests that students see at once; they are worth no points.
-2. **each task T on its own** (:meth:`Grader.grade_task`): the student's code for T is
-   read from the submission (:mod:`.submission`); a missing file, broken markers or a
-   syntax error is T's 0, with the reason. It is spliced into a copy holding the
-   reference solution in the other tasks of N (so that a mistake costs only its own task)
-   and in earlier assignments, and stubs in every later assignment (never a later
-   reference). In that copy, under the sandbox (:mod:`.sandbox`), the probes of T
-   (:mod:`.probes`) and then T's tests (public and held back) run.
+1. **the visible run** (:meth:`Grader.visible`): the public tests of every task of N in
+   that tree. Its outcomes are the smoke tests that students see at once; they are worth
+   no points.
+2. **each task T on its own** (:meth:`Grader.grade_task`): T's code is read from the
+   submission (:mod:`.submission`); a missing file, broken markers or a syntax error is
+   T's 0, with the reason. In a fresh copy of the student's tree, under the sandbox
+   (:mod:`.sandbox`), T's public tests run; then T's held-back tests run in the grader's own
+   copy (:func:`.runner.run_held_back`, :mod:`.judge`), a trusted process that asks the
+   student's library, in a worker under the sandbox in that copy, for values and compares
+   them with the reference's.
 
-T earns its points when every test the grader collected for T passed, and every probe
-of T gave the reference's values. The tests' outcomes are read from a report that the
-student's code could forge; the probes are compared by the grader itself, on inputs drawn
-from a secret, so a task's points always need code that computes the right values.
+T earns its points when every test the grader collected for T passed. The public tests'
+outcomes are read from a report that the student's code could forge; the held-back ones
+are the grader's own, on inputs drawn from a secret (:func:`.judge.seed`), so a task's
+points always need code that computes the right values: every task must have held-back
+tests (a :class:`GraderError` otherwise).
+
+The other tasks of N are the student's own code, as in their tree: where T's code calls
+another task's (cross_entropy calling log_softmax, every backward calling the engine), a
+mistake there costs T too, as it does when the student runs the tests. Never the
+reference: the student's process could read or call it.
 
 Time: each run (the visible one, then one per task) gets an equal share of ``budget``
 (the platform's limit, less ``RESERVE``), and each test at most half a share, so that a
-hang costs its own task and the grading always ends in time. The result of a task is the
+hang costs its own task and the grading always ends in time. A task's public tests get
+``PUBLIC_SHARE`` of its share, its held-back tests the rest. The result of a task is the
 same for the same code, so a :class:`Grader` remembers it (the selftest grades many
 submissions that share most of their code).
 
 A missing library the tests need is a :class:`~minitorch_attn.homework.instructor.GraderError` (no score), never a 0. In a
 student's own tree (``homework grade .`` there: no held-back tests, and their code where the
-reference would be) there is nothing to compare probes with, so only the tests run.
+reference would be) only the public tests run.
 """
 
 from __future__ import annotations
@@ -37,21 +47,19 @@ import dataclasses
 import hashlib
 import os
 import pathlib
-import shutil
 import sys
 import time
 
-from ..opinfo import gradcheck_names_of_task
-from . import markers, patterns, probes, sandbox
-from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace, splice_all
-from .runner import Check, Run, collect, run_probes, run_tests
+from . import judge, markers, patterns, sandbox
+from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace
+from .runner import Check, Run, collect, run_held_back, run_tests
 
 __all__ = ["Grader", "GraderError", "TaskResult"]
 
 LOCAL_SECRET = "minitorch-attn local grading: not a secret"
 SECRET_VARIABLE = "MINITORCH_ATTN_GRADING_SECRET"
 RESERVE = 45.0           # seconds of the budget kept for starting, collecting and writing results
-PROBE_SHARE = 0.25       # of a task's time, for its probes
+PUBLIC_SHARE = 0.4       # of a task's time, for its public tests (the held-back ones get the rest)
 
 
 @dataclasses.dataclass
@@ -105,29 +113,34 @@ class Grader:
         timeout: the longest time of one test, in seconds.
         budget: the time the whole grading of one submission may take, in seconds
             (Gradescope's timeout for the assignment).
-        secret: the probes' secret (default: the release's, else $MINITORCH_ATTN_GRADING_SECRET,
-            else a fixed local one).
+        secret: the held-back tests' secret (default: the release's, else
+            $MINITORCH_ATTN_GRADING_SECRET, else a fixed local one).
         python: the Python that runs student code (default: this one).
+        memory: the memory of the machine the grading runs on, in MB (Gradescope's default
+            768); each process of student code may use that less what the grader keeps
+            (:func:`.sandbox.student_memory`).
     Raises:
+        ValueError: a memory too small to leave student code its minimum.
         GraderError: when a library the tests need is missing, or when
             ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (as ``run_autograder`` does) and
-            student code cannot run under its own account.
+            student code cannot run under its own account; from :meth:`grade`, when a task
+            has no held-back test (its points would rest on a report student code writes).
     """
 
-    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None):
+    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None,
+                 memory=sandbox.PLATFORM_MEMORY_MB):
         self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
         self.tree.check_dependencies()
         self.timeout, self.budget = timeout, budget
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
-        self.account, self.isolation = _account(self.python)
+        self.confinement = _confinement(self.python, memory)
         self.patterns = patterns.load(self.tree.root)
-        # a student's own tree (no held-back tests) holds their code, not a reference: no probes there
+        # a student's own tree (no held-back tests) holds their code, not a reference: nothing to judge with
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
-        self._done = {}        # (task id, digest of the spliced sources) -> TaskResult
+        self._done = {}        # (task id, digest of the student's tree) -> TaskResult
         self._expected = None
-        self._reference = {}   # (task id, seed) -> the reference's probe values
 
     def grade(self, submission, assignment, visible=True, on_result=None):
         """``[TaskResult]`` for each task of assignment number ``assignment``, in order.
@@ -138,6 +151,9 @@ class Grader:
             if not self.expected(task["id"]):
                 raise GraderError(f"no test in {self.tree.root}/tests carries the marker of task {task['id']} "
                                   f"(@pytest.mark.{markers.marker_name(task['id'])})")
+            if self.has_reference and not self.held_back(task["id"]):
+                raise GraderError(f"task {task['id']} has no held-back test in {self.tree.root}/{INSTRUCTOR_TESTS}: "
+                                  f"its points would rest on a report that the student's code writes")
         limit, test_timeout = task_limits(self.budget, len(chosen["tasks"]) + visible, self.timeout)
         shown = self.visible(submission, assignment, limit, test_timeout) if visible else {}
         results = []
@@ -149,50 +165,72 @@ class Grader:
         return results
 
     def expected(self, task_id, public_only=False):
-        """The node ids of the instructor's tests of ``task_id`` (collected once, in the grader's copy)."""
+        """The node ids of the instructor's tests of ``task_id`` (collected once, in the
+        grader's copy); with ``public_only``, those of the student's tree only.
+
+        Raises:
+            GraderError: a test of the task is in a held-out file outside ``tests/instructor``
+                (it would run nowhere: not beside the student's code, not in the judge).
+        """
         if self._expected is None:
             self._expected = collect(self.workspace.base, limit=max(120.0, self.budget / 4))
-        held_out = tuple(self.tree.manifest.get("held_out", []))
-        return [n for n in self._expected.get(markers.marker_name(task_id), [])
-                if not (public_only and n.startswith(held_out))]
+        held_out = tuple(p.rstrip("/") for p in self.tree.manifest.get("held_out", []))
+        found = self._expected.get(markers.marker_name(task_id), [])
+        stray = [n for n in found if n.startswith(held_out) and not n.startswith(INSTRUCTOR_TESTS + "/")]
+        if stray:
+            raise GraderError(f"{stray[0]} carries the marker of task {task_id} but is in a held-out file "
+                              f"outside {INSTRUCTOR_TESTS}: move it there (held back) or out of the held-out list")
+        return [n for n in found if not (public_only and n.startswith(held_out))]
+
+    def held_back(self, task_id):
+        """The node ids of the held-back tests of ``task_id`` (``tests/instructor/``)."""
+        return [n for n in self.expected(task_id) if n.startswith(INSTRUCTOR_TESTS + "/")]
+
+    def student_tree(self, submission, number):
+        """``{relative path: source}`` of the student's own tree for assignment ``number``:
+        their code in each task whose code can be read and compiles, the stub elsewhere."""
+        theirs = {}
+        for task_id in sorted(self.tree.tasks_of(number)):
+            try:
+                blocks = submission.for_task(task_id, self.tree)
+                self._compile(self.tree.spliced(task_id, blocks), task_id)
+            except SubmissionProblem:
+                continue
+            theirs[task_id] = blocks
+        return self.tree.student_tree(theirs, number)
 
     def grade_task(self, task, submission, limit=300.0, test_timeout=None):
         """Grade one task (a manifest entry) of ``submission``; see the module docstring."""
         start = time.monotonic()
         task_id = task["id"]
         number = int(task_id.split(".")[0])
-        later = self.tree.tasks_of(number, later=True)
+        test_timeout = test_timeout or self.timeout
 
         def zero(problem):
             return TaskResult(task_id, task["title"], task["points"], [], problem, time.monotonic() - start)
 
         try:
-            sources = self.tree.spliced(task_id, submission.for_task(task_id, self.tree), stubbed=later)
+            self._compile(self.tree.spliced(task_id, submission.for_task(task_id, self.tree)), task_id)
         except SubmissionProblem as problem:
             return zero(str(problem))
+        sources = self.student_tree(submission, number)
         digest = hashlib.sha256(repr(sorted(sources.items())).encode()).hexdigest()
         if (task_id, digest) in self._done:
             return dataclasses.replace(self._done[(task_id, digest)], reused=True)
-        for rel, text in sources.items():
-            try:
-                compile(text, rel, "exec")
-            except SyntaxError as error:
-                line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
-                return zero(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
-                            f"at the line `{line}`")
-        # the task's gradient-check samples in the catalogue of operations (none without a reference)
-        names = gradcheck_names_of_task(task_id) if self.has_reference else []
-        seed = probes.seed(self.secret, task_id, digest)
-        folder = self.workspace.copy_with(sources, later)
+        stubbed = self.tree.tasks_of(number) | self.tree.tasks_of(number, later=True)
+        folder = self.workspace.copy_with(sources, stubbed)
         try:
-            theirs, stopped = run_probes(folder, names, seed, limit * PROBE_SHARE, self.account, self.python) if names else ([], None)
-            spent = time.monotonic() - start
-            run = run_tests(folder, [task_id], {task_id: self.expected(task_id)}, test_timeout or self.timeout,
-                            max(limit * (1 - PROBE_SHARE), limit - spent), self.account, self.python)[task_id]
+            public = run_tests(folder, [task_id], {task_id: self.expected(task_id, public_only=True)}, test_timeout,
+                               limit * PUBLIC_SHARE, self.confinement, self.python)[task_id]
+            held = Run([])
+            if self.has_reference:
+                held = run_held_back(self.workspace.base, task_id, self.held_back(task_id), folder, self.confinement,
+                                     judge.seed(self.secret, task_id, digest), test_timeout,
+                                     max(limit * (1 - PUBLIC_SHARE), limit - (time.monotonic() - start)), self.python)
         finally:
             self.workspace.discard(folder)
-        checks = run.checks + self._probe_checks(task_id, names, seed, theirs, stopped)
-        result = TaskResult(task_id, task["title"], task["points"], checks, run.problem, time.monotonic() - start)
+        result = TaskResult(task_id, task["title"], task["points"], public.checks + held.checks,
+                            public.problem or held.problem, time.monotonic() - start)
         result.pattern = patterns.match(self.patterns, task_id, [c.nodeid for c in result.failures])
         self._done[(task_id, digest)] = result
         return result
@@ -201,50 +239,33 @@ class Grader:
         """``{task id: Run}`` of the public tests on the student's own tree (see the module docstring)."""
         tasks = sorted(self.tree.tasks_of(assignment))
         stubbed = set(tasks) | self.tree.tasks_of(assignment, later=True)
-        sources = {}
-        for rel, regions in self.tree.regions.items():
-            if not any(r.task in stubbed for r in regions):
-                continue
-            theirs = {}
-            for task_id in {r.task for r in regions} & set(tasks):
-                try:
-                    blocks = submission.for_task(task_id, self.tree)[rel]
-                except SubmissionProblem:
-                    continue
-                if len(blocks) == sum(r.task == task_id for r in regions):
-                    theirs[task_id] = blocks
-            sources[rel] = splice_all((self.tree.root / rel).read_text(), regions, theirs, stubbed, self.tree.titles)
-        folder = self.workspace.copy_with(sources, stubbed, public_only=True)
+        folder = self.workspace.copy_with(self.student_tree(submission, assignment), stubbed)
         try:
             expected = {t: self.expected(t, public_only=True) for t in tasks}
-            return run_tests(folder, tasks, expected, test_timeout, limit, self.account, self.python)
+            return run_tests(folder, tasks, expected, test_timeout, limit, self.confinement, self.python)
         finally:
             self.workspace.discard(folder)
 
-    def _probe_checks(self, task_id, names, seed, theirs, stopped):
-        """One :class:`Check` per probe, from the grader's own comparison."""
-        if not names:
-            return []
-        if (task_id, seed) not in self._reference:
-            out = pathlib.Path(self.workspace.folder) / "reference-probes"
-            shutil.rmtree(out, ignore_errors=True)
-            if self.tree.root == markers.PROJECT_ROOT:   # the instructor's code is the one this grader imports
-                probes.evaluate(names, seed, out)
-                reference = probes.load(out, len(names))
-            else:
-                reference, _ = run_probes(self.workspace.base, names, seed, max(60.0, self.budget / 4), None,
-                                          self.python)
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.rmtree(pathlib.Path(self.workspace.base) / ".probes", ignore_errors=True)
-            self._reference[(task_id, seed)] = reference
-        try:
-            verdicts = probes.compare(names, theirs, self._reference[(task_id, seed)])
-        except ValueError as error:
-            raise GraderError(str(error)) from None
-        return [Check(f"probe: {name}", "passed" if why is None else "failed",
-                      "" if why is None else f"{name}, on inputs drawn for this submission: {why}"
-                      + (f" ({stopped})" if stopped else ""))
-                for name, why in verdicts]
+    @staticmethod
+    def _compile(sources, task_id):
+        """SubmissionProblem naming the line when the task's code in ``sources`` does not compile."""
+        for rel, text in sources.items():
+            try:
+                compile(text, rel, "exec")
+            except SyntaxError as error:
+                line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
+                raise SubmissionProblem(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
+                                        f"at the line `{line}`") from None
+
+    @property
+    def account(self):
+        """``(uid, gid)`` of the account that runs student code, or None (the grader's own user)."""
+        return self.confinement.account
+
+    @property
+    def isolation(self):
+        """A sentence saying what student code ran under (user, network, memory)."""
+        return self.confinement.why
 
     @property
     def workspace(self):
@@ -265,25 +286,17 @@ class Grader:
         self.close()
 
 
-def _account(python):
-    """``(the student's account or None, a sentence saying who runs student code)``."""
-    try:
-        account = sandbox.student_account()
-    except OSError as error:
-        account, why = None, str(error)
-    else:
-        why = "the grader is not root, so there is no other user to run it as"
-    if account is not None and not sandbox.reachable(python):
-        account, why = None, f"{python} cannot be run by another user (a folder above it is private)"
+def _confinement(python, memory):
+    """The :class:`.sandbox.Confinement` of student code on this machine; GraderError when
+    ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set and it falls short (see :class:`Grader`)."""
+    confinement = sandbox.Confinement.of(python, memory)
     if os.environ.get("MINITORCH_ATTN_REQUIRE_ISOLATION"):
         if sandbox.finds(python, "torch"):
             raise GraderError(f"{python} has PyTorch, which would let student code compute the reference's "
                               f"values: grade with a Python without it (setup.sh installs none)")
-        if account is None:
-            raise GraderError(f"student code cannot run under its own account: {why}")
-    if account is not None:
-        return account, f"student code ran as the user {sandbox.STUDENT_USER}"
-    return None, f"student code ran as the grader's own user: {why}"
+        if confinement.account is None:
+            raise GraderError(f"student code cannot run under its own account: {confinement.why}")
+    return confinement
 
 
 def _release_secret(root):

@@ -12,7 +12,7 @@ assignment" autograder. At its root:
   of it, or just the edited files) into ``/autograder/results/results.json``, task by
   task within ``--budget`` seconds (set the assignment's Gradescope timeout to it);
 * ``minitorch_attn/homework/release_secret.txt``: a random secret, new in every zip, from
-  which the probes' inputs are drawn (readable by root only once grading starts);
+  which the held-back tests' inputs are drawn (readable by root only once grading starts);
 * the instructor's tree (package with the reference solutions and manifest, tests with
   the held-back ones, ``gradcheck/``, ``setup.cfg``, ``pyproject.toml``, ``README.md``),
   which Gradescope unpacks into ``/autograder/source``.
@@ -39,7 +39,7 @@ from .grade import task_limits
 from .instructor import SECRET_FILE, GraderError, InstructorTree
 from .results import grade_submission, print_table, write_results
 from .runner import cap
-from .sandbox import STUDENT_USER
+from .sandbox import PLATFORM_MEMORY_MB, STUDENT_USER, student_memory
 
 SHIPPED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml", "README.md")
 LEFT_OUT_NAMES = {"mutants.json", "results.json", "release_secret.txt"}   # the selftest's catalogue is not needed
@@ -88,14 +88,15 @@ cd "$root/source"
 "$python" minitorch_attn/homework/preflight.py "$root/results/results.json" || exit 2
 export MINITORCH_ATTN_REQUIRE_ISOLATION="${{MINITORCH_ATTN_REQUIRE_ISOLATION-1}}"
 exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment {number} --timeout {timeout:g} \\
-    --budget {budget:g}
+    --budget {budget:g} --memory {memory:g}
 """
 
 
-def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0):
+def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB):
     """Write the autograder zip of assignment ``number`` to ``out`` (atomically); returns
     the names it holds. Each zip holds a new random secret (``release_secret.txt``) from
-    which the probes' inputs are drawn; ``budget`` is the Gradescope timeout the teacher sets.
+    which the held-back checks' inputs are drawn; ``budget`` is the Gradescope timeout the teacher
+    sets, ``memory`` the memory (MB) of the assignment's machine there.
 
     Raises:
         ValueError: an unknown assignment. GraderError: an unusable instructor's tree.
@@ -103,6 +104,7 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0):
     tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
     tree.assignment(number)
     task_limits(budget, len(tree.assignment(number)["tasks"]) + 1, timeout)   # ValueError when too small
+    student_memory(memory)                                                     # likewise
     out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
@@ -111,7 +113,7 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0):
     try:
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
             scripts = {"setup.sh": SETUP_SH.format(pins=" ".join(f"'{p}'" for p in PINS), user=STUDENT_USER),
-                       "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget)}
+                       "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget, memory=memory)}
             for name, text in scripts.items():
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o100755 << 16          # executable, as Gradescope runs them
@@ -159,6 +161,8 @@ def main(argv=None):
     parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, in seconds")
     parser.add_argument("--budget", type=positive_float, default=600.0,
                         help="the assignment's Gradescope timeout, in seconds (default 600)")
+    parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
+                        help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB})")
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
     signal.signal(signal.SIGTERM, stop_on_signal)
@@ -172,7 +176,7 @@ def main(argv=None):
         os.chmod(results.parent, 0o755)   # root's: the student's account cannot write results.json
     try:
         _, graded = grade_submission(root / "submission", args.assignment, results, instructor=root / "source",
-                                     timeout=args.timeout, budget=args.budget)
+                                     timeout=args.timeout, budget=args.budget, memory=args.memory)
     except (GraderError, ValueError) as error:
         print(f"the autograder could not grade: {error}", file=sys.stderr)
         write_grader_error(results, str(error))

@@ -1,14 +1,17 @@
-"""The instructor's tree, and the copy of it in which one task of a submission is graded.
+"""The instructor's tree, and the copies of it in which a submission is graded.
 
-Grading task T of a submission means: take a fresh copy of the instructor's tree (the
-package with the reference solutions of T's assignment and earlier ones and stubs for every
-later assignment, the tests with the held-back ones, the gradcheck entries and checker,
-``setup.cfg``) and replace the code of T's solution regions, and only those, by the
-student's code for T. Nothing else of the submission reaches the
-copy: not its tests or ``conftest.py``, not its ``setup.cfg`` or ``.homework.json``, not
-its gradcheck checker or its package ``__init__.py``. So a task's points depend on that
-task's code only, whatever the student did elsewhere, and a task left undone costs only
-its own points.
+The student's code runs in a copy of the instructor's tree made as the student's own tree
+is (:meth:`InstructorTree.student_tree`): the package with the student's code in every
+solution region of the assignment graded, the reference solutions of earlier assignments
+(handed out anyway) and stubs for every later one; the public tests, the gradcheck entries
+and checker, ``setup.cfg``. No held-back test, no reference of the assignment or of a
+later one, no release secret. Nothing else of the submission reaches the copy: not its
+tests or ``conftest.py``, not its ``setup.cfg`` or ``.homework.json``, not its gradcheck
+checker or its package ``__init__.py``: only the code between the SOLUTION lines.
+
+The held-back tests run in the grader's own copy of the whole instructor's tree
+(:attr:`Workspace.base`, which no student code can enter) and reach the student's code in
+the other copy through :mod:`.judge`.
 
 Regions are matched by task id and order: the k-th ``BEGIN SOLUTION 2.1`` region of the
 student's ``functional/softmax.py`` fills the k-th one of the instructor's, re-indented
@@ -109,6 +112,20 @@ class InstructorTree:
             sources[rel] = splice((self.root / rel).read_text(), regions, task_id, theirs, stubbed, self.titles)
         return sources
 
+    def student_tree(self, theirs, number):
+        """``{relative path: source}`` of every package file with a region of assignment
+        ``number`` or a later one, as the student has it: the code of ``theirs`` (``{task id:
+        {relative path: [lines of each region]}}``, tasks of ``number``) in its regions, every
+        other region of ``number`` and of later assignments its stub, earlier ones the
+        reference's."""
+        stubbed = self.tasks_of(number) | self.tasks_of(number, later=True)
+        sources = {}
+        for rel, regions in self.regions.items():
+            if any(r.task in stubbed for r in regions):
+                replacements = {task: blocks[rel] for task, blocks in theirs.items() if rel in blocks}
+                sources[rel] = splice_all((self.root / rel).read_text(), regions, replacements, stubbed, self.titles)
+        return sources
+
     def requirements(self):
         """The distributions the tests need: setup.cfg's install_requires and its test extra."""
         config = configparser.ConfigParser()
@@ -163,11 +180,12 @@ class Workspace:
     compiled copy of the instructor's tree, ``base``, and the copies student code runs in.
 
     ``base`` holds every reference solution and the held-back tests; no student code ever
-    runs there (the grader collects the tests and runs the reference's probes in it). Each
-    copy for student code is made from a *graded base* (:meth:`graded_base`): ``base``
-    with every region of the ``stubbed`` tasks replaced by its stub, and without the
-    selftest's catalogue, the release secret and the held-out files (``tests/instructor``
-    too when ``public_only``). Use it as a context manager; it removes its folder."""
+    runs there (the grader collects the tests and runs the held-back ones in it). Each copy
+    for student code is made from the *graded base* of an assignment (:meth:`graded_base`):
+    ``base`` with every region of the ``stubbed`` tasks (that assignment's and the later
+    ones) replaced by its stub, and without the held-out files (``tests/instructor`` among
+    them), the selftest's catalogue and the release secret; the student's code is then
+    written over it (:meth:`copy_with`). Use it as a context manager; it removes its folder."""
 
     def __init__(self, tree):
         self.tree = tree
@@ -184,19 +202,17 @@ class Workspace:
         compileall.compile_dir(self.base, quiet=2)
         self._bases = {}
 
-    def graded_base(self, stubbed, public_only=False):
+    def graded_base(self, stubbed):
         """The copy of ``base`` that copies for student code are made from (see the class docstring)."""
-        key = (frozenset(stubbed), public_only)
+        key = frozenset(stubbed)
         if key not in self._bases:
             folder = self.folder / f"graded-{len(self._bases)}"
             shutil.copytree(self.base, folder)
             for rel, regions in self.tree.regions.items():
-                if any(r.task in key[0] for r in regions):
-                    _write_source(folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key[0],
+                if any(r.task in key for r in regions):
+                    _write_source(folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key,
                                                            self.tree.titles))
-            held_out = [p for p in self.tree.manifest.get("held_out", [])
-                        if public_only or p != INSTRUCTOR_TESTS]
-            for rel in [*held_out, *NEVER_COPIED]:
+            for rel in [*self.tree.manifest.get("held_out", []), INSTRUCTOR_TESTS, *NEVER_COPIED]:
                 path = folder / rel
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
@@ -205,7 +221,7 @@ class Workspace:
             self._bases[key] = folder
         return self._bases[key]
 
-    def copy_with(self, sources, stubbed, public_only=False):
+    def copy_with(self, sources, stubbed):
         """A new copy of the graded base with ``sources`` (``{relative path: text}``) written
         over it; returns its folder (remove it with :meth:`discard`). The copy sits in a
         folder of its own that other users may pass through but not list (mode 0711), outside
@@ -213,7 +229,7 @@ class Workspace:
         holder = pathlib.Path(tempfile.mkdtemp(prefix="minitorch-attn-task-"))
         os.chmod(holder, 0o711)
         folder = holder / "tree"
-        shutil.copytree(self.graded_base(stubbed, public_only), folder)
+        shutil.copytree(self.graded_base(stubbed), folder)
         for rel, text in sources.items():
             _write_source(folder / rel, text)
         return folder

@@ -121,10 +121,12 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
                   "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
                   "assignments; leave them for now.", ""]
     lines += ["## Grading", "",
-              "Each task is graded on its own: your code for that task, with the reference solution",
-              "everywhere else, so a mistake costs only the points of its own task. A task's points",
-              "need every one of its tests to pass, the ones above and a few held back by your",
-              "instructor (the same kinds of checks, at extreme inputs and on tricky graphs). To see",
+              "Each task is graded in a run of its own, on your code for the whole assignment (this",
+              "folder's): a mistake costs the points of its task, and of the tasks whose code calls it",
+              "(a backward runs through the engine, a test may check two tasks at once), so do the",
+              "tasks in order. A task's points need every one of its tests to pass, the ones above",
+              "and a few held back by your instructor (the same kinds of checks, at extreme inputs and",
+              "on tricky graphs, on inputs drawn anew for each submission). To see",
               "the table your instructor will see, minus the held-back tests:", "",
               "```bash", f"minitorch-attn homework grade . --assignment {chosen['number']}", "```", "",
               "Hand in this folder (or a zip of it, or just the files you edited).", ""]

@@ -13,8 +13,9 @@ happens, so a run that crashes or hangs still says how far it got:
 * ``{"collect_error": nodeid, "message"}`` for a test file that cannot be imported;
 * ``{"exit": status}`` when the session ends.
 
-The report is written by the process that runs the student's code, so the grader reads it
-as a claim, not a verdict (see :mod:`.runner`).
+For the public tests the report is written by the process that runs the student's code,
+so the grader reads it as a claim, not a verdict; for the held-back tests it is written by
+the grader's own process, where no student code runs (see :mod:`.runner`).
 
 ``breakpoint()`` and ``pdb.set_trace()`` raise instead of waiting for a terminal that
 is not there (the grader closes stdin).

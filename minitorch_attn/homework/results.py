@@ -13,9 +13,10 @@ Each task gives two entries:
   as soon as they submit;
 * ``Task 2.1: ...``, ``visibility: "after_published"``, worth the task's points: every
   check, the held-back ones included, each failure listed in full (the test, its message
-  with the op, input shape, forward or gradient and, for a gradient check, the checker's
-  line such as "gradient of input 1 (shape (3, 5)) is wrong at element (2, 1): ...",
-  and where it failed). Students see it once the instructor publishes the grades.
+  with the op, input shape, forward or gradient and the worst element, such as
+  "rms_norm (weight) gradient of input 0, inputs (3, 6), (6,) float64: 13 of 18 elements
+  wrong; worst at (2, 1): yours ..., expected ...", and where it failed). Students see it
+  once the instructor publishes the grades.
 
 The file is written atomically (a temporary file renamed over it), so a reader never
 sees half of one, after each task (so that a grading stopped from outside keeps what was
@@ -36,13 +37,15 @@ import time
 
 from .grade import Grader, GraderError
 from .runner import cap
+from .sandbox import PLATFORM_MEMORY_MB
 from .submission import Submission
 
 MAX_RESULTS_CHARS = 1_000_000    # all of results.json's text together, about
 MAX_GROUPS = 12                  # kinds of failure listed for one task
 
 
-def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0):
+def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0,
+                     memory=PLATFORM_MEMORY_MB):
     """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
     and write ``results_path``, after each task (so that a grading stopped from outside,
     Ctrl-C or SIGTERM, keeps the points already earned); returns ``(results dict, [TaskResult])``.
@@ -55,25 +58,27 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
     results_path.unlink(missing_ok=True)
     start = time.monotonic()
     try:
-        with Grader(instructor, timeout, budget) as grader:
+        with Grader(instructor, timeout, budget, memory=memory) as grader:
             chosen = grader.tree.assignment(assignment)
             submission = Submission.from_path(path, grader.tree)
 
             def progress(done):
-                write_results(results_path, gradescope_results(chosen, done, time.monotonic() - start))
+                write_results(results_path, gradescope_results(chosen, done, time.monotonic() - start, isolation))
 
+            isolation = grader.isolation.replace("student code ran ", "", 1)
             graded = grader.grade(submission, assignment, on_result=progress)
     except GraderError:
         results_path.unlink(missing_ok=True)   # a grader that cannot grade gives no grade
         raise
-    results = gradescope_results(chosen, graded, time.monotonic() - start)
+    results = gradescope_results(chosen, graded, time.monotonic() - start, isolation)
     write_results(results_path, results)
     return results, graded
 
 
-def gradescope_results(chosen, graded, seconds):
+def gradescope_results(chosen, graded, seconds, isolation=""):
     """The results.json dict of one graded assignment (see the module docstring); tasks
-    not graded yet are listed with 0 points and say so. At most ``MAX_RESULTS_CHARS`` of output."""
+    not graded yet are listed with 0 points and say so; ``isolation`` says what student code
+    ran under (:attr:`.Grader.isolation`). At most ``MAX_RESULTS_CHARS`` of output."""
     tests = []
     done = {r.task_id: r for r in graded}
     for task in chosen["tasks"]:
@@ -101,10 +106,12 @@ def gradescope_results(chosen, graded, seconds):
                       "visibility": "after_published", "output": describe(result)})
     score, maximum = sum(r.score for r in graded), sum(t["points"] for t in chosen["tasks"])
     summary = (f"Assignment {chosen['number']}: {chosen['title']}. Score {score}/{maximum}.\n"
-               "Each task is graded on its own: your code for that task, with the reference solution in every "
-               "other place, so a mistake costs only the points of the task it is in. A task's points need all "
-               "of its checks to pass. The smoke tests are the tests in your own folder, run on your own code; "
-               "the full result of each task, with the held-back checks, is shown when the grades are published.")
+               "Each task is graded in a run of its own, on your own code for the whole assignment (as in your "
+               "folder): a mistake costs the task it is in, and the tasks whose code calls it (a backward that "
+               "calls your engine, cross_entropy calling your log_softmax). A task's points need all of its "
+               "checks to pass. The smoke tests are the tests in your own folder, run on your own code; the full "
+               "result of each task, with the held-back checks, is shown when the grades are published."
+               + (f"\nYour code ran {isolation}." if isolation else ""))
     share = max(2_000, (MAX_RESULTS_CHARS - len(summary)) // max(1, len(tests)))
     for test in tests:
         test["output"] = cap(test["output"], share)

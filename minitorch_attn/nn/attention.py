@@ -88,8 +88,9 @@ class MultiHeadAttention(Module):
             ``W_q, W_k, W_v`` (one matrix product for self-attention; the same function).
         rope_base: None (default) for no positions inside attention, or the base of rotary
             position embeddings (:func:`~minitorch_attn.functional.rotary_embedding`,
-            arXiv:2104.09864): queries and keys are rotated at their positions after the
-            head split, before the keys are cached (self-attention only).
+            arXiv:2104.09864): queries and keys (never values) are rotated at their
+            positions after the head split, before the keys are cached (self-attention
+            only); with a cache the positions continue it, from ``cache.seen[layer_index]``.
         attn_impl: how attention runs when ``need_weights=False``: ``"naive"`` (scores,
             softmax, weights @ V in one op,
             :func:`~minitorch_attn.functional.scaled_dot_product_attention`) or
@@ -196,10 +197,12 @@ class MultiHeadAttention(Module):
         if self.rope_base is not None:  # rotary positions, continuing the cached ones
             if key.shape[1] != length:
                 raise ValueError(f"rotary positions need self-attention: {length} queries but {key.shape[1]} keys")
+            # BEGIN SOLUTION 6.3
             start = 0 if cache is None else cache.seen[layer_index]
             positions = arange(start, start + length, device=query.device)
             q = F.rotary_embedding(q, positions, base=self.rope_base)
             k = F.rotary_embedding(k, positions, base=self.rope_base)
+            # END SOLUTION
         alignment = "top_left"
         if cache is not None:
             k, v = cache.append(layer_index, k, v)                     # (B, h_kv, offset + T_q, d_k)

@@ -31,32 +31,54 @@ class SwiGLU(Module):
     no biases by default (as LLaMA). Three matrices instead of two, so at ``d_ff = 8/3
     d_model`` it has the parameters of a GELU network of width ``4 d_model``
     (:func:`swiglu_width`). Shapes: ``(..., d_model) -> (..., d_model)``.
+
+    Forward, and the backward that autograd composes from the hand-written ones of the
+    linear maps, silu and the product (``g`` the upstream gradient, ``σ = sigmoid(a)``;
+    the weight gradients sum over every row of ``...``)::
+
+        1. a = w1 x,  b = w3 x             (..., d_ff): the gate and the value
+        2. h = silu(a) * b
+        3. y = w2 h                         (..., d_model)
+
+        3. dh = g w2,  dw2 = gᵀ h
+        2. da = dh * b * σ (1 + a (1 - σ)),  db = dh * silu(a)    (product rule; silu's derivative)
+        1. dx = da w1 + db w3,  dw1 = daᵀ x,  dw3 = dbᵀ x         (x feeds both: the two add up)
     """
 
     def __init__(self, d_model, d_ff, bias=False):
         super().__init__()
+        # BEGIN SOLUTION 6.2
         self.w1 = Linear(d_model, d_ff, bias=bias)
         self.w3 = Linear(d_model, d_ff, bias=bias)
         self.w2 = Linear(d_ff, d_model, bias=bias)
+        # END SOLUTION
 
     def forward(self, x):
+        # BEGIN SOLUTION 6.2
         return self.w2(F.silu(self.w1(x)) * self.w3(x))                 # (..., d_ff) -> (..., d_model)
+        # END SOLUTION
 
 
 def swiglu_width(d_model):
     """LLaMA's hidden width for a SwiGLU network: ``2/3 · 4 d_model``, rounded up to a multiple
     of 8 (arXiv:2302.13971 §2.2): the parameters of a GELU network of width ``4 d_model``."""
+    # BEGIN SOLUTION 6.2
     return -(-(8 * d_model) // (3 * 8)) * 8
+    # END SOLUTION
 
 
 MLPS = ("gelu", "swiglu")
 
 
 def _make_mlp(mlp, d_model, d_ff, activation):
+    """The feed-forward network of a block: GPT-2's GELU network (``"gelu"``, its GELU
+    ``activation``: ``"none"`` or ``"tanh"``) or LLaMA's :class:`SwiGLU` without biases (``"swiglu"``)."""
     if mlp == "gelu":
         return FeedForward(d_model, d_ff, approximate=activation)
     if mlp == "swiglu":
+        # BEGIN SOLUTION 6.3
         return SwiGLU(d_model, d_ff)
+        # END SOLUTION
     raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
 
 
@@ -181,8 +203,10 @@ class _SelfAttentionStack(Module):
         self.token_embedding = Embedding(vocab_size, d_model)
         if pos_encoding == "learned":
             self.position_embedding = Embedding(max_seq_len, d_model)
-        else:
+        else:  # every block's attention rotates its queries and keys
+            # BEGIN SOLUTION 6.3
             block_options["rope_base"] = rope_base
+            # END SOLUTION
         self.dropout = Dropout(dropout)
         self.blocks = ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options)
                                  for _ in range(num_layers))
@@ -295,8 +319,10 @@ class GPT(_SelfAttentionStack):
         length = idx.shape[1]
         keys = length + (0 if cache is None else cache.length)  # keys the new tokens attend over
         attn_mask = None  # plain causal attention, unless the sliding window cuts into the keys
-        if self.pos_encoding == "rope" and keys > self.max_seq_len:
+        if self.pos_encoding == "rope" and keys > self.max_seq_len:  # each query sees its last max_seq_len keys
+            # BEGIN SOLUTION 6.3
             attn_mask = causal_mask(length, keys, "bottom_right", device=idx.device, window=self.max_seq_len)
+            # END SOLUTION
         all_weights = []
         for i, block in enumerate(self.blocks):
             x = block(x, attn_mask=attn_mask, is_causal=attn_mask is None, need_weights=need_weights,
@@ -311,7 +337,9 @@ class GPT(_SelfAttentionStack):
         """An empty :class:`KVCache` for incremental generation: with rotary positions it
         slides (keeps the last window), with learned ones it ends at ``max_seq_len``."""
         if self.pos_encoding == "rope":
+            # BEGIN SOLUTION 6.3
             return KVCache(len(self.blocks), window=self.max_seq_len)
+            # END SOLUTION
         return KVCache(len(self.blocks), max_positions=self.max_seq_len)
 
     def context(self, ids):

@@ -1,4 +1,5 @@
-"""Records of the activations and dropout of :mod:`minitorch_attn.functional.activations`.
+"""Records of the activations and dropout of :mod:`minitorch_attn.functional.activations`
+(SiLU's is homework task 6.1, with a sample of the SwiGLU feed-forward it gates).
 
 ReLU's samples stay away from its kink at 0 (where the derivative jumps and finite
 differences cannot agree with either side); dropout's reseed before every call, so the
@@ -23,6 +24,17 @@ def np_gelu(x, approximate="none"):
     return x * 0.5 * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
 
 
+def np_sigmoid(x):
+    """σ(x) in float64 without overflow: exp(-log(1 + e^-x))."""
+    return np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=np.float64)))
+
+
+def swiglu_from_ops(x, w1, w3, w2):
+    """SwiGLU's gate and projections, ``w2(silu(w1 x) * w3 x)``, from the ops: a check of
+    silu's backward inside the feed-forward it serves (the product rule around it)."""
+    return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
+
+
 RECORDS = register(__name__, [
     OpInfo("gelu", F.gelu, ("F.gelu",),
            (Sample("gelu (exact)", lambda d: [d.randn(4, 5, scale=2.0)]),
@@ -45,18 +57,22 @@ RECORDS = register(__name__, [
             Sample("sigmoid (large |x|, ±inf)", lambda d: [d.values([-np.inf, -800.0, -40.0, 40.0, 800.0, np.inf])],
                    edges=NONFINITE)),
            "σ(x) = 1 / (1 + e^-x) from e^-|x| (no overflow); dσ/dx = σ (1 - σ), from the output",
-           ref=lambda x: np.exp(-np.logaddexp(0.0, -x)), torch_ref=lambda torch, x: torch.sigmoid(x),
-           ref_backward=lambda grads, x: [grads[0] * np.exp(-np.logaddexp(0.0, -x)) * np.exp(-np.logaddexp(0.0, x))],
+           ref=np_sigmoid, torch_ref=lambda torch, x: torch.sigmoid(x),
+           ref_backward=lambda grads, x: [grads[0] * np_sigmoid(x) * np_sigmoid(-x)],
            task=None, exponentiates=False,
            one_input=OneInput(F.sigmoid, lambda torch, x: torch.sigmoid(x), of_ints="float")),
     OpInfo("silu", F.silu, ("F.silu",),
            (Sample("silu", lambda d: [d.randn(4, 5, scale=3.0)]),
+            Sample("silu (3-D)", lambda d: [d.randn(2, 3, 4)]),
+            Sample("silu (SwiGLU: w2(silu(w1 x) * w3 x))",
+                   lambda d: [d.randn(2, 3, 4), d.randn(6, 4), d.randn(6, 4), d.randn(4, 6)], fn=swiglu_from_ops),
             Sample("silu (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
             Sample("silu (0-d)", lambda d: [d.randn()], edges=SCALAR),
             Sample("silu (large |x|, inf)", lambda d: [d.values([-800.0, -40.0, 40.0, 800.0, np.inf])],
                    edges=NONFINITE)),
            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x), d/dx = σ(x) (1 + x (1 - σ(x)))",
-           ref=lambda x: x / (1 + np.exp(-x)), torch_ref=lambda torch, x: torch.nn.functional.silu(x), task=None,
+           ref=lambda x: x * np_sigmoid(x), torch_ref=lambda torch, x: torch.nn.functional.silu(x),
+           ref_backward=lambda grads, x: [grads[0] * np_sigmoid(x) * (1 + x * np_sigmoid(-x))], task="6.1",
            one_input=OneInput(F.silu, lambda torch, x: torch.nn.functional.silu(x), of_ints="TypeError")),
     OpInfo("relu", F.relu, ("F.relu",),
            (Sample("relu", lambda d: [d.away_from(4, 5)]),

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-import minitorch_attn.functional as F
 from tests.instructor.expect import expect_close, leaf, log_softmax
 
 pytestmark = pytest.mark.instructor
@@ -44,12 +43,12 @@ def sum_to(g, shape):
 
 
 @pytest.mark.task_1_3
-def test_every_broadcasting_pattern_sums_its_gradient_back(rng):
+def test_every_broadcasting_pattern_sums_its_gradient_back(student, rng):
     for sa, sb in itertools.product(broadcast_shapes(), repeat=2):
         if np.broadcast_shapes(sa, sb) != RESULT:
             continue
         x, y, g = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(RESULT)
-        a, b = leaf(x), leaf(y)
+        a, b = leaf(student, x), leaf(student, y)
         (a * b + a).backward(mt.tensor(g))
         what = f"a * b + a gradient of {{}}, inputs {sa}, {sb} float64"
         expect_close(a.grad, sum_to(g * (np.broadcast_to(y, RESULT) + 1), sa), what=what.format("a"), n_ops=64)
@@ -61,12 +60,12 @@ EXPONENTS = [0, 1, 2, 3, -1, -2, 0.5, -1.5, 2.5]
 
 @pytest.mark.task_1_2
 @pytest.mark.parametrize("p", EXPONENTS, ids=str)
-def test_every_special_exponent(rng, p):
+def test_every_special_exponent(student, rng, p):
     x = rng.uniform(0.5, 2.0, 6) * rng.choice([-1.0, 1.0], 6) if float(p).is_integer() else rng.uniform(0.5, 2.0, 6)
     if float(p).is_integer() and p >= 0:
         x[0] = 0.0      # x ** p is smooth at 0 for these: d/dx = p x^(p-1), and 0 for p = 0
     g = rng.standard_normal(6)
-    t = leaf(x)
+    t = leaf(student, x)
     (t ** p).backward(mt.tensor(g))
     expected = g * (np.zeros_like(x) if p == 0 else p * np.power(x, p - 1.0))
     expect_close(t.grad, expected, what=f"x ** {p} gradient, input (6,) float64 (x includes 0: {x[0] == 0})")
@@ -75,7 +74,7 @@ def test_every_special_exponent(rng, p):
 @pytest.mark.task_2_3
 @pytest.mark.parametrize("weighted, ignored, smoothing, reduction",
                          list(itertools.product([False, True], [False, True], [0.0, 0.2], ["mean", "sum", "none"])))
-def test_cross_entropy_in_every_combination_of_its_options(rng, weighted, ignored, smoothing, reduction):
+def test_cross_entropy_in_every_combination_of_its_options(student, rng, weighted, ignored, smoothing, reduction):
     M, C = 6, 4
     x = rng.standard_normal((M, C))
     target = rng.integers(0, C, M)
@@ -95,7 +94,8 @@ def test_cross_entropy_in_every_combination_of_its_options(rng, weighted, ignore
     else:
         total = (onehot * w).sum()
         expected, expected_grad = loss.sum() / total, grad_rows * g / total
-    t = leaf(x)
+    t = leaf(student, x)
+    F = student.module("minitorch_attn.functional")
     out = F.cross_entropy(t, mt.tensor(target), weight=mt.tensor(w) if weighted else None,
                           label_smoothing=smoothing, reduction=reduction)
     out.backward(mt.tensor(g))
@@ -109,7 +109,7 @@ def test_cross_entropy_in_every_combination_of_its_options(rng, weighted, ignore
 @pytest.mark.parametrize("weighted", [False, True], ids=["no weight", "weight"])
 @pytest.mark.parametrize("op", [pytest.param("layer_norm", marks=pytest.mark.task_3_1),
                                 pytest.param("rms_norm", marks=pytest.mark.task_3_2)])
-def test_norms_over_every_rank_of_normalized_shape(rng, op, rank, weighted):
+def test_norms_over_every_rank_of_normalized_shape(student, rng, op, rank, weighted):
     shape = (2, 3, 4, 2)
     normalized = shape[len(shape) - rank:]
     axes = tuple(range(len(shape) - rank, len(shape)))
@@ -128,8 +128,9 @@ def test_norms_over_every_rank_of_normalized_shape(rng, op, rank, weighted):
         expected_grad = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
     else:
         expected_grad = rstd * (dxhat - xhat * mean(dxhat * xhat))
-    t = leaf(x)
+    t = leaf(student, x)
     weight = mt.tensor(w) if weighted else None
+    F = student.module("minitorch_attn.functional")
     out = (F.layer_norm(t, normalized, weight, None, eps=eps) if op == "layer_norm"
            else F.rms_norm(t, normalized, weight, eps=eps))
     out.backward(mt.tensor(g))

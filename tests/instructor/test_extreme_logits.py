@@ -19,7 +19,7 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import opinfo
 from minitorch_attn.opinfo.record import Inputs
-from tests.instructor.expect import expect_close, host
+from tests.instructor.expect import expect_close, host, student_call
 
 
 def _marker(task):
@@ -47,24 +47,27 @@ def _shapes(values):
 
 
 @pytest.mark.parametrize("record, sample, part, dtype", _cases())
-def test_extreme_logits(record, sample, part, dtype):
-    inputs = sample.make(Inputs("cpu", dtype))
-    outputs = sample.call(record.op)(*inputs)
-    outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+def test_extreme_logits(student, rng, record, sample, part, dtype):
+    inputs = sample.make(Inputs("cpu", dtype, seed=int(rng.integers(2 ** 32))))
+    theirs = student.send(inputs)
+    outputs = student_call(student, record, sample)(*theirs)
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
     arrays = [host(v) if isinstance(v, mt.Tensor) and v.dtype.startswith("float")
               else (v.numpy() if isinstance(v, mt.Tensor) else v) for v in inputs]
     n_ops = sample.rounding_steps(record, dtype)
     what = f"{sample.name} {{}}, inputs {_shapes(inputs)} {dtype}, logits within ±{Inputs.EXTREME[dtype]:g}"
     expected = record.ref(*arrays, **sample.kwargs)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
+    assert len(outputs) == len(expected), f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
     if part == "forward":
         for i, (ours, reference) in enumerate(zip(outputs, expected)):
             expect_close(ours, reference, what=what.format(f"forward (output {i})"), n_ops=n_ops, dtype=dtype)
         return
-    upstream = [np.random.default_rng(1).standard_normal(o.shape) for o in outputs]
-    mt.backward(outputs, [mt.tensor(u, dtype=dtype) for u in upstream])
-    for i, (tensor, reference) in enumerate(zip(inputs, record.ref_backward(upstream, *arrays, **sample.kwargs))):
-        if reference is not None and isinstance(tensor, mt.Tensor) and tensor.requires_grad:
+    upstream = [rng.standard_normal(np.shape(e)) for e in expected]
+    student.module("minitorch_attn").backward(outputs, [mt.tensor(u, dtype=dtype) for u in upstream])
+    gradients = record.ref_backward(upstream, *arrays, **sample.kwargs)
+    for i, (mine, tensor, reference) in enumerate(zip(inputs, theirs, gradients)):
+        if reference is not None and isinstance(mine, mt.Tensor) and mine.requires_grad:
             expect_close(tensor.grad, reference, what=what.format(f"gradient of input {i}"), n_ops=n_ops, dtype=dtype)
 
 

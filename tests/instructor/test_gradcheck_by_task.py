@@ -1,15 +1,25 @@
-"""The gradient checks of each task: the gradient-check samples of the catalogue of
-operations whose task is this one (``minitorch_attn/opinfo/``), in float64 on NumPy, marked
-with the task. A failure carries the checker's own line ("gradient of input 1 (shape (3,
-5)) is wrong at element (2, 1): analytic ..., numeric ...")."""
+"""The gradient checks of each task, on inputs the student cannot know in advance.
 
+For each gradient-check sample of the catalogue of operations whose task is this one
+(``minitorch_attn/opinfo/``), in float64 on NumPy, marked with the task: the inputs are
+drawn from this test's ``rng`` (under the grader, from the grading's secret seed), and the
+student's outputs and the gradients of ``sum(output * g)`` for a random ``g`` must equal
+those of this process's library within ``REFERENCE_RTOL``. Under the grader that library is
+the instructor's: the student's values are compared with the reference's. In the project's
+own suite it is the library under test itself, and the finite-difference checks of the
+same samples are ``tests/test_gradcheck_suite.py``'s.
+"""
+
+import numpy as np
 import pytest
 
+import minitorch_attn as mt
 from minitorch_attn import opinfo
-from minitorch_attn.gradcheck.suite import Inputs, entries
 from minitorch_attn.homework import markers
+from minitorch_attn.opinfo.record import Inputs
+from tests.instructor.expect import REFERENCE_RTOL, expect_close, host, student_call
 
-ENTRIES = {entry.name: entry for entry in entries()}
+SAMPLES = {sample.name: (record, sample) for record, sample in opinfo.gradcheck_samples()}
 CASES = [pytest.param(task["id"], name, id=f"{task['id']} {name}",
                       marks=getattr(pytest.mark, markers.marker_name(task["id"])))
          for assignment in markers.load_manifest()["assignments"] for task in assignment["tasks"]
@@ -27,8 +37,28 @@ def test_every_task_with_a_record_has_gradient_checks():
 
 
 @pytest.mark.parametrize("task, name", CASES)
-def test_gradient_check_of_the_task(task, name):
-    entry = ENTRIES[name]
-    shapes = ", ".join(str(tuple(t.shape)) for t in entry.make(Inputs()) if hasattr(t, "shape"))
-    report = entry.run(device="cpu", dtype="float64")
-    assert report.passed, f"gradcheck {name!r} (inputs {shapes}, float64): {report.failure}"
+def test_gradient_check_of_the_task(student, rng, task, name):
+    record, sample = SAMPLES[name]
+    seed = int(rng.integers(2 ** 31))
+    inputs = sample.make(Inputs("cpu", "float64", seed))
+    shapes = ", ".join(str(tuple(t.shape)) for t in inputs if hasattr(t, "shape"))
+    theirs = student.send(inputs)
+    mt.manual_seed(seed)                             # random ops draw alike on both sides
+    student.module("minitorch_attn").manual_seed(seed)
+    expected = sample.call(record.op)(*inputs)
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    outputs = student_call(student, record, sample)(*theirs)
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    what = f"{name} {{}}, inputs {shapes} float64, drawn for this submission"
+    assert len(outputs) == len(expected), f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
+    for i, (ours, reference) in enumerate(zip(outputs, expected)):
+        expect_close(ours, host(reference), what=what.format(f"output {i}"), rtol=REFERENCE_RTOL)
+    roots = [i for i, o in enumerate(expected) if o.dtype in ("float32", "float64") and o.requires_grad]
+    upstream = [rng.standard_normal(expected[i].shape) for i in roots]
+    if not roots:
+        return
+    mt.backward([expected[i] for i in roots], [mt.tensor(u) for u in upstream])
+    student.module("minitorch_attn").backward([outputs[i] for i in roots], [mt.tensor(u) for u in upstream])
+    for i, (mine, tensor) in enumerate(zip(inputs, theirs)):
+        if isinstance(mine, mt.Tensor) and mine.grad is not None:
+            expect_close(tensor.grad, host(mine.grad), what=what.format(f"gradient of input {i}"), rtol=REFERENCE_RTOL)

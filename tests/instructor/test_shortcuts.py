@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-import minitorch_attn.functional as F
 from minitorch_attn import nn
 from tests.instructor.expect import attention_reference, expect_close, leaf, softmax
 
@@ -20,8 +19,8 @@ def close(ours, expected, what):
 
 
 @pytest.mark.task_1_1
-def test_task_1_1_a_node_used_twice_accumulates(rng):
-    a = leaf([1.0, -2.0])
+def test_task_1_1_a_node_used_twice_accumulates(student, rng):
+    a = leaf(student, [1.0, -2.0])
     g = rng.standard_normal(2)
     b = a * a + a            # a used three times: d/da = 2a + 1
     b.backward(mt.tensor(g))
@@ -33,7 +32,7 @@ def test_task_1_1_a_node_used_twice_accumulates(rng):
 
 
 @pytest.mark.task_1_2
-def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
+def test_task_1_2_elementwise_under_a_random_upstream_gradient(student, rng):
     x = rng.uniform(0.5, 2.0, (3, 4))
     y = rng.uniform(0.5, 2.0, (3, 4))
     g = rng.standard_normal((3, 4))
@@ -46,7 +45,7 @@ def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
         ("a ** 3 - b", lambda a, b: a ** 3 - b, lambda: (g * 3 * x ** 2, -g)),
     ]
     for name, fn, expected in cases:
-        a, b = leaf(x), leaf(y)
+        a, b = leaf(student, x), leaf(student, y)
         fn(a, b).backward(mt.tensor(g))
         ea, eb = expected()
         close(a.grad, ea, f"{name} gradient of a, inputs (3, 4), (3, 4) float64")
@@ -54,17 +53,17 @@ def test_task_1_2_elementwise_under_a_random_upstream_gradient(rng):
 
 
 @pytest.mark.task_1_3
-def test_task_1_3_broadcast_gradients_are_reduced(rng):
+def test_task_1_3_broadcast_gradients_are_reduced(student, rng):
     x, y = rng.standard_normal((2, 1, 4)), rng.standard_normal((3, 1))
     g = rng.standard_normal((2, 3, 4))
-    a, b = leaf(x), leaf(y)
+    a, b = leaf(student, x), leaf(student, y)
     (a * b).backward(mt.tensor(g))
     close(a.grad, (g * y).sum(axis=1, keepdims=True), "a * b (broadcast) gradient of a, inputs (2, 1, 4), (3, 1) float64")
     close(b.grad, (g * x).sum(axis=(0, 2))[:, None], "a * b (broadcast) gradient of b, inputs (2, 1, 4), (3, 1) float64")
 
 
 @pytest.mark.task_1_4
-def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
+def test_task_1_4_reductions_under_a_random_upstream_gradient(student, rng):
     x = rng.standard_normal((3, 5))
     g = rng.standard_normal(3)
     for name, fn, expected in [
@@ -73,16 +72,16 @@ def test_task_1_4_reductions_under_a_random_upstream_gradient(rng):
         ("var", lambda a: a.var(dim=1), lambda: g[:, None] * 2 * (x - x.mean(1, keepdims=True)) / 4),
         ("max", lambda a: a.max(dim=1), lambda: g[:, None] * (x == x.max(1, keepdims=True))),
     ]:
-        a = leaf(x)
+        a = leaf(student, x)
         fn(a).backward(mt.tensor(g))
         close(a.grad, expected(), f"{name}(dim=1) gradient, input (3, 5) float64")
 
 
 @pytest.mark.task_1_5
-def test_task_1_5_matmul_under_a_random_upstream_gradient(rng):
+def test_task_1_5_matmul_under_a_random_upstream_gradient(student, rng):
     x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
     g = rng.standard_normal((2, 3, 5))
-    a, b = leaf(x), leaf(w)
+    a, b = leaf(student, x), leaf(student, w)
     (a @ b).backward(mt.tensor(g))
     close(a.grad, g @ w.T, "matmul gradient of a, inputs (2, 3, 4) @ (4, 5) float64")
     close(b.grad, np.einsum("bij,bik->jk", x, g), "matmul gradient of b, inputs (2, 3, 4) @ (4, 5) float64")
@@ -91,9 +90,10 @@ def test_task_1_5_matmul_under_a_random_upstream_gradient(rng):
 # ---- assignments 2-5: closed-form NumPy references ------------------------------------------------
 
 @pytest.mark.task_2_1
-def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
+def test_task_2_1_softmax_under_a_random_upstream_gradient(student, rng):
+    F = student.module("minitorch_attn.functional")
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
-    t = leaf(x)
+    t = leaf(student, x)
     y = F.softmax(t, dim=-1)
     y.backward(mt.tensor(g))
     p = softmax(x)
@@ -102,9 +102,10 @@ def test_task_2_1_softmax_under_a_random_upstream_gradient(rng):
 
 
 @pytest.mark.task_2_2
-def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
+def test_task_2_2_log_softmax_under_a_random_upstream_gradient(student, rng):
+    F = student.module("minitorch_attn.functional")
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
-    t = leaf(x)
+    t = leaf(student, x)
     y = F.log_softmax(t, dim=-1)
     y.backward(mt.tensor(g))
     close(y, np.log(softmax(x)), "log_softmax forward, input (4, 6) float64")
@@ -112,10 +113,11 @@ def test_task_2_2_log_softmax_under_a_random_upstream_gradient(rng):
 
 
 @pytest.mark.task_2_3
-def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(rng):
+def test_task_2_3_cross_entropy_gradient_is_softmax_minus_onehot(student, rng):
+    F = student.module("minitorch_attn.functional")
     x = rng.standard_normal((5, 7))
     target = np.array([0, 6, 3, 3, 1])
-    t = leaf(x)
+    t = leaf(student, x)
     loss = F.cross_entropy(t, mt.tensor(target))
     upstream = 0.7
     loss.backward(mt.tensor(upstream, dtype="float64"))
@@ -135,9 +137,10 @@ def _layer_norm_reference(x, w, b, g, eps=1e-5):
 
 
 @pytest.mark.task_3_1
-def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
+def test_task_3_1_layer_norm_under_a_random_upstream_gradient(student, rng):
+    F = student.module("minitorch_attn.functional")
     x, w, b, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (8,), (4, 8)])
-    tx, tw, tb = leaf(x), leaf(w), leaf(b)
+    tx, tw, tb = leaf(student, x), leaf(student, w), leaf(student, b)
     y = F.layer_norm(tx, (8,), tw, tb)
     y.backward(mt.tensor(g))
     out, dx, dw, db = _layer_norm_reference(x, w, b, g)
@@ -149,10 +152,11 @@ def test_task_3_1_layer_norm_under_a_random_upstream_gradient(rng):
 
 
 @pytest.mark.task_3_2
-def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
+def test_task_3_2_rms_norm_under_a_random_upstream_gradient(student, rng):
+    F = student.module("minitorch_attn.functional")
     x, w, g = (rng.standard_normal(s) for s in [(4, 8), (8,), (4, 8)])
     eps = 1e-6
-    tx, tw = leaf(x), leaf(w)
+    tx, tw = leaf(student, x), leaf(student, w)
     y = F.rms_norm(tx, (8,), tw, eps=eps)
     y.backward(mt.tensor(g))
     r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
@@ -165,10 +169,11 @@ def test_task_3_2_rms_norm_under_a_random_upstream_gradient(rng):
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "flash"])
-def test_attention_backward_under_a_random_upstream_gradient(rng, attention):
+def test_attention_backward_under_a_random_upstream_gradient(student, rng, attention):
+    F = student.module("minitorch_attn.functional")
     q, k, v = rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 7, 4)), rng.standard_normal((2, 2, 7, 3))
     dO = rng.standard_normal((2, 2, 5, 3))
-    tq, tk, tv = leaf(q), leaf(k), leaf(v)
+    tq, tk, tv = leaf(student, q), leaf(student, k), leaf(student, v)
     if attention == "sdpa":
         out = F.scaled_dot_product_attention(tq, tk, tv)
     else:
@@ -183,20 +188,21 @@ def test_attention_backward_under_a_random_upstream_gradient(rng, attention):
 
 
 @pytest.mark.task_4_2
-def test_task_4_2_attention_under_a_random_upstream_gradient(rng):
-    test_attention_backward_under_a_random_upstream_gradient(rng, "sdpa")
+def test_task_4_2_attention_under_a_random_upstream_gradient(student, rng):
+    test_attention_backward_under_a_random_upstream_gradient(student, rng, "sdpa")
 
 
 @pytest.mark.task_5_2
-def test_task_5_2_flash_backward_under_a_random_upstream_gradient(rng):
-    test_attention_backward_under_a_random_upstream_gradient(rng, "flash")
+def test_task_5_2_flash_backward_under_a_random_upstream_gradient(student, rng):
+    test_attention_backward_under_a_random_upstream_gradient(student, rng, "flash")
 
 
 @pytest.mark.task_4_3
-def test_task_4_3_multi_head_attention_matches_a_numpy_reference(rng):
+def test_task_4_3_multi_head_attention_matches_a_numpy_reference(student, rng):
     d_model, heads, batch, t_q, t_k = 8, 2, 2, 3, 5
-    mha = nn.MultiHeadAttention(d_model, heads, dropout=0.0)
-    weights = {name: rng.standard_normal(p.shape) * 0.3 for name, p in mha.named_parameters()}
+    shapes = {name: p.shape for name, p in nn.MultiHeadAttention(d_model, heads, dropout=0.0).named_parameters()}
+    weights = {name: rng.standard_normal(shape) * 0.3 for name, shape in shapes.items()}
+    mha = student.module("minitorch_attn.nn").MultiHeadAttention(d_model, heads, dropout=0.0)
     mha.load_state_dict({name: mt.tensor(w, dtype="float32") for name, w in weights.items()})
     x, memory = rng.standard_normal((batch, t_q, d_model)), rng.standard_normal((batch, t_k, d_model))
     out, attn = mha(mt.tensor(x, dtype="float32"), mt.tensor(memory, dtype="float32"),
