@@ -28,8 +28,10 @@ operations, written from the catalogue on the documentation site, lists them all
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
 attention kernels share: argument checks, the causal rule, the grouped-query layout, and
-their notation), and flash attention's :mod:`._flash_tiles`, :mod:`._flash_dropout` and
-:mod:`._parallel`.
+their notation), flash attention's :mod:`._flash_tiles` and :mod:`._flash_dropout`,
+:mod:`._parallel` (the pool of threads: flash attention's chunks, the rows of large norms,
+GELU and dense attention in chunks of their first axis) and :mod:`._sums` (sums along
+short rows and down columns as products with ones).
 
 Conventions: ``grad_output`` is the upstream gradient ``dL/d(output)`` (``dO`` inside the
 attention kernels, where the papers' names rule); sequence lengths are ``N_q`` (queries)

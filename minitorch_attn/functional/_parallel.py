@@ -1,5 +1,6 @@
 """Threads over independent chunks on the ``"cpu"`` device: the (batch, head) chunks of
-:mod:`.flash`, and the rows of the normalizations (:func:`by_row_chunks`).
+:mod:`.flash`, the rows of the normalizations (:func:`by_row_chunks`), and the first axis
+of GELU and dense attention (:func:`on_threads`).
 
 NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads can run
 on different cores. CuPy and array-api-strict run everything in the calling thread.
