@@ -209,6 +209,17 @@ def against_the_floor(step, products, rounds):
     return {name: statistics.median(values) for name, values in rows.items()}
 
 
+def model_flags(parser, seed_help="the weights and the batches"):
+    """The default GPT's shape and seed as flags (this script's and train_bench.py's)."""
+    parser.add_argument("--d-model", type=positive_int, default=128)
+    parser.add_argument("--num-layers", type=positive_int, default=3)
+    parser.add_argument("--num-heads", type=positive_int, default=4)
+    parser.add_argument("--block-size", type=positive_int, default=64)
+    parser.add_argument("--batch-size", type=positive_int, default=16)
+    parser.add_argument("--vocab", type=positive_int, default=103, help="the default corpus has 103 characters")
+    parser.add_argument("--seed", type=int, default=1337, help=seed_help)
+
+
 def main(argv=None):
     keep_freed_memory()   # as the minitorch-attn command does (minitorch_attn/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -216,13 +227,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=positive_int, default=1, help="BLAS threads (and the pool's)")
     parser.add_argument("--steps", type=positive_int, default=20, help="rounds against the floor")
     parser.add_argument("--profiled-steps", type=positive_int, default=10, help="steps profiled (the table sums them)")
-    parser.add_argument("--d-model", type=positive_int, default=128)
-    parser.add_argument("--num-layers", type=positive_int, default=3)
-    parser.add_argument("--num-heads", type=positive_int, default=4)
-    parser.add_argument("--block-size", type=positive_int, default=64)
-    parser.add_argument("--batch-size", type=positive_int, default=16)
-    parser.add_argument("--vocab", type=positive_int, default=103, help="the default corpus has 103 characters")
-    parser.add_argument("--seed", type=int, default=1337)
+    model_flags(parser)
     busy_flag(parser)
     args = parser.parse_args(argv)
     mt.set_num_threads(args.threads)

@@ -58,7 +58,7 @@ from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
 from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
 from minitorch_attn.train import make_optimizer
-from step_profile import matmul_seconds, recorded_products
+from step_profile import matmul_seconds, model_flags, recorded_products
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
 TARGET_FLOOR = 1.6         # our step / the matmul floor, 1 thread
@@ -269,13 +269,7 @@ def main(argv=None):
     keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--d-model", type=positive_int, default=128)
-    parser.add_argument("--num-layers", type=positive_int, default=3)
-    parser.add_argument("--num-heads", type=positive_int, default=4)
-    parser.add_argument("--block-size", type=positive_int, default=64)
-    parser.add_argument("--batch-size", type=positive_int, default=16)
-    parser.add_argument("--vocab", type=positive_int, default=103, help="the default corpus has 103 characters")
-    parser.add_argument("--seed", type=int, default=1337, help="the weights (both sides) and the batches")
+    model_flags(parser, seed_help="the weights (both sides) and the batches")
     parser.add_argument("--steps", type=positive_int, default=40, help="timed steps per row")
     parser.add_argument("--warmup", type=positive_int, default=3, help="untimed steps per row")
     parser.add_argument("--device", default="cpu", type=usable_device, help="device of minitorch-attn")
