@@ -107,6 +107,9 @@ def add_train(subparsers):
     model.add_argument("--mlp", choices=("gelu", "swiglu"), default="gelu", action=_Given,
                        help="feed-forward: GELU (GPT-2) or SwiGLU (LLaMA; with --norm rmsnorm --pos-encoding rope "
                             "this is LLaMA's block)")
+    model.add_argument("--d-ff", type=positive_int, default=None, action=_Given,
+                       help="hidden width of the feed-forward network (default: 4 x --d-model for GELU, "
+                            "8/3 x --d-model up to a multiple of 8 for SwiGLU, about the same parameters)")
     model.add_argument("--num-kv-heads", type=positive_int, default=None, action=_Given,
                        help="key/value heads (fewer than --num-heads: grouped-query attention; default: as many)")
     model.add_argument("--attn-impl", choices=("naive", "flash"), default="naive", action=_Given, help="attention kernel")

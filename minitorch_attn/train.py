@@ -120,7 +120,7 @@ def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
 
 MODEL_FLAGS = {"d_model": "d_model", "num_heads": "num_heads", "num_layers": "num_layers",
                "max_seq_len": "block_size", "dropout": "dropout", "norm": "norm", "attn_impl": "attn_impl",
-               "pos_encoding": "pos_encoding", "mlp": "mlp", "num_kv_heads": "num_kv_heads"}
+               "pos_encoding": "pos_encoding", "mlp": "mlp", "d_ff": "d_ff", "num_kv_heads": "num_kv_heads"}
 """The GPT config keys that ``train`` flags set, and the flag (argparse name) of each."""
 
 
