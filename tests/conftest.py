@@ -17,6 +17,8 @@ the library this process imports, and the tests are ordinary tests.
 """
 
 import functools
+import signal
+import threading
 import zlib
 
 import numpy as np
@@ -60,6 +62,30 @@ def torch():
 @pytest.fixture(autouse=True)
 def _seed():
     mt.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_at_a_terminal():
+    """Every test starts with Ctrl-C raising KeyboardInterrupt, as in a program started
+    from a terminal, and ends with the signal handlers it found.
+
+    How the suite was started decides what a process inherits: a shell without job control
+    starts a background job (``pytest &``, a CI script's ``&``, ``nohup``) with SIGINT
+    ignored, and Python then leaves it ignored, so ``_thread.interrupt_main()`` and a real
+    SIGINT do nothing and a test of what Ctrl-C does would wait for ever. A test that
+    installs a handler (a command run in-process sets one for SIGTERM) must not leave it to
+    the tests after it on the same worker either."""
+    if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
+        yield
+        return
+    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            if handler is not None:  # None: set outside Python, which cannot be restored from here
+                signal.signal(number, handler)
 
 
 def float64_tolerance(reference, n_ops=1, dtype="float32"):

@@ -119,6 +119,24 @@ def test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read(tmp_path):
 
 
 @needs_pipes
+def test_the_ctrl_c_tests_pass_in_a_suite_started_with_ctrl_c_ignored(tmp_path):
+    # `pytest &` from a script, nohup or a CI runner starts the suite with SIGINT ignored
+    # (SIG_IGN is inherited); the conftest gives every test Python's Ctrl-C back, else the
+    # two tests above wait until their time limit
+    import signal
+    import subprocess
+
+    tests = [f"{__file__}::{name}" for name in ("test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read",
+                                                "test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read")]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-o", "addopts=", f"--basetemp={tmp_path / 'run'}", *tests],
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                         capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "2 passed" in run.stdout
+
+
+@needs_pipes
 def test_a_pipe_is_read_whatever_the_number_of_its_file_descriptor(tmp_path):
     resource = pytest.importorskip("resource")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
