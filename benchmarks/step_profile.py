@@ -45,7 +45,7 @@ from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
 from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.train import make_optimizer
+from minitorch_attn.train import DEFAULT_BLOCK, make_optimizer
 
 TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
 
@@ -53,8 +53,7 @@ TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
 def default_model(args):
     """The GPT, optimizer and step of ``minitorch-attn train`` with its default flags."""
     mt.manual_seed(args.seed)
-    model = nn.GPT(args.vocab, d_model=args.d_model, num_heads=args.num_heads, num_layers=args.num_layers,
-                   max_seq_len=args.block_size)
+    model = build_model(args)
     opt = make_optimizer(model, lr=4e-3, weight_decay=0.1)
     rng = numpy.random.default_rng(args.seed)
     batches = []
@@ -218,6 +217,15 @@ def model_flags(parser, seed_help="the weights and the batches"):
     parser.add_argument("--batch-size", type=positive_int, default=16)
     parser.add_argument("--vocab", type=positive_int, default=103, help="the default corpus has 103 characters")
     parser.add_argument("--seed", type=int, default=1337, help=seed_help)
+    parser.add_argument("--norm", choices=("layernorm", "rmsnorm"), default=DEFAULT_BLOCK["norm"])
+    parser.add_argument("--mlp", choices=("gelu", "swiglu"), default=DEFAULT_BLOCK["mlp"])
+    parser.add_argument("--pos-encoding", choices=("learned", "rope"), default=DEFAULT_BLOCK["pos_encoding"])
+
+
+def build_model(args):
+    """The GPT of ``minitorch-attn train`` with its default flags but the shape and block of ``args``."""
+    return nn.GPT(args.vocab, d_model=args.d_model, num_heads=args.num_heads, num_layers=args.num_layers,
+                  max_seq_len=args.block_size, norm=args.norm, mlp=args.mlp, pos_encoding=args.pos_encoding)
 
 
 def main(argv=None):
@@ -257,7 +265,8 @@ def profile(args):
     rows = {key: s / n for key, s in timers.seconds.items()}
     calls = {key: c / n for key, c in timers.calls.items()}
     total = sum(rows.values())
-    print(f"one training step of the default GPT ({model.num_parameters():,} parameters, batch "
+    print(f"one training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions; "
+          f"{model.num_parameters():,} parameters, batch "
           f"{args.batch_size} x {args.block_size}), {args.threads} thread(s), {args.busy} busy helper process(es); "
           f"ms per step, the mean of {n} profiled steps")
     print(f"{'part':<46}{'calls':>7}{'ms':>9}{'share':>8}")

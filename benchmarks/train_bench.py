@@ -58,7 +58,7 @@ from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
 from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
 from minitorch_attn.train import make_optimizer
-from step_profile import matmul_seconds, model_flags, recorded_products
+from step_profile import build_model, matmul_seconds, model_flags, recorded_products
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
 TARGET_FLOOR = 1.6         # our step / the matmul floor, 1 thread
@@ -69,8 +69,7 @@ LR, WEIGHT_DECAY, CLIP = 4e-3, 0.1, 1.0   # the training job's defaults
 
 def ours(args, batches):
     mt.manual_seed(args.seed)
-    model = nn.GPT(args.vocab, d_model=args.d_model, num_heads=args.num_heads, num_layers=args.num_layers,
-                   max_seq_len=args.block_size).to(args.device)
+    model = build_model(args).to(args.device)
     opt = make_optimizer(model, LR, WEIGHT_DECAY)
     batches = [(mt.tensor(x, device=args.device), mt.tensor(y, device=args.device)) for x, y in batches]
 
@@ -178,7 +177,8 @@ def against_torch(args):
         round_ += 1
 
     tokens = args.batch_size * args.block_size
-    print(f"GPT: d_model {args.d_model}, {args.num_layers} layers, {args.num_heads} heads, context "
+    print(f"GPT: {args.norm}, {args.mlp}, {args.pos_encoding} positions, d_model {args.d_model}, "
+          f"{args.num_layers} layers, {args.num_heads} heads, context "
           f"{args.block_size}, batch {args.batch_size} ({tokens} tokens/step), {model.num_parameters():,} parameters, "
           f"{args.steps} timed steps per row in {round_} alternating rounds, {args.busy} busy helper process(es)")
     losses = ", ".join(f"{k} {v:.6f}" for k, v in first_losses.items())

@@ -128,6 +128,26 @@ def test_a_stub_or_a_bug_keeps_its_traceback(monkeypatch):
         cli.main(["gradcheck"])
 
 
+def test_train_in_a_tree_before_assignment_6_says_which_flags_train_gpt2s_block(monkeypatch, tmp_path):
+    # the default block is assignment 6's (SiLU, SwiGLU, rotary attention): a student of an
+    # earlier assignment, whose tree has its stubs, learns the flags that need none of them
+    import pytest
+
+    from minitorch_attn import cli
+    from minitorch_attn.functional import activations
+
+    def stub(*args, **kwargs):
+        raise NotImplementedError("Task 6.1: SiLU forward and backward (function silu)")
+
+    monkeypatch.setattr(activations, "silu", stub)
+    monkeypatch.setattr("minitorch_attn.functional.silu", stub)
+    argv = ["train", "--steps", "2", "--quiet", "--out", str(tmp_path / "run"), *TINY]
+    with pytest.raises(NotImplementedError, match="Task 6.1(.|\n)*--norm layernorm --mlp gelu --pos-encoding learned"):
+        cli.main(argv)
+    gpt2 = ["--norm", "layernorm", "--mlp", "gelu", "--pos-encoding", "learned", "--overwrite"]
+    assert cli.main([*argv, *gpt2]) == 0  # GPT-2's block uses none of assignment 6's code
+
+
 
 # ---- the train and sample commands as a new user meets them ----------------------------------------
 TINY = ["--d-model", "16", "--num-layers", "1", "--num-heads", "2", "--block-size", "16", "--batch-size", "4",
@@ -204,7 +224,7 @@ def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_fla
     run = tmp_path / "run"
     capsys.readouterr()
     assert main(["train", "--text", str(text), "--steps", "3", "--time-budget", "0", "--out", str(run),
-                 "--resume", str(run / "checkpoint.npz"), *TINY, "--d-model", "32", "--norm", "layernorm"]) == 0
+                 "--resume", str(run / "checkpoint.npz"), *TINY, "--d-model", "32", "--norm", "rmsnorm"]) == 0
     out, err = capsys.readouterr()
     assert f"resuming from step 5 of {run / 'checkpoint.npz'}" in out
     assert "warning: --d-model 32 is ignored: the checkpoint's model has d_model 16" in err

@@ -95,7 +95,7 @@ EXPECTED = {
                          "  2 kv heads:    7,936 bytes for 31 positions = 256 bytes per token (2 x 1 x 2 x 16 x 4 = 256)",
                          "  1 kv heads:    3,968 bytes for 31 positions = 128 bytes per token (2 x 1 x 1 x 16 x 4 = 128)"],
                         ["modern_block.png"]),
-    "train_gpt": (["corpus: 20,000 characters", "model: GPT with 30,016 parameters (2 layers, d_model 32",
+    "train_gpt": (["corpus: 20,000 characters", "model: GPT with 28,000 parameters (2 layers, d_model 32",
                    "step 15: validation"],
                   ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
 }
