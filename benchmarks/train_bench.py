@@ -89,9 +89,10 @@ def theirs(args, batches, model):
     """The PyTorch twin of ``model`` with its weights, and the same optimizer and step."""
     import torch
 
+    from minitorch_attn.export import torch_config
     from minitorch_attn.torch_gpt import GPT
 
-    twin = GPT(**{k: v for k, v in model.config.items() if k != "attn_impl"})
+    twin = GPT(**torch_config(model))   # as minitorch-attn export: the norms' epsilon too
     missing = twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
     assert list(missing.missing_keys) == ["lm_head.weight"] and twin.lm_head.weight is twin.token_embedding.weight
     decay = [p for p in twin.parameters() if p.ndim >= 2]

@@ -118,7 +118,7 @@ def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
                         {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
 
 
-DEFAULT_BLOCK = {"norm": "rmsnorm", "mlp": "swiglu", "pos_encoding": "rope"}
+DEFAULT_BLOCK = dict(nn.LLAMA)
 """The block ``train`` builds unless told otherwise: LLaMA's (RMSNorm before attention and
 MLP, a SwiGLU feed-forward, rotary positions). In four-minute runs of the main job at the
 same parameter count and the same tokens/s it reached 1.740 bits/char where GPT-2's block

@@ -44,16 +44,26 @@ def _shifted_logsumexp(xp, x, axis):
     sum, and the whole row comes out NaN, as in PyTorch (a sum that is NaN is not an
     empty one).
     """
+    z, _, total = _shifted_exp(xp, x, axis)
+    return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
+
+
+def _shifted_exp(xp, x, axis):
+    """``(z, e, total)`` for a raw array: ``z = x - m`` (``m`` the row maximum along
+    ``axis``, or 0 for a row of ``-inf`` or of length 0, as in :func:`_shifted_logsumexp`),
+    ``e = exp(z)`` and ``total = Σ_j e_j``, kept as a size-1 dim. ``e / total`` is the
+    softmax of the row; dense attention takes it so, without a second exponential."""
     if x.shape[axis] == 0:
         m = xp.sum(x, axis=axis, keepdims=True)          # an empty row: zeros, nothing to shift
     else:
         m = xp.max(x, axis=axis, keepdims=True)
     z = x - xp.where(m == -math.inf, 0.0, m)
+    e = xp.exp(z)
     if axis in (-1, x.ndim - 1):
-        total = last_axis_sums(xp, xp.exp(z))        # speed: a product with ones (_sums.py)
+        total = last_axis_sums(xp, e)                # speed: a product with ones (_sums.py)
     else:
-        total = xp.sum(xp.exp(z), axis=axis, keepdims=True)
-    return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
+        total = xp.sum(e, axis=axis, keepdims=True)
+    return z, e, total
 
 
 class LogSumExp(Function):
