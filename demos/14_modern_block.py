@@ -22,7 +22,7 @@
 Five character-level GPTs of the training job's size (3 blocks, d_model 128, 4 heads, context
 64; --quick: 1 block of width 32) trained for the same number of steps (default 1,000; --quick
 12) on the same batches of the Python language reference, from the same seed, each with as
-many parameters as the default GPT to within 0.2% (the feed-forward width is set to match):
+many parameters as GPT-2's block at that size to within 0.2% (the feed-forward width is set to match):
 GPT-2's block; GPT-2's with RMSNorm (section 11's change alone); GPT-2's with a SwiGLU
 feed-forward; LLaMA's (RMSNorm, rotary positions, SwiGLU, no biases); and LLaMA's with two
 key/value heads for the four query heads. Prints the parameters, the validation bits per
@@ -69,8 +69,9 @@ block_size, d_model = size["max_seq_len"], size["d_model"]
 # ## Five blocks with one parameter budget
 #
 # A fair race gives every model the same number of parameters, or a model could win by
-# being bigger. The default GPT (GPT-2's block: LayerNorm with γ and β, a GELU network of
-# width 4·d_model, learned positions) sets the budget. A SwiGLU network has three matrices
+# being bigger. GPT-2's block (`nn.GPT`'s defaults: LayerNorm with γ and β, a GELU network of
+# width 4·d_model, learned positions) sets the budget; the main job trains LLaMA's by default
+# since these runs and the four-minute ones of `docs/main-job.md` measured it ahead. A SwiGLU network has three matrices
 # instead of two, so at width 8/3·d_model it holds what GELU's holds at 4·d_model; rotary
 # positions need no table, and two key/value heads instead of four shrink the attention
 # projections. Each model below gets the feed-forward width that brings it back to the

@@ -102,13 +102,27 @@ def pytest_collection_modifyitems(items):
     The suite runs on two worker processes (pytest-xdist, ``-n 2 --dist loadgroup`` in
     setup.cfg). Each file's tests stay on one worker, so a module's fixtures (the demos run
     once, the homework trees built once) are made once; a file that marks itself with an
-    ``xdist_group`` (the ones that run code as the student account, which the grader's
-    clean-up ends wholesale) shares its worker with the others of that group."""
+    ``xdist_group`` shares its worker with the others of that group. The two files of
+    grading tests need no shared worker: each grading process runs student code as a
+    student account of its own (``homework/sandbox.py``, one lock per account), so one
+    grader's clean-up never ends another's processes.
+
+    The files that take minutes (:data:`LONG_FILES`: graders, demos, training runs) are
+    collected first, so that the workers begin with them and the short files fill in around
+    them, instead of one long file starting last and running alone at the end. Only the
+    order of the files changes; each test's result does not depend on it."""
     for item in items:
         if "torch" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.torch)
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    rank = {name: n for n, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FILES)))  # stable: same order within
+
+
+LONG_FILES = ("tests/test_homework.py", "tests/test_grading_isolation.py", "tests/test_demos.py",
+              "tests/test_train.py", "tests/test_cli.py")
+"""The files of the suite that run longest, longest first (``pytest --durations``)."""
 
 
 @pytest.fixture

@@ -31,10 +31,6 @@ from minitorch_attn.homework.results import gradescope_results, grade_submission
 from minitorch_attn.homework.runner import cap
 from minitorch_attn.homework.submission import Submission
 
-# these tests run code as the student account, and the grader's clean-up ends every process
-# of that account: with the suite on two workers, they share one (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("student-account")
-
 ROOT = markers.PROJECT_ROOT
 TREE = InstructorTree()
 REFERENCE = Submission.reference(TREE)

@@ -31,10 +31,6 @@ from minitorch_attn.homework.runner import Check, read_checks
 from minitorch_attn.homework.selftest import MIN_MUTANTS, load_mutants
 from minitorch_attn.homework.submission import Submission
 
-# these tests run code as the student account, and the grader's clean-up ends every process
-# of that account: with the suite on two workers, they share one (tests/conftest.py)
-pytestmark = pytest.mark.xdist_group("student-account")
-
 ROOT = markers.PROJECT_ROOT
 MANIFEST = markers.load_manifest()
 NUMBERS = [a["number"] for a in MANIFEST["assignments"]]
@@ -476,3 +472,22 @@ def test_the_selftest_table_counts_columns_not_combining_accents():
     cell = _column("without the x̂ mean(dx̂ x̂) term", 40)
     assert sum(not unicodedata.combining(c) for c in cell) == 40
     assert _column("abcdef", 3) == "abc"
+
+
+def test_the_reference_passes_the_extreme_logit_tests_whatever_the_grading_seed():
+    # the held-back inputs are drawn from the grading's secret seed, so a tolerance that the
+    # exact computation can exceed at some seeds takes an honest student's points by chance:
+    # at seed 277 attention's key gradient was 2,200 roundings off, over the 2,063 allowed
+    import numpy as np
+
+    from minitorch_attn.homework.remote import Local
+    from tests.instructor import test_extreme_logits
+
+    failures = []
+    for case in test_extreme_logits._cases():
+        for seed in [*range(40), 277]:
+            try:
+                test_extreme_logits.test_extreme_logits(Local(), np.random.default_rng([seed, 1]), *case.values)
+            except AssertionError as error:
+                failures.append(f"seed {seed}: {error}")
+    assert not failures, "\n".join(failures[:5])

@@ -128,7 +128,8 @@ def test_backward_matches_the_closed_form_numpy_reference(record, sample, device
     for i, (g, e) in enumerate(zip(grads, expected, strict=True)):
         if g is not None:
             assert e is not None, f"input {i} got a gradient where the reference has none"
-            assert_close(g.numpy(), e, sample.rounding_steps(record, "float64"), "float64", f"gradient of input {i}")
+            assert_close(g.numpy(), e, sample.rounding_steps(record, "float64", backward=True), "float64",
+                         f"gradient of input {i}")
 
 
 def _torch_inputs(torch, values):
@@ -159,7 +160,8 @@ def test_forward_and_backward_match_torch(record, sample, torch):
     for i, (g, t) in enumerate(zip(grads, theirs)):
         if g is not None:
             reference = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
-            assert_close(g.numpy(), reference, steps, "float64", f"gradient of input {i}")
+            assert_close(g.numpy(), reference, sample.rounding_steps(record, "float64", backward=True), "float64",
+                         f"gradient of input {i}")
 
 
 @pytest.mark.parametrize("record, sample", CASES)
@@ -181,7 +183,8 @@ def test_float32_stays_float32_and_agrees_with_float64(record, sample, device):
         assert_close(ours.numpy(), wide.numpy(), steps, "float32", f"float32 output {i}")
     for i, (g, wide) in enumerate(zip(grads, wide_grads)):
         if g is not None:
-            assert_close(g.numpy(), wide.numpy(), steps, "float32", f"float32 gradient of input {i}")
+            assert_close(g.numpy(), wide.numpy(), sample.rounding_steps(record, "float32", backward=True), "float32",
+                         f"float32 gradient of input {i}")
 
 
 # ---- the catalogue as a whole -------------------------------------------------------------------
