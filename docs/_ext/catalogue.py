@@ -15,7 +15,9 @@ Three things are written from the package itself, never by hand:
 
 A record that no page renders is a warning, and so a failed build (``-W``): a new op is on
 the site the day its record exists, or the build says where it is missing. So is a
-gradient check that fails while the page is built.
+gradient check that fails while the page is built, and so is a :class:`Function` shown on
+the site (in an op's section or by autodoc) whose docstring, which carries the derivation
+of its backward, has no typeset math (:func:`untypeset_derivation`).
 """
 
 from __future__ import annotations
@@ -89,6 +91,13 @@ def _names_in(fn):
     return objects
 
 
+def has_backward(obj):
+    """Whether ``obj`` is a :class:`Function` with a backward of its own or inherited (not the
+    base class's, which raises): ``Exp`` (through ``Elementwise``) is, ``Broadcasting`` not."""
+    return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
+        and getattr(obj, "backward", None) is not getattr(Function, "backward")
+
+
 def _is_op_function(obj):
     return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
         and not obj.__name__.startswith("_") and "backward" in vars(obj)
@@ -109,6 +118,24 @@ def functions_of(record):
             if obj not in found:
                 found.append(obj)
     return found
+
+
+# a ``.. math::`` block or a ``:math:`...``` role: what MathJax typesets in a docstring
+TYPESET_MATH = re.compile(r"^\s*\.\. math::|:math:`", re.MULTILINE)
+
+
+def untypeset_derivation(function):
+    """Why ``function``'s docstring may not go on the site, or None: a backward carries its
+    derivation, and the site shows it typeset, so the docstring must exist and hold a
+    ``.. math::`` block or a ``:math:`` role (plain text in ``::`` blocks alone is refused)."""
+    name = f"{function.__module__}.{function.__qualname__}"
+    doc = inspect.getdoc(function)
+    if not doc:
+        return f"{name} has no docstring: the derivation of its backward belongs there, typeset"
+    if not TYPESET_MATH.search(doc):
+        return (f"the derivation in the docstring of {name} is not typeset: write its formulas "
+                f"with `.. math::` blocks or :math:`...` roles (as LayerNorm's)")
+    return None
 
 
 def rst_docstring(obj, what):
@@ -205,6 +232,9 @@ class OpsDirective(SphinxDirective):
                 lines += [f".. currentmodule:: {fn.__module__}", ""] + rst_docstring(fn, "function") + [""]
         functions = functions_of(record)
         for function in functions:
+            problem = untypeset_derivation(function)
+            if problem:
+                logger.warning(f"opinfo-ops: record {record.name!r}: {problem}", location=self.get_location())
             lines += [f".. rubric:: Backward: ``{function.__name__}``", "", f".. currentmodule:: {function.__module__}", ""]
             lines += rst_docstring(function, "class") + [""]
         if not functions and not public:
@@ -325,6 +355,15 @@ def _merge(app, env, docnames, other):
     env.__dict__.setdefault("catalogue_rendered", {}).update(other.__dict__.get("catalogue_rendered", {}))
 
 
+def _check_autodoc_derivation(app, what, name, obj, options, lines):
+    """autodoc's ``autodoc-process-docstring``: a :class:`Function` with a backward that an
+    API page documents is held to the rule of the ops' sections (:func:`untypeset_derivation`)."""
+    if what == "class" and has_backward(obj):
+        problem = untypeset_derivation(obj)
+        if problem:
+            logger.warning(f"autodoc: {problem}", location=app.env.docname)
+
+
 def _check_every_record_rendered(app, env):
     rendered = env.__dict__.get("catalogue_rendered", {})
     missing = [r.name for r in opinfo.op_db() if r.name not in rendered]
@@ -427,6 +466,7 @@ def resolve_by_import(app, env, node, contnode):
 
 def setup(app):
     app.connect("missing-reference", resolve_by_import)
+    app.connect("autodoc-process-docstring", _check_autodoc_derivation)
     app.add_directive("opinfo-ops", OpsDirective)
     app.add_directive("opinfo-table", TableDirective)
     app.add_directive("homework-tasks", TasksDirective)
