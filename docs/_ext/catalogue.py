@@ -99,8 +99,7 @@ def has_backward(obj):
 
 
 def _is_op_function(obj):
-    return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
-        and not obj.__name__.startswith("_") and "backward" in vars(obj)
+    return has_backward(obj) and not obj.__name__.startswith("_")
 
 
 def functions_of(record):
