@@ -11,7 +11,8 @@ Three things are written from the package itself, never by hand:
 * ``.. opinfo-table::``: the table of operations, one row per record (``opinfo/table.py``),
   each op linked to its section.
 * the tour: every demo of ``demos/`` written as a notebook into ``docs/tour/demos/`` (not
-  kept in git), which myst-nb executes in quick mode.
+  kept in git), which myst-nb executes in quick mode, keeping the executed notebooks in
+  jupyter-cache under a key of the code they run (:func:`tour_cache_path`).
 
 A record that no page renders is a warning, and so a failed build (``-W``): a new op is on
 the site the day its record exists, or the build says where it is missing. So is a
@@ -24,8 +25,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
+import importlib.metadata
 import inspect
 import re
+import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -389,6 +394,51 @@ def write_tour_notebooks(app):
     for stale in out.glob("*.ipynb"):
         if stale.stem not in demos:
             stale.unlink()
+
+
+def code_key(root=ROOT, folders=("minitorch_attn", "demos"), libraries=("numpy", "matplotlib")):
+    """A digest of the code the demos run: every file of ``folders``, Python files by their
+    syntax tree without docstrings (so neither a docstring nor a comment changes it), any
+    other file byte for byte; and the versions of Python and of the ``libraries``."""
+    digest = hashlib.sha256(f"{sys.version} ".encode())
+    for library in libraries:
+        digest.update(f"{library} {importlib.metadata.version(library)} ".encode())
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            if path.suffix == ".py":
+                tree = ast.parse(path.read_bytes(), filename=str(path))
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                            and ast.get_docstring(node, clean=False) is not None:
+                        node.body = node.body[1:]
+                digest.update(ast.dump(tree).encode())
+            else:
+                digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def tour_cache_path(cache_root):
+    """The jupyter-cache folder of the tour's executed notebooks: ``cache_root/KEY``, KEY the
+    :func:`code_key` of the package and the demos. jupyter-cache reuses a notebook whose code
+    cells are unchanged; the key adds what those cells do not show: a change to the
+    library's code, to a demo's helpers or to the versions the key names is a new, empty
+    cache, so every demo runs again.
+    The caches of other keys are removed (a clean build, with no ``docs/_build``, has none)."""
+    cache_root = Path(cache_root)
+    path = cache_root / code_key()
+    if cache_root.is_dir():
+        for stale in cache_root.iterdir():
+            if stale == path:
+                continue
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+    return str(path)
 
 
 # ---- cross-references written the way a reader of the code writes them -----------------------------
