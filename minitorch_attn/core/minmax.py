@@ -87,14 +87,14 @@ class Clamp(Function):
 
     .. math::
 
-        dx = g\,[\mathrm{low} \le x \le \mathrm{high}]
-            \quad\text{(x was kept)}
+        dx &= g\,[\mathrm{low} \le x \le \mathrm{high}]
+            &&\text{(x was kept)}
 
-        d\mathrm{low} = g\,[x < \mathrm{low} \text{ and } \mathrm{low} < \mathrm{high}]
-            \quad\text{(low was chosen)}
+        d\mathrm{low} &= g\,[x < \mathrm{low} \text{ and } \mathrm{low} < \mathrm{high}]
+            &&\text{(low was chosen)}
 
-        d\mathrm{high} = g\,[x > \mathrm{high} \text{ or } \mathrm{high} < \mathrm{low}]
-            \quad\text{(high was chosen, also when low > high)}
+        d\mathrm{high} &= g\,[x > \mathrm{high} \text{ or } \mathrm{high} < \mathrm{low}]
+            &&\text{(high was chosen, also when low > high)}
 
     These are PyTorch's ``clamp_backward_min_max``. Every comparison with a NaN is False,
     so where ``x`` or a bound is NaN, ``y`` is NaN (NumPy's maximum and minimum propagate

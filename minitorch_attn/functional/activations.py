@@ -62,11 +62,11 @@ class GELU(Function):
 
     .. math::
 
-        3.\quad \frac{dy}{dx} = h + x\,\frac{dh}{dx}
+        3.\quad \frac{dy}{dx} &= h + x\,\frac{dh}{dx}
 
-        2.\quad \frac{dh}{dx} = \frac{1 - \tanh^2 u}{2}\,\frac{du}{dx} = 2h\,(1 - h)\,\frac{du}{dx}
+        2.\quad \frac{dh}{dx} &= \frac{1 - \tanh^2 u}{2}\,\frac{du}{dx} = 2h\,(1 - h)\,\frac{du}{dx}
 
-        1.\quad \frac{du}{dx} = a + 3b\,x^2
+        1.\quad \frac{du}{dx} &= a + 3b\,x^2
 
     so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
 

@@ -216,18 +216,19 @@ class FlashAttention(Function):
 
     .. math::
 
-        dV_j = \textstyle\sum_i P_{ij}^\top dO_i,
+        dV_j &= \textstyle\sum_i P_{ij}^\top dO_i,
             \quad dP_{ij} = dO_i V_j^\top
-            \qquad\text{(12-13: undo line 10)}
+            &&\text{(12-13: undo line 10)}
 
-        dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)
-            \qquad\text{(14: undoes lines 9 and 12, the softmax)}
+        dS_{ij} &= P_{ij} \circ (dP_{ij} - D_i)
+            &&\text{(14: undoes 9 and 12)}
 
-        dQ_i = \mathrm{scale} \textstyle\sum_j dS_{ij} K_j,
+        dQ_i &= \mathrm{scale} \textstyle\sum_j dS_{ij} K_j,
             \quad dK_j = \mathrm{scale} \textstyle\sum_i dS_{ij}^\top Q_i
-            \qquad\text{(15-16: undo line 8)}
+            &&\text{(15-16: undo line 8)}
 
-    with line 4's row term :math:`D_i = \mathrm{rowsum}(dO_i \circ O_i) - d\mathrm{lse}_i`.
+    (line 14 undoes the softmax, lines 9 and 12) with line 4's row term
+    :math:`D_i = \mathrm{rowsum}(dO_i \circ O_i) - d\mathrm{lse}_i`.
     ``rowsum(dO ∘ O)`` equals the softmax's ``rowsum(dP ∘ P)`` (shown in
     ``ScaledDotProductAttention``); the ``lse`` output adds its own term, since
     :math:`\partial\,\mathrm{lse}_i/\partial S_{ij} = P_{ij}` (it undoes line 13): an
