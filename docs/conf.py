@@ -20,6 +20,7 @@ sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(DOCS.parent))
 
 import minitorch_attn  # noqa: E402
+from catalogue import tour_cache_path  # noqa: E402
 
 project = "minitorch-attn"
 author = "the minitorch-attn developers"
@@ -47,7 +48,12 @@ mathjax3_config = {"svg": {"fontCache": "global"}}
 
 # ---- the tour: every demo executed at build time in quick mode ---------------------------------
 os.environ["MINITORCH_ATTN_DEMO_FLAGS"] = "--quick"   # demo_common.demo_argv reads it in the kernel
-nb_execution_mode = "force"
+# Executed notebooks are kept in jupyter-cache, so a second build reuses them; the folder's
+# name is a digest of the library's and the demos' code (and of the Python, NumPy and
+# matplotlib versions), so that a change there runs every demo again
+# (catalogue.tour_cache_path). A clean build (no docs/_build), as CI's, runs them all.
+nb_execution_mode = "cache"
+nb_execution_cache_path = tour_cache_path(DOCS / "_build" / ".jupyter_cache")
 nb_execution_in_temp = True          # each demo's runs/ folder goes to a temporary folder
 nb_execution_timeout = 300
 nb_execution_raise_on_error = True   # a demo that raises fails the build

@@ -11,19 +11,26 @@ Three things are written from the package itself, never by hand:
 * ``.. opinfo-table::``: the table of operations, one row per record (``opinfo/table.py``),
   each op linked to its section.
 * the tour: every demo of ``demos/`` written as a notebook into ``docs/tour/demos/`` (not
-  kept in git), which myst-nb executes in quick mode.
+  kept in git), which myst-nb executes in quick mode, keeping the executed notebooks in
+  jupyter-cache under a key of the code they run (:func:`tour_cache_path`).
 
 A record that no page renders is a warning, and so a failed build (``-W``): a new op is on
 the site the day its record exists, or the build says where it is missing. So is a
-gradient check that fails while the page is built.
+gradient check that fails while the page is built, and so is a :class:`Function` shown on
+the site (in an op's section or by autodoc) whose docstring, which carries the derivation
+of its backward, has no typeset math (:func:`untypeset_derivation`).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
+import importlib.metadata
 import inspect
 import re
+import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -89,9 +96,15 @@ def _names_in(fn):
     return objects
 
 
-def _is_op_function(obj):
+def has_backward(obj):
+    """Whether ``obj`` is a :class:`Function` with a backward of its own or inherited (not the
+    base class's, which raises): ``Exp`` (through ``Elementwise``) is, ``Broadcasting`` not."""
     return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
-        and not obj.__name__.startswith("_") and "backward" in vars(obj)
+        and getattr(obj, "backward", None) is not getattr(Function, "backward")
+
+
+def _is_op_function(obj):
+    return has_backward(obj) and not obj.__name__.startswith("_")
 
 
 def functions_of(record):
@@ -109,6 +122,24 @@ def functions_of(record):
             if obj not in found:
                 found.append(obj)
     return found
+
+
+# a ``.. math::`` block or a ``:math:`...``` role: what MathJax typesets in a docstring
+TYPESET_MATH = re.compile(r"^\s*\.\. math::|:math:`", re.MULTILINE)
+
+
+def untypeset_derivation(function):
+    """Why ``function``'s docstring may not go on the site, or None: a backward carries its
+    derivation, and the site shows it typeset, so the docstring must exist and hold a
+    ``.. math::`` block or a ``:math:`` role (plain text in ``::`` blocks alone is refused)."""
+    name = f"{function.__module__}.{function.__qualname__}"
+    doc = inspect.getdoc(function)
+    if not doc:
+        return f"{name} has no docstring: the derivation of its backward belongs there, typeset"
+    if not TYPESET_MATH.search(doc):
+        return (f"the derivation in the docstring of {name} is not typeset: write its formulas "
+                f"with `.. math::` blocks or :math:`...` roles (as LayerNorm's)")
+    return None
 
 
 def rst_docstring(obj, what):
@@ -205,6 +236,9 @@ class OpsDirective(SphinxDirective):
                 lines += [f".. currentmodule:: {fn.__module__}", ""] + rst_docstring(fn, "function") + [""]
         functions = functions_of(record)
         for function in functions:
+            problem = untypeset_derivation(function)
+            if problem:
+                logger.warning(f"opinfo-ops: record {record.name!r}: {problem}", location=self.get_location())
             lines += [f".. rubric:: Backward: ``{function.__name__}``", "", f".. currentmodule:: {function.__module__}", ""]
             lines += rst_docstring(function, "class") + [""]
         if not functions and not public:
@@ -325,6 +359,15 @@ def _merge(app, env, docnames, other):
     env.__dict__.setdefault("catalogue_rendered", {}).update(other.__dict__.get("catalogue_rendered", {}))
 
 
+def _check_autodoc_derivation(app, what, name, obj, options, lines):
+    """autodoc's ``autodoc-process-docstring``: a :class:`Function` with a backward that an
+    API page documents is held to the rule of the ops' sections (:func:`untypeset_derivation`)."""
+    if what == "class" and has_backward(obj):
+        problem = untypeset_derivation(obj)
+        if problem:
+            logger.warning(f"autodoc: {problem}", location=app.env.docname)
+
+
 def _check_every_record_rendered(app, env):
     rendered = env.__dict__.get("catalogue_rendered", {})
     missing = [r.name for r in opinfo.op_db() if r.name not in rendered]
@@ -351,6 +394,51 @@ def write_tour_notebooks(app):
     for stale in out.glob("*.ipynb"):
         if stale.stem not in demos:
             stale.unlink()
+
+
+def code_key(root=ROOT, folders=("minitorch_attn", "demos"), libraries=("numpy", "matplotlib")):
+    """A digest of the code the demos run: every file of ``folders``, Python files by their
+    syntax tree without docstrings (so neither a docstring nor a comment changes it), any
+    other file byte for byte; and the versions of Python and of the ``libraries``."""
+    digest = hashlib.sha256(f"{sys.version} ".encode())
+    for library in libraries:
+        digest.update(f"{library} {importlib.metadata.version(library)} ".encode())
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            if path.suffix == ".py":
+                tree = ast.parse(path.read_bytes(), filename=str(path))
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                            and ast.get_docstring(node, clean=False) is not None:
+                        node.body = node.body[1:]
+                digest.update(ast.dump(tree).encode())
+            else:
+                digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def tour_cache_path(cache_root):
+    """The jupyter-cache folder of the tour's executed notebooks: ``cache_root/KEY``, KEY the
+    :func:`code_key` of the package and the demos. jupyter-cache reuses a notebook whose code
+    cells are unchanged; the key adds what those cells do not show: a change to the
+    library's code, to a demo's helpers or to the versions the key names is a new, empty
+    cache, so every demo runs again.
+    The caches of other keys are removed (a clean build, with no ``docs/_build``, has none)."""
+    cache_root = Path(cache_root)
+    path = cache_root / code_key()
+    if cache_root.is_dir():
+        for stale in cache_root.iterdir():
+            if stale == path:
+                continue
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+    return str(path)
 
 
 # ---- cross-references written the way a reader of the code writes them -----------------------------
@@ -427,6 +515,7 @@ def resolve_by_import(app, env, node, contnode):
 
 def setup(app):
     app.connect("missing-reference", resolve_by_import)
+    app.connect("autodoc-process-docstring", _check_autodoc_derivation)
     app.add_directive("opinfo-ops", OpsDirective)
     app.add_directive("opinfo-table", TableDirective)
     app.add_directive("homework-tasks", TasksDirective)

@@ -28,7 +28,8 @@ def _is_bool(x):
 
 
 def add(input, other, alpha=1):
-    """``input + alpha * other``, broadcasting, as ``torch.add``; ``d/dinput = 1``, ``d/dother = alpha``.
+    r"""``y = input + alpha * other``, broadcasting, as ``torch.add``;
+    :math:`\partial y/\partial\,\mathrm{input} = 1`, :math:`\partial y/\partial\,\mathrm{other} = \alpha`.
 
     Raises:
         TypeError: for an ``alpha`` that is not a number. ValueError: for shapes that do
@@ -43,7 +44,8 @@ def add(input, other, alpha=1):
 
 
 def sub(input, other, alpha=1):
-    """``input - alpha * other``, broadcasting, as ``torch.sub``; ``d/dinput = 1``, ``d/dother = -alpha``.
+    r"""``y = input - alpha * other``, broadcasting, as ``torch.sub``;
+    :math:`\partial y/\partial\,\mathrm{input} = 1`, :math:`\partial y/\partial\,\mathrm{other} = -\alpha`.
 
     Raises:
         TypeError: for an ``alpha`` that is not a number. ValueError: for shapes that do
@@ -59,9 +61,11 @@ def sub(input, other, alpha=1):
 
 
 class RoundedDiv(Broadcasting):
-    """``a / b`` rounded toward zero (``"trunc"``) or toward -inf (``"floor"``). Between
+    r"""``y = a / b`` rounded toward zero (``"trunc"``) or toward -inf (``"floor"``). Between
     integer tensors the result stays integer (as PyTorch); otherwise it is float. Backward:
-    the result is a step function of ``a`` and ``b``, so both gradients are 0."""
+    the result is a step function of ``a`` and ``b``, so
+    :math:`\partial y/\partial a = \partial y/\partial b = 0` (wherever it is defined) and
+    both gradients are 0."""
 
     promotes = True
 

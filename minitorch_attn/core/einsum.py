@@ -9,17 +9,10 @@ the letters the output does not keep::
     2. p    = Π_k a_k                                                  (broadcast product)
     3. out  = Σ over the letters not in the output of p, permuted to the output's order
 
-Backward. ``out[o] = Σ_rest Π_k a_k[i_k]`` is linear in each operand, so with ``g = dL/dout``::
-
-    3-1, 2-1, 1-1.  d a_k[i_k] = Σ_{letters not in i_k}  g[o] Π_{j != k} a_j[i_j]
-                 =  einsum("o, i_1, ..., (not i_k), ... -> i_k", g, a_1, ..., a_n)
-
-that is, the gradient of an operand is the einsum of the upstream gradient with the
-other operands, producing that operand's letters. A letter of ``a_k`` found in no
-other operand and not in the output (``"ij->i"``: ``j``) appears in no input of that
-einsum: its gradient is constant along it, broadcast to its size (the sum's rule).
-The same :func:`_contract` does forward and backward. Source: the definition of the
-Einstein summation (e.g. the NumPy ``einsum`` documentation), and the product rule.
+Backward (derived in :class:`Einsum`): the gradient of an operand is the einsum of the
+upstream gradient with the other operands, producing that operand's letters, so the same
+:func:`_contract` does forward and backward. Source: the definition of the Einstein
+summation (e.g. the NumPy ``einsum`` documentation), and the product rule.
 
 speed: the product is formed over all letters at once (memory: the product of all
 sizes), which is plain but not what a BLAS contraction would do; this engine uses
@@ -53,8 +46,26 @@ def _contract(xp, specs, arrays, out_spec, sizes):
 
 
 class Einsum(Function):
-    """See the module docstring: the forward is :func:`_contract`, and the gradient of each
-    operand the einsum of ``grad_output`` with the others."""
+    r"""The forward is :func:`_contract` (steps 1-3 of the module docstring): with ``o`` the
+    output's letters, ``i_k`` those of operand ``a_k`` and the sum over the other letters,
+
+    .. math::
+
+        \mathrm{out}[o] = \sum_{\text{rest}} \prod_k a_k[i_k]
+
+    Backward (3-1, 2-1, 1-1 at once). ``out`` is linear in each operand, so by the product
+    rule, with ``g = dL/dout``:
+
+    .. math::
+
+        da_k[i_k] = \sum_{\text{letters not in } i_k} g[o] \prod_{j \ne k} a_j[i_j]
+
+    that is ``einsum("o, i_1, ..., i_n -> i_k", g, a_1, ..., a_n)`` with ``a_k`` (and its
+    ``i_k`` on the left) left out: the gradient of an operand is the einsum of
+    ``grad_output`` with the other operands, producing that operand's letters. A letter of
+    ``a_k`` found in no other operand and not in the output (``"ij->i"``: ``j``) appears in
+    no input of that einsum: its gradient is constant along it, broadcast to its size (the
+    sum's rule)."""
 
     @staticmethod
     def forward(ctx, *arrays, specs, out_spec, sizes):

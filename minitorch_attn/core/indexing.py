@@ -37,8 +37,12 @@ from .tensor import Tensor
 
 
 class FlatTake(Function):
-    """``out = take(reshape(x, (-1,)), linear)``; backward: scatter-add into ``x``'s places
-    (steps 2 and 2-1 of the module docstring)."""
+    r"""``out = take(reshape(x, (-1,)), linear)`` (step 2 of the module docstring):
+    :math:`\mathrm{out}_i = x_{\ell_i}`, ``x`` flattened, :math:`\ell` = ``linear``.
+
+    Backward (2-1): :math:`\partial\,\mathrm{out}_i/\partial x_p = [\ell_i = p]`, so a
+    scatter-add into ``x``'s places, :math:`dx_p = \sum_{i:\,\ell_i = p} g_i`, reshaped to
+    ``x``'s shape (an element never picked gets 0)."""
 
     @staticmethod
     def forward(ctx, x, linear):

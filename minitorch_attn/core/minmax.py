@@ -15,9 +15,17 @@ from .tensor import FLOAT_DTYPES, Tensor, dtype_name, result_dtype
 
 
 class Maximum(Broadcasting):
-    """Elementwise ``max(a, b)``.  The larger input gets ``grad_output``; a tie splits it
-    half/half. Where either is NaN the result is NaN and, as PyTorch, both inputs get
-    the whole ``grad_output`` (each one could be the NaN's cause)."""
+    r"""Elementwise ``y = max(a, b)``.  The larger input gets ``grad_output``; a tie splits it
+    half/half. With ``[·]`` 1 where it holds, else 0:
+
+    .. math::
+
+        \frac{\partial y}{\partial a} = [a > b] + \tfrac12\,[a = b],
+        \qquad
+        \frac{\partial y}{\partial b} = 1 - \frac{\partial y}{\partial a} = [a < b] + \tfrac12\,[a = b]
+
+    Where either is NaN the result is NaN and, as PyTorch, both inputs get the whole
+    ``grad_output`` (each one could be the NaN's cause): both derivatives are 1 there."""
 
     @staticmethod
     def select(xp, a, b):
@@ -42,8 +50,10 @@ class Maximum(Broadcasting):
 
 
 class Minimum(Maximum):
-    """Elementwise ``min(a, b)``: :class:`Maximum` with the comparison turned round (the
-    smaller input gets the gradient, a tie splits it, NaN sends it to both)."""
+    r"""Elementwise ``y = min(a, b)``: :class:`Maximum` with the comparison turned round (the
+    smaller input gets the gradient, a tie splits it, NaN sends it to both):
+    :math:`\partial y/\partial a = [a < b] + \tfrac12\,[a = b]`, and
+    :math:`\partial y/\partial b = [a > b] + \tfrac12\,[a = b]`."""
 
     @staticmethod
     def select(xp, a, b):
@@ -69,15 +79,22 @@ def minimum(a, b):
 
 
 class Clamp(Function):
-    """``y = min(max(x, low), high)`` elementwise, as ``torch.clamp``; either bound may be
+    r"""``y = min(max(x, low), high)`` elementwise, as ``torch.clamp``; either bound may be
     None, a number or a tensor that broadcasts with ``x``.
 
-    Backward (each branch of the two comparisons sends the gradient to the value it
-    chose; a bound that is None is no branch)::
+    Backward (each branch of the two comparisons sends the gradient ``g`` to the value it
+    chose; a bound that is None is no branch; ``[·]`` is 1 where it holds, else 0):
 
-        dx    = g  where low <= x <= high            (x was kept)
-        dlow  = g  where x < low  and low < high     (low was chosen)
-        dhigh = g  where x > high or  high < low     (high was chosen, also when low > high)
+    .. math::
+
+        dx &= g\,[\mathrm{low} \le x \le \mathrm{high}]
+            &&\text{(x was kept)}
+
+        d\mathrm{low} &= g\,[x < \mathrm{low} \text{ and } \mathrm{low} < \mathrm{high}]
+            &&\text{(low was chosen)}
+
+        d\mathrm{high} &= g\,[x > \mathrm{high} \text{ or } \mathrm{high} < \mathrm{low}]
+            &&\text{(high was chosen, also when low > high)}
 
     These are PyTorch's ``clamp_backward_min_max``. Every comparison with a NaN is False,
     so where ``x`` or a bound is NaN, ``y`` is NaN (NumPy's maximum and minimum propagate

@@ -90,7 +90,8 @@ class Broadcasting(Function):
 
 # ---- elementwise arithmetic -------------------------------------------------------------------
 class Add(Broadcasting):
-    """``a + b`` with broadcasting.  d/da = 1, d/db = 1."""
+    r"""``y = a + b`` with broadcasting.  :math:`\partial y/\partial a = 1`,
+    :math:`\partial y/\partial b = 1`: both get ``grad_output``."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -102,7 +103,8 @@ class Add(Broadcasting):
 
 
 class Sub(Broadcasting):
-    """``a - b`` with broadcasting.  d/da = 1, d/db = -1."""
+    r"""``y = a - b`` with broadcasting.  :math:`\partial y/\partial a = 1`,
+    :math:`\partial y/\partial b = -1`."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -114,7 +116,8 @@ class Sub(Broadcasting):
 
 
 class Mul(Broadcasting):
-    """``a * b`` with broadcasting.  d/da = b, d/db = a."""
+    r"""``y = a * b`` with broadcasting.  :math:`\partial y/\partial a = b`,
+    :math:`\partial y/\partial b = a`."""
 
     @staticmethod
     def forward(ctx, a, b):
@@ -132,8 +135,9 @@ class Mul(Broadcasting):
 
 
 class Div(Broadcasting):
-    """``a / b`` with broadcasting (true division: integers give float32, as PyTorch).
-    d/da = 1/b, d/db = -a/b^2 = -(a/b)/b."""
+    r"""``y = a / b`` with broadcasting (true division: integers give float32, as PyTorch).
+    :math:`\partial y/\partial a = 1/b`, :math:`\partial y/\partial b = -a/b^2`: the code
+    forms ``da = g / b`` and then ``db = -da · a / b``."""
 
     true_division = True
 
@@ -152,7 +156,7 @@ class Div(Broadcasting):
 
 
 class Neg(Function):
-    """``-x``.  d/dx = -1."""
+    r"""``y = -x``.  :math:`dy/dx = -1`."""
 
     @staticmethod
     def forward(ctx, x):
@@ -164,7 +168,8 @@ class Neg(Function):
 
 
 class Pow(Function):
-    """``x ** p`` for a Python-number exponent ``p``.  d/dx = p x^(p-1)."""
+    r"""``y = x ** p`` for a Python-number exponent ``p``.  :math:`dy/dx = p\,x^{p-1}`
+    (0 for ``p = 0``, also at ``x = 0``: ``x^0`` is 1 everywhere)."""
 
     @staticmethod
     def forward(ctx, x, exponent):
@@ -205,12 +210,12 @@ def pow(x, exponent):
 
 
 class Elementwise(Function):
-    """``y = f(x)`` element by element, for the functions below: each gives ``function``
+    r"""``y = f(x)`` element by element, for the functions below: each gives ``function``
     (``f``) and its ``derivative`` (``f'``), written from the input ``x`` or from the
     output ``y``, whichever is cheaper. The Jacobian is diagonal, so the backward is
-    ``grad_output · f'(x)``, here once for all of them. ``from_output`` says which one the
-    derivative reads, and only that one is saved (so an in-place write to the other one
-    afterwards is no error, as in PyTorch)."""
+    :math:`dx = g\,f'(x)` (``g`` the ``grad_output``), here once for all of them.
+    ``from_output`` says which one the derivative reads, and only that one is saved (so
+    an in-place write to the other one afterwards is no error, as in PyTorch)."""
 
     from_output = False
     float_only = True  # an int or bool input is cast to the default float dtype first (not so abs)
@@ -234,7 +239,7 @@ class Elementwise(Function):
 
 
 class Exp(Elementwise):
-    """``exp(x)``.  d/dx = exp(x): the output itself."""
+    r"""``y = exp(x)``.  :math:`dy/dx = e^x = y`: the output itself."""
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.exp(x))
@@ -247,7 +252,7 @@ class Exp(Elementwise):
 
 
 class Log(Elementwise):
-    """``log(x)`` (natural).  d/dx = 1/x."""
+    r"""``y = log(x)`` (natural).  :math:`dy/dx = 1/x`."""
 
     function = staticmethod(lambda xp, x: xp.log(x))
 
@@ -259,7 +264,7 @@ class Log(Elementwise):
 
 
 class Sqrt(Elementwise):
-    """``sqrt(x)``.  d/dx = 1 / (2 sqrt(x)) = 1 / (2y), from the output."""
+    r"""``y = sqrt(x)``.  :math:`dy/dx = 1/(2\sqrt{x}) = 1/(2y)`, from the output."""
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.sqrt(x))
@@ -272,7 +277,7 @@ class Sqrt(Elementwise):
 
 
 class Tanh(Elementwise):
-    """``tanh(x)``.  d/dx = 1 - tanh(x)² = 1 - y², from the output."""
+    r"""``y = tanh(x)``.  :math:`dy/dx = 1 - \tanh^2 x = 1 - y^2`, from the output."""
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.tanh(x))
@@ -285,7 +290,8 @@ class Tanh(Elementwise):
 
 
 class Abs(Elementwise):
-    """``|x|``.  d/dx = sign(x): 1 for x > 0, -1 for x < 0, 0 at x = 0 and at NaN (as
+    r"""``y = |x|``.  :math:`dy/dx = \operatorname{sign}(x) = [x > 0] - [x < 0]` (``[·]`` is 1
+    where it holds, else 0): 1 for x > 0, -1 for x < 0, 0 at x = 0 and at NaN (as
     PyTorch; NumPy's ``sign(nan)`` is NaN, so the sign is built from the two comparisons)."""
 
     float_only = False  # |int| stays int, as PyTorch
@@ -297,7 +303,7 @@ class Abs(Elementwise):
 
 
 class Clone(Function):
-    """A copy of ``x`` in memory of its own.  d/dx = 1."""
+    r"""``y``, a copy of ``x`` in memory of its own.  :math:`dy/dx = 1`."""
 
     @staticmethod
     def forward(ctx, x):
@@ -309,7 +315,8 @@ class Clone(Function):
 
 
 class Cast(Function):
-    """Change dtype (float32 <-> float64).  The gradient is cast back."""
+    r"""Change dtype (float32 <-> float64).  The identity on values (to rounding), so
+    :math:`dy/dx = 1`, and the gradient is cast back to ``x``'s dtype."""
 
     @staticmethod
     def forward(ctx, x, dtype):
@@ -336,12 +343,24 @@ def matmul_transposed(xp, a, b):
 
 
 class MatMul(Function):
-    """``a @ b`` as ``numpy.matmul``: batched, with broadcast batch dims, 1-D operands allowed.
+    r"""``a @ b`` as ``numpy.matmul``: batched, with broadcast batch dims, 1-D operands allowed.
 
     Shapes: ``(..., n, k) @ (..., k, m) -> (..., n, m)``; a 1-D ``a`` is a row ``(1, k)`` and
     a 1-D ``b`` a column ``(k, 1)``, the added dim removed from the result.
-    Backward (C = A B):  dA = dC Bᵀ,  dB = Aᵀ dC; summing over broadcast batch dims is the
-    engine's job.
+
+    Backward, for ``C = A B`` (``A = a``, ``B = b``): :math:`C_{ij} = \sum_k A_{ik} B_{kj}`, so
+    :math:`\partial C_{ij}/\partial A_{ik} = B_{kj}` and :math:`\partial C_{ij}/\partial B_{kj} = A_{ik}`;
+    with ``dC`` the ``grad_output``:
+
+    .. math::
+
+        dA_{ik} = \sum_j dC_{ij} B_{kj} = (dC\,B^\top)_{ik},
+        \qquad
+        dB_{kj} = \sum_i A_{ik}\, dC_{ij} = (A^\top dC)_{kj}
+
+    Summing over broadcast batch dims is the engine's job; a 1-D operand's gradient is
+    computed as that of its row (or column), summed over the batch dims and the added
+    dim removed again.
 
     Raises:
         ValueError: for 0-d operands or mismatched inner dimensions.

@@ -16,12 +16,17 @@ from .tensor import Tensor
 
 
 class TensorPow(Broadcasting):
-    """``y = a ** b`` elementwise with broadcasting, ``b`` a tensor (``a`` a tensor or a number).
+    r"""``y = a ** b`` elementwise with broadcasting, ``b`` a tensor (``a`` a tensor or a number).
 
-    Backward, from ``y = exp(b log a)``::
+    Backward, from :math:`y = e^{b \log a}`:
 
-        dy/da = b a^(b-1)          (the power rule)
-        dy/db = y log a            (the exponential's rule: d(c^b)/db = c^b log c)
+    .. math::
+
+        \frac{\partial y}{\partial a} = b\,a^{b-1}
+            \quad\text{(the power rule)},
+        \qquad
+        \frac{\partial y}{\partial b} = y \log a
+            \quad\text{(the exponential's rule: } \tfrac{d}{db}\,c^b = c^b \log c\text{)}
 
     Where PyTorch defines the limits, so do we: ``dy/da = 0`` where ``b = 0`` (``a^0 = 1``
     everywhere, also at 0), and ``dy/db = 0`` where ``a = 0`` and ``b >= 0`` (``0^b`` is 0

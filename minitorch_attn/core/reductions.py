@@ -31,8 +31,9 @@ def _keepdim_shape(shape, axes):
 
 
 class Sum(Function):
-    """Sum over ``dim`` (None = all).  Backward: every summed element receives ``grad_output``,
-    i.e. ``grad_output`` broadcast back over the reduced axes."""
+    r"""``y = Σ x`` over ``dim`` (None = all).  Backward: :math:`\partial y/\partial x_i = 1` for
+    every summed element, so each receives ``grad_output`` (:math:`dx_i = g`), i.e.
+    ``grad_output`` broadcast back over the reduced axes."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -50,7 +51,8 @@ class Sum(Function):
 
 
 class Mean(Function):
-    """Mean over ``dim`` (None = all).  Backward: ``grad_output / n`` broadcast back, n = count reduced.
+    r"""``y = Σ x / n``, the mean over ``dim`` (None = all), n = count reduced.  Backward:
+    :math:`\partial y/\partial x_i = 1/n`, so :math:`dx_i = g/n`, ``grad_output / n`` broadcast back.
     The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
 
     @staticmethod
@@ -71,10 +73,17 @@ class Mean(Function):
 
 
 class Max(Function):
-    """Largest value over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
-    position(s) of the maximum; ties share it evenly. A NaN is the maximum of its row
-    (the result is NaN), so the row's NaNs share its gradient, as ``torch.max(x)``'s
-    (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there)."""
+    r"""Largest value ``y`` over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
+    position(s) of the maximum; ties share it evenly:
+
+    .. math::
+
+        dx_i = g\,\frac{h_i}{\sum_j h_j},
+        \qquad h_i = [x_i = y \text{ or } x_i \text{ is NaN}]
+
+    (``[·]`` is 1 where it holds, else 0; the sum runs over the reduced elements). A NaN is
+    the maximum of its row (the result is NaN), so the row's NaNs share its gradient, as
+    ``torch.max(x)``'s (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there)."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -100,12 +109,20 @@ class Max(Function):
 
 
 class Var(Function):
-    """Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
+    r"""Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
 
     Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
-    Backward: dv/dx_i = 2 (x_i - m) / (n - correction) (the m term sums to zero).
-    With no degrees of freedom (``n <= correction``) v is NaN, or inf where the squares sum
-    to more than 0 (as PyTorch), and the gradient NaN."""
+    Backward, with :math:`c` the correction and :math:`\partial m/\partial x_i = 1/n`; the
+    term through :math:`m` sums to zero:
+
+    .. math::
+
+        \frac{\partial v}{\partial x_i} = \frac{2}{n - c}\Big((x_i - m) - \frac1n \sum_j (x_j - m)\Big)
+            = \frac{2\,(x_i - m)}{n - c}
+
+    and :math:`dx_i = g\,\partial v/\partial x_i`. With no degrees of freedom
+    (``n <= correction``) v is NaN, or inf where the squares sum to more than 0 (as
+    PyTorch), and the gradient NaN."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):

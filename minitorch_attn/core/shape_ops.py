@@ -20,7 +20,9 @@ from .tensor import Tensor, _is_int, dtype_name, result_dtype
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
-    """Same data, new shape (one entry may be -1).  Backward: reshape ``grad_output`` back."""
+    r"""Same data, new shape (one entry may be -1).  Element k of ``y`` is element k of ``x`` in
+    row-major order, :math:`\partial y_k/\partial x_l = \delta_{kl}`, so the backward reshapes
+    ``grad_output`` back: :math:`dx = \mathrm{reshape}(g, \mathrm{shape}(x))`."""
 
     is_view = True  # the output shares the input's memory and version counter
 
@@ -41,7 +43,8 @@ class Reshape(Function):
 
 
 class Permute(Function):
-    """Reorder dims by ``dims``.  Backward: permute ``grad_output`` by the inverse permutation."""
+    r"""Reorder dims by ``dims``: each element moves, none is combined.  Backward: permute
+    ``grad_output`` by the inverse permutation, :math:`dx = \mathrm{permute}(g, \mathrm{dims}^{-1})`."""
 
     is_view = True  # the output shares the input's memory and version counter
 
@@ -59,7 +62,9 @@ class Permute(Function):
 
 
 class Transpose(Function):
-    """Swap two dims.  Backward: swap them back."""
+    r"""Swap two dims: :math:`y_{\ldots j \ldots i \ldots} = x_{\ldots i \ldots j \ldots}`.
+    Backward: swap them back (a swap is its own inverse),
+    :math:`dx_{\ldots i \ldots j \ldots} = g_{\ldots j \ldots i \ldots}`."""
 
     is_view = True  # the output shares the input's memory and version counter
 
@@ -78,8 +83,9 @@ class Transpose(Function):
 
 
 class Expand(Function):
-    """Broadcast to a larger shape (a view in NumPy).  Backward: ``grad_output`` as is; the engine
-    sums it over the expanded axes."""
+    r"""Broadcast to a larger shape (a view in NumPy): every ``y_i`` is a copy of one ``x_j``.
+    Backward: :math:`dx_j = \sum_{i \text{ copies } j} g_i`; ``grad_output`` is returned as
+    is, and the engine sums it over the expanded axes."""
 
     is_view = True  # the output shares the input's memory and version counter
 
@@ -146,10 +152,12 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 # ---- indexing -------------------------------------------------------------------------------------
 class GetItem(Function):
-    """``x[key]`` for basic keys: ints, slices and ``...`` (``None`` is handled by :func:`getitem`).
+    r"""``x[key]`` for basic keys: ints, slices and ``...`` (``None`` is handled by :func:`getitem`).
 
-    Backward: a zero array of ``x``'s shape with ``grad_output`` written into the selected places
-    (each place is selected at most once by a basic key, so writing is adding)."""
+    Backward: :math:`y_i = x_{k(i)}`, where ``k`` maps each output place to the place it was
+    selected from, so :math:`dx_{k(i)} = g_i` and :math:`dx_j = 0` at the places not selected:
+    a zero array of ``x``'s shape with ``grad_output`` written into the selected places (each
+    place is selected at most once by a basic key, so writing is adding)."""
 
     is_view = True  # the output shares the input's memory and version counter
 
@@ -167,11 +175,13 @@ class GetItem(Function):
 
 
 class Take(Function):
-    """``x[index]`` with an integer tensor ``index`` on the first axis (an embedding lookup).
+    r"""``x[index]`` with an integer tensor ``index`` on the first axis (an embedding lookup).
 
     Shapes: ``x (n, *rest)``, ``index (*idx)`` -> ``(*idx, *rest)``.
-    Backward: row ``index[i]`` of the gradient is the sum of ``grad_output[i]`` over every ``i`` that
-    picked it (a scatter-add: repeated indices accumulate), via ``backend.index_add``."""
+    Backward: :math:`y_i = x_{\mathrm{index}_i}`, so row ``r`` of the gradient is the sum of
+    ``grad_output[i]`` over every ``i`` that picked it,
+    :math:`dx_r = \sum_{i:\,\mathrm{index}_i = r} g_i` (a scatter-add: repeated indices
+    accumulate), via ``backend.index_add``."""
 
     @staticmethod
     def forward(ctx, x, index):
@@ -229,7 +239,9 @@ def _backend_array(like, values):
 
 # ---- joining and splitting ---------------------------------------------------------------------
 class Concat(Function):
-    """Join tensors along an existing ``dim``.  Backward: cut ``grad_output`` back into the pieces.
+    r"""Join tensors along an existing ``dim``: piece ``k``, of size :math:`n_k` along it, fills
+    places :math:`o_k \ldots o_k + n_k - 1`, with :math:`o_k = n_1 + \dots + n_{k-1}`.  Backward:
+    cut ``grad_output`` back into the pieces, :math:`dx_k = g_{[o_k,\; o_k + n_k)}` along ``dim``.
 
     As in PyTorch, a 1-D piece of shape ``(0,)`` joins tensors of any shape: it adds
     nothing, and its gradient is empty."""
@@ -263,7 +275,8 @@ class Concat(Function):
 
 
 class Stack(Function):
-    """Join tensors of one shape along a new ``dim``.  Backward: take slice i of ``grad_output``."""
+    r"""Join tensors of one shape along a new ``dim``: slice ``i`` of ``y`` along it is ``x_i``.
+    Backward: take slice i of ``grad_output``, :math:`dx_i = g_{\ldots,\, i,\, \ldots}`."""
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
@@ -327,10 +340,11 @@ def split(x, split_size, dim=0):
 
 
 class Split(Function):
-    """``x`` cut along ``axis`` into consecutive pieces of ``sizes`` (views of ``x``).
+    r"""``x`` cut along ``axis`` into consecutive pieces :math:`y_k` of ``sizes`` (views of ``x``).
 
-    Backward: the pieces' gradients joined back along ``axis`` (one that no path from the
-    loss reached is zeros, given by the engine). speed: one pass, where a slice per piece
+    Backward: the pieces' gradients joined back along ``axis``,
+    :math:`dx = \mathrm{concat}(g_1, \dots, g_n)` (one that no path from the loss reached is
+    zeros, given by the engine). speed: one pass, where a slice per piece
     (:class:`GetItem`) would write each gradient into zeros of ``x``'s shape and add them:
     the fused Q, K, V projection of every attention layer is split this way."""
 
@@ -367,8 +381,9 @@ def chunk(x, chunks, dim=0):
 
 # ---- selection and masks ----------------------------------------------------------------------
 class Where(Broadcasting):
-    """``condition ? a : b`` elementwise, broadcasting.  Backward: ``grad_output`` flows to ``a``
-    where the condition holds and to ``b`` elsewhere."""
+    r"""``y = condition ? a : b`` elementwise, broadcasting.  With :math:`c` the condition as 0/1,
+    :math:`\partial y/\partial a = c` and :math:`\partial y/\partial b = 1 - c`.  Backward:
+    ``grad_output`` flows to ``a`` where the condition holds and to ``b`` elsewhere."""
 
     promotes = False  # the condition stays bool; the result takes ``dtype``, chosen by the caller
 
@@ -420,9 +435,11 @@ def masked_fill(x, mask, value):
 
 
 class Triangle(Function):
-    """Keep the lower (``j <= i + diagonal``) or, with ``upper=True``, the upper
-    (``j >= i + diagonal``) triangle of the last two dims, zeroing the rest.
-    Backward: the same mask on ``grad_output``."""
+    r"""Keep the lower (``j <= i + diagonal``) or, with ``upper=True``, the upper
+    (``j >= i + diagonal``) triangle of the last two dims, zeroing the rest:
+    :math:`y_{ij} = x_{ij}\,[j \le i + k]` for the lower one (``k`` the diagonal, ``[·]`` 1
+    where it holds, else 0).  Backward: the same mask on ``grad_output``,
+    :math:`dx_{ij} = g_{ij}\,[j \le i + k]` (``[j >= i + k]`` for the upper one)."""
 
     @staticmethod
     def forward(ctx, x, diagonal=0, upper=False):

@@ -37,15 +37,19 @@ def _dropout_scale(backend, shape, p, dtype):
 
 
 class GELU(Function):
-    """Gaussian Error Linear Unit, ``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415, eq. 1).
+    r"""Gaussian Error Linear Unit, ``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415, eq. 1).
 
     Exact (``approximate="none"``)::
 
         1. Φ = (1 + erf(x/√2)) / 2          (the standard normal CDF)
         2. y = x Φ
 
-        2-1. dy/dx = Φ + x dΦ/dx = Φ + x φ,  φ = exp(-x²/2)/√(2π)
-             (product rule; the derivative of a CDF is its density φ)
+    2-1, by the product rule (the derivative of a CDF is its density :math:`\varphi`):
+
+    .. math::
+
+        \frac{dy}{dx} = \Phi + x\,\frac{d\Phi}{dx} = \Phi + x\,\varphi,
+        \qquad \varphi = \frac{e^{-x^2/2}}{\sqrt{2\pi}}
 
     Tanh (``approximate="tanh"``, the paper's eq. 2 and GPT-2's)::
 
@@ -53,11 +57,18 @@ class GELU(Function):
         2. h = (1 + tanh(u)) / 2                        (Φ's stand-in, between 0 and 1)
         3. y = x h
 
-        3.  dy/dx = h + x dh/dx                          (product rule)
-        2.  dh/dx = (1 - tanh²(u))/2 · du/dx = 2 h (1 - h) du/dx
-            (1 - tanh² = (1 - tanh)(1 + tanh) = (2 - 2h)(2h))
-        1.  du/dx = a + 3 b x²
-        so  dy/dx = h (1 + x (1 - h) (2a + 6b x²))
+    Backward, each line undoing the forward line of its number (3 by the product rule;
+    2 with :math:`1 - \tanh^2 = (1 - \tanh)(1 + \tanh) = (2 - 2h)(2h)`):
+
+    .. math::
+
+        3.\quad \frac{dy}{dx} &= h + x\,\frac{dh}{dx}
+
+        2.\quad \frac{dh}{dx} &= \frac{1 - \tanh^2 u}{2}\,\frac{du}{dx} = 2h\,(1 - h)\,\frac{du}{dx}
+
+        1.\quad \frac{du}{dx} &= a + 3b\,x^2
+
+    so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
 
     Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see the speed
     note), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
@@ -134,14 +145,14 @@ def gelu(x, approximate="none"):
 
 
 class Sigmoid(Function):
-    """The logistic function ``σ(x) = 1 / (1 + e^-x)``::
+    r"""The logistic function ``σ(x) = 1 / (1 + e^-x)``::
 
         1. e = e^-|x|                    (<= 1: never overflows)
         2. s = 1 / (1 + e) for x >= 0,  e / (1 + e) for x < 0     (both are σ(x))
 
-        2-1. ds/dx = e^-x / (1 + e^-x)² = s (1 - s)
-
-    The backward reads the output ``s`` saved by the forward, not ``x``.
+    2-1: :math:`\dfrac{ds}{dx} = \dfrac{e^{-x}}{(1 + e^{-x})^2} = s\,(1 - s)`, since
+    :math:`1 - s = e^{-x}/(1 + e^{-x})`. The backward reads the output ``s`` saved by the
+    forward, not ``x``.
     """
 
     @staticmethod
@@ -177,18 +188,22 @@ def sigmoid(x):
 
 
 class SiLU(Function):
-    """Sigmoid Linear Unit, ``x σ(x)`` (Elfwing et al. 2018, arXiv:1702.03118, eq. 4; Swish-1
+    r"""Sigmoid Linear Unit, ``x σ(x)`` (Elfwing et al. 2018, arXiv:1702.03118, eq. 4; Swish-1
     in Ramachandran et al. 2017), the gate of LLaMA's SwiGLU feed-forward::
 
         1. s = σ(x) = 1 / (1 + e^-x)     (= e^x / (1 + e^x) = e^x to rounding for x < -80,
                                           where e^-x would overflow)
         2. y = x s
 
-        2.  dy/dx = s + x ds/dx          (product rule)
-        1.  ds/dx = s (1 - s)            (the sigmoid's own derivative)
-        so  dy/dx = s (1 + x (1 - s))
+    Backward: 2 by the product rule, 1 by the sigmoid's own derivative:
 
-    The backward reuses ``s`` saved by the forward.
+    .. math::
+
+        2.\quad \frac{dy}{dx} = s + x\,\frac{ds}{dx}
+        \qquad
+        1.\quad \frac{ds}{dx} = s\,(1 - s)
+
+    so :math:`dy/dx = s\,\big(1 + x\,(1 - s)\big)`. The backward reuses ``s`` saved by the forward.
 
     Overflow: ``e^-x`` overflows float32 below x = -88.7. The forward caps the exponent at
     80 (e^80 is finite in float32) and, only where some x lies below -80, takes
@@ -237,8 +252,8 @@ def silu(x):
 
 
 class ReLU(Function):
-    """``max(x, 0)``.  Backward: ``dy/dx`` is 1 where ``x > 0``, else 0 (0 at x = 0, as
-    PyTorch), so ``dx = grad_output`` where ``x > 0`` and 0 elsewhere.
+    r"""``y = max(x, 0)``.  Backward: :math:`dy/dx = [x > 0]`, 1 where ``x > 0``, else 0 (0 at
+    x = 0, as PyTorch), so :math:`dx = g\,[x > 0]`: ``grad_output`` where ``x > 0`` and 0 elsewhere.
 
     NaN, as PyTorch: ``relu(nan)`` is NaN and its gradient passes (``x > 0`` is False for
     NaN, so the test is written ``not x <= 0``, which is True for it)."""
@@ -272,10 +287,10 @@ def relu(x):
 
 
 class Dropout(Function):
-    """Inverted dropout: ``y = x ∘ m`` with ``m = 1/(1-p)`` kept (probability 1-p), else 0.
+    r"""Inverted dropout: ``y = x ∘ m`` with ``m = 1/(1-p)`` kept (probability 1-p), else 0.
 
-    Backward: ``dy/dx = m`` elementwise, so ``dx = grad_output ∘ m``, with the very mask
-    of the forward (saved, not redrawn).
+    Backward: :math:`\partial y_i/\partial x_i = m_i` elementwise, so :math:`dx = g \circ m`
+    (``grad_output ∘ m``), with the very mask of the forward (saved, not redrawn).
     Source: Srivastava et al. 2014 (JMLR 15), with the scaling moved to training time.
     """
 

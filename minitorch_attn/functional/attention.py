@@ -31,7 +31,7 @@ def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
     without the guard.
 
     speed: ``e / Σ e`` reuses the exponentials that the sum needed, where ``exp(S - lse)``
-    took a second exponential of every score: 4.6 -> 3.7 ms for the (16, 4, 64, 64) float32
+    took a second exponential of every score: 4.6 -> 4.1 ms for the (16, 4, 64, 64) float32
     scores of the default GPT on one core.
     """
     # BEGIN SOLUTION 4.1
@@ -193,11 +193,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 class AttentionWeights(Function):
-    """The attention weights ``P = softmax(scale · Q Kᵀ + mask)`` of
+    r"""The attention weights ``P = softmax(scale · Q Kᵀ + mask)`` of
     :class:`ScaledDotProductAttention` (its passes 0-3, no dropout), for pictures.
 
     Backward: passes 3-0 of that class, with ``D = rowsum(dP ∘ P)`` formed from ``P``
-    itself (there is no ``O`` here).
+    itself (there is no ``O`` here); row by row, over the keys j, k of one row:
+
+    .. math::
+
+        3.\quad dS_j = P_j\,\Big(dP_j - \sum_k dP_k\, P_k\Big)
+        \qquad
+        1.\quad dQ = \mathrm{scale}\cdot dS\,K,\quad dK = \mathrm{scale}\cdot dS^\top Q
+
+    with ``dbias = dS`` (2) and ``dK`` summed over the G query heads of each group (0).
     """
 
     @staticmethod

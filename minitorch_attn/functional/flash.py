@@ -192,7 +192,53 @@ class _Plan:
 
 
 class FlashAttention(Function):
-    """``(out, lse) = flash(q, k, v, mask)``; see :func:`flash_attention` for shapes."""
+    r"""``(out, lse) = flash(q, k, v, mask)``; see :func:`flash_attention` for shapes.
+
+    Forward: FlashAttention-2's Algorithm 1 (:func:`_forward_chunk`; numbers are its lines),
+    dense attention's ``O`` and its log-sum-exp, by the online softmax over key blocks ``j``
+    (the module docstring derives it)::
+
+        8.      S_ij = scale · Q_i K_jᵀ  (+ bias; masked entries -inf)
+        9-10.   m_i, ℓ_i and Õ_i carried along the key blocks
+        12-13.  O_i = Õ_i / ℓ_i,   lse_i = m_i + log ℓ_i
+
+    Backward: Algorithm 2 (:func:`_backward_chunk`), dense attention's backward
+    (:class:`~minitorch_attn.functional.attention.ScaledDotProductAttention`) one tile at a
+    time, each line undoing the forward line it names. The weights are recomputed from
+    ``lse``, never stored (line 11, forward lines 9, 12, 13 at once):
+
+    .. math::
+
+        P_{ij} = e^{S_{ij} - \mathrm{lse}_i}
+
+    then, summed over the tiles (``dV = Pᵀ dO`` sums over query blocks, ``dQ = dS K`` over
+    key blocks, so the tiles add up to the dense result):
+
+    .. math::
+
+        dV_j &= \textstyle\sum_i P_{ij}^\top dO_i,
+            \quad dP_{ij} = dO_i V_j^\top
+            &&\text{(12-13: undo line 10)}
+
+        dS_{ij} &= P_{ij} \circ (dP_{ij} - D_i)
+            &&\text{(14: undoes 9 and 12)}
+
+        dQ_i &= \mathrm{scale} \textstyle\sum_j dS_{ij} K_j,
+            \quad dK_j = \mathrm{scale} \textstyle\sum_i dS_{ij}^\top Q_i
+            &&\text{(15-16: undo line 8)}
+
+    (line 14 undoes the softmax, lines 9 and 12) with line 4's row term
+    :math:`D_i = \mathrm{rowsum}(dO_i \circ O_i) - d\mathrm{lse}_i`.
+    ``rowsum(dO ∘ O)`` equals the softmax's ``rowsum(dP ∘ P)`` (shown in
+    ``ScaledDotProductAttention``); the ``lse`` output adds its own term, since
+    :math:`\partial\,\mathrm{lse}_i/\partial S_{ij} = P_{ij}` (it undoes line 13): an
+    upstream :math:`d\mathrm{lse}_i` adds :math:`d\mathrm{lse}_i P_{ij}` to :math:`dS_{ij}`,
+    the same as subtracting it from :math:`D_i`. The mask's gradient is ``dS`` (the bias
+    added at line 8), and ``dK``, ``dV`` are summed over the G query heads of each group
+    (line 18). With dropout (keep-mask ``Z``), the dropped weights
+    :math:`P_d = P \circ Z/(1-p)` take the place of ``P`` in ``dV``, and
+    :math:`dP = (dO_i V_j^\top) \circ Z/(1-p)`.
+    """
 
     @staticmethod
     def forward(ctx, query, key, value, mask, *, plan):

@@ -13,7 +13,7 @@ from ._sums import column_sums
 
 
 class Linear(Function):
-    """``y = x Wᵀ + b``: ``x (..., in)``, ``W (out, in)``, ``b (out,)`` -> ``(..., out)``.
+    r"""``y = x Wᵀ + b``: ``x (..., in)``, ``W (out, in)``, ``b (out,)`` -> ``(..., out)``.
 
     Forward, with the leading dims flattened into rows first, so that every product is one
     2-D matrix multiply (a single BLAS call, much faster than a batched one with a
@@ -22,13 +22,19 @@ class Linear(Function):
         1. X = x as (M, in)                 (M = the product of the leading dims)
         2. Y = X Wᵀ + b                     (M, out):  Y_mi = Σ_k X_mk W_ik + b_i
 
-    Backward, with ``G = grad_output`` as (M, out). From 2, ``dY_mi/dX_mk = W_ik``,
-    ``dY_mi/dW_ik = X_mk`` and ``dY_mi/db_i = 1``; summing each over what it touches::
+    Backward, with ``G = grad_output`` as (M, out). From 2,
+    :math:`\partial Y_{mi}/\partial X_{mk} = W_{ik}`, :math:`\partial Y_{mi}/\partial W_{ik} = X_{mk}`
+    and :math:`\partial Y_{mi}/\partial b_i = 1`; summing each over what it touches (2):
 
-        2. dX_mk = Σ_i G_mi W_ik   ->  dX = G W
-           dW_ik = Σ_m G_mi X_mk   ->  dW = Gᵀ X    (summed over the rows)
-           db_i  = Σ_m G_mi        ->  db = sum_rows(G)
-        1. dx = dX reshaped back to x's shape
+    .. math::
+
+        dX_{mk} = \sum_i G_{mi} W_{ik},\ dX = G\,W
+        \qquad
+        dW_{ik} = \sum_m G_{mi} X_{mk},\ dW = G^\top X
+        \qquad
+        db_i = \sum_m G_{mi}
+
+    (``dW`` and ``db`` summed over the rows), and 1: ``dx`` is ``dX`` reshaped back to x's shape.
 
     With ``in = 0`` the sum over k is empty: ``Y = b`` (zeros without a bias), as PyTorch.
     """

@@ -19,16 +19,20 @@ from ._checks import _check_float
 
 
 class NLLLoss(Function):
-    """The weighted negative log-likelihood of rows ``logp (M, C)``, as PyTorch defines it::
+    r"""The weighted negative log-likelihood of rows ``logp (M, C)``, as PyTorch defines it::
 
         1. loss_i = -w_{t_i} logp_{i, t_i}                  (0 on ignored rows)
         2. reduce: sum_i loss_i;  mean = Σ_i loss_i / Σ_i w_{t_i} over the rows not
            ignored;  or none (loss_i itself)
 
-    Backward. Only the picked entry of each row depends on ``logp``::
+    Backward. Only the picked entry of each row depends on ``logp`` (``[·]`` is 1 where it
+    holds, else 0), 1-1:
 
-        1-1. dloss_i/dlogp_ic = -w_{t_i} [c = t_i]
-        2-1. times g (sum), g / Σ_i w_{t_i} (mean) or g_i (none)
+    .. math::
+
+        \frac{\partial\,\mathrm{loss}_i}{\partial\,\mathrm{logp}_{ic}} = -w_{t_i}\,[c = t_i]
+
+    2-1: times :math:`g` (sum), :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none).
 
     An ignored row has gradient 0. With every target ignored (or weights summing to 0),
     the mean is NaN (0 / 0) and its gradient 0, as :func:`cross_entropy`'s.

@@ -1,16 +1,5 @@
 """Padding: :func:`pad` adds (or, with negative amounts, cuts) a border of a constant
-around the last dims, with its hand-written backward.
-
-Forward, for the padded dims, each with ``before`` and ``after`` amounts::
-
-    1. inner = x cut where an amount is negative            (x[-before : size + after])
-    2. out   = full(new shape, value);  out[placed] = inner  (placed: [max(before, 0) : ... ])
-
-Backward: the border is a constant, so only the places that came from ``x`` get a
-gradient::
-
-    2-1. d_inner = g[placed]
-    1-1. dx = zeros(x.shape);  dx[cut] = d_inner            (a cut-off element: 0)
+around the last dims, with its hand-written backward (:class:`Pad`).
 """
 
 from __future__ import annotations
@@ -22,7 +11,27 @@ from ..core.tensor import Tensor
 
 
 class Pad(Function):
-    """See the module docstring: ``cut`` and ``placed`` are tuples of slices, one per dim."""
+    r"""Forward, for the padded dims, each with ``before`` and ``after`` amounts (``cut`` and
+    ``placed`` are tuples of slices, one per dim)::
+
+        1. inner = x cut where an amount is negative            (x[-before : size + after])
+        2. out   = full(new shape, value);  out[placed] = inner  (placed: [max(before, 0) : ... ])
+
+    So element ``q`` of ``x`` inside the cut lands at one place ``π(q)`` of ``out``
+    (:math:`\mathrm{out}_{\pi(q)} = x_q`), every other place holds the constant ``value``,
+    and a cut-off element lands nowhere.
+
+    Backward: the border is a constant, :math:`\partial\,\mathrm{out}_p/\partial x_q = [p = \pi(q)]`
+    (``[·]`` is 1 where it holds, else 0), so only the places that came from ``x`` get a
+    gradient. 2-1: ``d_inner = g[placed]``; 1-1, into zeros of ``x``'s shape:
+
+    .. math::
+
+        dx_q = g_{\pi(q)} \text{ for } q \text{ in the cut},
+        \qquad dx_q = 0 \text{ for a cut-off element}
+
+    In the code: ``dx = zeros(x.shape);  dx[cut] = g[placed]``.
+    """
 
     @staticmethod
     def forward(ctx, x, cut, placed, shape, value):

@@ -53,7 +53,7 @@ def _rotate(xp, x, cos, sin, interleaved):
 
 
 class RotaryEmbedding(Function):
-    """RoPE (arXiv:2104.09864, §3.4.2, eqs. 34-35) of ``x (..., T, d)`` at ``positions``.
+    r"""RoPE (arXiv:2104.09864, §3.4.2, eqs. 34-35) of ``x (..., T, d)`` at ``positions``.
 
     Forward::
 
@@ -62,10 +62,16 @@ class RotaryEmbedding(Function):
         3. y     = R(φ) x: each pair (a, b) -> (a cos φ - b sin φ, a sin φ + b cos φ)
 
     Backward: step 3 is linear in x with an orthogonal matrix (a block of 2 x 2 rotations),
-    so ``dx = R(φ)ᵀ g``, and the transpose of a rotation is the rotation by minus the angle::
+    so :math:`dx = R(\varphi)^\top g`, and the transpose of a rotation is the rotation by
+    minus the angle. 3: :math:`dx = R(-\varphi)\,g`, for each pair :math:`(g_a, g_b)` of ``g``:
 
-        3. dx = R(-φ) g: each pair (g_a, g_b) -> (g_a cos φ + g_b sin φ, -g_a sin φ + g_b cos φ)
-        2-1. the angles are constants: positions get no gradient
+    .. math::
+
+        dx_a = g_a \cos\varphi + g_b \sin\varphi,
+        \qquad
+        dx_b = -g_a \sin\varphi + g_b \cos\varphi
+
+    2-1: the angles are constants: positions get no gradient.
 
     The angles are computed in float64 and rounded once to ``x``'s dtype, so float32
     rotations stay accurate at positions in the thousands.

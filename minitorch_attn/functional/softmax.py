@@ -67,16 +67,20 @@ def _shifted_exp(xp, x, axis):
 
 
 class LogSumExp(Function):
-    """``lse(x) = log Σ_j exp(x_j)`` over the axes ``dims``, shifted by the maximum ``m``::
+    r"""``lse(x) = log Σ_j exp(x_j)`` over the axes ``dims``, shifted by the maximum ``m``::
 
         1. m = max(x) over dims (0 where it is ±inf or the dims are empty: nothing to shift)
         2. s = Σ_j exp(x_j - m)                   (the largest term is exp(0) = 1: no overflow)
         3. lse = m + log s                        (log 0 = -inf for an empty or all -inf row)
 
-    Backward. ``dlse/dx_j = exp(x_j) / Σ_i exp(x_i) = exp(x_j - lse) = softmax(x)_j``; ``m``
-    cancels (``lse`` is the same function of ``x`` for every shift), so::
+    Backward. ``m`` cancels (``lse`` is the same function of ``x`` for every shift), so
 
-        3-1. dx_j = g exp(x_j - lse)
+    .. math::
+
+        \frac{\partial\,\mathrm{lse}}{\partial x_j} = \frac{e^{x_j}}{\sum_i e^{x_i}}
+            = e^{x_j - \mathrm{lse}} = \mathrm{softmax}(x)_j
+
+    and 3-1: :math:`dx_j = g\,e^{x_j - \mathrm{lse}}`.
 
     An entry ``-inf`` gets gradient ``exp(-inf) = 0`` while its row has a finite entry.
     """
@@ -191,17 +195,22 @@ class Softmax(Function):
 
 
 class LogSoftmax(Function):
-    """``y = log_softmax(x) = x - lse(x)`` along ``dim``.
+    r"""``y = log_softmax(x) = x - lse(x)`` along ``dim``.
 
     Forward::
 
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. y = z - lse_z                                   (= x - lse(x))
 
-    Backward. ``dy_i/dx_j = δ_ij - dlse/dx_j = δ_ij - p_j`` with ``p = softmax(x) = exp(y)``
-    (saved by the forward)::
+    Backward (2-1), with :math:`p = \mathrm{softmax}(x) = e^y` (saved by the forward) and
+    :math:`\partial\,\mathrm{lse}/\partial x_j = p_j`:
 
-        2-1. dx_j = Σ_i g_i (δ_ij - p_j) = g_j - p_j Σ_i g_i
+    .. math::
+
+        \frac{\partial y_i}{\partial x_j} = \delta_{ij} - \frac{\partial\,\mathrm{lse}}{\partial x_j}
+            = \delta_{ij} - p_j,
+        \qquad
+        dx_j = \sum_i g_i\,(\delta_{ij} - p_j) = g_j - p_j \sum_i g_i
 
     The max shift of step 1 does not change this: ``y(x - c) = y(x)`` for every constant ``c``.
     Exact for large offsets: ``log_softmax([1000, 0]) == [0, -1000]``.
@@ -273,7 +282,7 @@ def log_softmax(x, dim=-1, dtype=None):
 
 
 class CrossEntropy(Function):
-    """Fused log-softmax and cross-entropy over rows ``logits (M, C)``, as PyTorch defines it.
+    r"""Fused log-softmax and cross-entropy over rows ``logits (M, C)``, as PyTorch defines it.
 
     Row ``i`` has target class ``t_i``; with smoothing ``ε`` and class weights ``w`` (all 1
     without ``weight``) its loss is a cross-entropy against the weighted target
@@ -288,19 +297,23 @@ class CrossEntropy(Function):
     This is PyTorch's ``(1-ε) nll + ε/C · Σ_c w_c (-logp_c)``: expanding ``r`` gives
     ``-(1-ε) w_t logp_t - (ε/C) Σ_c w_c logp_c``, the weighted ``nll`` plus the smoothing
     term. Written as ``-Σ_c r_c logp_c`` its gradient is one line. With
-    ``dlogp_c/dx_j = δ_cj - p_j`` (the log-softmax Jacobian, ``p = softmax(logits_i)``)::
+    :math:`\partial\,\mathrm{logp}_c/\partial x_j = \delta_{cj} - p_j` (the log-softmax
+    Jacobian, :math:`x = \mathrm{logits}_i`, :math:`p = \mathrm{softmax}(x)`), 2-1 is
 
-        2-1. dloss_i/dx_j = -Σ_c r_c (δ_cj - p_j) = p_j Σ_c r_c - r_j
+    .. math::
 
-    Without weights ``Σ_c r_c = 1`` and this is the familiar ``p - q``, ``q`` the smoothed
-    one-hot. Step 3 multiplies row ``i`` by ``grad_output`` (sum), ``grad_output / Σ w_t``
-    (mean) or ``grad_output_i`` (none). An ignored row has ``r_i = 0``, so it adds nothing
-    to the loss or the gradient; its logits are replaced by zeros first, so that not even
-    ``-inf`` logits (padding) can turn that nothing into ``0 · inf = NaN``. Likewise a
-    term with ``r_c = 0`` is selected away rather than multiplied by a ``-inf`` logp. When
-    the targets' weights sum to 0, the mean is NaN (0 / 0) and the gradient 0: as PyTorch
-    when every target is ignored (PyTorch's gradient is NaN instead when the targets left
-    have weight 0).
+        \frac{\partial\,\mathrm{loss}_i}{\partial x_j} = -\sum_c r_c\,(\delta_{cj} - p_j)
+            = p_j \sum_c r_c - r_j
+
+    Without weights :math:`\sum_c r_c = 1` and this is the familiar :math:`p - q`, ``q`` the
+    smoothed one-hot. Step 3 multiplies row ``i`` by :math:`g` (sum),
+    :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none), ``g`` the ``grad_output``. An
+    ignored row has ``r_i = 0``, so it adds nothing to the loss or the gradient; its logits
+    are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
+    nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
+    than multiplied by a ``-inf`` logp. When the targets' weights sum to 0, the mean is NaN
+    (0 / 0) and the gradient 0: as PyTorch when every target is ignored (PyTorch's gradient
+    is NaN instead when the targets left have weight 0).
     """
 
     @staticmethod
@@ -356,7 +369,7 @@ class CrossEntropy(Function):
 
 
 class SoftCrossEntropy(Function):
-    """Cross-entropy against probability ("soft") targets ``t (M, C)``, as PyTorch defines it::
+    r"""Cross-entropy against probability ("soft") targets ``t (M, C)``, as PyTorch defines it::
 
         1. logp_i = log_softmax(logits_i)                    (see _shifted_logsumexp)
         2. r_ic   = w_c ((1-ε) t_ic + ε/C);   loss_i = -Σ_c r_ic logp_ic
@@ -364,11 +377,15 @@ class SoftCrossEntropy(Function):
            weights: PyTorch's rule for probability targets);  or none
 
     Backward. As :class:`CrossEntropy`'s step 2-1, with this ``r``, and the targets too
-    (``loss`` is linear in them)::
+    (``loss`` is linear in them, through :math:`\partial r_{ic}/\partial t_{ic} = (1-\varepsilon)\,w_c`):
 
-        2-1. dloss_i/dx_j  = p_j Σ_c r_ic - r_ij
-             dloss_i/dt_ic = -(1-ε) w_c logp_ic
-        3-1. times g (sum), g / M (mean) or g_i (none)
+    .. math::
+
+        \frac{\partial\,\mathrm{loss}_i}{\partial x_j} = p_j \sum_c r_{ic} - r_{ij},
+        \qquad
+        \frac{\partial\,\mathrm{loss}_i}{\partial t_{ic}} = -(1-\varepsilon)\,w_c\,\mathrm{logp}_{ic}
+
+    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
     """
 
     @staticmethod

@@ -8,8 +8,9 @@ from .record import OpInfo, Sample, register
 
 
 class FirstOnly(mt.Function):
-    """``f(a, b) = 2a``: ``b`` takes part only through its shape, so its gradient is zero
-    and backward says so with ``None``, which the engine treats as a zero gradient."""
+    r"""``f(a, b) = 2a``: :math:`\partial f/\partial a = 2`, and ``b`` takes part only through
+    its shape, so :math:`\partial f/\partial b = 0`: its gradient is zero and backward says so
+    with ``None``, which the engine treats as a zero gradient."""
 
     @staticmethod
     def forward(ctx, a, b):
