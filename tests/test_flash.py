@@ -6,6 +6,11 @@ dropout; in float32 its error against a float64 reference may be at most 2x (out
 3x (gradients) the error of dense float32 attention on the same inputs (the rule of
 FlashAttention's own tests). Also: the causal tile skipping, empty rows, zero upstream
 gradients, threads, memory that grows linearly, and clear errors.
+
+The forward is homework task 5.1 and the backward task 5.2: the tests of 5.1 run the forward
+alone, those of 5.2 the backward's loop alone (``_backward_chunk``, on a log-sum-exp computed
+here densely), so that each passes or fails with its own task's code; the tests of both at once
+carry no task's marker.
 """
 
 import tracemalloc
@@ -17,7 +22,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
 from minitorch_attn import threads
-from minitorch_attn.functional import _parallel, flash as flash_module
+from minitorch_attn.functional import _attention_common as common, _parallel, flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
 
@@ -118,7 +123,15 @@ CASES = {
 
 
 @pytest.mark.task_5_1
-@pytest.mark.task_5_2
+@pytest.mark.parametrize("name", CASES)
+def test_forward_equals_dense_attention_in_float64(device, name):
+    shape_q, shape_k, dim_v, options = CASES[name]
+    q, k, v = (_t(a, device) for a in _inputs(shape_q, shape_k, dim_v))
+    dense_options = {k: v for k, v in options.items() if not k.startswith("block")}
+    _assert_close([flash_attention(q, k, v, **options).numpy()],
+                  [F.scaled_dot_product_attention(q, k, v, **dense_options).numpy()])
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_equals_dense_attention_in_float64(device, name):
     shape_q, shape_k, dim_v, options = CASES[name]
@@ -153,7 +166,17 @@ def _mask(shape, kind, rng):
 
 
 @pytest.mark.task_5_1
-@pytest.mark.task_5_2
+@pytest.mark.parametrize("name", MASKS)
+def test_forward_with_masks_equals_dense_attention_in_float64(device, name):
+    shape_q, shape_k, shape_m, kind = MASKS[name]
+    q, k, v = (_t(a, device) for a in _inputs(shape_q, shape_k, 3))
+    mask = _mask(shape_m, kind, np.random.default_rng(2))
+    mask = _t(mask, device, "bool" if mask.dtype == bool else "float64")
+    gqa = shape_q[-3] != shape_k[-3]
+    _assert_close([flash_attention(q, k, v, mask, enable_gqa=gqa, block_size_q=2, block_size_k=4).numpy()],
+                  [F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=gqa).numpy()])
+
+
 @pytest.mark.parametrize("name", MASKS)
 def test_masks_equal_dense_attention_in_float64(device, name):
     shape_q, shape_k, shape_m, kind = MASKS[name]
@@ -168,8 +191,6 @@ def test_masks_equal_dense_attention_in_float64(device, name):
     assert all(np.all(np.isfinite(g)) for g in ours[1])
 
 
-@pytest.mark.task_5_1
-@pytest.mark.task_5_2
 @pytest.mark.parametrize("options", [
     dict(is_causal=True, causal_alignment="bottom_right"),
     dict(mask_kind="bool"),
@@ -200,6 +221,56 @@ def test_float64_matches_pytorch(torch):
     _assert_close(ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)])
 
 
+# ---- the backward's loop on its own (task 5.2) -------------------------------------------------------
+def _backward_loop_on_its_own(q, k, v, dO, block_q, block_k, causal_offset=None):
+    """``(dQ, dK, dV)`` of flash attention's backward loop, ``_backward_chunk`` (task 5.2), on
+    the log-sum-exp and output computed here densely in NumPy (the forward is task 5.1's), in
+    the layout the forward saves (queries scaled, grouped-query axes)."""
+    scale = 1.0 / np.sqrt(q.shape[-1])
+    Q, K, V, _ = common.gqa_layout(np, q * scale, k, v, None, 1)
+    S = Q @ np.swapaxes(K, -1, -2)
+    if causal_offset is not None:
+        S = np.where(np.tril(np.ones(S.shape[-2:], bool), causal_offset), S, -np.inf)
+    lse = np.log(np.exp(S - S.max(-1, keepdims=True)).sum(-1, keepdims=True)) + S.max(-1, keepdims=True)
+    O = np.exp(S - lse) @ V
+    dO = dO.reshape(O.shape)
+    plan = flash_module._Plan(scale=scale, causal_offset=causal_offset, dropout_p=0.0, seed=0, block_q=block_q,
+                              block_k=block_k, groups=1, threads=1)
+    dQ, dK, dV, _ = flash_module._backward_chunk(np, get_backend("cpu").device, plan, Q, K, V, None, None, lse, dO,
+                                                 (dO * O).sum(-1, keepdims=True), False)
+    return (scale * dQ).reshape(q.shape), dK.reshape(k.shape), dV.reshape(v.shape)
+
+
+@pytest.mark.task_5_2
+@pytest.mark.parametrize("shapes, blocks, causal_offset", [
+    (((2, 3, 7, 4), (2, 3, 5, 4), 3), (3, 2), None),
+    (((1, 2, 5, 3), (1, 2, 9, 3), 2), (2, 4), None),
+    (((1, 2, 6, 3), (1, 2, 6, 3), 2), (4, 4), 0),
+    (((1, 1, 5, 3), (1, 1, 8, 3), 2), (2, 3), 3),
+], ids=["N_q > N_k, ragged", "N_q < N_k", "causal, one tile row", "causal bottom-right, ragged"])
+def test_backward_loop_on_its_own_is_dense_attention_s_gradient(shapes, blocks, causal_offset):
+    shape_q, shape_k, dim_v = shapes
+    q, k, v = _inputs(shape_q, shape_k, dim_v)
+    dO = np.random.default_rng(1).standard_normal(shape_q[:-1] + (dim_v,))
+    ours = _backward_loop_on_its_own(q, k, v, dO, *blocks, causal_offset)
+    alignment = "top_left" if not causal_offset else "bottom_right"
+    dense = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=causal_offset is not None,
+                                                                   causal_alignment=alignment),
+                 [q, k, v], "cpu")
+    _assert_close(list(ours), dense[1])
+
+
+@pytest.mark.task_5_2
+def test_backward_loop_gives_keys_no_query_sees_exactly_zero_gradients():
+    # top-left causal with N_k > N_q: keys j >= N_q are above the diagonal for every query, and
+    # whole key blocks there are skipped
+    q, k, v = _inputs((1, 2, 4, 3), (1, 2, 10, 3), 2)
+    dO = np.random.default_rng(1).standard_normal((1, 2, 4, 2))
+    _, dk, dv = _backward_loop_on_its_own(q, k, v, dO, 2, 3, causal_offset=0)
+    assert np.all(dk[..., 4:, :] == 0) and np.all(dv[..., 4:, :] == 0)
+    assert np.all(dk[..., :4, :] != 0)
+
+
 # ---- float32: no worse than dense float32 attention ---------------------------------------------------
 @pytest.mark.parametrize("options", [{}, dict(is_causal=True), dict(enable_gqa=True)],
                          ids=["plain", "causal", "GQA"])
@@ -223,7 +294,16 @@ def test_float32_error_at_most_that_of_dense_attention(device, options):
 
 # ---- edge cases -----------------------------------------------------------------------------------------
 @pytest.mark.task_5_1
-@pytest.mark.task_5_2
+def test_rows_without_keys_give_zero_output_and_infinite_lse(device):
+    q, k, v = (_t(a, device) for a in _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2))
+    keep = np.ones((2, 1, 5, 4), dtype=bool)
+    keep[0, :, 1] = False          # query row 1 of batch 0 sees nothing
+    for mask in (_t(keep, device, "bool"), _t(np.where(keep, 0.0, -np.inf), device)):
+        out, lse = (t.numpy() for t in flash_attention(q, k, v, mask, return_lse=True, block_size_q=2, block_size_k=3))
+        assert np.all(out[0, :, 1] == 0) and np.all(np.isfinite(out))
+        assert np.all(lse[0, :, 1] == np.inf) and np.all(np.isfinite(np.delete(lse, 1, axis=2)))
+
+
 def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(device):
     arrays = _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2)
     keep = np.ones((2, 1, 5, 4), dtype=bool)
@@ -264,7 +344,6 @@ def test_a_nan_or_plus_inf_score_makes_its_row_nan_in_both_kernels_as_in_torch(t
             _assert_close([np.nan_to_num(ours)], [np.nan_to_num(theirs)])
 
 
-@pytest.mark.task_5_2
 def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
     q, k, v = (_t(a, device, requires_grad=True) for a in _inputs((1, 2, 7, 3), (1, 2, 6, 3), 2))
     bias = _t(np.random.default_rng(0).standard_normal((7, 6)), device, requires_grad=True)
@@ -274,7 +353,6 @@ def test_zero_upstream_gradient_gives_exactly_zero_gradients(device):
         assert np.all(t.grad.numpy() == 0)
 
 
-@pytest.mark.task_5_2
 def test_keys_no_query_sees_get_exactly_zero_gradients(device):
     # top-left causal with N_k > N_q: keys j >= N_q are above the diagonal for every query, and
     # whole key blocks there are skipped
@@ -316,8 +394,6 @@ def test_causal_tiles_above_the_diagonal_are_never_computed(monkeypatch):
 
 
 # ---- dropout ------------------------------------------------------------------------------------------------
-@pytest.mark.task_5_1
-@pytest.mark.task_5_2
 def test_dropout_equals_dense_attention_with_the_same_mask(device):
     arrays = _inputs((2, 4, 7, 3), (2, 2, 6, 3), 2)
     p = 0.3

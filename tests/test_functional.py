@@ -112,13 +112,17 @@ def test_log_softmax_of_far_apart_and_far_shifted_rows(device):
     assert y.dtype == np.float32
 
 
-@pytest.mark.task_2_1
-@pytest.mark.task_2_2
+SOFTMAX_FAMILY = [pytest.param("softmax", marks=pytest.mark.task_2_1),
+                  pytest.param("log_softmax", marks=pytest.mark.task_2_2)]   # each its own task's
+
+
 @pytest.mark.parametrize("dim", [-1, 0, 1])
-def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, dim):
+@pytest.mark.parametrize("name", SOFTMAX_FAMILY)
+def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, name, dim):
     x = rng.standard_normal((3, 4, 5)) * 3
-    for ours, composed in ((F.softmax, composed_softmax), (F.log_softmax, composed_log_softmax)):
-        _assert_runs_agree(lambda t: ours(t, dim), lambda t: composed(t, dim), [x], device)
+    ours, composed = {"softmax": (F.softmax, composed_softmax),
+                      "log_softmax": (F.log_softmax, composed_log_softmax)}[name]
+    _assert_runs_agree(lambda t: ours(t, dim), lambda t: composed(t, dim), [x], device)
 
 
 def test_softmax_and_log_softmax_match_torch(rng, torch):
@@ -146,32 +150,33 @@ def test_log_softmax_with_minus_inf_entries_has_finite_gradient(device):
     assert y.numpy()[0, 1] == -np.inf and np.all(np.isfinite(x.grad.numpy()))
 
 
-@pytest.mark.task_2_1
-@pytest.mark.task_2_2
 @pytest.mark.filterwarnings("ignore:divide by zero encountered", "ignore:invalid value encountered")
-def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(device):
+@pytest.mark.parametrize("name", SOFTMAX_FAMILY)
+def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(device, name):
     """The counterexample of the softmax docstring: x = [0, -inf], p = [1, 0]. Composing
     log(softmax(x)) differentiates through 1/p and gets NaN; the fused kernels give the
     exact gradients: p ∘ (g - Σ g p) = [0, 0] and g - p Σ g = [1 - 3, 2 - 0]."""
     upstream = _t([1.0, 2.0], device)
     grads = {}
-    for name, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax),
-                     ("log(softmax)", lambda t: mt.log(F.softmax(t)))):
+    routes = {"softmax": (("softmax", F.softmax), ("log(softmax)", lambda t: mt.log(F.softmax(t)))),
+              "log_softmax": (("log_softmax", F.log_softmax),)}[name]
+    for route, fn in routes:
         x = _t([0.0, -np.inf], device, requires_grad=True)
         fn(x).backward(upstream)
-        grads[name] = x.grad.numpy()
-    np.testing.assert_array_equal(grads["softmax"], [0.0, 0.0])
-    np.testing.assert_array_equal(grads["log_softmax"], [-2.0, 2.0])
-    assert np.isnan(grads["log(softmax)"]).any()
+        grads[route] = x.grad.numpy()
+    if name == "softmax":
+        np.testing.assert_array_equal(grads["softmax"], [0.0, 0.0])
+        assert np.isnan(grads["log(softmax)"]).any()
+    else:
+        np.testing.assert_array_equal(grads["log_softmax"], [-2.0, 2.0])
 
 
-@pytest.mark.task_2_1
 @pytest.mark.filterwarnings("ignore:invalid value encountered")  # NumPy's note on -inf - (-inf)
-def test_an_all_minus_inf_row_gives_nan_as_in_torch(device):
+@pytest.mark.parametrize("name", SOFTMAX_FAMILY)
+def test_an_all_minus_inf_row_gives_nan_as_in_torch(device, name):
     x = _t([[-np.inf, -np.inf], [0.0, 0.0]], device, "float32")
-    for fn in (F.softmax, F.log_softmax):
-        y = fn(x).numpy()
-        assert np.all(np.isnan(y[0])) and np.all(np.isfinite(y[1]))
+    y = getattr(F, name)(x).numpy()
+    assert np.all(np.isnan(y[0])) and np.all(np.isfinite(y[1]))
 
 
 
@@ -632,8 +637,6 @@ def test_sdpa_causal_alignments(device, how, expected):
         np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, is_causal=True).numpy(), via_mask.numpy())
 
 
-@pytest.mark.task_4_1
-@pytest.mark.task_4_2
 def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, "float32", requires_grad=True) for s in [(3, 4), (5, 4), (5, 2)])
     keep = _t(rng.random((3, 5)) < 0.6, device, "bool")
@@ -668,7 +671,64 @@ def test_sdpa_finite_minimum_bias_is_an_ordinary_number(device):
 
 
 @pytest.mark.task_4_1
+def test_sdpa_row_without_keys_outputs_zero(rng, device):
+    q, k, v = (_t(rng.standard_normal(s), device, "float32") for s in [(3, 4), (5, 4), (5, 2)])
+    keep = mt.tensor(np.concatenate([rng.random((2, 5)) < 0.6, np.zeros((1, 5), bool)]), device=device)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    assert np.all(out.numpy()[2] == 0) and np.all(np.isfinite(out.numpy()))
+    bottom = F.scaled_dot_product_attention(q, k[:2], v[:2], is_causal=True, causal_alignment="bottom_right")
+    assert np.all(bottom.numpy()[0] == 0) and np.all(np.isfinite(bottom.numpy()))  # L > S: row 0 sees nothing
+
+
+@pytest.mark.task_4_1
+def test_sdpa_forward_matches_the_composed_primitives(rng, device):
+    q, k, v = (_t(rng.standard_normal(s), device) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
+    bias, causal = _t(rng.standard_normal((3, 5)), device), F.causal_mask(3, 5, device=device)
+    for ours, composed in [(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3),
+                            composed_attention(q, k, v, bias=bias, scale=0.3)),
+                           (F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                            composed_attention(q, k, v, keep=causal))]:
+        _assert_same(ours.numpy(), composed.numpy())
+
+
+def _sdpa_backward_on_its_own(q, k, v, dO, scale, drop=None):
+    """``ScaledDotProductAttention.backward`` (task 4.2) on the Context its forward leaves (the
+    code outside task 4.1's regions saves q, k, v in the grouped-query layout, the weights P,
+    the dropout scale, the output), with P and the output computed here in NumPy: so the
+    backward is tested without the forward, task 4.1's. Returns (dq, dk, dv)."""
+    from minitorch_attn.core.autograd import Context
+    from minitorch_attn.functional.attention import ScaledDotProductAttention
+
+    Q, K, V, _ = common.gqa_layout(np, q, k, v, None, 1)
+    S = scale * Q @ np.swapaxes(K, -1, -2)
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    O = (P if drop is None else P * drop) @ V
+    ctx = Context(get_backend("cpu"), (True, True, True, False))
+    ctx.save_for_backward(Q, K, V, P, drop, O)
+    ctx.scale, ctx.shapes = scale, (q.shape, k.shape, v.shape)
+    dq, dk, dv, _ = ScaledDotProductAttention.backward(ctx, dO)
+    return dq, dk, dv
+
+
 @pytest.mark.task_4_2
+@pytest.mark.parametrize("dropout", [False, True], ids=["no dropout", "dropout"])
+def test_sdpa_backward_on_its_own_is_the_closed_form(rng, dropout):
+    """dV = P_dᵀ dO, dP = dO Vᵀ ∘ M, dS = P ∘ (dP - rowsum(dO ∘ O)), dQ = scale dS K, dK = scale dSᵀ Q."""
+    q, k, v = (rng.standard_normal(s) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
+    dO, scale = rng.standard_normal((2, 3, 3)), 0.7
+    S = scale * q @ np.swapaxes(k, -1, -2)
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    M = (rng.random(P.shape) > 0.3) / 0.7 if dropout else np.ones_like(P)
+    O = (P * M) @ v
+    dP = (dO @ np.swapaxes(v, -1, -2)) * M
+    dS = P * (dP - (dO * O).sum(-1, keepdims=True))
+    drop = M[:, None] if dropout else None            # in the grouped-query layout, as P
+    dq, dk, dv = _sdpa_backward_on_its_own(q, k, v, dO, scale, drop)
+    _assert_same([dq, dk, dv], [scale * dS @ k, scale * np.swapaxes(dS, -1, -2) @ q, np.swapaxes(P * M, -1, -2) @ dO])
+
+
 def test_sdpa_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal(s) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)]]
     bias = rng.standard_normal((3, 5))
@@ -739,7 +799,6 @@ def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
     _assert_same([out] + grads, [ref_out] + ref_grads)
 
 
-@pytest.mark.task_4_2
 def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
     q, k, v = (rng.standard_normal(s) for s in [(1, 4, 3, 2), (1, 2, 5, 2), (1, 2, 5, 3)])
     index = mt.tensor([0, 0, 1, 1], device=device)                  # query head h -> kv head h // 2
@@ -752,7 +811,6 @@ def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
                        [q, k, v], device)
 
 
-@pytest.mark.task_4_2
 def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device, requires_grad=True) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
     bias = _t(rng.standard_normal((1, 5)), device, requires_grad=True)
@@ -760,7 +818,6 @@ def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
     assert bias.grad.shape == (1, 5) and np.all(np.isfinite(bias.grad.numpy()))
 
 
-@pytest.mark.task_4_2
 def test_sdpa_dropout_uses_one_mask_forward_and_backward(rng, device):
     # with V = I the output is the dropped attention matrix itself, P̃, and dV = P̃ᵀ dO
     q, k = _t(rng.standard_normal((6, 3)), device), _t(rng.standard_normal((6, 3)), device)

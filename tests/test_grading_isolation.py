@@ -609,6 +609,25 @@ def test_the_student_s_library_answers_in_a_process_of_its_own():
         student.close()
 
 
+def test_a_kept_array_is_the_very_array_the_student_s_code_gets():
+    """An array a check keeps in the student's process (``Student.keep``) is passed to their
+    code as that array, and read back afterwards: did their code write into it?"""
+    import numpy as np
+
+    student = remote.Student(ROOT, sandbox.NONE)
+    try:
+        student.begin(60)
+        kept = student.keep(np.arange(3.0))
+        assert isinstance(kept, remote.Remote)
+        student.module("numpy").multiply(kept, 2.0, out=kept)      # written in place there
+        assert student.read(kept).tolist() == [0.0, 2.0, 4.0]
+        sent = np.arange(3.0)
+        student.module("numpy").multiply(sent, 2.0, out=sent)      # sent as data: a copy there
+        assert sent.tolist() == [0.0, 1.0, 2.0]
+    finally:
+        student.close()
+
+
 def test_a_task_without_held_back_tests_or_with_a_stray_one_is_a_grader_error():
     """A task's points must not rest on the public tests alone (their report is written by
     the student's process), and a test must run somewhere."""

@@ -4,7 +4,10 @@ grouped-query attention, a SwiGLU feed-forward, no biases; :class:`nn.SiLU` and
 with it, and PyTorch's re-implementation (``minitorch_attn.torch_gpt``) gives its logits.
 
 Homework assignment 6: ``task_6_1`` (silu), ``task_6_2`` (SwiGLU), ``task_6_3`` (the block's
-assembly) mark the tests of each task."""
+assembly) mark the tests of each task, and each such test needs its own task's code only:
+SwiGLU's tests put tanh in the place of its gate silu (task 6.1's), the assembly's tests use
+GPT-2's feed-forward network or a stand-in for SwiGLU (task 6.2's). The tests of the whole
+modern GPT (it trains, checkpoints, PyTorch's logits) carry no task's marker."""
 
 import numpy as np
 import pytest
@@ -12,9 +15,17 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import checkpoint, nn, optim, sampling
+from minitorch_attn.nn import transformer
 from tests.conftest import float64_tolerance
 
 MODERN = dict(nn.LLAMA, num_kv_heads=2)     # 4 query heads share 2 key/value heads
+ASSEMBLY = dict(MODERN, mlp="gelu")         # its parts of task 6.3, with GPT-2's feed-forward network
+
+
+@pytest.fixture
+def tanh_gate(monkeypatch):
+    """SwiGLU's gate silu is task 6.1's: here tanh takes its place."""
+    monkeypatch.setattr(F, "silu", mt.tanh)
 
 
 def small_gpt(vocab=11, **options):
@@ -67,10 +78,19 @@ def test_silu_of_large_inputs_neither_overflows_nor_loses_its_gradient(dtype, bi
 
 
 @pytest.mark.task_6_2
-def test_swiglu_is_w2_of_silu_w1x_times_w3x():
+def test_swiglu_is_w2_of_gate_w1x_times_w3x(tanh_gate):
     mt.manual_seed(0)
     ffn = nn.SwiGLU(6, 10)
     assert {name for name, _ in ffn.named_parameters()} == {"w1.weight", "w2.weight", "w3.weight"}
+    x = mt.randn(2, 3, 6)
+    w1, w2, w3 = (getattr(ffn, n).weight.numpy() for n in ("w1", "w2", "w3"))
+    expected = (np.tanh(x.numpy() @ w1.T) * (x.numpy() @ w3.T)) @ w2.T
+    np.testing.assert_allclose(ffn(x).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_swiglu_is_w2_of_silu_w1x_times_w3x():
+    mt.manual_seed(0)
+    ffn = nn.SwiGLU(6, 10)
     x = mt.randn(2, 3, 6)
     w1, w2, w3 = (getattr(ffn, n).weight.numpy() for n in ("w1", "w2", "w3"))
     h = x.numpy() @ w1.T
@@ -79,7 +99,7 @@ def test_swiglu_is_w2_of_silu_w1x_times_w3x():
 
 
 @pytest.mark.task_6_2
-def test_swiglu_gradients_by_finite_differences_and_of_every_weight():
+def test_swiglu_gradients_by_finite_differences_and_of_every_weight(tanh_gate):
     mt.manual_seed(1)
     ffn = to_float64(nn.SwiGLU(4, 6))
     x = mt.randn(2, 3, 4, dtype="float64", requires_grad=True)
@@ -99,13 +119,21 @@ def test_swiglu_width_matches_a_gelu_network_of_width_4d():
 
 
 @pytest.mark.task_6_3
-def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of():
-    model = small_gpt(**MODERN)
+def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of(monkeypatch):
+    built = []
+
+    def stand_in(d_model, d_ff):                   # SwiGLU itself is task 6.2's: record the choice
+        built.append((d_model, d_ff))
+        return nn.Linear(d_model, d_ff, bias=False)
+
+    monkeypatch.setattr(transformer, "SwiGLU", stand_in)
+    model = small_gpt(**MODERN, d_ff=40)
+    assert built == [(16, 40), (16, 40)]                                    # mlp="swiglu" in every block
     names = [name for name, _ in model.named_parameters()]
     assert not [n for n in names if n.endswith("bias")]
     assert "position_embedding.weight" not in names                         # rotary positions
     block = model.blocks[0]
-    assert isinstance(block.norm1, nn.RMSNorm) and isinstance(block.ffn, nn.SwiGLU)
+    assert isinstance(block.norm1, nn.RMSNorm)
     assert block.attn.num_kv_heads == 2 and block.attn.W_qkv.weight.shape == (16 + 2 * 2 * 4, 16)
     assert model.config["mlp"] == "swiglu" and nn.GPT(**model.config).config == model.config
 
@@ -140,7 +168,7 @@ def test_cached_chunks_of_any_size_give_the_logits_of_one_forward():
     """A prompt, then chunks of several tokens that straddle the window of 8 keys (the
     banded mask then sits at the bottom right: the new tokens are the last of the keys),
     then single tokens: the logits of one forward over the whole sequence at every step."""
-    model = small_gpt(**MODERN).eval()
+    model = small_gpt(**ASSEMBLY).eval()
     rng = np.random.default_rng(5)
     for p in model.parameters():           # weights large enough for every position to matter
         p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
@@ -173,7 +201,6 @@ def train(model, steps=30, seed=0):
     return losses
 
 
-@pytest.mark.task_6_3
 def test_the_modern_gpt_trains_and_deterministically():
     first = train(small_gpt(**MODERN))
     assert first[-1] < 0.5 * first[0], first
@@ -183,7 +210,7 @@ def test_the_modern_gpt_trains_and_deterministically():
 # ---- generation, checkpoints ---------------------------------------------------------------------
 @pytest.mark.task_6_3
 def test_cached_generation_gives_the_logits_of_full_forwards_past_the_window():
-    model = to_float64(small_gpt(**MODERN)).eval()
+    model = to_float64(small_gpt(**ASSEMBLY)).eval()
     kw = dict(temperature=0.0, return_logits=True)
     ids_cached, logits_cached = sampling.generate_ids(model, [1, 2, 3], 12, use_cache=True, **kw)
     ids_full, logits_full = sampling.generate_ids(model, [1, 2, 3], 12, use_cache=False, **kw)

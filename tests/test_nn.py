@@ -1,4 +1,8 @@
-"""Modules: parameter bookkeeping, state dicts, dropout modes, attention variants, blocks, GPT."""
+"""Modules: parameter bookkeeping, state dicts, dropout modes, attention variants, blocks, GPT.
+
+The tests of homework task 4.3 run the module's own steps (heads split, repeated, merged);
+the tests of the whole module run attention too (tasks 4.1 and 4.2), so they carry no task's
+marker: a task's points depend on its own code only."""
 
 import numpy as np
 import pytest
@@ -189,6 +193,22 @@ def test_multihead_attention_matches_pytorch(torch):
 
 
 @pytest.mark.task_4_3
+@pytest.mark.parametrize("heads, kv_heads", [(2, 2), (4, 2), (4, 1)])
+def test_heads_are_split_repeated_and_merged(rng, heads, kv_heads):
+    """The module's own steps, each on its own (the attention between them is task 4.1's):
+    split ``(B, T, h d_k) -> (B, h, T, d_k)``, each key/value head repeated for the query
+    heads of its group (``repeat_interleave``), the heads merged back side by side."""
+    d_model, batch, length = 8, 2, 3
+    d_k, group = d_model // heads, heads // kv_heads
+    mha = nn.MultiHeadAttention(d_model, heads, dropout=0.0, num_kv_heads=kv_heads)
+    x = rng.standard_normal((batch, length, d_model))
+    split = x.reshape(batch, length, heads, d_k).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(mha._split_heads(mt.tensor(x, dtype="float64"), heads).numpy(), split)
+    kv = split[:, :kv_heads]
+    np.testing.assert_array_equal(mha._repeat_kv(mt.tensor(kv, dtype="float64")).numpy(), np.repeat(kv, group, axis=1))
+    np.testing.assert_array_equal(mha._merge_heads(mt.tensor(split, dtype="float64")).numpy(), x)
+
+
 def test_gqa_equals_attention_with_explicitly_repeated_heads(device):
     d, h, h_kv = 16, 4, 2
     d_k, group = d // h, h // h_kv
@@ -209,7 +229,6 @@ def test_gqa_equals_attention_with_explicitly_repeated_heads(device):
     np.testing.assert_allclose(w_gqa.numpy(), w_full.numpy(), atol=1e-13)
 
 
-@pytest.mark.task_4_3
 def test_fused_qkv_equals_separate_projections(device):
     d, h = 16, 4
     sep = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0, bias=True), device)
@@ -224,7 +243,6 @@ def test_fused_qkv_equals_separate_projections(device):
         np.testing.assert_allclose(fused(*args)[0].numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
 
 
-@pytest.mark.task_4_3
 def test_causal_attention_ignores_the_future():
     mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
     x = mt.randn(1, 6, 8)
@@ -266,7 +284,6 @@ def test_encoder_block_pre_and_post_ln(norm_first, norm):
         np.testing.assert_allclose(block(x).numpy().mean(-1), 0, atol=1e-5)
 
 
-@pytest.mark.task_4_3
 def test_decoder_block_is_causal_and_reads_memory():
     block = nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0)
     x, memory = mt.randn(1, 5, 8), mt.randn(1, 3, 8)
@@ -396,7 +413,6 @@ def test_rotary_attention_needs_self_attention():
         mha(mt.randn(1, 3, 8), mt.randn(1, 5, 8), mt.randn(1, 5, 8))
 
 
-@pytest.mark.task_4_3
 @pytest.mark.parametrize("options", [
     dict(),
     dict(num_kv_heads=1, fused_qkv=True, bias=True),
@@ -415,7 +431,6 @@ def test_rotary_attention_module_gradients_by_finite_differences():
     _module_gradcheck(dict(rope_base=100.0, num_kv_heads=1))
 
 
-@pytest.mark.task_5_2
 def test_attention_module_on_flash_gradients_by_finite_differences():
     """The same with ``attn_impl="flash"``: a test of assignment 5 (in assignment 4's tree
     flash attention is still a stub)."""

@@ -24,10 +24,13 @@ are the grader's own, on inputs drawn from a secret (:func:`.judge.seed`), so a 
 points always need code that computes the right values: every task must have held-back
 tests (a :class:`GraderError` otherwise).
 
-The other tasks of N are the student's own code, as in their tree: where T's code calls
-another task's (cross_entropy calling log_softmax, every backward calling the engine), a
-mistake there costs T too, as it does when the student runs the tests. Never the
-reference: the student's process could read or call it.
+The other tasks of N are the student's own code, as in their tree; never the reference:
+the student's process could read or call it. T's tests reach T's code only (where a check
+needs another task's part, such as the engine of a backward of assignment 1 or the forward
+of an attention backward, the held-back test's own process supplies it: see
+``tests/instructor/expect.py``), so T's points depend on T's code alone; only where T's code
+itself calls another task's (a softmax built on log_softmax) does a mistake there cost T too,
+as it does when the student runs the tests. The selftest checks it (:mod:`.selftest`).
 
 Time: each run (the visible one, then one per task) gets an equal share of ``budget``
 (the platform's limit, less ``RESERVE``), and each test at most half a share, so that a

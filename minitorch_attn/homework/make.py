@@ -122,9 +122,10 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
                   "assignments; leave them for now.", ""]
     lines += ["## Grading", "",
               "Each task is graded in a run of its own, on your code for the whole assignment (this",
-              "folder's): a mistake costs the points of its task, and of the tasks whose code calls it",
-              "(a backward runs through the engine, a test may check two tasks at once), so do the",
-              "tasks in order. A task's points need every one of its tests to pass, the ones above",
+              "folder's). Its tests call that task's code directly, so a mistake or an unfinished task",
+              "costs the points of its own task only (a backward is graded even while the engine or its",
+              "forward is unfinished), unless your code for another task calls it (a softmax built on",
+              "your log_softmax). A task's points need every one of its tests to pass, the ones above",
               "and a few held back by your instructor (the same kinds of checks, at extreme inputs and",
               "on tricky graphs, on inputs drawn anew for each submission). To see",
               "the table your instructor will see, minus the held-back tests:", "",

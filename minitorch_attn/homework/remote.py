@@ -10,7 +10,8 @@ JSON line each way:
     {"n": 8, "do": "getattr", "of": {"ref": 3}, "name": "softmax"}
     {"n": 9, "do": "call", "of": {"ref": 4}, "args": [...], "kwargs": {...}}
     {"n": 10, "do": "op", "name": "mul", "args": [...]}      a * b, x[i], len(x), list(x), -x, ...
-    {"n": 11, "do": "reset"}                                  forget every object (after each check)
+    {"n": 11, "do": "keep", "args": [V]}                      V kept there: a reference, even to an array
+    {"n": 12, "do": "reset"}                                  forget every object (after each check)
 
     {"n": 9, "value": V}    or    {"n": 9, "error": "ValueError: ...", "where": "minitorch_attn/x.py:12"}
 
@@ -20,8 +21,10 @@ tuples, lists and NumPy arrays (``{"array": base64 of numpy.save}``, read back w
 dtype and ``requires_grad`` and becomes a new tensor in the worker (:meth:`Student.send`);
 anything else stays in the worker and crosses as a reference, ``{"ref": [n, type name]}``,
 which the trusted side holds as a :class:`Remote`: its attributes, calls and operators are
-requests in turn. Nothing the trusted side runs ever comes from the worker: no code, no
-pickle, no callable.
+requests in turn. A value sent with :meth:`Student.keep` stays in the worker too (an array
+as well), so that a check can pass that very array to the student's code and read it back
+afterwards (:meth:`Student.read`): did their code write into it? Nothing the trusted side
+runs ever comes from the worker: no code, no pickle, no callable.
 
 **Every reply is a claim of the student's process.** The trusted side caps its size,
 decodes it without pickles and checks its form and its number; a malformed reply, a reply
@@ -184,6 +187,19 @@ class Student:
         if isinstance(value, (tuple, list)) and (type(sent) is not type(value) or len(sent) != len(value)):
             raise StudentError(f"the student's process answered {type(sent).__name__} for the {len(value)} values sent")
         return sent
+
+    def keep(self, value):
+        """``value`` (data: an array, a tuple of them, ...) sent to the student's process and
+        kept there: a :class:`Remote` that a call receives as that very object, even an
+        array (which otherwise crosses as a copy each time)."""
+        kept = self._ask("keep", args=[value])
+        if not isinstance(kept, Remote):
+            raise StudentError(f"the student's process answered {type(kept).__name__} for a value it was to keep")
+        return kept
+
+    def read(self, kept):
+        """The value of a kept object now, as data (an array: its values now)."""
+        return self._ask("op", name="identity", args=[kept])
 
     def describe(self, value):
         """``repr`` of a student's object (at most 200 characters), asked of their process."""
@@ -406,6 +422,13 @@ class Local:
         if isinstance(value, np.ndarray):
             return value.copy()
         return value
+
+    def keep(self, value):
+        """A copy, as :meth:`Student.keep` makes: the student's code gets an array of its own."""
+        return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+
+    def read(self, kept):
+        return np.array(kept, copy=True) if isinstance(kept, np.ndarray) else kept
 
     def describe(self, value):
         return repr(value)

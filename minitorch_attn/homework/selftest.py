@@ -4,7 +4,14 @@ For each assignment, grade
 
 1. the reference solutions: every task must earn its points;
 2. the stubs that ``homework make`` hands out: every task must score 0;
-3. each planted mutant of the catalogue ``mutants.json`` (beside this file, held out of
+3. for each task T, T's reference with every other task of the assignment as handed out
+   (its stub): T must earn its points. Its tests then reach no other task's code, so a
+   task's points depend on its own code only: with 2., a task left as handed out costs its
+   own points and no other task's, whichever others are solved (honest partial work scores
+   exactly; in particular, the reference with one task stubbed loses that task's points
+   and only those). One grading of T per task: about the cost of grading the reference,
+   where grading the reference once per stubbed task would cost as many times that;
+4. each planted mutant of the catalogue ``mutants.json`` (beside this file, held out of
    student trees): a realistic mistake in one task's code (no max shift in softmax, flash
    without its running maximum, a gradient added in place into a shared array, a reduction
    backward that only works for the last axis, a gradient of ones, a missing accumulation,
@@ -19,7 +26,8 @@ stale, so that the catalogue is updated rather than silently skipped.
 
 Grading shares one :class:`Grader`, which runs each distinct (task, code) once (a result
 it reuses is marked ``=`` in the table). The command prints a table per assignment and
-fails (exit status 1) when a reference task loses points, a stub scores, a mutant escapes,
+fails (exit status 1) when a reference task loses points, a stub scores, a task alone
+loses points (its tests need another task's code), a mutant escapes,
 a mutant is stale, or an assignment has fewer than ``MIN_MUTANTS`` mutants.
 """
 
@@ -36,6 +44,7 @@ from .grade import Grader, task_limits
 from .submission import Submission
 
 MIN_MUTANTS = 5
+ALONE = "alone"   # the kind of the rows of 3. in the module docstring
 
 
 class StaleMutant(ValueError):
@@ -90,6 +99,8 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
             print(f"\nassignment {number}: {chosen['title']}", file=file)
             print(f"{'case':<62} {'kind':<21} {'task':<5}" + "".join(f"{t:>8}" for t in tasks) + "  verdict", file=file)
             rows = [("reference", "-", None, reference), ("stubs (as handed out)", "-", None, stubs)]
+            rows += [(f"only {t} solved (the other tasks as handed out)", ALONE, t,
+                      alone(reference, stubs, grader.tree, t)) for t in tasks]
             mine = [m for m in mutants if m.task in tasks]
             for mutant in mine:
                 try:
@@ -107,10 +118,10 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
                     limit, per_test = task_limits(grader.budget, len(tasks), grader.timeout)
                     result = grader.grade_task(next(t for t in chosen["tasks"] if t["id"] == own), submission,
                                                limit, per_test)
-                    verdict = _verdict(name, own, [result])
+                    verdict = _verdict(name, own, [result], kind)
                     cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
                              else "· " for t in tasks]
-                    if verdict.startswith("ok"):
+                    if verdict.startswith("ok") and kind != ALONE:
                         caught.append((name, own, [c.nodeid for c in result.failures]))
                 ok &= verdict.startswith("ok")
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
@@ -130,8 +141,18 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
     return ok
 
 
-def _verdict(name, own, graded):
+def alone(reference, stubs, tree, task_id):
+    """``stubs`` (the assignment as handed out) with the reference's code in ``task_id``'s regions."""
+    for rel in tree.files_of(task_id):
+        stubs = stubs.with_blocks(rel, task_id, reference.blocks[(rel, task_id)])
+    return stubs
+
+
+def _verdict(name, own, graded, kind="-"):
     """``ok ...`` or what went wrong, for one row of the table."""
+    if kind == ALONE:
+        mine = graded[0]
+        return "ok" if mine.passed else f"FAIL: task {own} needs another task's code: {_first(mine)}"
     if own is None and name == "reference":
         lost = [r for r in graded if not r.passed]
         return "ok" if not lost else f"FAIL: the reference loses task {lost[0].task_id}: {_first(lost[0])}"

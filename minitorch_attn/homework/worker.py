@@ -43,6 +43,14 @@ def dump_array(array):
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+class Kept:
+    """A value the trusted side asked to keep here (``{"do": "keep"}``): its reply is a
+    reference even for an array, so that a later call gets that very array."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 class Worker:
     """Answers requests in the student's copy (see the module docstring). It runs the
     student's code, so nothing here is trusted by the grader."""
@@ -60,6 +68,8 @@ class Worker:
             return self.value(request["of"])(*self.value(request["args"]), **self.value(request["kwargs"]))
         if do == "op":
             return OPERATORS[request["name"]](*self.value(request["args"]))
+        if do == "keep":
+            return Kept(self.value(request["args"])[0])
         if do == "reset":
             self.objects.clear()
             self.numbers.clear()
@@ -91,7 +101,10 @@ class Worker:
         raise ValueError(f"unknown value {kind!r}")
 
     def reply(self, value, depth=0):
-        """An object here as a reply's value: data when it is data, else a reference."""
+        """An object here as a reply's value: data when it is data, else a reference (a
+        :class:`Kept` value always a reference)."""
+        if type(value) is Kept:
+            return self.reference(value.value)
         if value is None or isinstance(value, (bool, int, float, str)) or depth > MAX_DEPTH:
             return value if depth <= MAX_DEPTH else None
         if isinstance(value, np.generic) and value.dtype.kind in "biufc":
@@ -100,6 +113,10 @@ class Worker:
             return {"array": dump_array(value)}
         if type(value) in (tuple, list):
             return {type(value).__name__: [self.reply(v, depth + 1) for v in value]}
+        return self.reference(value)
+
+    def reference(self, value):
+        """``{"ref": [number, type name]}`` of an object kept here (numbered on first sight)."""
         number = self.numbers.get(id(value))
         if number is None:
             number = len(self.objects) + 1

@@ -163,6 +163,13 @@ class MultiHeadAttention(Module):
         return x.reshape(batch, kv_heads * group, length, d_k)
         # END SOLUTION
 
+    def _merge_heads(self, x):
+        """``(batch, h, T, d_k) -> (batch, T, h d_k)``: the heads side by side again (concat)."""
+        # BEGIN SOLUTION 4.3
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+        # END SOLUTION
+
     def forward(self, query, key, value, attn_mask=None, is_causal=False, need_weights=True,
                 cache=None, layer_index=0):
         """Attend from ``query`` to ``key``/``value``.
@@ -190,7 +197,7 @@ class MultiHeadAttention(Module):
             _check_tensor(f"MultiHeadAttention {name}", x)
             if x.ndim != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}), got {x.shape}")
-        batch, length, _ = query.shape
+        length = query.shape[1]
         q, k, v = self._project(query, key, value)
         q = self._split_heads(q, self.num_heads)                        # (B, h, T_q, d_k)
         k, v = self._split_heads(k, self.num_kv_heads), self._split_heads(v, self.num_kv_heads)
@@ -221,10 +228,7 @@ class MultiHeadAttention(Module):
         else:
             out = F.flash_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                     enable_gqa=True, causal_alignment=alignment)
-        # BEGIN SOLUTION 4.3
-        out = out.transpose(1, 2).reshape(batch, length, self.d_model)  # concat the heads
-        # END SOLUTION
-        return self.W_o(out), weights
+        return self.W_o(self._merge_heads(out)), weights
 
     def extra_repr(self):
         kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""

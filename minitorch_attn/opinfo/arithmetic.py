@@ -33,10 +33,11 @@ def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2"
                   **options)
 
 
-def binary_samples(name, ordinary, second=None):
-    """The ordinary sample of a broadcasting binary op, an empty pair and a 0-d operand."""
+def binary_samples(name, ordinary, second=None, tasks=None):
+    """The ordinary sample of a broadcasting binary op (its gradient check counting for
+    ``tasks``, default the record's), an empty pair and a 0-d operand."""
     second = second or (lambda d, *shape: d.randn(*shape))
-    return (Sample(name, ordinary, edges=BROADCAST, gradcheck=True),
+    return (Sample(name, ordinary, edges=BROADCAST, gradcheck=True, tasks=tasks),
             Sample(f"{name.split(' ')[0]} (empty, broadcast)", lambda d: [d.randn(0, 3), second(d, 3)],
                    edges=EMPTY | BROADCAST),
             Sample(f"{name.split(' ')[0]} (0-d and 2-D)", lambda d: [d.randn(), second(d, 2, 3)],
@@ -57,10 +58,11 @@ RECORDS = register(__name__, [
            "d(a - b) = da - db", ref=np.subtract, torch_ref=lambda torch, a, b: a - b, task="1.3",
            differentiable_in=("self", "other")),
     OpInfo("mul", lambda a, b: a * b, ("Tensor.__mul__", "Tensor.__rmul__"),
-           binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)])
-           + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a, tasks=("1.1", "1.2")),),
+           binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)],
+                          tasks=("1.2", "1.3"))      # the product rule (1.2) and the sum over broadcast dims (1.3)
+           + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a),),
            "product rule: d(ab) = b da + a db; a tensor used twice gets both gradients added (task 1.1)",
-           ref=np.multiply, torch_ref=lambda torch, a, b: a * b, task="1.3",
+           ref=np.multiply, torch_ref=lambda torch, a, b: a * b, task="1.2",
            differentiable_in=("self", "other")),
     OpInfo("div", lambda a, b: a / b, ("Tensor.__truediv__", "Tensor.__rtruediv__"),
            (Sample("div", lambda d: [d.randn(3, 4), positive(d, 3, 4)]),

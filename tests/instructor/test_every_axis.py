@@ -3,15 +3,16 @@
 A backward written for the last axis only (reshaping the upstream gradient to
 ``shape[:-1] + (1,)``, or broadcasting it from the right) passes every test that reduces
 over ``dim=-1`` and fails here for the other axes, for several axes at once and for all
-of them. The upstream gradient is random, the expected gradients closed-form NumPy.
+of them. The upstream gradient is random, the expected gradients closed-form NumPy. The
+graph is this process's; the student's backward of each reduction is asked for
+(:func:`~tests.instructor.expect.backward_of_task`), so their engine (task 1.1) plays no part.
 """
 
 import numpy as np
 import pytest
 
-import minitorch_attn as mt
 from minitorch_attn.opinfo import reductions
-from tests.instructor.expect import expect_close, leaf
+from tests.instructor.expect import backward_of_task, expect_close, our_leaf
 
 SHAPE = (2, 3, 4)
 DIMS = [0, 1, 2, -1, -2, (0, 2), (1, 2), None]
@@ -44,10 +45,10 @@ def expected_gradient(op, x, g, dim, keepdim):
 @pytest.mark.parametrize("dim", DIMS, ids=str)
 def test_reduction_backward_over_every_axis(student, rng, op, dim, keepdim):
     x = rng.permutation(np.arange(np.prod(SHAPE)) * 0.1 + rng.uniform(0, 0.01)).reshape(SHAPE)   # no ties
-    t = leaf(student, x)
+    t = our_leaf(x)
     y = getattr(t, op)(dim=dim, keepdim=keepdim)
     axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in np.atleast_1d(dim))
     g = rng.standard_normal(np.sum(x, axis=axes, keepdims=keepdim).shape)
-    y.backward(mt.tensor(g))
+    backward_of_task(student, "1.4", y, [g])
     expect_close(t.grad, expected_gradient(op, x, g, dim, keepdim),
                  what=f"{op}(dim={dim}, keepdim={keepdim}) gradient, input {SHAPE} float64")

@@ -10,8 +10,9 @@ and the inputs their samples tagged ``extreme``; the references are the records'
 NumPy formulas, forward and closed-form backward. The tolerance counts the rounding of
 exp(s - max): the condition number of exp at s - max is |s - max|, so one rounding step per
 unit of logit spread (two in the backward, which uses the softmax twice), plus the record's
-own (``Sample.rounding_steps``). Forward and
-backward count for the tasks that write them (4.1 and 4.2 for attention, say).
+own (``Sample.rounding_steps``). Forward and backward count for the tasks that write them
+(4.1 and 4.2 for attention, say); a backward whose forward is another task's runs on this
+process's forward, the student's backward asked for (:func:`~tests.instructor.expect.backward_of_task`).
 """
 
 import numpy as np
@@ -20,7 +21,7 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import opinfo
 from minitorch_attn.opinfo.record import Inputs
-from tests.instructor.expect import expect_close, host, student_call
+from tests.instructor.expect import ASKED, backward_of_task, copied, expect_close, host, student_call
 
 
 def _marker(task):
@@ -50,26 +51,34 @@ def _shapes(values):
 @pytest.mark.parametrize("record, sample, part, dtype", _cases())
 def test_extreme_logits(student, rng, record, sample, part, dtype):
     inputs = sample.make(Inputs("cpu", dtype, seed=int(rng.integers(2 ** 32))))
-    theirs = student.send(inputs)
-    outputs = student_call(student, record, sample)(*theirs)
-    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
     arrays = [host(v) if isinstance(v, mt.Tensor) and v.dtype.startswith("float")
               else (v.numpy() if isinstance(v, mt.Tensor) else v) for v in inputs]
     n_ops = sample.rounding_steps(record, dtype, backward=part == "backward")
     what = f"{sample.name} {{}}, inputs {_shapes(inputs)} {dtype}, logits within ±{Inputs.EXTREME[dtype]:g}"
     expected = record.ref(*arrays, **sample.kwargs)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
-    assert len(outputs) == len(expected), f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
-    if part == "forward":
-        for i, (ours, reference) in enumerate(zip(outputs, expected)):
-            expect_close(ours, reference, what=what.format(f"forward (output {i})"), n_ops=n_ops, dtype=dtype)
-        return
     upstream = [rng.standard_normal(np.shape(e)) for e in expected]
-    student.module("minitorch_attn").backward(outputs, [mt.tensor(u, dtype=dtype) for u in upstream])
+    if part == "backward" and record.task in ASKED:    # their backward alone, on this process's forward
+        theirs = copied(inputs)
+        backward_of_task(student, record.task, _outputs(sample.call(record.op)(*theirs)), upstream)
+    else:
+        theirs = student.send(inputs)
+        outputs = _outputs(student_call(student, record, sample)(*theirs))
+        assert len(outputs) == len(expected), \
+            f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
+        if part == "forward":
+            for i, (ours, reference) in enumerate(zip(outputs, expected)):
+                expect_close(ours, reference, what=what.format(f"forward (output {i})"), n_ops=n_ops, dtype=dtype)
+            return
+        student.module("minitorch_attn").backward(outputs, [mt.tensor(u, dtype=dtype) for u in upstream])
     gradients = record.ref_backward(upstream, *arrays, **sample.kwargs)
     for i, (mine, tensor, reference) in enumerate(zip(inputs, theirs, gradients)):
         if reference is not None and isinstance(mine, mt.Tensor) and mine.requires_grad:
             expect_close(tensor.grad, reference, what=what.format(f"gradient of input {i}"), n_ops=n_ops, dtype=dtype)
+
+
+def _outputs(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
 def test_every_op_that_exponentiates_is_tried():

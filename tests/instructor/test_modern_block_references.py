@@ -1,8 +1,14 @@
 """Assignment 6 against closed-form NumPy (held back): silu at inputs where e^|x| overflows,
 SwiGLU's forward and the gradients of its input and three weights under a random upstream
-gradient, LLaMA's width rule, and the whole modern GPT (RMSNorm, rotary positions,
-grouped-query heads, SwiGLU, a sliding window) against a NumPy forward, in one pass and
-token by token from the key/value cache.
+gradient, LLaMA's width rule, and the modern GPT (RMSNorm, rotary positions, grouped-query
+heads, a sliding window) against a NumPy forward, in one pass and token by token from the
+key/value cache, and its choice of SwiGLU.
+
+Each task's checks need its own code only. SwiGLU's gate is silu, task 6.1's: its checks
+put tanh in silu's place (:func:`~tests.instructor.expect.swapped`), since the network's
+structure, not its gate, is task 6.2's. The model's checks use GPT-2's feed-forward network
+(no task's code) where SwiGLU would be task 6.2's, and check the choice of SwiGLU with a
+stand-in for the class.
 
 Each reference is written from the papers' formulas, not from the library: SiLU (Elfwing
 et al., arXiv:1702.03118, eq. 4), SwiGLU (Shazeer, arXiv:2002.05202, eq. 6), LLaMA's hidden
@@ -17,7 +23,7 @@ import pytest
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from tests.instructor.expect import expect_close, leaf, softmax
+from tests.instructor.expect import expect_close, leaf, softmax, swapped
 
 pytestmark = pytest.mark.instructor
 
@@ -70,14 +76,15 @@ def load(student, module, weights, dtype):
 
 
 # ---- 6.2: SwiGLU -----------------------------------------------------------------------------------
-def swiglu_reference(x, w1, w3, w2, g):
-    """``(y, dx, dw1, dw3, dw2)`` of ``y = w2(silu(w1 x) * w3 x)`` under the upstream ``g``."""
+def gated_reference(x, w1, w3, w2, g):
+    """``(y, dx, dw1, dw3, dw2)`` of ``y = w2(tanh(w1 x) * w3 x)`` under the upstream ``g``: the
+    SwiGLU network with tanh as its gate (the checks' stand-in for silu, task 6.1's)."""
     a, b = x @ w1.T, x @ w3.T                   # (..., d_ff): gate and value
-    h = silu(a) * b
+    h = np.tanh(a) * b
     y = h @ w2.T
     dh = g @ w2
-    da = dh * b * sigmoid(a) * (1 + a * sigmoid(-a))
-    db = dh * silu(a)
+    da = dh * b * (1 - np.tanh(a) ** 2)
+    db = dh * np.tanh(a)
     rows = lambda m: m.reshape(-1, m.shape[-1])  # noqa: E731
     return (y, da @ w1 + db @ w3, rows(da).T @ rows(x), rows(db).T @ rows(x), rows(g).T @ rows(h))
 
@@ -93,12 +100,14 @@ def test_task_6_2_swiglu_forward_and_every_gradient_under_a_random_upstream_grad
     load(student, ffn, weights, dtype)
     x, g = rng.standard_normal((2, 4, d_model)), rng.standard_normal((2, 4, d_model))
     t = leaf(student, x, dtype)
-    y = ffn(t)
+    with swapped(student, "minitorch_attn.functional", "silu", student.module("minitorch_attn").tanh):
+        y = ffn(t)
     y.backward(mt.tensor(g, dtype=dtype))
     host = {name: p.numpy().astype(np.float64) for name, p in ffn.named_parameters()}
-    expected = swiglu_reference(t.numpy().astype(np.float64), host["w1.weight"], host["w3.weight"],
-                                host["w2.weight"], g)
-    what = f"SwiGLU({d_model}, {d_ff}) {{}}, input (2, 4, {d_model}) {dtype}: y = w2(silu(w1 x) * w3 x)"
+    expected = gated_reference(t.numpy().astype(np.float64), host["w1.weight"], host["w3.weight"],
+                               host["w2.weight"], g)
+    what = (f"SwiGLU({d_model}, {d_ff}) {{}}, input (2, 4, {d_model}) {dtype}: y = w2(gate(w1 x) * w3 x), "
+            f"the gate tanh here")
     expect_close(y, expected[0], what=what.format("forward"), n_ops=64, dtype=dtype)
     expect_close(t.grad, expected[1], what=what.format("gradient of x"), n_ops=64, dtype=dtype)
     for name, reference in zip(("w1", "w3", "w2"), expected[2:]):
@@ -133,11 +142,17 @@ def rotate(x, positions, base):
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
+def gelu(x):
+    """GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel, arXiv:1606.08415, §2)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
 def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=10000.0):
     """Logits ``(batch, T, vocab)`` of the LLaMA-style GPT with weights ``w`` (its state
     dict as float64 arrays): Pre-RMSNorm blocks, rotary queries and keys, each key/value
     head shared by ``heads // kv_heads`` query heads, a sliding window of ``window`` keys,
-    a SwiGLU feed-forward, a final RMSNorm and the tied embedding as the output layer."""
+    GPT-2's feed-forward network (LLaMA's SwiGLU is tasks 6.1 and 6.2's), a final RMSNorm
+    and the tied embedding as the output layer."""
     batch, length = idx.shape
     d_k, group = d_model // heads, heads // kv_heads
     positions = np.arange(length, dtype=np.float64)
@@ -158,17 +173,18 @@ def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=
         out = (softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(batch, length, d_model)
         x = x + out @ p("attn.W_o.weight").T
         h = rms_norm(x, p("norm2.weight"))
-        x = x + (silu(h @ p("ffn.w1.weight").T) * (h @ p("ffn.w3.weight").T)) @ p("ffn.w2.weight").T
+        x = x + gelu(h @ p("ffn.0.weight").T + p("ffn.0.bias")) @ p("ffn.2.weight").T + p("ffn.2.bias")
     return rms_norm(x, w["norm.weight"]) @ w["token_embedding.weight"].T
 
 
 CONFIG = dict(d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4, d_ff=24)
+MODERN = dict(nn.LLAMA, mlp="gelu")   # LLaMA's block with GPT-2's feed-forward network: SwiGLU is tasks 6.1 and 6.2's
 
 
 def modern_gpt(student, rng, vocab=13):
     """The student's model in float64 with weights large enough for every layer and every
     position to matter (std 0.3, gains around 1), and those weights as NumPy arrays."""
-    model = student.module("minitorch_attn.nn").GPT(vocab, **nn.LLAMA, **CONFIG).eval()
+    model = student.module("minitorch_attn.nn").GPT(vocab, **MODERN, **CONFIG).eval()
     weights = {}
     for name, p in model.named_parameters():
         shape = tuple(p.shape)
@@ -182,8 +198,8 @@ def _reference(weights, idx):
                                 CONFIG["num_layers"], CONFIG["max_seq_len"])
 
 
-WHAT = ("GPT(**nn.LLAMA, d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4) float64 "
-        "(RMSNorm, rotary positions, a sliding window of 4 keys, SwiGLU, tied embedding)")
+WHAT = ("GPT(**nn.LLAMA, mlp='gelu', d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4) "
+        "float64 (RMSNorm, rotary positions, a sliding window of 4 keys, tied embedding)")
 
 
 @pytest.mark.task_6_3
@@ -191,8 +207,8 @@ def test_task_6_3_the_modern_gpt_is_the_block_of_the_papers(student, rng):
     model, weights = modern_gpt(student, rng)
     expected_names = {"token_embedding.weight", "norm.weight"} | {
         f"blocks.{n}.{name}" for n in range(2) for name in ("attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight",
-                                                            "norm2.weight", "ffn.w1.weight", "ffn.w3.weight",
-                                                            "ffn.w2.weight")}
+                                                            "norm2.weight", "ffn.0.weight", "ffn.0.bias",
+                                                            "ffn.2.weight", "ffn.2.bias")}
     assert set(weights) == expected_names, \
         f"parameters: missing {sorted(expected_names - set(weights))}, unexpected {sorted(set(weights) - expected_names)}"
     idx = rng.integers(0, 13, (2, 9))      # past max_seq_len: the window slides
@@ -213,3 +229,17 @@ def test_task_6_3_cached_generation_matches_the_papers_block_step_by_step(studen
                      what=f"{WHAT}: logits of token {t}, one at a time from the cache", n_ops=256)
     assert cache.length <= CONFIG["max_seq_len"], \
         f"the cache holds {cache.length} positions; a sliding window of {CONFIG['max_seq_len']} needs at most that"
+
+
+@pytest.mark.task_6_3
+def test_task_6_3_mlp_swiglu_gives_every_block_a_swiglu_network_of_d_ff(student):
+    """``mlp="swiglu"`` builds ``SwiGLU(d_model, d_ff)`` in each block: checked with a
+    stand-in for the class (Linear, no task's code), since SwiGLU itself is task 6.2's."""
+    student_nn = student.module("minitorch_attn.nn")
+    is_a = student.module("builtins").isinstance
+    with swapped(student, "minitorch_attn.nn.transformer", "SwiGLU", student_nn.Linear):
+        model = student_nn.GPT(13, **nn.LLAMA, **CONFIG)
+    for n, block in enumerate(model.blocks):
+        assert is_a(block.ffn, student_nn.Linear) and tuple(block.ffn.weight.shape) == (24, 16), \
+            (f"GPT(**nn.LLAMA, d_model=16, d_ff=24): block {n}'s feed-forward network is "
+             f"{student.describe(block.ffn)}, not the SwiGLU(16, 24) that mlp='swiglu' asks for")
