@@ -252,24 +252,23 @@ def _one_of_each_file(nodeids, most=6):
     return list(first.values())[:most]
 
 
-@pytest.mark.parametrize("solved", [
-    "1.4",   # reductions backpropagate through the engine (task 1.1) and its sum over broadcast dims (1.3)
-    "4.2",   # the attention backward reads what the forward (task 4.1) saved
-])
-def test_a_task_earns_its_points_with_the_tasks_its_checks_need_as_handed_out(solved):
+def test_a_task_earns_its_points_with_the_tasks_its_checks_need_as_handed_out(grader):
     """A task's points depend on its own code only: with every other task of its assignment
-    left as handed out (the engine, the forward it belongs to), the task's checks still reach
-    its code alone, the grader's side supplying the rest (quick: a test of each file)."""
-    submission = Submission.stubs(TREE)
-    for rel in TREE.files_of(solved):
-        submission = submission.with_blocks(rel, solved, REFERENCE.blocks[(rel, solved)])
-    with Grader(TREE) as grader:
-        name = markers.marker_name(solved)
-        grader._expected = {name: _one_of_each_file(grader.expected(solved, public_only=True))
-                            + _one_of_each_file(grader.held_back(solved))}
-        result = grader.grade_task(task(solved), submission)
-    assert len({c.nodeid.split("::")[0] for c in result.checks}) >= 3
-    assert result.score == result.points, [c.message for c in result.failures][:2]
+    left as handed out, the task's checks still reach its code alone, the grader's side
+    supplying the rest. Task 1.4's reductions backpropagate through the engine (task 1.1)
+    and its sum over broadcast dims (1.3); task 4.2's attention backward reads what the
+    forward (4.1) saved. Quick: a test of each file, collected by the shared grader."""
+    chosen = ("1.4", "4.2")
+    with Grader(TREE) as quick:
+        quick._expected = {markers.marker_name(t): _one_of_each_file(grader.expected(t, public_only=True))
+                           + _one_of_each_file(grader.held_back(t)) for t in chosen}
+        for solved in chosen:
+            submission = Submission.stubs(TREE)
+            for rel in TREE.files_of(solved):
+                submission = submission.with_blocks(rel, solved, REFERENCE.blocks[(rel, solved)])
+            result = quick.grade_task(task(solved), submission)
+            assert len({c.nodeid.split("::")[0] for c in result.checks}) >= 3, solved
+            assert result.score == result.points, (solved, [c.message for c in result.failures][:2])
 
 
 # ---- the cheats of the issue have no effect ----------------------------------------------------------
