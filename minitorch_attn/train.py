@@ -135,6 +135,21 @@ def model_config(args, vocab_size):
     return dict(vocab_size=vocab_size, **{key: getattr(args, name) for key, name in MODEL_FLAGS.items()})
 
 
+def describe_model(config, block_size):
+    """The GPT of ``config`` in a few words: ``"3 layers, d_model 128, 4 heads, context 64,
+    rmsnorm, swiglu of width 344, rope positions"``, with the key/value heads and the
+    attention kernel when they are not the usual ones."""
+    kv_heads = config.get("num_kv_heads")
+    parts = [f"{config['num_layers']} layers", f"d_model {config['d_model']}", f"{config['num_heads']} heads"]
+    if kv_heads is not None and kv_heads != config["num_heads"]:
+        parts.append(f"{kv_heads} key/value heads")
+    parts += [f"context {block_size}", config.get("norm", "layernorm"),
+              f"{config.get('mlp', 'gelu')} of width {config['d_ff']}", f"{config.get('pos_encoding', 'learned')} positions"]
+    if config.get("attn_impl", "naive") != "naive":
+        parts.append(f"{config['attn_impl']} attention")
+    return ", ".join(parts)
+
+
 def ignored_model_flags(args, config):
     """What a resumed run says about each model flag given on the command line
     (``args.given``) whose value differs from the checkpoint's ``config``, which wins:
@@ -299,6 +314,7 @@ def _prepare(args, log):
                                 model=nn.GPT(**config).to(args.device), start_step=0, train_s=0.0, eval_s=0.0,
                                 history={"step": [], "train_bpc": [], "val_step": [], "val_bpc": []},
                                 rng=numpy.random.default_rng(args.seed))
+    job.config = config = dict(job.model.config)   # with what the model resolved (the feed-forward width)
     job.opt = make_optimizer(job.model, args.lr, args.weight_decay)
     if resumed is not None:
         ckpt.restore(resumed, job.model, job.opt)
@@ -315,9 +331,8 @@ def _prepare(args, log):
             f"steps count on from {job.start_step}, the learning-rate schedule starts again")
     log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
         f"val {len(val_ids):,}; bigram baseline {job.baseline:.3f} bits/char")
-    log(f"model: GPT with {job.model.num_parameters():,} parameters ({config['num_layers']} layers, "
-        f"d_model {config['d_model']}, {config['num_heads']} heads, context {block_size}, "
-        f"{config.get('pos_encoding', 'learned')} positions) on {args.device}")
+    log(f"model: GPT with {job.model.num_parameters():,} parameters ({describe_model(config, block_size)}) "
+        f"on {args.device}")
     log(f"run folder: {args.out}")
     return job
 
