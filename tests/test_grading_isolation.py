@@ -681,6 +681,18 @@ def test_what_the_student_account_left_in_shared_folders_is_removed(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
 
 
+def test_every_folder_all_users_may_write_in_is_cleaned(tmp_path):
+    # /run/lock is writable by all but no temporary folder: a file left there by one
+    # grading's student code reached the next grading (a solution copied from another run)
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir(), private.mkdir()
+    os.chmod(shared, 0o1777), os.chmod(private, 0o755)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    assert sandbox.shared_folders([str(shared), str(private), str(link), str(tmp_path / "absent")]) == [str(shared)]
+    assert "/run/lock" in sandbox.SHARED_FOLDERS
+
+
 def test_graders_at_the_same_time_get_accounts_of_their_own():
     """Each grader kills every process of its student account: two graders on one machine
     (a shared CI host) must not share one."""
