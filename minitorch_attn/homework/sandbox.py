@@ -228,12 +228,16 @@ def finds(python, module):
 
 
 def hand_over(folder, account):
-    """Give ``folder`` and all it holds to ``account`` (nothing to do when it is None)."""
+    """Give ``folder`` and all it holds to ``account``, and close ``folder`` to every other
+    user (mode 0700): another grading running at the same time, under another student
+    account, must not read this one's copy and so copy a student's code (nothing to do when
+    ``account`` is None)."""
     if account is None:
         return
     uid, gid = account
     for path in [folder, *folder.rglob("*")]:
         os.lchown(path, uid, gid)
+    os.chmod(folder, 0o700)
 
 
 def network_cut():
