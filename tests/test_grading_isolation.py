@@ -710,6 +710,32 @@ def test_a_copy_handed_to_a_student_account_is_closed_to_every_other_user(tmp_pa
     assert (info.st_uid, info.st_gid) == tuple(account) and info.st_mode & 0o777 == 0o700
 
 
+def test_a_root_grader_on_one_s_own_machine_says_what_it_cannot_isolate():
+    # student code read the references from a checkout others may read, and ran as root
+    # where the student account could not run the virtual environment's Python
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:   # pytest's own tmp_path is private to its user
+        _isolation_warnings_of(pathlib.Path(folder))
+
+
+def _isolation_warnings_of(tmp_path):
+    tree = tmp_path / "course" / "checkout"
+    (tree / "tests" / "instructor").mkdir(parents=True)
+    (tree / "tests" / "instructor" / "expect.py").write_text("held back")
+    os.chmod(tmp_path, 0o755), os.chmod(tmp_path / "course", 0o755)
+    os.chmod(tree / "tests" / "instructor" / "expect.py", 0o644)
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n")
+    os.chmod(python, 0o700)
+    readable, unrunnable = sandbox.local_isolation_warnings(tree, python)
+    assert "is readable by other users" in readable and "chmod 700" in readable
+    assert "cannot be run by another user" in unrunnable and "not isolated" in unrunnable
+    os.chmod(tmp_path / "course", 0o700)
+    os.chmod(python, 0o755)
+    assert sandbox.local_isolation_warnings(tree, python) == []
+
+
 def test_graders_at_the_same_time_get_accounts_of_their_own():
     """Each grader kills every process of its student account: two graders on one machine
     (a shared CI host) must not share one."""

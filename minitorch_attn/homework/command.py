@@ -14,10 +14,13 @@ results.json of the tasks graded so far.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import signal
+import sys
 
 from ..argtypes import folder, positive_float, positive_int
+from . import markers, sandbox
 from .gradescope import stop_on_signal, write_autograder
 from .instructor import InstructorTree
 from .make import make
@@ -88,6 +91,9 @@ def _grade(args):
     path = pathlib.Path(args.path)
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))
+    if os.geteuid() == 0:   # root: student code runs as a student account, but only what it cannot read is safe
+        for warning in sandbox.local_isolation_warnings(args.instructor or markers.PROJECT_ROOT, sys.executable):
+            print(f"warning: {warning}", file=sys.stderr)
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
                                  timeout=args.timeout, budget=args.budget, memory=args.memory)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)

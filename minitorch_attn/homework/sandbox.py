@@ -212,6 +212,34 @@ def _make_account(name):
     return entry.pw_uid, entry.pw_gid
 
 
+def readable_by_others(path):
+    """Whether a user other than the owner may read the file at ``path`` (it can be read by
+    others and every folder above it entered by them)."""
+    path = pathlib.Path(os.path.realpath(path))
+    with contextlib.suppress(OSError):
+        return bool(path.stat().st_mode & 0o004) and all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    return False
+
+
+def local_isolation_warnings(instructor_root, python):
+    """What a root grader on one's own machine does not isolate, in words (empty when both
+    hold): an instructor's tree that other users may read (the student account would read
+    its references and held-back tests) and a Python the student account cannot run (student
+    code would then run as the grader's own user). Gradescope's ``run_autograder`` closes
+    ``/autograder/source`` itself."""
+    warnings = []
+    root = pathlib.Path(instructor_root)
+    held_back = root / "tests" / "instructor" / "expect.py"
+    if readable_by_others(held_back):
+        warnings.append(f"{root} is readable by other users: student code, run as a student account, can read its "
+                        f"references and held-back tests; keep it in a folder only root may enter (chmod 700), with "
+                        f"the virtual environment outside it")
+    if not reachable(python):
+        warnings.append(f"{python} cannot be run by another user: student code will run as the grader's own user, "
+                        f"not isolated; make the virtual environment from the system's python3 (/usr/bin/python3)")
+    return warnings
+
+
 def reachable(path):
     """Whether any user may run the program at ``path`` (it and every folder above it can be
     entered and read by others): the student's account needs its Python."""
