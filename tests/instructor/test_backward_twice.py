@@ -50,15 +50,23 @@ def saved_arrays(student, root):
     return found
 
 
-def check_backward_twice(student, name, theirs, ours, arrays, rng):
-    """``theirs`` (the student's function of tensors) on the graph of the module docstring,
-    against ``ours`` (the same function of this process's library) on a graph used once."""
+def _reference_once(name, ours, arrays, rng):
+    """The reference of the graph of the module docstring: ``ours`` on fresh leaves of
+    ``arrays``, used once, backward with three times an upstream ``g`` drawn from ``rng``.
+    Returns ``(what, leaves, g)``: the check's name and the leaves with their gradients."""
     shapes = ", ".join(str(np.shape(a)) for a in arrays)
     what = f"{name}, inputs {shapes} float64, graph (y1 + y2) + y1 with y1 = y2 = {name}(inputs)"
     fresh = [mt.tensor(np.asarray(a), dtype="float64", requires_grad=True) for a in arrays]
     y = ours(*fresh)
     g = rng.standard_normal(y.shape)
     y.backward(mt.tensor(3 * g))                     # the reference: a graph used once
+    return what, fresh, g
+
+
+def check_backward_twice(student, name, theirs, ours, arrays, rng):
+    """``theirs`` (the student's function of tensors) on the graph of the module docstring,
+    against ``ours`` (the same function of this process's library) on a graph used once."""
+    what, fresh, g = _reference_once(name, ours, arrays, rng)
     expected = [host(x.grad) for x in fresh]
 
     inputs = [leaf(student, a) for a in arrays]
@@ -150,12 +158,7 @@ def check_task_backward_twice(student, task, name, ours, arrays, rng):
     """The graph of :func:`check_backward_twice` in this process, each node of ``task``'s
     Functions asking the student's backward (which checks that the arrays it was given are
     unchanged), twice: the gradients of the first call, then twice them."""
-    shapes = ", ".join(str(np.shape(a)) for a in arrays)
-    what = f"{name}, inputs {shapes} float64, graph (y1 + y2) + y1 with y1 = y2 = {name}(inputs)"
-    fresh = [mt.tensor(np.asarray(a), dtype="float64", requires_grad=True) for a in arrays]
-    y = ours(*fresh)
-    g = rng.standard_normal(y.shape)
-    y.backward(mt.tensor(3 * g))                     # the reference: a graph used once
+    what, fresh, g = _reference_once(name, ours, arrays, rng)
     inputs = [mt.tensor(np.asarray(a), dtype="float64", requires_grad=True) for a in arrays]
     y1, y2 = ours(*inputs), ours(*inputs)
     z = (y1 + y2) + y1
