@@ -280,3 +280,14 @@ def test_train_builds_the_modern_block_from_flags_and_export_loads_it_in_pytorch
         reference = theirs(torch.tensor(ids)).numpy()
     np.testing.assert_allclose(ours(mt.tensor(ids)).numpy(), reference, rtol=0,
                                atol=float64_tolerance(reference, 10, "float32"))
+
+
+@pytest.mark.task_6_1
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_silu_below_its_exponent_cap_keeps_its_relative_digits(dtype):
+    """Past x = -80 the forward caps e^-x and takes s = e^x there: the values stay exact
+    relative to the float64 math (1/(1 + e^80) in place of e^x would be off by up to 1e35)."""
+    values = np.array([-79.5, -80.5, -85.0, -87.0, -100.0 if dtype == "float64" else -86.5, -700.0 if dtype == "float64" else -80.0])
+    y = F.silu(mt.tensor(values, dtype=dtype)).numpy().astype(np.float64)
+    exact = values * np.exp(values - np.logaddexp(0.0, values))           # x σ(x), σ(x) = e^x / (1 + e^x)
+    np.testing.assert_allclose(y, exact, rtol=8 * float(np.finfo(dtype).eps), atol=0)
