@@ -5,7 +5,9 @@
     python benchmarks/step_profile.py --busy 1
 
 One step is what ``minitorch-attn train`` does per batch: forward, cross-entropy,
-``zero_grad``, backward, ``clip_grad_norm_`` and AdamW (the job's two parameter groups).
+``zero_grad``, backward, ``clip_grad_norm_`` and AdamW (the job's two parameter groups),
+the forward and backward in one part of the batch per thread (``nn.SplitBatch``; with
+``--threads 2`` the table adds up both threads' times, so it is not the wall time).
 The script times every part of it in one process:
 
 * **products**: every call of ``xp.matmul`` (the Functions call it through the array
@@ -34,18 +36,18 @@ import argparse
 import collections
 import math
 import statistics
+import threading
 import time
 
 import array_api_compat.numpy as np_namespace
 import numpy
 
 import minitorch_attn as mt
-import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
 from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.train import DEFAULT_BLOCK, make_optimizer
+from minitorch_attn.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
 
 TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
 
@@ -69,22 +71,25 @@ class Timers:
     def __init__(self):
         self.seconds = collections.defaultdict(float)
         self.calls = collections.Counter()
-        self.stack = []
+        self.local = threading.local()   # .stack: the open regions of this thread
+        self.lock = threading.Lock()     # the parts of a step on threads add to the same totals
 
     def wrap(self, key_of, fn):
         def timed(*args, **kwargs):
-            self.stack.append(0.0)
+            stack = self.local.__dict__.setdefault("stack", [])
+            stack.append(0.0)
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 elapsed = time.perf_counter() - start
-                inner = self.stack.pop()
+                inner = stack.pop()
                 key = key_of(args)
-                self.seconds[key] += elapsed - inner
-                self.calls[key] += 1
-                if self.stack:
-                    self.stack[-1] += elapsed
+                with self.lock:
+                    self.seconds[key] += elapsed - inner
+                    self.calls[key] += 1
+                if stack:
+                    stack[-1] += elapsed
         return timed
 
     def region(self, key, fn):
@@ -120,20 +125,28 @@ def instrument(timers):
     np_namespace.matmul = timers.wrap(lambda args: ("matrix products", ""), np_namespace.matmul)
     for name in ("record_versions", "check_versions", "sum_to_shape", "_accumulate", "_send"):
         setattr(autograd, name, timers.wrap(lambda args, n=name: ("engine", n), getattr(autograd, name)))
+    autograd.run_backward = timers.wrap(lambda args: ("step", "backward (the walk)"), autograd.run_backward)
 
 
-def run_step(model, opt, batch, vocab, timers=None):
+def run_step(split, opt, batch, timers=None):
+    """One step of ``minitorch-attn train``: ``split`` is its ``nn.SplitBatch`` (the batch in
+    one part per thread; with ``timers``, one made by :func:`timed_split`)."""
     def go(key, fn):
         return fn() if timers is None else timers.region(("step", key), fn)
 
-    x, y = batch
-    loss = go("forward (modules, Function.apply)",
-              lambda: F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1)))
     go("zero_grad", opt.zero_grad)
-    go("backward (the walk)", loss.backward)
-    go("clip_grad_norm_", lambda: optim.clip_grad_norm_(model.parameters(), 1.0))
+    loss = split.backward(*batch)
+    go("clip_grad_norm_", lambda: optim.clip_grad_norm_(split.model.parameters(), 1.0))
     go("AdamW step", opt.step)
-    return loss.item()
+    return loss
+
+
+def timed_split(model, timers):
+    """The step's SplitBatch with each part's forward timed as a region of the step (its
+    backward walk is timed by :func:`instrument`)."""
+    def loss_fn(model, x, y):
+        return timers.region(("step", "forward (modules, Function.apply)"), lambda: next_char_loss(model, x, y))
+    return nn.SplitBatch(model, loss_fn)
 
 
 def recorded_products(run):
@@ -245,21 +258,22 @@ def main(argv=None):
 
 def profile(args):
     model, opt, batches = default_model(args)
+    split = nn.SplitBatch(model, next_char_loss)
     for i in range(3):                                       # warm-up: first allocations
-        run_step(model, opt, batches[i % 4], args.vocab)
-    products = recorded_products(lambda: run_step(model, opt, batches[0], args.vocab))
+        run_step(split, opt, batches[i % 4])
+    products = recorded_products(lambda: run_step(split, opt, batches[0]))
     counter = iter(range(10**9))
-    floor = against_the_floor(lambda: run_step(model, opt, batches[next(counter) % 4], args.vocab), products,
-                              args.steps)
+    floor = against_the_floor(lambda: run_step(split, opt, batches[next(counter) % 4]), products, args.steps)
 
     timers = Timers()
     instrument(timers)
-    run_step(model, opt, batches[0], args.vocab, timers)      # warm the wrappers
+    split = timed_split(model, timers)
+    run_step(split, opt, batches[0], timers)                 # warm the wrappers
     timers.seconds.clear()
     timers.calls.clear()
     n = args.profiled_steps
     for i in range(n):
-        run_step(model, opt, batches[i % 4], args.vocab, timers)
+        run_step(split, opt, batches[i % 4], timers)
 
     flop = sum(p[-1] for p in products)
     rows = {key: s / n for key, s in timers.seconds.items()}
@@ -268,7 +282,9 @@ def profile(args):
     print(f"one training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions; "
           f"{model.num_parameters():,} parameters, batch "
           f"{args.batch_size} x {args.block_size}), {args.threads} thread(s), {args.busy} busy helper process(es); "
-          f"ms per step, the mean of {n} profiled steps")
+          f"ms per step, the mean of {n} profiled steps"
+          + ("; the batch in one part per thread, each part's times added" if len(split.parts(batches[0][0])) > 1
+             else ""))
     print(f"{'part':<46}{'calls':>7}{'ms':>9}{'share':>8}")
 
     def line(name, key_list):

@@ -52,12 +52,11 @@ import time
 import numpy
 
 import minitorch_attn as mt
-import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
 from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
-from minitorch_attn.train import make_optimizer
+from minitorch_attn.train import make_optimizer, next_char_loss
 from step_profile import build_model, matmul_seconds, model_flags, recorded_products
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
@@ -73,14 +72,15 @@ def ours(args, batches):
     opt = make_optimizer(model, LR, WEIGHT_DECAY)
     batches = [(mt.tensor(x, device=args.device), mt.tensor(y, device=args.device)) for x, y in batches]
 
+    split = nn.SplitBatch(model, next_char_loss)   # as the train command: a part of the batch per thread
+
     def step(i):
         x, y = batches[i % len(batches)]
-        loss = F.cross_entropy(model(x).reshape(-1, args.vocab), y.reshape(-1))
         opt.zero_grad()
-        loss.backward()
+        loss = split.backward(x, y)   # loss.item() inside: waits for the device
         optim.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
-        return loss.item()  # waits for the device
+        return loss
 
     return step, model
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import os
 import statistics
+import threading
 import time
 from contextlib import contextmanager
 
@@ -43,6 +44,7 @@ from threadpoolctl import ThreadpoolController
 
 _requested = None   # set_num_threads(n): n; None: the library chooses
 _chosen = None      # the count a FastestThreads runs the current repetition with (None: outside one)
+_this_thread = threading.local()   # .alone: True in a job of the pool, which runs on its own thread
 
 
 def available_cores():
@@ -76,10 +78,26 @@ def get_num_threads():
     """The threads the library uses on the CPU (the size of the pool, :mod:`._parallel`):
     the number given to :func:`set_num_threads`, else, inside a repetition run by
     :class:`FastestThreads`, the count it runs that repetition with, else one per
-    available core."""
+    available core. Inside a job of the pool (:func:`alone`) it is 1: a job's work runs on
+    its own thread, never on a pool of its own."""
+    if getattr(_this_thread, "alone", False):
+        return 1
     if _requested is not None:
         return _requested
     return _chosen if _chosen is not None else available_cores()
+
+
+@contextmanager
+def alone():
+    """Inside the ``with`` block, on this thread only, :func:`get_num_threads` is 1: the pool
+    runs its jobs so, and a job that calls an op with threads of its own (GELU, attention,
+    the norms) runs that op's chunks itself instead of waiting for the pool it is part of."""
+    before = getattr(_this_thread, "alone", False)
+    _this_thread.alone = True
+    try:
+        yield
+    finally:
+        _this_thread.alone = before
 
 
 def chosen_by_user():

@@ -108,6 +108,13 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     return total / scored / LN2
 
 
+def next_char_loss(model, x, y):
+    """The training loss: cross-entropy of ``model(x)``'s predictions against the next
+    characters ``y``, a mean over all ``(batch, block)`` positions (nats)."""
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
 def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
     """AdamW with weight decay on every matrix (the parameters with 2 or more dims: the
     projections and the token *and position* embeddings) and none on biases and norm gains
@@ -347,9 +354,11 @@ def _train(args, job, log):
     progress = _Progress(args.steps, args.time_budget, job.start_step, disable=True if args.quiet else None)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None
-    # speed: BLAS threads by timing: one per core wins on an idle machine, one when other
-    # work keeps a core busy; re-timed every 100 steps (--threads N fixes the number)
+    # speed: threads by timing: one per core wins on an idle machine, one when other work
+    # keeps a core busy; re-timed every 100 steps (--threads N fixes the number). With
+    # several, each thread takes its part of the batch (nn.parallel.SplitBatch)
     job.blas = FastestThreads()
+    split = nn.SplitBatch(job.model, next_char_loss)
     try:
         while job.step - job.start_step < total_steps:
             elapsed = time.perf_counter() - train_start
@@ -362,13 +371,10 @@ def _train(args, job, log):
                 schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
             with job.blas:
                 x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
-                logits = job.model(x)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
                 job.opt.zero_grad()
-                loss.backward()
+                bpc = split.backward(x, y) / LN2     # loss = next_char_loss(model, x, y); loss.backward()
                 if args.grad_clip:  # --grad-clip 0: no clipping
                     optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
-                bpc = loss.item() / LN2
                 with _ctrl_c_lands_after():  # the step lands whole: weights, moments, its number and history
                     job.opt.step()
                     job.step += 1

@@ -19,7 +19,7 @@ import math
 
 from ..core.autograd import Context, Function
 from ..core.backend import backend_of
-from ..threads import blas_threads, get_num_threads
+from ..threads import alone, blas_threads, get_num_threads
 
 ROW_CHUNK_BYTES = 2**20
 """Bytes of input per chunk of rows in :func:`by_row_chunks`: a chunk and the few
@@ -79,7 +79,14 @@ def _run(threads, jobs):
     if len(jobs) == 1:
         return [jobs[0]()]
     with blas_threads(1):
-        return [f.result() for f in [_pool(threads).submit(job) for job in jobs]]
+        return [f.result() for f in [_pool(threads).submit(_alone, job) for job in jobs]]
+
+
+def _alone(job):
+    """One job in a thread of the pool: the ops it calls see one thread (:func:`alone`),
+    so none waits for a pool whose threads are all busy with the jobs that wait."""
+    with alone():
+        return job()
 
 
 @functools.cache
