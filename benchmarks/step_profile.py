@@ -205,11 +205,15 @@ def against_the_floor(step, products, rounds):
     products replayed alone and the peak product, in turn (so that a change of load
     slows them alike): the step's and the replay's seconds, the peak's GFLOP/s, and the
     per-round ratios step / floor and replay / floor (floor = the step's flop at that
-    round's peak)."""
+    round's peak). An untimed step comes before each timed one: after a product on
+    several BLAS threads, those threads spin for about a tenth of a second waiting for
+    the next, and a step whose own threads start then (the parts of its batch) would
+    share the cores with them; in training a step follows a step."""
     flop = sum(p[-1] for p in products)
     replay = replayer(products)
     rows = collections.defaultdict(list)
     for _ in range(rounds):
+        step()   # untimed: the last round's products leave BLAS's threads spinning for a while
         start = time.perf_counter()
         step()
         rows["step"].append(time.perf_counter() - start)

@@ -9,13 +9,17 @@ process, and against its own fixed thread settings.
 
 1. **Against PyTorch, equal threads.** Both sides train the same GPT (``minitorch_attn.nn.GPT``
    and its PyTorch twin ``minitorch_attn.torch_gpt.GPT`` with the same initial weights:
-   Pre-LN, fused QKV without bias, causal attention, tanh-GELU MLP, tied embeddings) with
+   the training job's block by default (``--norm``, ``--mlp``, ``--pos-encoding``), fused
+   QKV without bias, causal attention, tied embeddings) with
    the training job's AdamW (decay on matrices only, ``make_optimizer``) and clipping, on
    the same batches, so their losses agree to float32 rounding (printed). One step is
-   forward, cross-entropy, ``zero_grad``, backward, clip and AdamW. Rows: 1 thread and
+   forward, cross-entropy, ``zero_grad``, backward, clip and AdamW; ours splits the batch
+   into one part per thread as the training job does (``nn.SplitBatch``). Rows: 1 thread and
    one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``), and
    minitorch-attn choosing its threads by timing, as the training job does. The sides
-   alternate in rounds of a few steps (the order turning each round), and each figure is
+   alternate in rounds of a few steps (the order turning each round; each side's steps
+   after one untimed step, since the threads of the side before may still be spinning),
+   and each figure is
    a median over the rounds: a busy machine slows both sides of a round alike. Each round
    also times the machine's float32 matmul peak at that thread count (one (1024, 1024)
    product): the **floor** is the step's matrix products (their GFLOP, counted) at that
@@ -166,6 +170,7 @@ def against_torch(args):
         names = list(sides) if round_ % 2 == 0 else list(reversed(sides))
         for name in names:
             step, _ = sides[name]
+            step(done)    # untimed: the other side's threads (BLAS's, PyTorch's) may still be spinning
             start = time.perf_counter()
             for i in range(chunk):
                 step(done + i)

@@ -31,6 +31,7 @@ import numpy
 
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
+from .functional._parallel import each_on_threads
 
 
 class Optimizer:
@@ -79,15 +80,30 @@ class Optimizer:
             p.grad = None
 
     def step(self):
-        """Update every parameter that has a gradient, one group at a time."""
+        """Update every parameter that has a gradient (``_update`` of each, with its group's
+        hyperparameters and its own state).
+
+        speed: one parameter's update reads and writes only its own arrays, so on the CPU
+        the pool's threads (:func:`minitorch_attn.get_num_threads`) take the parameters one
+        at a time, largest first; the numbers are those of one thread.
+        """
+        todo = []
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 state = self.state.setdefault(id(p), {"step": 0})
                 state["step"] += 1
-                self._update(p, p.grad.data, state, group)
-                p._version_counter[0] += 1  # an in-place write: a graph that saved p sees it
+                todo.append((p, state, group))
+        todo.sort(key=lambda item: -math.prod(item[0].shape))
+
+        def update(n):
+            p, state, group = todo[n]
+            self._update(p, p.grad.data, state, group)
+
+        each_on_threads(len(todo), update, on_cpu=all(backend_of(p.data).name == "cpu" for p, _, _ in todo))
+        for p, _, _ in todo:
+            p._version_counter[0] += 1  # an in-place write: a graph that saved p sees it
 
     def _update(self, p, grad, state, group):
         raise NotImplementedError

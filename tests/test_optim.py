@@ -262,3 +262,33 @@ def test_a_numpy_ratio_writes_python_float_rates_that_a_checkpoint_can_save(tmp_
     schedule.step(3)
     assert type(opt.param_groups[0]["lr"]) is float and opt.param_groups[0]["lr"] == 0.25
     ckpt.save(tmp_path / "c.npz", model, opt)                   # the rates go into JSON
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_a_step_on_two_threads_gives_the_numbers_of_one_thread(monkeypatch, name):
+    """The pool's threads take the parameters one at a time (largest first): the same
+    weights and moments to the last bit as one after the other, groups and all; a
+    parameter without a gradient is left alone, and a step with none at all does nothing."""
+    from minitorch_attn import threads
+
+    rng = np.random.default_rng(5)
+    shapes = [(7, 5), (3,), (40, 2), (1,), (6, 6)]
+    start = [rng.standard_normal(s) for s in shapes]
+    grads = [[rng.standard_normal(s) for s in shapes] for _ in range(3)]
+    options = {"SGD": dict(lr=0.1, momentum=0.9), "Adam": dict(lr=0.1), "AdamW": dict(lr=0.1)}[name]
+    results = []
+    for count in (1, 2):
+        monkeypatch.setattr(threads, "_requested", count)
+        params = [_param(s) for s in start]
+        opt = getattr(optim, name)([{"params": params[:2], "weight_decay": 0.1}, {"params": params[2:]}], **options)
+        opt.zero_grad()
+        opt.step()                                           # nothing to update
+        for step in grads:
+            for p, g in zip(params[:-1], step):              # the last never gets a gradient
+                _set_grad(p, g)
+            opt.step()
+        results.append([p.numpy() for p in params] + [v for s in opt.state.values() for v in s.values()
+                                                       if isinstance(v, np.ndarray)])
+    for one, two in zip(results[0], results[1], strict=True):
+        np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(results[1][len(shapes) - 1], start[-1])

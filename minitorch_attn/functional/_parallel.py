@@ -212,6 +212,18 @@ class _RowChunks(Function):
                 *summed)
 
 
+def each_on_threads(count, work, on_cpu=True):
+    """Call ``work(n)`` for every ``n`` in ``range(count)``: on the pool's threads when the
+    arrays it touches are NumPy's (``on_cpu``), else (CuPy, array-api-strict) one after the
+    other in the calling thread. The ``work(n)`` must be independent of each other (an
+    optimizer's update of one parameter)."""
+    if on_cpu:
+        _run_each(count, work)
+    else:
+        for n in range(count):
+            work(n)
+
+
 def _run_each(count, work):
     """Call ``work(n)`` for every ``n`` in ``range(count)`` on the pool's threads. Each thread
     takes the next ``n`` as soon as it is done with its last (so a thread whose core is busy
