@@ -47,6 +47,7 @@ from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
 from minitorch_attn.measure import busy, busy_flag
+from minitorch_attn.nn import parallel
 from minitorch_attn.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
 
 TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
@@ -126,6 +127,7 @@ def instrument(timers):
     for name in ("record_versions", "check_versions", "sum_to_shape", "_accumulate", "_send"):
         setattr(autograd, name, timers.wrap(lambda args, n=name: ("engine", n), getattr(autograd, name)))
     autograd.run_backward = timers.wrap(lambda args: ("step", "backward (the walk)"), autograd.run_backward)
+    parallel._replica = timers.wrap(lambda args: ("step", "SplitBatch: the replicas"), parallel._replica)
 
 
 def run_step(split, opt, batch, timers=None):
@@ -180,8 +182,9 @@ def matmul_seconds(size=1024):
 
 
 def replayer(products):
-    """A function that runs this step's products alone (same shapes, operand layouts and
-    order, fresh arrays made once) and returns its seconds."""
+    """A function that runs this step's products alone (same shapes and operand layouts,
+    in the order they were recorded, which with the batch in parts on threads is the
+    order they happened to finish in; fresh arrays made once) and returns its seconds."""
     rng = numpy.random.default_rng(0)
 
     def operand(shape, row_major):
@@ -249,7 +252,8 @@ def main(argv=None):
     keep_freed_memory()   # as the minitorch-attn command does (minitorch_attn/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--threads", type=positive_int, default=1, help="BLAS threads (and the pool's)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="threads (the batch in one part per thread, as the training job does)")
     parser.add_argument("--steps", type=positive_int, default=20, help="rounds against the floor")
     parser.add_argument("--profiled-steps", type=positive_int, default=10, help="steps profiled (the table sums them)")
     model_flags(parser)

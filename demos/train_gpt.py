@@ -13,12 +13,12 @@
     python demos/train_gpt.py                      # the defaults: about 4 minutes on 2 CPU cores
     python demos/train_gpt.py --device cuda        # on a GPU (pip install -e ".[cuda]")
     python demos/train_gpt.py --text my.txt --steps 2000 --time-budget 0
-    python demos/train_gpt.py --threads 1          # fix the BLAS threads instead of timing them
+    python demos/train_gpt.py --threads 1          # fix the threads instead of timing them
 
 Exactly ``minitorch-attn train`` (see ``minitorch-attn train --help`` for every flag), so
 ``minitorch-attn demo train_gpt`` runs the same code at the same speed: the training loop
-itself times one BLAS thread against one per core and keeps the faster (see
-``minitorch_attn.threads``).
+itself times one thread against one per core (the batch in one part per thread) and
+keeps the faster (see ``minitorch_attn.threads`` and ``minitorch_attn.nn.parallel``).
 
 Writes checkpoint.npz, loss.png, attention.png and metrics.json into a new folder under
 runs/; then ``minitorch-attn sample --checkpoint runs/<folder>/checkpoint.npz --prompt "def "``

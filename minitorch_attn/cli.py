@@ -65,8 +65,8 @@ def add_train(subparsers):
         description="Train a character-level GPT on a text file (default: the Python language reference "
                     "shipped with CPython), printing validation bits per character beside a bigram "
                     "baseline; writes checkpoint.npz, loss.png, attention.png and metrics.json.",
-        epilog="Threads: without --threads, training times one BLAS thread against one per core every "
-               "100 steps and keeps the faster (one wins when other programs keep a core busy).",
+        epilog="Threads: without --threads, training times one thread against one per core (the batch in "
+               "one part per thread) every 100 steps and keeps the faster.",
         formatter_class=_ShowDefaults)
     data = p.add_argument_group("data and outputs")
     data.add_argument("--text", metavar="PATH", help="UTF-8 text file to train on (default: pydoc_data.topics)")
@@ -92,8 +92,8 @@ def add_train(subparsers):
     run.add_argument("--eval-interval", type=positive_int, default=100, help="steps between validation estimates")
     run.add_argument("--eval-windows", type=positive_int, default=64, help="validation windows per periodic estimate (the final one uses all)")
     run.add_argument("--threads", type=positive_int, default=None,
-                     help="CPU threads for BLAS and flash attention's pool (default: chosen by timing, "
-                          "see below)")
+                     help="CPU threads: with N >= 2 each training step's batch runs in N parts, one per "
+                          "thread (default: 1 or one per core, chosen by timing, see below)")
     run.add_argument("--quiet", action="store_true",
                      help="no progress bar or log lines; the results (final validation, sample, outputs) are printed")
     model = p.add_argument_group("model (a resumed run keeps its checkpoint's)")

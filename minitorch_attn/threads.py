@@ -3,11 +3,15 @@
 Two layers of threads can run this package's NumPy work on the ``"cpu"`` device:
 
 * **BLAS threads**: OpenBLAS (or MKL) splits each matrix product over its own threads;
-* **our own pool**: flash attention runs independent (batch, head) chunks, LayerNorm
-  and RMSNorm of large inputs chunks of rows, and the tanh GELU and dense attention of
+* **our own pool**: a training step's batch runs one part per thread
+  (:class:`minitorch_attn.nn.SplitBatch`), the optimizer's updates one parameter at a
+  time on each thread, flash attention independent (batch, head) chunks, LayerNorm
+  and RMSNorm of large inputs chunks of rows, and GELU, SiLU and dense attention of
   large inputs chunks of their first axis, in a pool of Python threads
   (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL inside BLAS and
-  ufuncs, so the chunks really run on different cores.
+  ufuncs, so the chunks really run on different cores. A job of the pool runs what it
+  calls on its own thread (:func:`alone`): an op inside a part of a batch does not
+  split itself again.
 
 The two layers must not be stacked: BLAS threads spin-wait for each other between the
 pieces of a product, and a core taken by another thread (ours, or another program's) makes
@@ -17,9 +21,10 @@ every product wait for a whole scheduler time slice. So:
 2. elsewhere, loops of repeated work (training steps, timed demo runs) let
    :class:`FastestThreads` time one thread against one per core (BLAS's and the pool's
    alike) and keep the faster,
-   checking again now and then because the load of the machine changes: two threads are
-   about 20% faster for the default GPT on an idle 2-core machine, one is about twice as
-   fast when another program keeps a core busy;
+   checking again now and then because the load of the machine changes: two threads
+   (the batch in two parts) are about 1.6 times as fast for the default GPT's training
+   step on an idle 2-core machine as one; beside a program that keeps a core busy they
+   gain about 8% over one;
 3. :func:`set_num_threads` (the ``--threads N`` flag of the commands, demos and
    benchmarks) fixes the number instead, as ``torch.set_num_threads`` does.
 
@@ -57,8 +62,9 @@ def available_cores():
 
 def set_num_threads(n):
     """Use ``n`` threads on the CPU from now on (as ``torch.set_num_threads``): BLAS runs
-    ``n`` threads outside our own pools, the pool (flash attention, large normalizations)
-    has ``n`` threads, each with a one-thread BLAS, and nothing chooses by timing. ``None`` gives the
+    ``n`` threads outside our own pools, the pool (a training step's parts of the batch,
+    the optimizer, flash attention, large normalizations and activations) has ``n``
+    threads, each with a one-thread BLAS, and nothing chooses by timing. ``None`` gives the
     choice back to the library.
 
     Raises:
@@ -80,7 +86,7 @@ def get_num_threads():
     :class:`FastestThreads`, the count it runs that repetition with, else one per
     available core. Inside a job of the pool (:func:`alone`) it is 1: a job's work runs on
     its own thread, never on a pool of its own."""
-    if getattr(_this_thread, "alone", False):
+    if in_a_job():
         return 1
     if _requested is not None:
         return _requested
@@ -98,6 +104,11 @@ def alone():
         yield
     finally:
         _this_thread.alone = before
+
+
+def in_a_job():
+    """True on a thread that runs a job of the pool (inside :func:`alone`)."""
+    return getattr(_this_thread, "alone", False)
 
 
 def chosen_by_user():
@@ -157,7 +168,8 @@ def blas_threads(n):
 
 
 class FastestThreads:
-    """Picks the BLAS thread count that makes a repeated piece of work fastest, by timing it.
+    """Picks the thread count (BLAS's and the pool's) that makes a repeated piece of work
+    fastest, by timing it.
 
     Use it around each repetition (a training step, a timed call)::
 

@@ -2,6 +2,9 @@
 the whole batch's loss and gradients, each part on its own thread and a replica of the
 model that shares its weights, nothing split that would change what is computed."""
 
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -9,8 +12,7 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import cli, nn, optim, threads
-from minitorch_attn.functional import _parallel
+from minitorch_attn import nn, optim, threads
 from minitorch_attn.train import next_char_loss
 from tests.conftest import float64_tolerance
 
@@ -62,6 +64,31 @@ def assert_same_step(split_result, whole_result, n_ops=64):
         np.testing.assert_allclose(g, ref, rtol=0, atol=float64_tolerance(ref, n_ops, "float64"))
 
 
+class Tiny(nn.Module):
+    """An embedding, a head and a plain attribute that the forward reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, 6)
+        self.head = nn.Linear(6, VOCAB)
+        self.scale = 1.0
+        for p in self.parameters():
+            p.data = p.data.astype(np.float64)
+
+    def forward(self, x):
+        return self.head(self.emb(x)) * self.scale
+
+
+def split_step(model, x, y, count=2, loss_fn=next_char_loss):
+    threads.set_num_threads(count)
+    try:
+        model.zero_grad()
+        loss = nn.SplitBatch(model, loss_fn).backward(x, y)
+        return loss, [None if p.grad is None else p.grad.numpy().copy() for p in model.parameters()]
+    finally:
+        threads.set_num_threads(None)
+
+
 @pytest.mark.parametrize("rows, count", [(4, 2), (5, 2), (7, 3)])
 def test_the_parts_give_the_whole_batchs_loss_and_gradients(rng, rows, count):
     """Equal parts and unequal ones (5 rows on 2 threads: shares 2/5 and 3/5): the loss and
@@ -70,49 +97,44 @@ def test_the_parts_give_the_whole_batchs_loss_and_gradients(rng, rows, count):
     x, y = batch(rng, rows)
     reference = whole_batch(model, x, y)
     threads.set_num_threads(count)
-    split = nn.SplitBatch(model, next_char_loss)
     bounds = [rows * i // count for i in range(count + 1)]
-    assert split.parts(x) == list(zip(bounds, bounds[1:]))
-    model.zero_grad()
-    assert_same_step((split.backward(x, y), gradients(model)), reference)
-    assert len(split.replicas) == count - 1
-    assert all(r.parameters()[0].grad is None for r in split.replicas)   # handed over to the model
+    assert nn.SplitBatch(model, next_char_loss).parts(x) == list(zip(bounds, bounds[1:]))
+    assert_same_step(split_step(model, x, y, count), reference)
 
 
-def test_each_part_runs_on_its_own_thread_and_sees_one_thread(rng):
+def test_each_part_runs_on_a_thread_of_the_pool_and_sees_one_thread(rng):
     seen = []
 
     def loss_fn(model, x, y):
-        seen.append((threading.get_ident(), threads.get_num_threads(), x.shape[0]))
+        seen.append((threading.current_thread().name, threads.get_num_threads(), x.shape[0]))
         return next_char_loss(model, x, y)
 
-    threads.set_num_threads(2)
-    nn.SplitBatch(tiny_gpt(), loss_fn).backward(*batch(rng, 4))
-    assert len({ident for ident, _, _ in seen}) == 2
-    assert [(n, rows) for _, n, rows in sorted(seen, key=lambda s: s[2])] == [(1, 2), (1, 2)]
+    split_step(tiny_gpt(), *batch(rng, 4), loss_fn=loss_fn)
+    assert sorted(rows for _, _, rows in seen) == [2, 2]
+    assert all(name.startswith("minitorch-attn") and n == 1 for name, n, _ in seen)
 
 
-@pytest.mark.timeout(60, method="signal")  # the deadlock this guards against would wait for ever: fail instead
-def test_an_op_with_threads_of_its_own_inside_a_part_runs_its_chunks_itself(rng, monkeypatch):
-    """GELU of any size goes to the pool here; inside a part (a job of that pool, whose
-    threads all wait for the parts) it must run its chunks on the part's thread, not wait
-    for a free thread of the pool: without that, this test hangs."""
-    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
-    model = nn.Linear(5, 1)
-    for p in model.parameters():
-        p.data = p.data.astype(np.float64)
-
-    def loss_fn(model, x, y):
-        return ((F.gelu(model(x)) - y) ** 2).mean()
-
-    x, y = mt.tensor(rng.standard_normal((6, 5))), mt.tensor(rng.standard_normal((6, 1)))
-    threads.set_num_threads(1)
-    loss_ref = loss_fn(model, x, y)
-    loss_ref.backward()
-    reference = (loss_ref.item(), gradients(model))
-    model.zero_grad()
-    threads.set_num_threads(2)
-    assert_same_step((nn.SplitBatch(model, loss_fn).backward(x, y), gradients(model)), reference)
+def test_work_split_over_the_pool_from_inside_a_job_of_the_pool_does_not_wait_for_it():
+    """Inside a part (a job of the pool, whose threads all run parts) an op that splits
+    itself over the pool runs its chunks on the part's own thread: GELU, split at any size
+    here, and any job that asks the pool for jobs of its own. Each would wait for ever
+    without that, so the check runs in its own process, with a time limit."""
+    script = textwrap.dedent("""
+        import numpy as np
+        import minitorch_attn as mt, minitorch_attn.functional as F
+        from minitorch_attn import nn, threads
+        from minitorch_attn.functional import _parallel
+        _parallel.PARALLEL_BYTES = 0
+        threads.set_num_threads(2)
+        model = nn.Linear(4, 1)
+        x = mt.tensor(np.random.default_rng(0).standard_normal((6, 4), dtype=np.float32))
+        nn.SplitBatch(model, lambda m, x, y: ((F.gelu(m(x)) - y) ** 2).mean()).backward(x, mt.zeros((6, 1)))
+        outer = lambda: sum(_parallel._run(2, [lambda: 1, lambda: 2]))
+        assert _parallel._run(2, [outer, outer]) == [3, 3]
+        print("no wait")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "no wait" in done.stdout, done.stderr[-2000:]
 
 
 def test_it_accumulates_as_backward_does(rng):
@@ -128,36 +150,126 @@ def test_it_accumulates_as_backward_does(rng):
         np.testing.assert_allclose(g, 2 * ref, rtol=0, atol=float64_tolerance(2 * ref, 128, "float64"))
 
 
-def test_the_replicas_share_the_weights_the_optimizer_changes_and_the_tied_ones(rng):
-    """After AdamW's in-place step, and after a parameter's array is replaced, the next
-    split step computes with the new weights; the replica's tied head is its embedding."""
-    model = tiny_gpt()
-    opt = optim.AdamW(model.parameters(), lr=0.1)
-    threads.set_num_threads(2)
-    split = nn.SplitBatch(model, next_char_loss)
+def test_each_step_sees_the_model_as_it_is_now(rng):
+    """Weights changed in place by the optimizer or replaced, a plain attribute changed,
+    a parameter frozen or unfrozen, a layer added after a first split step: the next step
+    computes with the model as it is then (its parts are made afresh each step)."""
+    model = Tiny()
     x, y = batch(rng, 4)
-    split.backward(x, y)
-    replica = split.replicas[0]
-    assert replica.lm_head.weight is replica.token_embedding.weight
-    assert all(q.data is p.data for p, q in zip(model.parameters(), replica.parameters()))
+    opt = optim.AdamW(model.parameters(), lr=0.1)
+    split_step(model, x, y)
     opt.step()
-    first = model.parameters()[1]
-    first.data = first.data * 0.5                       # a new array, not an in-place change
-    reference = whole_batch(model, x, y)
+    model.head.weight.data = model.head.weight.data * 0.5            # a new array
+    model.scale = 3.0                                                 # a plain attribute
+    model.emb.weight.requires_grad_(False)                            # frozen
+    loss, grads = split_step(model, x, y)
+    assert grads[0] is None
+    assert_same_step((loss, grads[1:]), (lambda r: (r[0], r[1]))(whole_batch_frozen(model, x, y)))
+    model.emb.weight.requires_grad_(True)
+    model.extra = nn.Linear(VOCAB, VOCAB)                             # a layer added after a split step
+    model.extra.weight.data = model.extra.weight.data.astype(np.float64)
+    model.extra.bias.data = model.extra.bias.data.astype(np.float64)
+    fn = lambda m, x, y: next_char_loss(lambda t: m.extra(m(t)), x, y)
+    reference = whole_batch_with(model, x, y, fn)
+    assert_same_step(split_step(model, x, y, loss_fn=fn), reference)
+
+
+def whole_batch_frozen(model, x, y):
     model.zero_grad()
-    assert_same_step((split.backward(x, y), gradients(model)), reference)
+    loss = next_char_loss(model, x, y)
+    loss.backward()
+    return loss.item(), [p.grad.numpy().copy() for p in model.parameters() if p.requires_grad]
 
 
-@pytest.mark.parametrize("why", ["one thread", "one row", "dropout while training"])
-def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_draws(rng, why):
+def whole_batch_with(model, x, y, fn):
+    model.zero_grad()
+    loss = fn(model, x, y)
+    loss.backward()
+    return loss.item(), gradients(model)
+
+
+def test_the_replicas_share_the_weights_and_keep_the_tied_ones_tied(rng):
+    model = tiny_gpt()
+    from minitorch_attn.nn.parallel import _replica
+
+    replica = _replica(model, {})
+    assert replica.lm_head.weight is replica.token_embedding.weight
+    assert replica.lm_head.weight is not model.lm_head.weight
+    assert all(q.data is p.data and q._version_counter is p._version_counter
+               for p, q in zip(model.parameters(), replica.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("how", ["an input that requires grad", "a weight outside the model"])
+def test_a_loss_that_differentiates_something_else_than_the_model_is_refused(rng, how):
+    """Two parts would write that tensor's .grad at the same time: refused with what to do."""
+    model = Tiny()
+    x, y = batch(rng, 4)
+    outside = mt.tensor(rng.standard_normal((1, 8, VOCAB)), requires_grad=True)
+    if how.startswith("an input"):
+        x = mt.tensor(rng.standard_normal((4, 8, 6)), requires_grad=True)
+        fn = lambda m, x, y: F.cross_entropy(m.head(x).reshape(-1, VOCAB), y.reshape(-1))
+    else:
+        fn = lambda m, x, y: F.cross_entropy((m(x) + outside).reshape(-1, VOCAB), y.reshape(-1))
+    with pytest.raises(ValueError, match="not a parameter of the model.*loss.backward\\(\\) on the whole batch"):
+        split_step(model, x, y, loss_fn=fn)
+    assert all(p.grad is None for p in model.parameters()) and outside.grad is None and (
+        not x.requires_grad or x.grad is None)
+
+
+def test_a_part_that_fails_leaves_no_gradient_and_the_next_step_is_right(rng):
+    """Every part ends before the error is raised, and the model's gradients are only
+    written once all parts are done: none is left over for the next step."""
+    model = Tiny()
+    x, y = batch(rng, 4)
+    calls = []
+
+    def flaky(model, x, y):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a part failed")
+        return next_char_loss(model, x, y)
+
+    with pytest.raises(RuntimeError, match="a part failed"):
+        split_step(model, x, y, loss_fn=flaky)
+    assert all(p.grad is None for p in model.parameters())
+    reference = whole_batch(model, x, y)
+    assert_same_step(split_step(model, x, y, loss_fn=flaky), reference)
+
+
+@pytest.mark.parametrize("why", ["one thread", "one row", "grad mode off", "dropout while training",
+                                 "dropout of a submodule in training", "an embedding with max_norm"])
+def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_result(rng, why):
     threads.set_num_threads(1 if why == "one thread" else 2)
-    model = tiny_gpt(dropout=0.5 if why.startswith("dropout") else 0.0)
+    model = tiny_gpt(dropout=0.5 if "dropout" in why else 0.0)
+    if why == "dropout of a submodule in training":
+        model.eval()
+        model.blocks[0].train()
+    if why.startswith("an embedding"):
+        model.token_embedding.max_norm = 1.0
     x, _ = batch(rng, 1 if why == "one row" else 4)
     split = nn.SplitBatch(model, next_char_loss)
+    if why == "grad mode off":
+        with mt.no_grad():
+            assert split.parts(x) == [(0, 4)]
+            with pytest.raises(RuntimeError):                         # as loss.backward() there
+                split.backward(*batch(rng, 4))
+        return
     assert split.parts(x) == [(0, x.shape[0])]
-    if why.startswith("dropout"):
+    if why == "dropout while training":
         model.eval()
-        assert split.parts(x) == [(0, 2), (2, 4)]         # in eval mode dropout draws nothing
+        assert split.parts(x) == [(0, 2), (2, 4)]                    # in eval mode dropout draws nothing
+
+
+def test_targets_may_be_none_and_must_match_the_rows(rng):
+    model = Tiny()
+    x, y = batch(rng, 4)
+    fn = lambda m, x, y: m(x).mean()
+    reference = whole_batch_with(model, x, None, fn)
+    assert_same_step(split_step(model, x, None, loss_fn=fn), reference)
+    with pytest.raises(ValueError, match="x has 4 rows but y has 3"):
+        split_step(model, x, y[:3])
+    with pytest.raises(TypeError, match="targets y as a Tensor"):
+        split_step(model, x, [1, 2, 3, 4])
 
 
 def test_bad_arguments_are_refused_with_what_was_expected():
@@ -167,25 +279,3 @@ def test_bad_arguments_are_refused_with_what_was_expected():
         nn.SplitBatch(tiny_gpt(), None)
     with pytest.raises(TypeError, match="rows on its first axis"):
         nn.SplitBatch(tiny_gpt(), next_char_loss).parts(mt.tensor(3))
-    with pytest.raises(TypeError, match="expected a Module"):
-        nn.replicate([1, 2])
-
-
-def test_train_on_two_threads_gives_the_same_run_every_time(tmp_path):
-    """Two runs of the same seed on two threads: the same weights to the last bit (the
-    parts' gradients are always added in the same order)."""
-    text = tmp_path / "text.txt"
-    text.write_text("the quick brown fox jumps over the lazy dog. " * 40, encoding="utf-8")
-    mt.set_default_dtype("float32")
-    weights = []
-    for run in ("a", "b"):
-        out = tmp_path / run
-        assert cli.main(["train", "--text", str(text), "--steps", "4", "--out", str(out), "--threads", "2",
-                         "--d-model", "16", "--num-layers", "1", "--num-heads", "2", "--block-size", "16",
-                         "--batch-size", "4", "--time-budget", "0", "--eval-interval", "100", "--eval-windows",
-                         "2", "--sample-tokens", "0", "--quiet"]) == 0
-        with np.load(out / "checkpoint.npz") as saved:
-            weights.append({k: saved[k] for k in saved.files if not k.startswith("__")})
-    assert weights[0].keys() == weights[1].keys()
-    for key in weights[0]:
-        np.testing.assert_array_equal(weights[0][key], weights[1][key], err_msg=key)

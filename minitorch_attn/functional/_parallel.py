@@ -1,6 +1,8 @@
 """Threads over independent chunks on the ``"cpu"`` device: the (batch, head) chunks of
-:mod:`.flash`, the rows of the normalizations (:func:`by_row_chunks`), and the first axis
-of GELU and dense attention (:func:`on_threads`).
+:mod:`.flash`, the rows of the normalizations (:func:`by_row_chunks`), the first axis
+of GELU, SiLU and dense attention (:func:`on_threads`), and independent pieces of work
+of any kind (:func:`each_on_threads`: an optimizer's parameters; the parts of a batch of
+:class:`minitorch_attn.nn.SplitBatch` go through :func:`_run`).
 
 NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads can run
 on different cores. CuPy and array-api-strict run everything in the calling thread.
@@ -19,7 +21,7 @@ import math
 
 from ..core.autograd import Context, Function
 from ..core.backend import backend_of
-from ..threads import alone, blas_threads, get_num_threads
+from ..threads import alone, blas_threads, get_num_threads, in_a_job
 
 ROW_CHUNK_BYTES = 2**20
 """Bytes of input per chunk of rows in :func:`by_row_chunks`: a chunk and the few
@@ -74,12 +76,17 @@ def _take(array, chunk):
 
 def _run(threads, jobs):
     """Run the jobs (one per chunk) and return their results in order: in the calling
-    thread when there is one, else in the pool with a one-thread BLAS (speed: the pool
-    spreads the chunks over the cores; BLAS threads on top would fight it for them)."""
-    if len(jobs) == 1:
-        return [jobs[0]()]
+    thread when there is one, or when the caller is itself a job of the pool (waiting
+    for the pool's threads, all busy with jobs that wait, would wait for ever), else in
+    the pool with a one-thread BLAS (speed: the pool spreads the chunks over the cores;
+    BLAS threads on top would fight it for them). If a job raises, the first error is
+    raised once every job has ended."""
+    if len(jobs) == 1 or in_a_job():
+        return [job() for job in jobs]
     with blas_threads(1):
-        return [f.result() for f in [_pool(threads).submit(_alone, job) for job in jobs]]
+        futures = [_pool(threads).submit(_alone, job) for job in jobs]
+        concurrent.futures.wait(futures)   # all of them end before one's error is raised: none runs on
+        return [f.result() for f in futures]
 
 
 def _alone(job):

@@ -15,8 +15,8 @@ One module per topic, in reading order:
    key/value cache for generation)
 4. :mod:`.transformer`: :class:`FeedForward`, :class:`SwiGLU`, :class:`TransformerEncoderBlock`,
    :class:`TransformerEncoder`, :class:`TransformerDecoderBlock`, :class:`GPT`
-5. :mod:`.parallel`: :class:`SplitBatch` (a batch's backward in parts, one per thread, on
-   :func:`replicate` s of the model that share its weights)
+5. :mod:`.parallel`: :class:`SplitBatch` (a batch's backward in parts, one per thread, each
+   on a replica of the model that shares its weights)
 
 Sources: Vaswani et al., "Attention Is All You Need", arXiv:1706.03762 (§3.2 attention,
 §3.3 feed-forward, §3.4 embeddings); Xiong et al., arXiv:2002.04745 (Pre-LN);
@@ -30,7 +30,7 @@ Touvron et al., arXiv:2302.13971 (LLaMA's block, ``GPT(**LLAMA)``).
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
 from .module import Module, ModuleList, Parameter, Sequential, in_eval_mode
-from .parallel import SplitBatch, replicate
+from .parallel import SplitBatch
 from .transformer import (
     GPT, LLAMA, FeedForward, SwiGLU, TransformerDecoderBlock, TransformerEncoder, TransformerEncoderBlock, init_gpt2,
     swiglu_width,
@@ -40,5 +40,5 @@ __all__ = [
     "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU", "SiLU",
     "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "SwiGLU", "swiglu_width", "LLAMA",
     "TransformerEncoderBlock",
-    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode", "SplitBatch", "replicate",
+    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode", "SplitBatch",
 ]
