@@ -10,13 +10,15 @@ Each part's forward and backward needs only the weights θ, so the parts can run
 same time, one per thread: this is the data parallelism of multi-GPU training (Li et al.,
 "PyTorch Distributed: Experiences on Accelerating Data Parallel Training",
 arXiv:2006.15704, §2-3: each device computes the gradient of its share of the batch and
-the gradients are summed), here across the cores of one CPU. Each part works on its own
-**replica** of the model, made afresh for every step: the same modules with the same
-attributes (the modes, the settings, any buffer), whose Parameters are new leaf Tensors
-over the *same* arrays (nothing is copied; the optimizer's in-place update reaches them
-all). So each part's backward accumulates into its own ``.grad``, no two threads write
-one gradient, and once every part is done their gradients are added to the model's in
-the order of the parts, with the engine's own ``_accumulate``.
+the gradients are summed), here across the cores of one CPU. The first part runs on the
+model itself, each other part on its own **replica** of the model, made afresh for every
+step: the same modules with the same attributes (the modes, the settings, any buffer),
+whose Parameters are new leaf Tensors over the *same* arrays (nothing is copied; the
+optimizer's in-place update reaches them all). So each part's backward accumulates into
+its own ``.grad``, no two threads write one gradient, and once every part is done the
+replicas' gradients are added to the model's in the order of the parts, with the
+engine's own ``_accumulate``. If a part fails, the model's gradients are put back as
+they were before the call, and the error is raised.
 
 speed: on NumPy the matrix products and the large elementwise passes release the GIL,
 so the parts of a step really run on different cores, each with one BLAS thread, and
@@ -115,18 +117,24 @@ class SplitBatch:
             loss = self.loss_fn(self.model, x, y)
             loss.backward()
             return loss.item()
-        replicas = [_replica(self.model, {}) for _ in parts]
+        models = [self.model] + [_replica(self.model, {}) for _ in parts[1:]]   # part 0 on the model itself
+        before = [p.grad for p in self.model.parameters()]
         rows = x.shape[0]
 
         def part(model, start, stop):
             loss = self.loss_fn(model, x[start:stop], None if y is None else y[start:stop])
             _refuse_foreign_leaves(loss, model)
             share = (stop - start) / rows
-            (loss * share).backward()            # ∂(share · L_i)/∂θ into this replica's .grad
+            (loss * share).backward()            # ∂(share · L_i)/∂θ into this model's own .grad
             return share * loss.item()
 
-        losses = _run(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(replicas, parts)])
-        for p, *copies in zip(self.model.parameters(), *(r.parameters() for r in replicas), strict=True):
+        try:
+            losses = _run(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)])
+        except BaseException:
+            for p, grad in zip(self.model.parameters(), before):
+                p.grad = grad                    # what part 0 added goes (the engine adds out of place)
+            raise
+        for p, *copies in zip(self.model.parameters(), *(r.parameters() for r in models[1:]), strict=True):
             for q in copies:                     # part by part: the same order, and rounding, every step
                 if q.grad is not None:
                     autograd._accumulate(p, q.grad.data, backend_of(q.grad.data).xp)
