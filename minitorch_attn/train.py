@@ -354,9 +354,9 @@ def _train(args, job, log):
     progress = _Progress(args.steps, args.time_budget, job.start_step, disable=True if args.quiet else None)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None
-    # speed: threads by timing: one per core wins on an idle machine, one when other work
-    # keeps a core busy; re-timed every 100 steps (--threads N fixes the number). With
-    # several, each thread takes its part of the batch (nn.parallel.SplitBatch)
+    # speed: threads by timing, each thread taking its part of the batch (nn.SplitBatch):
+    # one per core wins on an idle machine and, by less, beside a busy program; re-timed
+    # every 100 steps, since the load changes (--threads N fixes the number)
     job.blas = FastestThreads()
     split = nn.SplitBatch(job.model, next_char_loss)
     try:
