@@ -127,3 +127,19 @@ def test_a_head_dim_of_zero_rotates_nothing(device):
     y = F.rotary_embedding(x)
     y.sum().backward()
     assert y.shape == (2, 3, 0) and x.grad.shape == (2, 3, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_split_halves_give_the_numbers_of_the_two_line_formula(rng, dtype):
+    """The rotation over whole rows (``[a, b] [cos, cos] + [b, a] [-sin, sin]``) is the
+    formula ``a cos - b sin, a sin + b cos`` to the last bit, forward and backward."""
+    from minitorch_attn.functional.rotary import _rotate
+
+    x = rng.standard_normal((3, 2, 5, 8)).astype(dtype)
+    angles = rng.uniform(-4, 4, size=(5, 4))
+    cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    a, b = x[..., :4], x[..., 4:]
+    np.testing.assert_array_equal(_rotate(np, x, cos, sin, False),
+                                  np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1))
+    np.testing.assert_array_equal(_rotate(np, x, cos, -sin, False),
+                                  np.concatenate([a * cos + b * sin, -a * sin + b * cos], axis=-1))

@@ -118,7 +118,8 @@ class SplitBatch:
             loss.backward()
             return loss.item()
         models = [self.model] + [_replica(self.model, {}) for _ in parts[1:]]   # part 0 on the model itself
-        before = [p.grad for p in self.model.parameters()]
+        params = self.model.parameters()
+        before = [p.grad for p in params]
         rows = x.shape[0]
 
         def part(model, start, stop):
@@ -131,10 +132,10 @@ class SplitBatch:
         try:
             losses = _run(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)])
         except BaseException:
-            for p, grad in zip(self.model.parameters(), before):
+            for p, grad in zip(params, before):
                 p.grad = grad                    # what part 0 added goes (the engine adds out of place)
             raise
-        for p, *copies in zip(self.model.parameters(), *(r.parameters() for r in models[1:]), strict=True):
+        for p, *copies in zip(params, *(r.parameters() for r in models[1:]), strict=True):
             for q in copies:                     # part by part: the same order, and rounding, every step
                 if q.grad is not None:
                     autograd._accumulate(p, q.grad.data, backend_of(q.grad.data).xp)
@@ -169,19 +170,13 @@ def _replica(module, memo):
 def _refuse_foreign_leaves(loss, model):
     """Raise if ``loss``'s graph reaches a leaf that requires a gradient but is not one of
     ``model``'s parameters (the parts would accumulate into its ``.grad`` at once)."""
+    from ..graph import _walk   # the graph's walk, as draw_graph takes it (graph imports nn: not at the top)
+
     own = {id(p) for p in model.parameters()}
-    stack, seen = [loss.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        for t in node.inputs:
-            if isinstance(t, Tensor) and t._requires_grad:
-                if t.grad_fn is not None:
-                    stack.append(t.grad_fn)
-                elif id(t) not in own:
-                    raise ValueError(
-                        f"SplitBatch: the loss depends on a tensor of shape {tuple(t.shape)} that requires a gradient "
-                        "but is not a parameter of the model; the parts of the batch would write its .grad at "
-                        "once. Make it a Parameter of the model, or call loss.backward() on the whole batch.")
+    tensors, _, _ = _walk(loss)
+    for t in tensors:
+        if t._requires_grad and t.grad_fn is None and id(t) not in own:
+            raise ValueError(
+                f"SplitBatch: the loss depends on a tensor of shape {tuple(t.shape)} that requires a gradient "
+                "but is not a parameter of the model; the parts of the batch would write its .grad at "
+                "once. Make it a Parameter of the model, or call loss.backward() on the whole batch.")
