@@ -209,8 +209,9 @@ def against_the_floor(step, products, rounds):
     slows them alike): the step's and the replay's seconds, the peak's GFLOP/s, and the
     per-round ratios step / floor and replay / floor (floor = the step's flop at that
     round's peak). An untimed step comes before each timed one: after a product on
-    several BLAS threads, those threads spin for a while waiting for the next, and a step whose own threads start then (the parts of its batch) would
-    share the cores with them; in training a step follows a step."""
+    several BLAS threads, those threads spin for a while waiting for the next, and a
+    step whose own threads start then (the parts of its batch) would share the cores
+    with them; in training a step follows a step."""
     flop = sum(p[-1] for p in products)
     replay = replayer(products)
     rows = collections.defaultdict(list)
