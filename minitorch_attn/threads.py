@@ -42,6 +42,7 @@ import os
 import statistics
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 
 import numpy  # noqa: F401  (loads NumPy's BLAS, which the handle below must see)
@@ -67,6 +68,8 @@ def set_num_threads(n):
     threads, each with a one-thread BLAS, and nothing chooses by timing. ``None`` gives the
     choice back to the library.
 
+    Warns (UserWarning) when ``n`` is more than :func:`available_cores`.
+
     Raises:
         TypeError: if ``n`` is not an int (or None). ValueError: if ``n < 1``.
     """
@@ -76,6 +79,10 @@ def set_num_threads(n):
             raise TypeError(f"set_num_threads: expected an int >= 1 or None, got {n!r}")
         if n < 1:
             raise ValueError(f"set_num_threads: expected an int >= 1 or None, got {n}")
+        if n > available_cores():
+            warnings.warn(f"{n} threads are more than the {available_cores()} cores this process may run on: "
+                          f"they take turns on them, and every product waits for the slowest (expected at most "
+                          f"{available_cores()})", stacklevel=2)
         _set_blas(n)
     _requested = n
 

@@ -273,3 +273,16 @@ def test_the_pool_runs_the_thread_count_that_fastest_threads_chose():
     assert threads.get_num_threads() == threads.available_cores()
     with threads.FastestThreads(candidates=(1,)).best():
         assert threads.get_num_threads() == 1
+
+
+def test_more_threads_than_cores_is_allowed_with_a_warning(monkeypatch):
+    """As torch.set_num_threads, any count >= 1 is taken; above the cores it says why that
+    is slow (a --threads 99 run took minutes for its validation) and what to give."""
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    with pytest.warns(UserWarning, match="3 threads are more than the 2 cores.*expected at most 2"):
+        threads.set_num_threads(3)
+    assert threads.get_num_threads() == 3
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        threads.set_num_threads(2)
