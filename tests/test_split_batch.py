@@ -270,3 +270,33 @@ def test_bad_arguments_are_refused_with_what_was_expected():
         nn.SplitBatch(tiny_gpt(), None)
     with pytest.raises(TypeError, match="rows on its first axis"):
         nn.SplitBatch(tiny_gpt(), next_char_loss).parts(mt.tensor(3))
+
+
+def test_a_ctrl_c_while_the_parts_run_returns_only_once_none_runs_on(rng, monkeypatch):
+    """Ctrl-C lands in the calling thread while it waits for the parts: the KeyboardInterrupt
+    is raised only after the running part has ended, and the model's gradients are those of
+    before the call (no part adds its share afterwards)."""
+    import os
+    import signal
+    import time
+
+    model = Tiny()
+    x, y = batch(rng, 4)
+    finished = []
+
+    def slow(model, x, y):
+        loss = next_char_loss(model, x, y)
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.05)                      # the caller is waiting for the parts by now
+            if not finished:
+                os.kill(os.getpid(), signal.SIGINT)   # a Ctrl-C while the caller waits
+            time.sleep(0.3)
+        finished.append(threading.current_thread().name)
+        return loss
+
+    with pytest.raises(KeyboardInterrupt):
+        split_step(model, x, y, loss_fn=slow)
+    running = len(finished)
+    assert running >= 1 and all(p.grad is None for p in model.parameters())
+    time.sleep(0.5)
+    assert len(finished) == running and all(p.grad is None for p in model.parameters())

@@ -80,12 +80,29 @@ def _run(threads, jobs):
     for the pool's threads, all busy with jobs that wait, would wait for ever), else in
     the pool with a one-thread BLAS (speed: the pool spreads the chunks over the cores;
     BLAS threads on top would fight it for them). If a job raises, the first error is
-    raised once every job has ended."""
+    raised once every job has ended; after a Ctrl-C, the jobs not started yet never start
+    and the running ones end before the KeyboardInterrupt is raised, so that no job goes
+    on writing (a gradient, a weight) after the caller has moved on."""
     if len(jobs) == 1 or in_a_job():
         return [job() for job in jobs]
     with blas_threads(1):
-        futures = [_pool(threads).submit(_alone, job) for job in jobs]
-        concurrent.futures.wait(futures)   # all of them end before one's error is raised: none runs on
+        futures, interrupted = [], None
+        try:
+            for job in jobs:
+                futures.append(_pool(threads).submit(_alone, job))
+        except KeyboardInterrupt as error:       # during the handing out: the rest is not handed out
+            interrupted = error
+        while True:
+            try:
+                if interrupted is not None:
+                    for future in futures:
+                        future.cancel()          # the jobs not started never start
+                concurrent.futures.wait(futures)
+                break
+            except KeyboardInterrupt as error:   # wait on: a running job ends in milliseconds
+                interrupted = interrupted or error
+        if interrupted is not None:
+            raise interrupted
         return [f.result() for f in futures]
 
 

@@ -61,8 +61,13 @@ class SplitBatch:
         model: the Module to train.
         loss_fn: ``loss_fn(model, x, y)`` -> a one-element float Tensor that is **a mean
             over the rows of x** (as ``cross_entropy`` with its default
-            ``reduction="mean"``; the parts' weights are right for a mean only), and that
-            differentiates nothing but ``model``'s parameters.
+            ``reduction="mean"``; the parts' weights are right for a mean only: not
+            ``reduction="sum"``, and not ``cross_entropy`` with ``ignore_index`` or class
+            ``weight``, a mean over the kept or weighted targets, whose share differs from
+            part to part), that differentiates nothing but ``model``'s parameters, calls
+            no ``backward`` itself and draws no random numbers (``F.dropout``); the
+            model's forward must not change the model (a running statistic, a counter,
+            a parameter made on first use): each part runs it once.
 
     Shapes: ``x (batch, ...)``, any dtype (token ids for a GPT); ``y (batch, ...)`` or None.
 
