@@ -175,13 +175,19 @@ def _replica(module, memo):
 def _refuse_foreign_leaves(loss, model):
     """Raise if ``loss``'s graph reaches a leaf that requires a gradient but is not one of
     ``model``'s parameters (the parts would accumulate into its ``.grad`` at once)."""
-    from ..graph import _walk   # the graph's walk, as draw_graph takes it (graph imports nn: not at the top)
-
     own = {id(p) for p in model.parameters()}
-    tensors, _, _ = _walk(loss)
-    for t in tensors:
-        if t._requires_grad and t.grad_fn is None and id(t) not in own:
-            raise ValueError(
-                f"SplitBatch: the loss depends on a tensor of shape {tuple(t.shape)} that requires a gradient "
-                "but is not a parameter of the model; the parts of the batch would write its .grad at "
-                "once. Make it a Parameter of the model, or call loss.backward() on the whole batch.")
+    stack, seen = [loss.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for t in node.inputs:
+            if isinstance(t, Tensor) and t._requires_grad:
+                if t.grad_fn is not None:
+                    stack.append(t.grad_fn)
+                elif id(t) not in own:
+                    raise ValueError(
+                        f"SplitBatch: the loss depends on a tensor of shape {tuple(t.shape)} that requires a gradient "
+                        "but is not a parameter of the model; the parts of the batch would write its .grad at "
+                        "once. Make it a Parameter of the model, or call loss.backward() on the whole batch.")
