@@ -291,3 +291,16 @@ def test_silu_below_its_exponent_cap_keeps_its_relative_digits(dtype):
     y = F.silu(mt.tensor(values, dtype=dtype)).numpy().astype(np.float64)
     exact = values * np.exp(values - np.logaddexp(0.0, values))           # x σ(x), σ(x) = e^x / (1 + e^x)
     np.testing.assert_allclose(y, exact, rtol=8 * float(np.finfo(dtype).eps), atol=0)
+
+
+@pytest.mark.task_6_1
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_silu_below_its_exponent_cap_beside_a_nan_stays_finite(dtype):
+    """A NaN beside an entry below -80 must not hide that entry from the exponent cap (a
+    minimum over the row is NaN): e^-x would overflow there (a RuntimeWarning, which the
+    suite turns into an error) and s would be 0 instead of e^x. The NaN stays NaN."""
+    values = np.array([np.nan, -1e4, -85.0, 0.5])
+    y = F.silu(mt.tensor(values, dtype=dtype)).numpy().astype(np.float64)
+    assert np.isnan(y[0])
+    exact = values[1:] * np.exp(values[1:] - np.logaddexp(0.0, values[1:]))
+    np.testing.assert_allclose(y[1:], exact, rtol=8 * float(np.finfo(dtype).eps), atol=0)

@@ -63,16 +63,6 @@ def _add_tile(xp, dmask, dS_ij, i0, i1, j0, j1):
     dmask[..., rows, cols] += dS_ij
 
 
-def _exp_(xp, x):
-    """``exp(x)``, overwriting ``x`` where the namespace takes ``out=`` (NumPy, CuPy).
-    speed: saves allocating and page-faulting one tile per step; ``x`` must be a fresh
-    temporary of the caller."""
-    try:
-        return xp.exp(x, out=x)
-    except TypeError:  # array-api-strict: the standard has no out=
-        return xp.exp(x)
-
-
 def _join_blocks(xp, blocks, empty_shape, dtype, device):
     """The per-block results joined along the sequence axis (an empty sequence has no
     block: then an array of ``empty_shape``, of length 0 there)."""

@@ -10,6 +10,7 @@ import math
 
 from ..core.autograd import Function
 from ._checks import _check_flag, _check_float, _check_probability, as_float
+from ._into import exp_
 from ._parallel import on_threads
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
@@ -214,17 +215,22 @@ class SiLU(Function):
     speed: one exponential of ``-x`` and one division instead of the two branches of
     ``where(x >= 0, 1 / (1 + e), e / (1 + e))`` with ``e = e^-|x|``, each of which was
     computed for every entry: 4.3 -> 2.3 ms for the (1024, 344) float32 gate of the default
-    GPT's SwiGLU on one core.
+    GPT's SwiGLU on one core. The cap and the fallback are paid only when the input's
+    minimum is below -80, or NaN (one reduction, where the cap was a pass of ``minimum``
+    and the test a pass of ``<`` over every entry), and the exponential is taken in
+    place: the same numbers, 0.92 -> 0.70 ms for that gate.
     """
 
     @staticmethod
     def forward(ctx, x):
         # BEGIN SOLUTION 6.1
         xp = ctx.xp
-        e = xp.exp(xp.minimum(-x, _EXP_CAP))                                 # e^-x, finite
+        low = x.size > 0 and not bool(xp.min(x) >= -_EXP_CAP)                # some e^-x would overflow (or a
+        e = xp.minimum(-x, _EXP_CAP) if low else -x                          # NaN hides it); speed: see above
+        e = exp_(xp, e)                                                      # e^-x, finite
         e += 1.0
         s = 1.0 / e                                                          # 1. s = 1 / (1 + e^-x)
-        if bool(xp.any(x < -_EXP_CAP)):                                      #    where e^-x was capped:
+        if low:                                                              #    where e^-x was capped:
             s = xp.where(x < -_EXP_CAP, xp.exp(xp.minimum(x, -_EXP_CAP)), s)   #    s = e^x (see above)
         ctx.save_for_backward(x, s)
         return x * s                                                         # 2
