@@ -13,7 +13,7 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import measure, threads
+from minitorch_attn import measure, nn, optim, threads
 from minitorch_attn.functional import _parallel
 from tests.conftest import float64_tolerance
 
@@ -286,3 +286,25 @@ def test_more_threads_than_cores_is_allowed_with_a_warning(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         threads.set_num_threads(2)
+
+
+@pytest.mark.parametrize("work", ["clip_grad_norm_", "silu in chunks"])
+def test_the_pools_jobs_keep_the_callers_errstate(monkeypatch, work):
+    """A job on a thread of the pool sees the caller's ``numpy.errstate`` (a context
+    variable, which a new thread would not see): ``ignore`` stays silent there (the suite
+    turns a RuntimeWarning into an error) and ``raise`` raises FloatingPointError from it."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+
+    def run():
+        if work == "clip_grad_norm_":
+            params = [nn.Parameter(mt.zeros(n, dtype="float32")) for n in (4, 3, 2)]
+            for p in params:
+                p.grad = mt.ones(*p.shape, dtype="float32")
+            params[1].grad = mt.tensor([np.inf, 0.0, 0.0], dtype="float32")
+            return optim.clip_grad_norm_(params, 1.0)          # the scaling on the pool: inf * 0
+        return F.silu(mt.tensor(np.full((4, 3), -np.inf), dtype="float32"))   # in chunks: -inf * 0
+    with np.errstate(all="ignore"):
+        run()
+    with np.errstate(all="raise"), pytest.raises(FloatingPointError):
+        run()

@@ -14,6 +14,7 @@ pool works (see :mod:`minitorch_attn.threads` for why the two layers must not be
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import dataclasses
 import functools
 import itertools
@@ -82,14 +83,16 @@ def _run(threads, jobs):
     BLAS threads on top would fight it for them). If a job raises, the first error is
     raised once every job has ended; after a Ctrl-C, the jobs not started yet never start
     and the running ones end before the KeyboardInterrupt is raised, so that no job goes
-    on writing (a gradient, a weight) after the caller has moved on."""
+    on writing (a gradient, a weight) after the caller has moved on. Each job runs in a
+    copy of the caller's context (``contextvars``), so the caller's ``numpy.errstate``
+    holds in it as in the caller (a thread of its own would start from the defaults)."""
     if len(jobs) == 1 or in_a_job():
         return [job() for job in jobs]
     with blas_threads(1):
         futures, interrupted = [], None
         try:
             for job in jobs:
-                futures.append(_pool(threads).submit(_alone, job))
+                futures.append(_pool(threads).submit(contextvars.copy_context().run, _alone, job))
         except KeyboardInterrupt as error:       # during the handing out: the rest is not handed out
             interrupted = error
         while True:
