@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -308,3 +309,53 @@ def test_the_pools_jobs_keep_the_callers_errstate(monkeypatch, work):
         run()
     with np.errstate(all="raise"), pytest.raises(FloatingPointError):
         run()
+
+
+def test_a_ctrl_c_while_the_caller_takes_a_jobs_lock_leaves_the_pool_working():
+    """A Ctrl-C that lands while the caller of the pool blocks on the lock of a job's
+    future (held for a moment by the job's thread as the job ends) must leave no lock held:
+    the KeyboardInterrupt comes once both jobs have ended, and the pool runs the next jobs.
+    With ``concurrent.futures.wait``, which takes every future's lock in turn, it kept the
+    one taken before and waited for ever. Run in its own process, with a time limit; the
+    lock is held here by a thread of the test until the caller blocks on it, and the jobs
+    end only after the Ctrl-C."""
+    script = textwrap.dedent("""
+        import signal, sys, threading, time
+        from minitorch_attn.functional import _parallel
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # as at a terminal
+        main, futures, pool, go = threading.main_thread().ident, [], _parallel._pool(2), threading.Event()
+
+        def blocked(frame):           # in concurrent.futures (or threading, called from there)
+            return frame.f_code.co_filename.endswith("_base.py") or (
+                frame.f_code.co_filename.endswith("threading.py") and blocked(frame.f_back))
+
+        def hold(future):             # the job's end holds the future's lock, as it does for a moment
+            with future._condition:
+                seen = []
+                while len(seen) < 20:   # the same instruction of concurrent.futures, 20 looks running
+                    frame = sys._current_frames()[main]
+                    seen = seen + [(frame.f_code, frame.f_lasti)] if blocked(frame) and \\
+                        (not seen or seen[-1] == (frame.f_code, frame.f_lasti)) else []
+                    time.sleep(0.005)
+                signal.pthread_kill(main, signal.SIGINT)
+                go.set()              # the jobs end now, after the Ctrl-C
+                time.sleep(0.1)
+
+        class Recording:
+            def submit(self, *args):
+                futures.append(pool.submit(*args))
+                if len(futures) == 2:   # the one a wait over all takes last
+                    threading.Thread(target=hold, args=(max(futures, key=id),)).start()
+                return futures[-1]
+
+        _parallel._pool = lambda threads: Recording()
+        try:
+            _parallel._run(2, [lambda: go.wait() and 1, lambda: go.wait() and 2])
+        except KeyboardInterrupt:
+            print("interrupted", [f.done() for f in futures])
+        _parallel._pool = lambda threads: pool
+        print("then", _parallel._run(2, [lambda: 3, lambda: 4]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "interrupted [True, True]" in done.stdout and "then [3, 4]" in done.stdout, done.stdout

@@ -85,7 +85,15 @@ def _run(threads, jobs):
     and the running ones end before the KeyboardInterrupt is raised, so that no job goes
     on writing (a gradient, a weight) after the caller has moved on. Each job runs in a
     copy of the caller's context (``contextvars``), so the caller's ``numpy.errstate``
-    holds in it as in the caller (a thread of its own would start from the defaults)."""
+    holds in it as in the caller (a thread of its own would start from the defaults).
+
+    The caller waits for the jobs' futures one at a time (``Future.exception``), not with
+    ``concurrent.futures.wait``: that takes the lock of every future before it waits, and
+    a Ctrl-C that lands while it takes them (the caller blocks there whenever a job is just
+    ending) leaves the ones it had taken held for ever, so that their jobs can never report
+    their end and the next wait never returns (a ``train`` run hung so after Ctrl-C).
+    ``Future.exception`` takes one lock in a ``with`` block and waits on a Condition, both
+    of which a Ctrl-C leaves released."""
     if len(jobs) == 1 or in_a_job():
         return [job() for job in jobs]
     with blas_threads(1):
@@ -100,13 +108,16 @@ def _run(threads, jobs):
                 if interrupted is not None:
                     for future in futures:
                         future.cancel()          # the jobs not started never start
-                concurrent.futures.wait(futures)
+                for future in futures:           # one at a time (see above)
+                    if not future.cancelled():
+                        future.exception()       # waits until the job has ended
                 break
             except KeyboardInterrupt as error:   # wait on: a running job ends in milliseconds
                 interrupted = interrupted or error
         if interrupted is not None:
             raise interrupted
         return [f.result() for f in futures]
+
 
 
 def _alone(job):
