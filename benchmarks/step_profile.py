@@ -19,7 +19,10 @@ The script times every part of it in one process:
   accumulating gradients), the modules' Python code, and the optimizer and clipping;
 * **the floor**: the machine's float32 matmul peak at this thread count, measured with a
   large product, and the step's products divided by it; and the same products replayed
-  alone (the sizes and layouts of this step's calls, fresh arrays).
+  alone (the sizes and layouts of this step's calls, fresh arrays);
+* with the batch in several parts (``--threads 2``): one part's forward and backward
+  alone on one thread against all the parts at once, which says what the parts lose to
+  what they share (:func:`parts_alone_and_at_once`).
 
 The timers add a little to every call they wrap, so the table's total is somewhat above
 the plain step, which is timed first, without them, in rounds that alternate with the
@@ -43,7 +46,7 @@ import array_api_compat.numpy as np_namespace
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn import nn, optim
+from minitorch_attn import nn, optim, threads
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
 from minitorch_attn.measure import busy, busy_flag
@@ -203,20 +206,35 @@ def replayer(products):
     return run
 
 
+SETTLE_SECONDS = 0.3
+"""How long :func:`settle` waits. OpenBLAS's threads spin after a product for 2^28 cycles
+(about 0.1 s) before they sleep, and libgomp's (PyTorch's OpenMP) spin too."""
+
+
+def settle():
+    """Wait until the threads of whatever ran before (a product on several BLAS threads,
+    PyTorch's OpenMP threads) have stopped spinning, so that they take no core from what
+    is timed next. An untimed step alone does not do it: a step whose products run in the
+    pool's threads, on a one-thread BLAS, never wakes BLAS's own threads, which spin on
+    through it (``step_profile.py --threads 2`` timed 77 ms for a 52 ms step)."""
+    time.sleep(SETTLE_SECONDS)
+
+
 def against_the_floor(step, products, rounds):
     """``{name: median}`` over ``rounds`` rounds, each timing one plain step, the step's
     products replayed alone and the peak product, in turn (so that a change of load
     slows them alike): the step's and the replay's seconds, the peak's GFLOP/s, and the
     per-round ratios step / floor and replay / floor (floor = the step's flop at that
-    round's peak). An untimed step comes before each timed one: after a product on
-    several BLAS threads, those threads spin for a while waiting for the next, and a
-    step whose own threads start then (the parts of its batch) would share the cores
-    with them; in training a step follows a step."""
+    round's peak). A pause (:func:`settle`) and an untimed step come before each timed
+    one: after a product on several BLAS threads, those threads spin for a while waiting
+    for the next, and a step whose own threads start then (the parts of its batch) would
+    share the cores with them; in training a step follows a step."""
     flop = sum(p[-1] for p in products)
     replay = replayer(products)
     rows = collections.defaultdict(list)
     for _ in range(rounds):
-        step()   # untimed: the last round's products leave BLAS's threads spinning for a while
+        settle()   # the last round's products leave BLAS's threads spinning for a while
+        step()     # untimed: the step's own first allocations and threads
         start = time.perf_counter()
         step()
         rows["step"].append(time.perf_counter() - start)
@@ -226,6 +244,35 @@ def against_the_floor(step, products, rounds):
         rows["step / floor"].append(rows["step"][-1] / floor)
         rows["replay / floor"].append(rows["replay"][-1] / floor)
     return {name: statistics.median(values) for name, values in rows.items()}
+
+
+def parts_alone_and_at_once(split, batch, rounds):
+    """``(one part alone, every part at once)``: the median seconds of the forward and
+    backward of the batch's first part (its rows of :meth:`nn.SplitBatch.parts`) on one
+    thread with nothing beside it, and of :meth:`nn.SplitBatch.backward` of the whole
+    batch, its parts on the pool's threads at once, in alternating rounds. With equal
+    parts on as many free cores, the two would be equal but for what the parts share: the
+    cores' caches and memory, and the interpreter's lock (the GIL), which each part holds
+    for its Python (the graph's bookkeeping) and takes back after every NumPy call."""
+    x, y = batch
+    (start, stop), *_ = split.parts(x)
+    share = (stop - start) / x.shape[0]
+
+    def one_part():
+        with threads.blas_threads(1):
+            loss = next_char_loss(split.model, x[start:stop], y[start:stop])
+            (loss * share).backward()
+
+    times = collections.defaultdict(list)
+    for _ in range(rounds):
+        for name, run in (("alone", one_part), ("at once", lambda: split.backward(x, y))):
+            split.model.zero_grad()
+            run()                                  # untimed: as against_the_floor
+            split.model.zero_grad()
+            begin = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - begin)
+    return statistics.median(times["alone"]), statistics.median(times["at once"])
 
 
 def model_flags(parser, seed_help="the weights and the batches"):
@@ -272,6 +319,8 @@ def profile(args):
     products = recorded_products(lambda: run_step(split, opt, batches[0]))
     counter = iter(range(10**9))
     floor = against_the_floor(lambda: run_step(split, opt, batches[next(counter) % 4]), products, args.steps)
+    parts = len(split.parts(batches[0][0]))
+    alone, at_once = parts_alone_and_at_once(split, batches[0], args.steps) if parts > 1 else (None, None)
 
     timers = Timers()
     instrument(timers)
@@ -325,6 +374,10 @@ def profile(args):
     ratio = floor["step / floor"]
     verdict = ("met" if ratio <= TARGET_FLOOR else "NOT met") if args.threads == 1 else "(the target is for 1 thread)"
     print(f"target: step / floor <= {TARGET_FLOOR} at 1 thread: {ratio:.2f}  {verdict}")
+    if parts > 1:
+        print(f"\nthe batch in {parts} parts, median of {args.steps} alternating rounds: one part alone on one thread "
+              f"{alone * 1e3:.1f} ms, the {parts} parts at once {at_once * 1e3:.1f} ms ({at_once / alone:.2f}x one "
+              f"alone: what the parts lose to what they share, the cores' caches and memory and the GIL)")
 
 
 if __name__ == "__main__":

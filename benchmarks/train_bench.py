@@ -18,7 +18,8 @@ process, and against its own fixed thread settings.
    one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``), and
    minitorch-attn choosing its threads by timing, as the training job does. The sides
    alternate in rounds of a few steps (the order turning each round; each side's steps
-   after one untimed step, since the threads of the side before may still be spinning),
+   after a pause and one untimed step, since the threads of the side before may still be
+   spinning: ``step_profile.settle``),
    and each figure is
    a median over the rounds: a busy machine slows both sides of a round alike. Each round
    also times the machine's float32 matmul peak at that thread count (one (1024, 1024)
@@ -61,7 +62,7 @@ from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
 from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
 from minitorch_attn.train import make_optimizer, next_char_loss
-from step_profile import build_model, matmul_seconds, model_flags, recorded_products
+from step_profile import build_model, matmul_seconds, model_flags, recorded_products, settle
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
 TARGET_FLOOR = 1.6         # our step / the matmul floor, 1 thread
@@ -170,7 +171,8 @@ def against_torch(args):
         names = list(sides) if round_ % 2 == 0 else list(reversed(sides))
         for name in names:
             step, _ = sides[name]
-            step(done)    # untimed: the other side's threads (BLAS's, PyTorch's) may still be spinning
+            settle()      # the other side's threads (BLAS's, PyTorch's) may still be spinning
+            step(done)    # untimed: this side's own threads and first allocations
             start = time.perf_counter()
             for i in range(chunk):
                 step(done + i)
