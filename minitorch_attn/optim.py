@@ -32,6 +32,7 @@ import numpy
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
 from .functional._parallel import each_on_threads
+from .threads import blas_threads
 
 
 class Optimizer:
@@ -284,9 +285,10 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     float64 (``math.hypot``). The result is finite whenever the true norm is. speed: the
     others (all of them in training) take one BLAS dot product each, ``Σ g² = g · g``,
     instead of four passes: 0.2 against 1.6 ms for the 34 gradients of the default GPT.
-    On the CPU the gradients are taken on the pool's threads, largest first (as
-    :meth:`Optimizer.step`; each in a one-thread BLAS, whose threads then do not spin on
-    after the step), the norms combined in the order of the parameters: the same number.
+    The dots run on a one-thread BLAS: two threads gain nothing on vectors this short and
+    leave BLAS's second thread spinning for about 0.1 s after them, on the core that the
+    next step's second part of the batch needs (``benchmarks/step_profile.py``); the
+    pool's threads, tried, cost more than the dots (0.45 against 0.27 ms at 2 threads).
 
     Args:
         parameters: an iterable of Tensors, or a single Tensor (as PyTorch).
@@ -307,16 +309,8 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return 0.0
-    norms = [0.0] * len(grads)
-    largest_first = sorted(range(len(grads)), key=lambda n: -math.prod(grads[n].shape))
-    on_cpu = all(backend_of(g.data).name == "cpu" for g in grads)
-
-    def norm(n):
-        n = largest_first[n]
-        with numpy.errstate(over="ignore", under="ignore", invalid="ignore"):   # a dot that overflows is redone
-            norms[n] = _l2_norm(grads[n].data)
-
-    each_on_threads(len(grads), norm, on_cpu)           # speed: see the docstring
+    with numpy.errstate(over="ignore", under="ignore", invalid="ignore"), blas_threads(1):   # speed: see above
+        norms = [_l2_norm(g.data) for g in grads]          # (a dot that overflows is redone)
     total = math.hypot(*norms)
     if error_if_nonfinite and not math.isfinite(total):
         bad = [i for i, n in enumerate(norms) if not math.isfinite(n)]
@@ -325,11 +319,8 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
                          f"so they cannot be clipped (error_if_nonfinite=True)")
     scale = max_norm / (total + 1e-6)
     if not scale >= 1.0:  # also a NaN norm, as PyTorch
-        def shrink(n):
-            grads[largest_first[n]].data *= scale
-
-        each_on_threads(len(grads), shrink, on_cpu)
         for g in grads:
+            g.data *= scale
             g._version_counter[0] += 1
     return total
 
