@@ -119,7 +119,6 @@ def _run(threads, jobs):
         return [f.result() for f in futures]
 
 
-
 def _alone(job):
     """One job in a thread of the pool: the ops it calls see one thread (:func:`alone`),
     so none waits for a pool whose threads are all busy with the jobs that wait."""

@@ -326,7 +326,7 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
             m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))
             m_shift = xp.where(m_new == -math.inf, 0.0, m_new)
             S_ij -= m_shift                                       # speed: in place (S_ij is this step's own)
-            P_ij = exp_(xp, S_ij)                                #    P̃_ij = exp(S_ij - m_new)
+            P_ij = exp_(xp, S_ij)                                 #    P̃_ij = exp(S_ij - m_new)
             rescale = xp.exp(m_i - m_shift)                       #    e^(m_old - m_new) <= 1
             ell_i = rescale * ell_i + xp.sum(P_ij, axis=-1, keepdims=True)   # ℓ_i: before dropout
             if row_keys is not None:                              # (dropout: zero the dropped weights)
@@ -390,7 +390,7 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
             S_ij = _scores(xp, device, Q_i, K_T_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 10
             # BEGIN SOLUTION 5.2
             S_ij -= lse_i                                         # 11: P_ij = exp(S_ij - lse_i), forward
-            P_ij = exp_(xp, S_ij)                                #     lines 9, 12, 13 at once (speed: in place)
+            P_ij = exp_(xp, S_ij)                                 #     lines 9, 12, 13 at once (speed: in place)
             if row_keys is not None:                              #     masked: exp(-inf) = 0; empty row: lse = +inf
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
                 P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P_d, the dropped weights of line 10
