@@ -166,9 +166,12 @@ def _restore_threads(before):
 
 @contextmanager
 def blas_threads(n):
-    """Inside the ``with`` block BLAS uses ``n`` threads; the previous count comes back after."""
-    before = _set_blas(n)
+    """Inside the ``with`` block BLAS uses ``n`` threads; the previous count comes back after
+    (also after a Ctrl-C that lands while the count is being set: it is set inside the
+    ``try``, so BLAS is never left at ``n``)."""
+    before = [lib.num_threads for lib in _blas().lib_controllers]
     try:
+        _set_blas(n)
         yield
     finally:
         _restore_blas(before)

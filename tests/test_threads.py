@@ -359,3 +359,63 @@ def test_a_ctrl_c_while_the_caller_takes_a_jobs_lock_leaves_the_pool_working():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "interrupted [True, True]" in done.stdout and "then [3, 4]" in done.stdout, done.stdout
+
+
+def test_a_ctrl_c_while_the_pool_hands_out_jobs_leaves_the_pool_working():
+    """A Ctrl-C (a real SIGINT) that lands inside ``submit`` just as it takes a lock of
+    ``threading`` (the pool's idle-thread semaphore) is noted, not raised there: the
+    KeyboardInterrupt comes from ``_run`` once its jobs have ended, and the next jobs run.
+    Raised there, it left that lock held and the next hand-out waited for ever. The signal
+    is sent from a profile hook as the C call that takes the lock returns, so that Python
+    handles it right after the lock is taken; in its own process, with a time limit."""
+    script = textwrap.dedent("""
+        import signal, sys, threading, time
+        from minitorch_attn.functional import _parallel
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # as at a terminal
+        job = lambda: time.sleep(0.001)
+        _parallel._run(2, [job] * 4)                                 # the pool's threads exist
+        enter, acquire, sent = threading.Condition.__enter__.__code__, threading.Semaphore.acquire.__code__, []
+
+        def profile(frame, event, arg):   # just after the C call that took the lock returned
+            if event == "c_return" and frame.f_code is enter and frame.f_back.f_code is acquire and not sent:
+                sent.append(1)
+                signal.raise_signal(signal.SIGINT)
+
+        sys.setprofile(profile)
+        try:
+            _parallel._run(2, [job] * 4)
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted")
+        sys.setprofile(None)
+        print("sent", len(sent), "then", _parallel._run(2, [lambda: 3, lambda: 4]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "interrupted" in done.stdout and "sent 1 then [3, 4]" in done.stdout, done.stdout
+
+
+def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it(monkeypatch):
+    """An exception that lands just after BLAS's count was set, before the block starts (a
+    Ctrl-C's KeyboardInterrupt; here a stand-in, which pytest-xdist does not take for the
+    user stopping the run), still gives the previous count back (it was left at 1)."""
+
+    class Interrupted(Exception):
+        pass
+
+    real_set = threads._set_blas
+    counts = lambda: [lib.num_threads for lib in threads._blas().lib_controllers]
+    outside = real_set(2)
+    try:
+        before = counts()
+
+        def set_then_interrupted(n):
+            real_set(n)
+            raise Interrupted
+
+        monkeypatch.setattr(threads, "_set_blas", set_then_interrupted)
+        with pytest.raises(Interrupted), threads.blas_threads(1):
+            pass
+        assert counts() == before
+    finally:
+        threads._restore_blas(outside)

@@ -19,6 +19,8 @@ import dataclasses
 import functools
 import itertools
 import math
+import signal
+import threading
 
 from ..core.autograd import Context, Function
 from ..core.backend import backend_of
@@ -87,36 +89,68 @@ def _run(threads, jobs):
     copy of the caller's context (``contextvars``), so the caller's ``numpy.errstate``
     holds in it as in the caller (a thread of its own would start from the defaults).
 
-    The caller waits for the jobs' futures one at a time (``Future.exception``), not with
-    ``concurrent.futures.wait``: that takes the lock of every future before it waits, and
-    a Ctrl-C that lands while it takes them (the caller blocks there whenever a job is just
-    ending) leaves the ones it had taken held for ever, so that their jobs can never report
-    their end and the next wait never returns (a ``train`` run hung so after Ctrl-C).
-    ``Future.exception`` takes one lock in a ``with`` block and waits on a Condition, both
-    of which a Ctrl-C leaves released."""
+    While the caller hands out the jobs and waits for them, a Ctrl-C is noted, not raised
+    (:class:`_CtrlCNoted`): a KeyboardInterrupt raised inside ``concurrent.futures`` or
+    ``threading`` (in ``submit``, in a wait, between a lock's taking and its release) can
+    leave one of their locks held for ever, and the next hand-out or wait then never
+    returns (``minitorch-attn train`` hung so after a Ctrl-C)."""
     if len(jobs) == 1 or in_a_job():
         return [job() for job in jobs]
-    with blas_threads(1):
-        futures, interrupted = [], None
-        try:
-            for job in jobs:
-                futures.append(_pool(threads).submit(contextvars.copy_context().run, _alone, job))
-        except KeyboardInterrupt as error:       # during the handing out: the rest is not handed out
-            interrupted = error
-        while True:
-            try:
-                if interrupted is not None:
-                    for future in futures:
-                        future.cancel()          # the jobs not started never start
-                for future in futures:           # one at a time (see above)
-                    if not future.cancelled():
-                        future.exception()       # waits until the job has ended
+    ctrl_c = _CtrlCNoted()
+    futures = []
+    with ctrl_c, blas_threads(1):
+        for job in jobs:
+            if ctrl_c.stops:                     # the rest is not handed out
                 break
-            except KeyboardInterrupt as error:   # wait on: a running job ends in milliseconds
-                interrupted = interrupted or error
-        if interrupted is not None:
-            raise interrupted
-        return [f.result() for f in futures]
+            futures.append(_pool(threads).submit(contextvars.copy_context().run, _alone, job))
+        pending = futures
+        while pending:
+            if ctrl_c.stops:
+                for future in pending:
+                    future.cancel()              # the jobs not started never start
+            pending = list(concurrent.futures.wait(pending, timeout=_NOTICE_SECONDS).not_done)
+    ctrl_c.deliver()                             # KeyboardInterrupt, after every job has ended
+    return [f.result() for f in futures]
+
+
+_NOTICE_SECONDS = 0.05
+"""How often the caller of the pool looks for a Ctrl-C while it waits for the jobs."""
+
+
+class _CtrlCNoted:
+    """Inside the ``with`` block a Ctrl-C (SIGINT) is noted instead of handled; after it,
+    :meth:`deliver` hands what was noted to the handler that was in place (Python's own
+    raises KeyboardInterrupt). ``stops`` is True once a Ctrl-C was noted under Python's own
+    handler, whose KeyboardInterrupt will stop the caller: the jobs not started are then
+    dropped. Only the main thread receives signals; elsewhere, or under a handler that is
+    not a Python function (ignored, the default action), nothing changes."""
+
+    def __init__(self):
+        self.pressed, self.previous = 0, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if callable(handler):
+                self.previous = handler
+                signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def _note(self, signum, frame):
+        self.pressed += 1
+
+    @property
+    def stops(self):
+        return self.pressed > 0 and self.previous is signal.default_int_handler
+
+    def __exit__(self, *error):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        return False
+
+    def deliver(self):
+        for _ in range(self.pressed):
+            self.previous(signal.SIGINT, None)
 
 
 def _alone(job):

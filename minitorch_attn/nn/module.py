@@ -87,15 +87,7 @@ class Module:
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
-        """This module and every module below it, in the order of :meth:`named_modules`.
-        speed: a walk with a stack and no names (a training step lists the parameters
-        several times: the split of the batch, the clipping, the optimizer)."""
-        found, todo = [], [self]
-        while todo:
-            module = todo.pop()
-            found.append(module)
-            todo.extend(reversed(module._modules.values()))   # the first child is walked first
-        return found
+        return [m for _, m in self.named_modules()]
 
     def children(self):
         return list(self._modules.values())
@@ -111,14 +103,7 @@ class Module:
                     yield (f"{prefix}.{name}" if prefix else name), p
 
     def parameters(self):
-        """The Parameters of :meth:`named_parameters`, in its order, without the names."""
-        seen, found = set(), []
-        for module in self.modules():
-            for p in module._parameters.values():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    found.append(p)
-        return found
+        return [p for _, p in self.named_parameters()]
 
     def num_parameters(self):
         """The number of learnable scalars (shared parameters counted once)."""
