@@ -395,7 +395,7 @@ def test_a_ctrl_c_while_the_pool_hands_out_jobs_leaves_the_pool_working():
     assert "interrupted" in done.stdout and "sent 1 then [3, 4]" in done.stdout, done.stdout
 
 
-def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it(monkeypatch):
+def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it():
     """An exception that lands just after BLAS's count was set, before the block starts (a
     Ctrl-C's KeyboardInterrupt; here a stand-in, which pytest-xdist does not take for the
     user stopping the run), still gives the previous count back (it was left at 1)."""
@@ -413,9 +413,10 @@ def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it(monke
             real_set(n)
             raise Interrupted
 
-        monkeypatch.setattr(threads, "_set_blas", set_then_interrupted)
+        threads._set_blas = set_then_interrupted
         with pytest.raises(Interrupted), threads.blas_threads(1):
             pass
         assert counts() == before
     finally:
+        threads._set_blas = real_set
         threads._restore_blas(outside)
