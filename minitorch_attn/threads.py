@@ -132,12 +132,17 @@ def _blas():
 
 def blas_thread_count():
     """The number of threads BLAS uses now (1 if no BLAS library was found)."""
-    return max((lib.num_threads for lib in _blas().lib_controllers), default=1)
+    return max(_blas_counts(), default=1)
+
+
+def _blas_counts():
+    """The thread count of each BLAS library of the process, in the order of ``_blas()``."""
+    return [lib.num_threads for lib in _blas().lib_controllers]
 
 
 def _set_blas(n):
     """Tell every BLAS library of the process to use ``n`` threads; return what they used."""
-    before = [lib.num_threads for lib in _blas().lib_controllers]
+    before = _blas_counts()
     for lib in _blas().lib_controllers:
         lib.set_num_threads(n)
     return before
@@ -169,7 +174,7 @@ def blas_threads(n):
     """Inside the ``with`` block BLAS uses ``n`` threads; the previous count comes back after
     (also after a Ctrl-C that lands while the count is being set: it is set inside the
     ``try``, so BLAS is never left at ``n``)."""
-    before = [lib.num_threads for lib in _blas().lib_controllers]
+    before = _blas_counts()
     try:
         _set_blas(n)
         yield

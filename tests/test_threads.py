@@ -404,7 +404,7 @@ def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it():
         pass
 
     real_set = threads._set_blas
-    counts = lambda: [lib.num_threads for lib in threads._blas().lib_controllers]
+    counts = threads._blas_counts
     outside = real_set(2)
     try:
         before = counts()
