@@ -410,7 +410,7 @@ def test_a_missing_library_is_a_grader_error_not_a_zero(tmp_path, monkeypatch):
 def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path):
     """Gradescope's layout, rooted in a temporary folder: source (the unpacked zip),
     run_autograder beside it, the submission (just the edited file), results/."""
-    names = write_autograder(tmp_path / "autograder.zip", 3)
+    names = write_autograder(tmp_path / "autograder.zip", 3, pins=["numpy"])   # setup.sh is not run here
     assert {"setup.sh", "run_autograder", "setup.cfg", "README.md"} <= set(names)
     assert not [n for n in names if n.endswith("mutants.json") or "__pycache__" in n]
     root = tmp_path / "autograder"
@@ -444,16 +444,6 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
                      r"float64: \d+ of 48 elements wrong", graded["output"])       # op, shape, gradient
     smoke = next(t for t in results["tests"] if t["name"].startswith("Task 3.2 (smoke test)"))
     assert "tests/instructor" not in smoke["output"] and "FAILED tests/test_functional.py::" in smoke["output"]
-
-
-def test_setup_sh_installs_the_package_with_its_test_extra(tmp_path):
-    write_autograder(tmp_path / "a.zip", 1)
-    with zipfile.ZipFile(tmp_path / "a.zip") as archive:
-        setup = archive.read("setup.sh").decode()
-        assert archive.getinfo("run_autograder").external_attr >> 16 & 0o111
-    assert "pip install --quiet 'numpy==" in setup and "--no-deps -e /autograder/source" in setup
-    assert "useradd" in setup and not re.search(r"(?<![A-Za-z])torch", setup)   # no PyTorch for student code
-    assert subprocess.run(["bash", "-n"], input=setup, text=True).returncode == 0
 
 
 # ---- the catalogue of planted mistakes ---------------------------------------------------------------

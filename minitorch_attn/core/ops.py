@@ -15,6 +15,7 @@ arXiv:1502.05767).
 from __future__ import annotations
 
 import builtins
+import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
 import numbers
 
 from .autograd import Function

@@ -7,6 +7,7 @@ the grouped-query layout and the notation) lives in :mod:`._attention_common`.
 
 from __future__ import annotations
 
+import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
 from ..core.autograd import Function
 from ..core.ops import matmul_transposed
 from ..core.tensor import Tensor

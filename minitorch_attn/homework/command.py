@@ -108,6 +108,8 @@ def _selftest(args):
 
 
 def _autograder(args):
+    print("resolving the grader's libraries with pip (setup.cfg's install_requires and test extra), for setup.sh ...",
+          flush=True)
     names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory)
     print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
           f"with a Gradescope timeout of {args.budget:g} s")

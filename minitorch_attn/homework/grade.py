@@ -56,6 +56,7 @@ import time
 from . import judge, markers, patterns, sandbox
 from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace
 from .runner import Check, Run, collect, run_held_back, run_tests
+from .submission import ungraded_notice
 
 __all__ = ["Grader", "GraderError", "TaskResult"]
 
@@ -79,6 +80,7 @@ class TaskResult:
     reused: bool = False   # the same code was graded before in this grader: its result again
     visible: Run | None = None
     pattern: str | None = None   # the kind of mistake whose failure pattern this one has (:mod:`.patterns`)
+    notes: list = dataclasses.field(default_factory=list)   # code of its files outside the regions, not graded
 
     @property
     def passed(self):
@@ -159,10 +161,12 @@ class Grader:
                                   f"its points would rest on a report that the student's code writes")
         limit, test_timeout = task_limits(self.budget, len(chosen["tasks"]) + visible, self.timeout)
         shown = self.visible(submission, assignment, limit, test_timeout) if visible else {}
+        ungraded = submission.ungraded(self.tree, assignment)
         results = []
         for task in chosen["tasks"]:
             result = self.grade_task(task, submission, limit, test_timeout)
-            results.append(dataclasses.replace(result, visible=shown.get(task["id"])))
+            notes = ungraded_notice(ungraded, self.tree.files_of(task["id"]))
+            results.append(dataclasses.replace(result, visible=shown.get(task["id"]), notes=notes))
             if on_result is not None:
                 on_result(results)
         return results

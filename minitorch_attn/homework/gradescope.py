@@ -26,10 +26,14 @@ Gradescope's, without root rights.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import pathlib
 import secrets
+import shlex
 import signal
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -37,6 +41,7 @@ import zipfile
 from ..argtypes import positive_float, positive_int
 from .grade import task_limits
 from .instructor import SECRET_FILE, GraderError, InstructorTree
+from .preflight import requirement_lines
 from .results import grade_submission, print_table, write_results
 from .runner import cap
 from .sandbox import PLATFORM_MEMORY_MB, STUDENT_USER, student_memory
@@ -45,20 +50,19 @@ SHIPPED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml"
 LEFT_OUT_NAMES = {"mutants.json", "results.json", "release_secret.txt"}   # the selftest's catalogue is not needed
 LEFT_OUT_FOLDERS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
-# What setup.sh installs: one set that pip resolves on Python 3.10 to 3.13 (Ubuntu 22.04's
-# Python is 3.10, 24.04's 3.12), so that every image grades with the same libraries.
-PINS = ("numpy==2.2.6", "array-api-compat==1.16.0", "tqdm==4.70.1", "threadpoolctl==3.8.0", "pytest==9.2.0",
-        "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "Pygments==2.21.0", "hypothesis==6.168.5",
-        "sortedcontainers==2.4.0", "array-api-strict==2.6.1", "matplotlib==3.10.9", "contourpy==1.3.2",
-        "cycler==0.12.1", "fonttools==4.65.0", "kiwisolver==1.5.1", "pillow==12.2.0", "pyparsing==3.3.3",
-        "python-dateutil==3.0.0", "six==1.17.0", "graphviz==0.21", "safetensors==0.8.0", "pytest-timeout==2.4.0")
+# The Pythons of the images the teacher may choose: Ubuntu 22.04's (the pins are resolved for
+# it) and 24.04's (each pin is checked to have a wheel for it).
+TARGET_PYTHONS = ("3.10", "3.12")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64")   # Gradescope's images run x86-64 glibc Linux
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu 22.04
 # or 24.04; on 20.04, whose Python is 3.8, Python 3.10 comes from the deadsnakes archive):
 # Python, a virtual environment with pinned libraries, minitorch-attn, and the unprivileged
 # user that runs student code. No PyTorch: student code must not find a reference library.
+# AUTOGRADER_ROOT, when set, replaces /autograder (the source folder is $AUTOGRADER_ROOT/source).
 set -euo pipefail
+root="${{AUTOGRADER_ROOT:-/autograder}}"
 apt-get update -qq
 apt-get install -y -qq python3 python3-venv python3-pip passwd
 python=python3
@@ -69,9 +73,11 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
     apt-get install -y -qq python3.10 python3.10-venv
     python=python3.10
 fi
-"$python" -m venv /autograder/venv
-/autograder/venv/bin/pip install --quiet {pins}
-/autograder/venv/bin/pip install --quiet --no-deps -e /autograder/source
+"$python" -m venv "$root/venv"
+# setup.cfg's install_requires and test extra, as pip resolved them when the zip was written
+# ({resolved}):
+"$root/venv/bin/pip" install --quiet {pins}
+"$root/venv/bin/pip" install --quiet --no-deps -e "$root/source"
 id {user} >/dev/null 2>&1 || useradd --system --user-group --no-create-home --home-dir /nonexistent \\
     --shell /usr/sbin/nologin {user}
 """
@@ -92,19 +98,27 @@ exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment
 """
 
 
-def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB):
+def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB, pins=None):
     """Write the autograder zip of assignment ``number`` to ``out`` (atomically); returns
     the names it holds. Each zip holds a new random secret (``release_secret.txt``) from
     which the held-back checks' inputs are drawn; ``budget`` is the Gradescope timeout the teacher
-    sets, ``memory`` the memory (MB) of the assignment's machine there.
+    sets, ``memory`` the memory (MB) of the assignment's machine there. ``setup.sh`` installs
+    ``pins`` (``["numpy==2.2.6", ...]``; default: :func:`resolve_pins` of the tree's
+    ``setup.cfg``, so that every library the grader needs is installed).
 
     Raises:
-        ValueError: an unknown assignment. GraderError: an unusable instructor's tree.
+        ValueError: an unknown assignment. GraderError: an unusable instructor's tree, or
+        pins that pip cannot resolve.
     """
     tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
     tree.assignment(number)
     task_limits(budget, len(tree.assignment(number)["tasks"]) + 1, timeout)   # ValueError when too small
     student_memory(memory)                                                     # likewise
+    resolved = "given by the caller"
+    if pins is None:
+        pins = resolve_pins(requirement_lines(tree.root / "setup.cfg"))
+        resolved = f"for CPython {' and '.join(TARGET_PYTHONS)} on x86-64 Linux, {datetime.date.today().isoformat()}"
+    setup = SETUP_SH.format(pins=" ".join(shlex.quote(p) for p in pins), user=STUDENT_USER, resolved=resolved)
     out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".autograder-", suffix=".zip", dir=out.parent)
@@ -112,7 +126,7 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
     names = []
     try:
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-            scripts = {"setup.sh": SETUP_SH.format(pins=" ".join(f"'{p}'" for p in PINS), user=STUDENT_USER),
+            scripts = {"setup.sh": setup,
                        "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget, memory=memory)}
             for name, text in scripts.items():
                 info = zipfile.ZipInfo(name)
@@ -131,6 +145,43 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
         pathlib.Path(temporary).unlink(missing_ok=True)
         raise
     return names
+
+
+def resolve_pins(requirements, pythons=TARGET_PYTHONS, platforms=PLATFORMS):
+    """``["name==version", ...]``: every distribution that ``requirements`` need (their
+    dependencies included), as pip resolves them for CPython ``pythons[0]`` on ``platforms``
+    (binary wheels only, so that no image has to compile anything), each then checked to have
+    a wheel for every other Python of ``pythons``. This is how ``setup.sh``'s pins follow
+    ``setup.cfg``: a library added to the test extra is in the next zip written.
+
+    Needs pip 22.2 or newer and the package index (the network). Dependencies that pip adds
+    only on some Pythons (``tomli`` on 3.10) are not pinned: ``setup.sh`` lets pip add them.
+
+    Raises:
+        GraderError: pip cannot resolve them (no network, a requirement with no wheel for a
+            target Python), with pip's own last words.
+    """
+    with tempfile.TemporaryDirectory(prefix="minitorch-attn-pins-") as scratch:
+        report = pathlib.Path(scratch) / "report.json"
+        platform = [f"--platform={name}" for name in platforms]
+
+        def pip(python, *arguments):
+            command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+                       "--only-binary=:all:", "--implementation=cp", f"--python-version={python}", *platform,
+                       "--target", str(pathlib.Path(scratch) / "target"), *arguments]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                words = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")]
+                raise GraderError(f"pip could not resolve the grader's libraries ({' '.join(arguments[-3:])} ...) for "
+                                  f"Python {python}: {cap(chr(10).join(words[-8:]), 2_000)}")
+
+        pip(pythons[0], "--report", str(report), *requirements)
+        installs = json.loads(report.read_text())["install"]
+        pins = sorted((f"{item['metadata']['name']}=={item['metadata']['version']}" for item in installs),
+                      key=str.lower)
+        for python in pythons[1:]:
+            pip(python, "--no-deps", *pins)
+    return pins
 
 
 def _shipped_files(root):

@@ -22,19 +22,19 @@ code outside the regions): only the number of regions of a task in a file must s
 from __future__ import annotations
 
 import compileall
-import configparser
 import importlib.metadata
 import os
 import pathlib
-import re
 import shutil
 import tempfile
+import zipfile
 
-from . import markers
+from . import markers, preflight
 
 COPIED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "results.json")
 INSTRUCTOR_TESTS = "tests/instructor"
+HANDOUT = ".homework/handout.zip"   # in a student tree: the graded files as handed out (homework make)
 SECRET_FILE = "minitorch_attn/homework/release_secret.txt"      # in an autograder zip only
 NEVER_COPIED = ("minitorch_attn/homework/mutants.json", "minitorch_attn/homework/patterns.json",
                 SECRET_FILE)   # into a copy that student code runs in
@@ -52,13 +52,24 @@ class SubmissionProblem(Exception):
 class InstructorTree:
     """The instructor's checkout at ``root``: manifest, solution regions and tests.
 
+    A student's own tree (no held-back tests, and a ``HANDOUT`` that ``homework make``
+    wrote) stands for the tree *as handed out*: ``root`` is then a private copy of that
+    handout, not the student's edited files, so that grading it keeps only the code between
+    the SOLUTION lines of a submission, as the autograder does (``source`` is the folder given).
+
     Raises:
         GraderError: if ``root`` lacks the package, the tests or setup.cfg, or its markers
             are broken.
     """
 
     def __init__(self, root=None):
-        self.root = pathlib.Path(markers.PROJECT_ROOT if root is None else root).resolve()
+        self.source = pathlib.Path(markers.PROJECT_ROOT if root is None else root).resolve()
+        self.root, self._handout = self.source, None
+        if not (self.source / INSTRUCTOR_TESTS).is_dir() and (self.source / HANDOUT).is_file():
+            self._handout = tempfile.TemporaryDirectory(prefix="minitorch-attn-handout-")
+            with zipfile.ZipFile(self.source / HANDOUT) as archive:
+                archive.extractall(self._handout.name)
+            self.root = pathlib.Path(self._handout.name)
         for name in ("minitorch_attn", "tests", "setup.cfg"):
             if not (self.root / name).exists():
                 raise GraderError(f"{self.root} is not an instructor's tree (it has no {name}): grade from a "
@@ -127,12 +138,9 @@ class InstructorTree:
         return sources
 
     def requirements(self):
-        """The distributions the tests need: setup.cfg's install_requires and its test extra."""
-        config = configparser.ConfigParser()
-        config.read(self.root / "setup.cfg")
-        lines = (config.get("options", "install_requires", fallback="") + "\n"
-                 + config.get("options.extras_require", "test", fallback=""))
-        return [re.match(r"[A-Za-z0-9._-]+", line.strip())[0] for line in lines.splitlines() if line.strip()]
+        """The distributions the tests need: setup.cfg's install_requires and its test extra
+        (:func:`.preflight.requirement_lines`, the list the autograder's pins are resolved from)."""
+        return [preflight.NAME.match(line)[0] for line in preflight.requirement_lines(self.root / "setup.cfg")]
 
     def check_dependencies(self):
         """GraderError naming every requirement of the tests that is not installed: a

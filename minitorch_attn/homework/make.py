@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import pathlib
 import shutil
+import zipfile
 
 from ..opinfo import gradcheck_names_of_task
 from . import markers
+from .instructor import COPIED as GRADED
+from .instructor import HANDOUT
 from .markers import assignment_by_number
 
 COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "benchmarks", "setup.cfg", "pyproject.toml", ".gitignore")
@@ -61,7 +64,24 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
     readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
                             project_root)
     (out_dir / "README.md").write_text(readme)
+    write_handout(out_dir)
     return sorted(t["id"] for t in chosen["tasks"])
+
+
+def write_handout(out_dir):
+    """Keep the graded files of the tree just written (``instructor.COPIED``) in
+    ``out_dir/.homework/handout.zip``: ``homework grade`` on the student's folder grades
+    against them, so that only the code between the SOLUTION lines counts there too, as on
+    the autograder (:class:`~.instructor.InstructorTree`)."""
+    target = pathlib.Path(out_dir) / HANDOUT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in GRADED:
+            source = pathlib.Path(out_dir) / name
+            paths = sorted(source.rglob("*")) if source.is_dir() else [source]
+            for path in paths:
+                if path.is_file() and "__pycache__" not in path.parts:
+                    archive.write(path, path.relative_to(out_dir).as_posix())
 
 
 def _is_left_out(relative, left_out):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import difflib
 import json
 import pathlib
 import re
@@ -187,6 +188,35 @@ def strip_solutions(text, path, stub_tasks, titles):
         cursor = region.end + 1
     out.extend(lines[cursor:])
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def outside_lines(text, path="<text>"):
+    """``[(line number, line)]`` (from 1) of ``text``'s lines outside every marked region (the
+    marker lines count as inside). Raises MarkerError as :func:`find_regions` does."""
+    inside = set()
+    for region in find_regions(path, text):
+        inside.update(range(region.begin, region.end + 1))
+    return [(number + 1, line) for number, line in enumerate(text.splitlines()) if number not in inside]
+
+
+def ungraded_lines(theirs, handed_out, path="<text>"):
+    """``[(line number, stripped line)]`` of the code lines of ``theirs`` (a submitted file)
+    outside its SOLUTION regions that ``handed_out`` (the file as handed out) does not have
+    there: code the grader never sees, since it keeps only the regions. Blank lines, comments
+    and changes of indentation are not counted.
+
+    Raises:
+        MarkerError: broken markers in either text.
+    """
+    ours = [line.strip() for _, line in outside_lines(handed_out, path)]
+    their_lines = outside_lines(theirs, path)
+    matcher = difflib.SequenceMatcher(None, ours, [line.strip() for _, line in their_lines], autojunk=False)
+    added = []
+    for tag, _, _, first, last in matcher.get_opcodes():
+        if tag in ("insert", "replace"):
+            added += [(number, line.strip()) for number, line in their_lines[first:last]
+                      if line.strip() and not line.strip().startswith("#")]
+    return added
 
 
 def distinctive_lines(regions, project_root=PROJECT_ROOT, min_length=12):

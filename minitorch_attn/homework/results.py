@@ -99,6 +99,7 @@ def gradescope_results(chosen, graded, seconds, isolation=""):
             public = [c for c in result.checks if not c.held_back]
             smoke_passed = result.problem is None and bool(public) and all(c.passed for c in public)
             smoke = describe(result, public_only=True)
+        smoke = "\n".join([*result.notes, smoke]) if result.notes else smoke
         tests.append({"name": f"Task {result.task_id} (smoke test): {result.title}", "score": 0, "max_score": 0,
                       "status": "passed" if smoke_passed else "failed", "visibility": "visible", "output": smoke})
         tests.append({"name": f"Task {result.task_id}: {result.title}", "score": result.score,
@@ -175,6 +176,8 @@ def print_table(graded, file=sys.stdout):
         name = f"{result.task_id} {result.title}"[:52]
         print(f"{name:<52} {result.score:>4}/{result.points:<4}  {status:<6}  {first}", file=file)
     print(f"{'total':<52} {sum(r.score for r in graded):>4}/{sum(r.points for r in graded):<4}", file=file)
+    for note in dict.fromkeys(note for result in graded for note in result.notes):
+        print(f"\nnote: {note}", file=file)
     for result in graded:
         if not result.passed:
             print(f"\n--- task {result.task_id}\n{describe(result)}", file=file)

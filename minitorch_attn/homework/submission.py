@@ -18,6 +18,7 @@ and virtual environments are not searched.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import tempfile
 import zipfile
@@ -34,10 +35,11 @@ class Submission:
     region of that task in that file, in order and without the markers' indentation;
     ``problems[relative path]`` says why a file could not be read (missing, broken markers)."""
 
-    def __init__(self, blocks, problems=None, source=""):
+    def __init__(self, blocks, problems=None, source="", texts=None):
         self.blocks = blocks
         self.problems = problems or {}
         self.source = source
+        self.texts = texts or {}   # {relative path: (path in the submission, its whole text)}
 
     def for_task(self, task_id, tree):
         """``{relative path: [region lines, ...]}`` of the task's files.
@@ -60,7 +62,25 @@ class Submission:
         """A copy with the regions of ``task_id`` in ``rel`` replaced (for planted mutants)."""
         changed = dict(self.blocks)
         changed[(rel, task_id)] = blocks
-        return Submission(changed, self.problems, self.source)
+        return Submission(changed, self.problems, self.source, self.texts)
+
+    def ungraded(self, tree, number):
+        """``{relative path: (path in the submission, [(line number, line), ...])}``: the code
+        lines of the submitted files of assignment ``number``'s tasks that are outside their
+        SOLUTION regions and not in the file as handed out (:func:`.markers.ungraded_lines`).
+        The grader keeps only the regions, so this code is not graded: the student is told
+        (:func:`ungraded_notice`)."""
+        stubbed = tree.tasks_of(number) | tree.tasks_of(number, later=True)
+        found = {}
+        for rel, (where, text) in sorted(self.texts.items()):
+            if rel in self.problems or not any(r.task in tree.tasks_of(number) for r in tree.regions[rel]):
+                continue
+            handed_out = markers.strip_solutions((tree.root / rel).read_text(), rel, stubbed, tree.titles)
+            with contextlib.suppress(markers.MarkerError):
+                lines = markers.ungraded_lines(text, handed_out, rel)
+                if lines:
+                    found[rel] = (where, lines)
+        return found
 
     @classmethod
     def reference(cls, tree):
@@ -93,7 +113,7 @@ class Submission:
         with tempfile.TemporaryDirectory(prefix="minitorch-attn-submission-") as scratch:
             files = _python_files(path, pathlib.Path(scratch))
             located = _locate(files, tree)
-            blocks, problems = {}, {}
+            blocks, problems, texts = {}, {}, {}
             for rel, regions in tree.regions.items():
                 tasks = sorted({r.task for r in regions})
                 if rel not in located:
@@ -107,7 +127,26 @@ class Submission:
                                      f"handed out and write your code between them")
                     continue
                 blocks.update(_blocks(rel, found))
-        return cls(blocks, problems, source=str(path))
+                texts[rel] = located[rel]
+        return cls(blocks, problems, source=str(path), texts=texts)
+
+
+def ungraded_notice(ungraded, task_files=None):
+    """The lines a student reads about the code that is outside the SOLUTION regions
+    (``ungraded`` as :meth:`Submission.ungraded` gives it), for the files in ``task_files``
+    (default: all); empty when there is none."""
+    notes = []
+    for rel, (where, lines) in ungraded.items():
+        if task_files is not None and rel not in task_files:
+            continue
+        for number, line in lines[:5]:
+            notes.append(f"{where} line {number}, `{line[:80]}`, is outside the SOLUTION lines and is not graded: "
+                         f"the grader takes only the code between `# BEGIN SOLUTION` and `# END SOLUTION` and "
+                         f"the rest of the file as handed out. Move it between the SOLUTION lines of the task "
+                         f"that uses it (an import or a helper may go there too).")
+        if len(lines) > 5:
+            notes.append(f"{where}: {len(lines) - 5} more line(s) outside the SOLUTION lines are not graded either.")
+    return notes
 
 
 def _blocks(rel, regions):
@@ -190,4 +229,4 @@ def _tasks_in(text):
     return {m["task"] for m in map(markers.BEGIN.match, text.splitlines()) if m}
 
 
-__all__ = ["Submission", "SubmissionProblem"]
+__all__ = ["Submission", "SubmissionProblem", "ungraded_notice"]

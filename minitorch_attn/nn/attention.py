@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
 from .. import functional as F
 from ..core.factories import arange
 from ..core.shape_ops import concat, split
