@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from minitorch_attn.homework import judge, markers, remote, sandbox
+from minitorch_attn.homework import hiding, judge, markers, remote, sandbox
 from minitorch_attn.homework.grade import Grader, GraderError, task_limits
 from minitorch_attn.homework.instructor import InstructorTree
 from minitorch_attn.homework.results import gradescope_results, grade_submission
@@ -533,7 +533,7 @@ def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_sto
 def test_a_python_with_pytorch_is_refused_when_isolation_is_required(monkeypatch):
     pytest.importorskip("torch")
     monkeypatch.setenv("MINITORCH_ATTN_REQUIRE_ISOLATION", "1")
-    with pytest.raises(GraderError, match="has PyTorch"):
+    with pytest.raises(GraderError, match="has torch.* \\(PyTorch\\)"):
         Grader(TREE)
 
 
@@ -710,30 +710,90 @@ def test_a_copy_handed_to_a_student_account_is_closed_to_every_other_user(tmp_pa
     assert (info.st_uid, info.st_gid) == tuple(account) and info.st_mode & 0o777 == 0o700
 
 
-def test_a_root_grader_on_one_s_own_machine_says_what_it_cannot_isolate():
+def test_a_root_grader_refuses_what_it_cannot_isolate_and_says_the_command_that_fixes_it(monkeypatch):
     # student code read the references from a checkout others may read, and ran as root
-    # where the student account could not run the virtual environment's Python
+    # where the student account could not run the virtual environment's Python: the grader
+    # warned and graded; now it covers them, or refuses
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:   # pytest's own tmp_path is private to its user
-        _isolation_warnings_of(pathlib.Path(folder))
+        tree = pathlib.Path(folder) / "course" / "checkout"
+        (tree / "minitorch_attn").mkdir(parents=True)
+        solution = tree / "minitorch_attn" / "softmax.py"
+        solution.write_text("reference")
+        for path in (pathlib.Path(folder), tree.parent, tree, tree / "minitorch_attn"):
+            os.chmod(path, 0o755)
+        os.chmod(solution, 0o644)
+        monkeypatch.setattr(hiding, "what_python_sees", lambda python: ({"torch": ["/x/torch"]}, []))
+        libraries, unrunnable, readable = hiding.isolation_problems("/x/python", tree, [solution], (), None)
+        assert "has torch (PyTorch)" in libraries and "setup.sh installs none" in libraries
+        assert "cannot run under an account of its own" in unrunnable and "/usr/bin/python3 -m venv" in unrunnable
+        assert "readable by other users" in readable and f"chmod 700 {tree}" in readable
+        os.chmod(tree.parent, 0o700)
+        monkeypatch.setattr(hiding, "what_python_sees", lambda python: ({}, []))
+        assert hiding.isolation_problems("/x/python", tree, [solution], (), (1000, 1000)) == []
+        # covered by a mount namespace, nothing is in reach whatever the modes
+        os.chmod(tree.parent, 0o755)
+        assert hiding.isolation_problems("/x/python", tree, [solution], (str(tree),), (1000, 1000)) == []
 
 
-def _isolation_warnings_of(tmp_path):
-    tree = tmp_path / "course" / "checkout"
-    (tree / "tests" / "instructor").mkdir(parents=True)
-    (tree / "tests" / "instructor" / "expect.py").write_text("held back")
-    os.chmod(tmp_path, 0o755), os.chmod(tmp_path / "course", 0o755)
-    os.chmod(tree / "tests" / "instructor" / "expect.py", 0o644)
-    python = tmp_path / "python"
-    python.write_text("#!/bin/sh\n")
-    os.chmod(python, 0o700)
-    readable, unrunnable = sandbox.local_isolation_warnings(tree, python)
-    assert "is readable by other users" in readable and "chmod 700" in readable
-    assert "cannot be run by another user" in unrunnable and "not isolated" in unrunnable
-    os.chmod(tmp_path / "course", 0o700)
-    os.chmod(python, 0o755)
-    assert sandbox.local_isolation_warnings(tree, python) == []
+@pytest.fixture(scope="module")
+def readable_tree(tmp_path_factory):
+    """A copy of the instructor's tree that every user may read (a teacher's checkout)."""
+    import tempfile
+
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="minitorch-attn-readable-")) / "checkout"
+    for name in ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml"):
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, folder / name)
+    for path in [folder.parent, folder, *folder.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    yield folder
+    shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def covered(readable_tree, student_python):
+    if not hiding.mount_namespaces():
+        pytest.skip("the kernel gives this grader no mount namespace: it refuses instead (tested above)")
+    with Grader(readable_tree, budget=400, python=student_python, require_isolation=True) as grader:
+        assert grader.confinement.hidden and str(readable_tree) in grader.confinement.hidden, grader.isolation
+        yield quick(grader)
+
+
+def test_a_student_who_opens_the_reference_file_gets_nothing(covered, readable_tree):
+    steal = f"""
+    import os, textwrap
+    path = {str(readable_tree / SOFTMAX)!r}
+    seen = os.listdir({str(readable_tree)!r})
+    code = open(path).read().split('# BEGIN SOLUTION 2.1')[1].split('# END SOLUTION')[0]
+    scope = dict(globals(), ctx=ctx, x=x, dim=dim)
+    exec(textwrap.dedent(code), scope)
+    p = scope['p']
+    """
+    result = graded(covered, cheating(steal, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))   # the backward is theirs
+    text = "\n".join(c.message for c in result.failures)
+    assert result.score == 0 and "FileNotFoundError" in text and "def " not in text
+
+
+TORCH_CHEAT = """
+import sys
+{unguard}
+import torch
+t = torch.from_numpy(x.copy()).requires_grad_(True)
+p = torch.softmax(t, dim).detach().numpy()
+"""
+
+
+@pytest.mark.parametrize("unguard", ["", "sys.meta_path[:] = [f for f in sys.meta_path if 'NoReference' not in repr(f)]"])
+def test_a_student_who_imports_torch_gets_nothing(request, unguard):
+    pytest.importorskip("torch")   # the grader's environment has it: the student's process must not
+    who = "covered" if unguard else "plain"
+    result = graded(request.getfixturevalue(who), cheating(TORCH_CHEAT.format(unguard=unguard),
+                                                           REFERENCE.blocks[(SOFTMAX, "2.1")][1]))
+    text = "\n".join(c.message for c in result.failures)
+    assert result.score == 0   # with torch in reach, this forward and the reference backward earn the points
+    assert ("graded code may not import a library" in text) if not unguard else (
+        "module 'torch' has no attribute 'from_numpy'" in text)
 
 
 def test_graders_at_the_same_time_get_accounts_of_their_own():

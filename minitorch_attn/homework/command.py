@@ -20,9 +20,9 @@ import signal
 import sys
 
 from ..argtypes import folder, positive_float, positive_int
-from . import markers, sandbox
+from . import markers
 from .gradescope import stop_on_signal, write_autograder
-from .instructor import InstructorTree
+from .instructor import INSTRUCTOR_TESTS, InstructorTree
 from .make import make
 from .markers import check
 from .results import grade_submission, print_table
@@ -91,11 +91,15 @@ def _grade(args):
     path = pathlib.Path(args.path)
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))
-    if os.geteuid() == 0:   # root: student code runs as a student account, but only what it cannot read is safe
-        for warning in sandbox.local_isolation_warnings(args.instructor or markers.PROJECT_ROOT, sys.executable):
-            print(f"warning: {warning}", file=sys.stderr)
+    # root: student code runs under its own account with nothing of the instructor's in reach, or
+    # not at all (GraderError naming what is in reach and the command that fixes it)
+    root, reference = os.geteuid() == 0, (pathlib.Path(args.instructor or markers.PROJECT_ROOT) / INSTRUCTOR_TESTS).is_dir()
+    if reference and not root:
+        print("warning: the grader is not root, so student code runs as your own user and could read the reference "
+              "solutions of this checkout: grade untrusted submissions as root (sudo)", file=sys.stderr)
     _, graded = grade_submission(path, args.assignment, results_path, instructor=args.instructor,
-                                 timeout=args.timeout, budget=args.budget, memory=args.memory)  # GraderError and bad input: main() reports them, status 2
+                                 timeout=args.timeout, budget=args.budget, memory=args.memory,
+                                 require_isolation=root and reference)  # GraderError and bad input: main() reports them, status 2
     print_table(graded)
     print(f"wrote {results_path}")
     return 0

@@ -53,7 +53,7 @@ import pathlib
 import sys
 import time
 
-from . import judge, markers, patterns, sandbox
+from . import hiding, judge, markers, patterns, sandbox
 from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace
 from .runner import Check, Run, collect, run_held_back, run_tests
 from .submission import ungraded_notice
@@ -124,22 +124,24 @@ class Grader:
         memory: the memory of the machine the grading runs on, in MB (Gradescope's default
             768); each process of student code may use that less what the grader keeps
             (:func:`.sandbox.student_memory`).
+        require_isolation: refuse to grade (GraderError) when student code could reach the
+            reference solutions or a reference library (:mod:`.hiding`); None: when
+            ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (``run_autograder`` sets it).
     Raises:
         ValueError: a memory too small to leave student code its minimum.
-        GraderError: when a library the tests need is missing, or when
-            ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set (as ``run_autograder`` does) and
-            student code cannot run under its own account; from :meth:`grade`, when a task
+        GraderError: when a library the tests need is missing, or when isolation is required
+            and falls short (what, and the command that fixes it); from :meth:`grade`, when a task
             has no held-back test (its points would rest on a report student code writes).
     """
 
     def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None,
-                 memory=sandbox.PLATFORM_MEMORY_MB):
+                 memory=sandbox.PLATFORM_MEMORY_MB, require_isolation=None):
         self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
         self.tree.check_dependencies()
         self.timeout, self.budget = timeout, budget
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
-        self.confinement = _confinement(self.python, memory)
+        self.confinement = _confinement(self.python, memory, self.tree, require_isolation)
         self.patterns = patterns.load(self.tree.root)
         # a student's own tree (no held-back tests) holds their code, not a reference: nothing to judge with
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
@@ -293,16 +295,17 @@ class Grader:
         self.close()
 
 
-def _confinement(python, memory):
-    """The :class:`.sandbox.Confinement` of student code on this machine; GraderError when
-    ``$MINITORCH_ATTN_REQUIRE_ISOLATION`` is set and it falls short (see :class:`Grader`)."""
-    confinement = sandbox.Confinement.of(python, memory)
-    if os.environ.get("MINITORCH_ATTN_REQUIRE_ISOLATION"):
-        if sandbox.finds(python, "torch"):
-            raise GraderError(f"{python} has PyTorch, which would let student code compute the reference's "
-                              f"values: grade with a Python without it (setup.sh installs none)")
-        if confinement.account is None:
-            raise GraderError(f"student code cannot run under its own account: {confinement.why}")
+def _confinement(python, memory, tree, required):
+    """The :class:`.sandbox.Confinement` of student code on this machine, with the instructor's
+    checkout out of its reach; GraderError naming what student code could still reach, and
+    the command that fixes it, when isolation is ``required`` (or ``$MINITORCH_ATTN_REQUIRE_ISOLATION``
+    is set) and it falls short (:func:`.hiding.isolation_problems`)."""
+    confinement = sandbox.Confinement.of(python, memory, private=(tree.source,))
+    if required or (required is None and os.environ.get("MINITORCH_ATTN_REQUIRE_ISOLATION")):
+        solutions = [tree.source / rel for rel in tree.regions] if (tree.source / INSTRUCTOR_TESTS).is_dir() else []
+        problems = hiding.isolation_problems(python, tree.source, solutions, confinement.hidden, confinement.account)
+        if problems:
+            raise GraderError("student code would reach what it must not: " + "; ".join(problems))
     return confinement
 
 

@@ -45,10 +45,11 @@ MAX_GROUPS = 12                  # kinds of failure listed for one task
 
 
 def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0,
-                     memory=PLATFORM_MEMORY_MB):
+                     memory=PLATFORM_MEMORY_MB, require_isolation=None):
     """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
     and write ``results_path``, after each task (so that a grading stopped from outside,
     Ctrl-C or SIGTERM, keeps the points already earned); returns ``(results dict, [TaskResult])``.
+    ``require_isolation`` as :class:`.Grader` takes it.
 
     Raises:
         GraderError: the grader cannot grade here (nothing is left written).
@@ -58,7 +59,7 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
     results_path.unlink(missing_ok=True)
     start = time.monotonic()
     try:
-        with Grader(instructor, timeout, budget, memory=memory) as grader:
+        with Grader(instructor, timeout, budget, memory=memory, require_isolation=require_isolation) as grader:
             chosen = grader.tree.assignment(assignment)
             submission = Submission.from_path(path, grader.tree)
 

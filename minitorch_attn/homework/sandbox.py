@@ -11,6 +11,9 @@ runs on a student's code, as told by a :class:`Confinement`:
   grader makes the instructor's tree, the release secret and its own copies readable by
   root only). When the grader is not root there is no other user to switch to: the command
   runs as the grader's user, and only the rest of this list holds.
+* **nothing of the instructor's, no reference library** (:mod:`.hiding`): a mount namespace
+  that covers the instructor's checkout and PyTorch's (and its peers') folders, when root
+  may make one, and a guard that refuses their import in every case.
 * **no network**, when the grader is root on Linux and the kernel lets it: the command
   runs in a network namespace of its own (``unshare(CLONE_NEWNET)`` before the switch of
   user), which has only a loopback device, down: no address, no route, no name lookup.
@@ -56,6 +59,8 @@ import subprocess
 import sys
 import tempfile
 
+from . import hiding
+
 STUDENT_USER = "minitorch-student"
 MAX_ACCOUNTS = 8                     # graders at the same time on one machine, each with an account of its own
 ACCOUNT_LOCKS = "/run/minitorch-attn" if os.path.isdir("/run") else "/var/run/minitorch-attn"
@@ -89,11 +94,16 @@ class Confinement:
     memory: int | None = None
     cut_network: bool = False
     why: str = ""
+    hidden: tuple = ()          # folders covered in its mount namespace, and those bound back (:mod:`.hiding`)
+    kept: tuple = ()
+    guard: str | None = None    # the folder of the guard against reference libraries (:func:`.hiding.guard_folder`)
 
     @classmethod
-    def of(cls, python, platform_memory_mb=PLATFORM_MEMORY_MB):
+    def of(cls, python, platform_memory_mb=PLATFORM_MEMORY_MB, private=()):
         """The confinement this machine allows, for student code run by ``python``, with a
-        memory cap of ``platform_memory_mb - GRADER_MEMORY_MB`` (see :func:`student_memory`)."""
+        memory cap of ``platform_memory_mb - GRADER_MEMORY_MB`` (see :func:`student_memory`),
+        ``private`` (the instructor's checkout) and the reference libraries out of reach
+        (:mod:`.hiding`)."""
         memory = student_memory(platform_memory_mb)
         try:
             account = student_account()
@@ -104,20 +114,22 @@ class Confinement:
         if account is not None and not reachable(python):
             account, who = None, f"{python} cannot be run by another user (a folder above it is private)"
         cut, no_cut = network_cut()
+        hidden, kept = hiding.plan(python, private) if account is not None and hiding.mount_namespaces() else ((), ())
         parts = [f"student code ran as the user {pwd.getpwuid(account[0]).pw_name}" if account is not None
                  else f"student code ran as the grader's own user: {who}",
                  "without network" if cut else f"with the grader's network ({no_cut})",
-                 f"with at most {memory >> 20} MB of memory per process"]
-        return cls(account, memory, cut, "; ".join(parts))
+                 f"with at most {memory >> 20} MB of memory per process",
+                 "with no file of the instructor's and no reference library in sight" if hidden
+                 else "with reference libraries refused at import"]
+        return cls(account, memory, cut, "; ".join(parts), hidden, kept, hiding.guard_folder())
 
     def to_json(self):
-        return {"account": list(self.account) if self.account else None, "memory": self.memory,
-                "cut_network": self.cut_network, "why": self.why}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data):
-        return cls(tuple(data["account"]) if data["account"] else None, data["memory"], bool(data["cut_network"]),
-                   data.get("why", ""))
+        data = dict(data, account=tuple(data["account"]) if data["account"] else None)
+        return cls(**{**data, "hidden": tuple(data.get("hidden", ())), "kept": tuple(data.get("kept", ()))})
 
 
 NONE = Confinement()   # the grader's own user, no caps beyond the always-on ones (for trusted commands)
@@ -212,34 +224,6 @@ def _make_account(name):
     return entry.pw_uid, entry.pw_gid
 
 
-def readable_by_others(path):
-    """Whether a user other than the owner may read the file at ``path`` (it can be read by
-    others and every folder above it entered by them)."""
-    path = pathlib.Path(os.path.realpath(path))
-    with contextlib.suppress(OSError):
-        return bool(path.stat().st_mode & 0o004) and all(parent.stat().st_mode & 0o001 for parent in path.parents)
-    return False
-
-
-def local_isolation_warnings(instructor_root, python):
-    """What a root grader on one's own machine does not isolate, in words (empty when both
-    hold): an instructor's tree that other users may read (the student account would read
-    its references and held-back tests) and a Python the student account cannot run (student
-    code would then run as the grader's own user). Gradescope's ``run_autograder`` closes
-    ``/autograder/source`` itself."""
-    warnings = []
-    root = pathlib.Path(instructor_root)
-    held_back = root / "tests" / "instructor" / "expect.py"
-    if readable_by_others(held_back):
-        warnings.append(f"{root} is readable by other users: student code, run as a student account, can read its "
-                        f"references and held-back tests; keep it in a folder only root may enter (chmod 700), with "
-                        f"the virtual environment outside it")
-    if not reachable(python):
-        warnings.append(f"{python} cannot be run by another user: student code will run as the grader's own user, "
-                        f"not isolated; make the virtual environment from the system's python3 (/usr/bin/python3)")
-    return warnings
-
-
 def reachable(path):
     """Whether any user may run the program at ``path`` (it and every folder above it can be
     entered and read by others): the student's account needs its Python."""
@@ -247,12 +231,6 @@ def reachable(path):
     if not path.is_file() or path.stat().st_mode & 0o005 != 0o005:
         return False
     return all(parent.stat().st_mode & 0o001 for parent in path.parents)
-
-
-def finds(python, module):
-    """Whether ``python`` can import ``module`` (looked up, not imported)."""
-    check = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is not None)"
-    return subprocess.run([python, "-c", check], capture_output=True).returncode == 1
 
 
 def hand_over(folder, account):
@@ -342,6 +320,8 @@ def start(command, folder, confinement=NONE, environment=None, pass_fds=(), also
     env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
     env.update({"HOME": str(folder), "TMPDIR": str(folder), "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
                 "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    if confinement.guard:
+        env["PYTHONPATH"] = confinement.guard
     env.update(environment or {})
     before = set(_descendants())
     sink = tempfile.TemporaryFile()
@@ -457,6 +437,8 @@ def _child_setup(confinement):
             resource.setrlimit(resource.RLIMIT_DATA, (confinement.memory, confinement.memory))
         if confinement.cut_network:
             _unshare(CLONE_NEWNET)   # before the switch of user: it needs root
+        if confinement.hidden:
+            hiding.hide(confinement.hidden, confinement.kept)   # likewise
         if confinement.account is not None:
             uid, gid = confinement.account
             os.setgroups([])
