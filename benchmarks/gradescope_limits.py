@@ -1,18 +1,33 @@
-"""Grade a mixed submission as Gradescope would, under its default limits, and print the figures.
+"""Every assignment's autograder, built and run as Gradescope builds and runs it, and its figures.
 
-    sudo python benchmarks/gradescope_limits.py [--assignment 1] [--cpu 0.5] [--memory-mb 768] [--budget 600]
+    sudo python benchmarks/gradescope_limits.py [--assignment N ...] [--check] [--cpu 0.5]
+        [--memory-mb 768] [--budget 600] [--drop-pin NAME]
 
-What it does: writes the autograder zip of the assignment, unpacks it into a temporary
-``/autograder``-like folder (``source/``, ``run_autograder``, ``submission/``, ``results/``),
-puts there a submission in which every task is the reference but the last two: a planted
-mistake, then a hang that swallows the test timeout (the last task of each assignment is
-one whose code no other task calls), and runs ``run_autograder`` twice: once without
-limits, then in a cgroup (v1) with a CPU quota of ``--cpu`` cores and a memory limit of
-``--memory-mb``, under a wall-clock limit of ``--budget`` seconds (the Gradescope timeout).
-It prints each task's score in both runs (the same when the limits cost no earned point),
-the wall times, and the cgroup's peak memory. Needs root (cgroups, and the student
-account); it uses this environment's Python for the grader and for student code when
-another user may run it, else student code runs as root's user (it says which).
+For each assignment of the manifest (or each ``--assignment`` given):
+
+1. **the zip**: written by the package's own command, ``minitorch-attn homework autograder``
+   (its ``setup.sh`` pins resolved by pip from ``setup.cfg``);
+2. **the grader's environment, from the zip's own ``setup.sh``**: the zip unpacked into
+   ``ROOT/source`` and ``setup.sh`` run as root with the system's ``PATH`` (so its
+   ``python3`` is ``/usr/bin/python3``, as on Gradescope's image, not a developer's own
+   Python) and ``AUTOGRADER_ROOT=ROOT``: apt, the virtual environment with the pins, the
+   package, the student account. One environment serves every assignment (their
+   ``setup.sh`` are the same; it is built again when one differs); pip's own cache keeps
+   the wheels for the next run;
+3. **three submissions**, each graded by the zip's ``run_autograder`` as Gradescope runs it
+   (isolation required, in a cgroup with ``--memory-mb`` of memory and, when ``--cpu`` is
+   above 0, a quota of that many cores; Gradescope's defaults are 0.5 core, 768 MB, 600 s):
+   the reference (every task its points), the student tree as ``homework make`` writes it
+   (0), and that tree solved with the reference except one planted mistake of
+   ``mutants.json`` in the assignment's last task, whose code no other task calls (that
+   task 0, every other its points).
+
+It prints a table: each submission's score against the expected one, the wall time and the
+cgroup's peak memory. With ``--check`` it exits with status 1 when a score differs
+(``.ci/run`` runs it so, without the CPU quota, which only makes it slower).
+``--drop-pin NAME`` deletes one pin from ``setup.sh`` before it runs, to show that the
+check fails when ``setup.sh`` misses a library the grader needs. Needs root (apt, the
+student account, cgroups) and the package index.
 """
 
 from __future__ import annotations
@@ -21,6 +36,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -28,159 +44,185 @@ import tempfile
 import time
 import zipfile
 
-from minitorch_attn.homework import markers, sandbox
-from minitorch_attn.homework.gradescope import write_autograder
+from minitorch_attn.homework import markers
 from minitorch_attn.homework.instructor import InstructorTree, splice
-from minitorch_attn.homework.make import make
 from minitorch_attn.homework.selftest import load_mutants
 from minitorch_attn.homework.submission import Submission
 
-HANG = ["while True:", "    try:", "        while True:", "            pass", "    except BaseException:", "        pass"]
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PASSED_ON = ("PIP_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+"""Variables of the machine's network and package index, passed to setup.sh (no Python of the developer's)."""
 
 
-def mixed_submission(tree, number, folder):
-    """Write the student tree of assignment ``number`` into ``folder`` with a mix of task
-    states; returns ``{task id: what}``."""
-    make(folder, number)
-    reference = Submission.reference(tree)
-    mutants = {m.task: m for m in load_mutants(tree)}
+def main():
+    """Run it; see the module docstring. Returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--assignment", type=int, action="append", help="one assignment (repeat it; default: all)")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when a score is not the expected one")
+    parser.add_argument("--cpu", type=float, default=0.5, help="a CPU quota in cores (0: none); Gradescope's default 0.5")
+    parser.add_argument("--memory-mb", type=int, default=768, help="the memory limit; Gradescope's default 768")
+    parser.add_argument("--budget", type=float, default=600.0, help="the Gradescope timeout, s; default 600")
+    parser.add_argument("--drop-pin", metavar="NAME", help="delete this library's pin from setup.sh (to see the check fail)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        parser.error("run it as root: setup.sh installs system packages and makes the student account")
+    tree = InstructorTree()
+    numbers = args.assignment or [a["number"] for a in tree.manifest["assignments"]]
+    work = pathlib.Path(tempfile.mkdtemp(prefix="gradescope-e2e-"))
+    work.chmod(0o711)   # the student's account passes through it to the venv, as through /autograder
+    root, built, rows = work / "autograder", None, []
+    try:
+        for number in numbers:
+            archive = work / f"autograder-{number}.zip"
+            subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "autograder", "--assignment",
+                            str(number), "--budget", f"{args.budget:g}", "--memory", str(args.memory_mb),
+                            "--out", str(archive)], check=True)
+            unpack(archive, root)
+            setup = (root / "source" / "setup.sh").read_text()
+            if setup != built:
+                build(root, args.drop_pin)
+                built = setup
+            for kind, folder, expected in submissions(tree, number, work / f"submissions-{number}"):
+                rows.append((number, kind, expected, *grade(root, folder, args)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return report(rows, args)
+
+
+def unpack(archive, root):
+    """``archive`` into ``root/source`` (replacing what was there) and its run_autograder into ``root``."""
+    shutil.rmtree(root / "source", ignore_errors=True)
+    with zipfile.ZipFile(archive) as opened:
+        opened.extractall(root / "source")
+    for name in ("setup.sh", "run_autograder"):
+        (root / "source" / name).chmod(0o755)   # zipfile drops the modes; Gradescope keeps them
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+
+
+def build(root, drop_pin=None):
+    """Run ``root/source/setup.sh`` as Gradescope does (see the module docstring)."""
+    setup = root / "source" / "setup.sh"
+    if drop_pin:
+        text, dropped = re.subn(rf"(?<=\s)'?{re.escape(drop_pin)}==\S+", "", setup.read_text(), flags=re.IGNORECASE)
+        if not dropped:
+            raise SystemExit(f"setup.sh pins no {drop_pin}")
+        setup.write_text(text)
+    shutil.rmtree(root / "venv", ignore_errors=True)
+    environment = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}
+    environment.update(PATH=SYSTEM_PATH, HOME="/root", LANG="C.UTF-8", DEBIAN_FRONTEND="noninteractive",
+                       AUTOGRADER_ROOT=str(root))
+    start = time.monotonic()
+    done = subprocess.run(["bash", str(setup)], cwd=root / "source", env=environment, capture_output=True, text=True)
+    if done.returncode != 0:
+        said = [line for line in (done.stdout + done.stderr).splitlines() if "is ignored: it is neither" not in line]
+        raise SystemExit("setup.sh failed, as it would while Gradescope builds the image:\n" + "\n".join(said[-30:]))
+    python = os.path.realpath(root / "venv" / "bin" / "python")
+    print(f"setup.sh built the grader's environment in {time.monotonic() - start:.0f} s (its Python: {python})",
+          flush=True)
+
+
+def submissions(tree, number, folder):
+    """``[(kind, folder, {task id: expected points})]``: the reference, the stubs, one mistake."""
     tasks = markers.assignment_by_number(tree.manifest, number)["tasks"]
-    plan = {}
-    for index, task in enumerate(tasks):
-        kind = {len(tasks) - 1: "hang", len(tasks) - 2: "mistake"}.get(index, "reference")
-        task_id = task["id"]
-        blocks = reference
-        if kind == "mistake" and task_id in mutants:
-            blocks = mutants[task_id].submission(reference, tree)
-            plan[task_id] = f"mistake: {mutants[task_id].name}"
-        elif kind == "hang":
-            first = tree.files_of(task_id)[0]
-            regions = list(reference.blocks[(first, task_id)])
-            regions[0] = HANG + regions[0]
-            blocks = reference.with_blocks(first, task_id, regions)
-            plan[task_id] = "hang that swallows the timeout"
-        else:
-            plan[task_id] = "reference"
-        for rel in tree.files_of(task_id):
-            path = folder / rel
-            path.write_text(splice(path.read_text(), markers.find_regions(path), task_id, blocks.blocks[(rel, task_id)]))
-    return plan
+    full = {t["id"]: t["points"] for t in tasks}
+    reference = folder / "reference"
+    shutil.copytree(tree.root / "minitorch_attn", reference / "minitorch_attn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    stubs = folder / "stubs"
+    subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "make", "--out", str(stubs),
+                    "--assignment", str(number)], check=True, stdout=subprocess.DEVNULL)
+    last = tasks[-1]["id"]
+    mutant = next(m for m in load_mutants(tree) if m.task == last)
+    planted = mutant.submission(Submission.reference(tree), tree)
+    mistake = folder / "mistake"
+    shutil.copytree(stubs, mistake)
+    for task in full:
+        for rel in tree.files_of(task):
+            path = mistake / rel
+            path.write_text(splice(path.read_text(), markers.find_regions(path), task, planted.blocks[(rel, task)]))
+    return [("reference", reference, full), ("stubs", stubs, dict.fromkeys(full, 0)),
+            (f"mistake in {last}: {mutant.name}", mistake, dict(full, **{last: 0}))]
+
+
+def grade(root, submission, args):
+    """``run_autograder`` on ``submission``; returns ``({task id: points}, output, status, seconds, peak MB)``."""
+    shutil.rmtree(root / "submission", ignore_errors=True)
+    shutil.rmtree(root / "results", ignore_errors=True)
+    shutil.copytree(submission, root / "submission")
+    groups = cgroup(f"gradescope-e2e-{os.getpid()}", args.cpu, args.memory_mb)
+    environment = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "AUTOGRADER_ROOT": str(root)}
+    start = time.monotonic()
+    try:
+        done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, capture_output=True,
+                              text=True, timeout=args.budget, preexec_fn=lambda: enter(groups))
+        status = f"exit status {done.returncode}"
+    except subprocess.TimeoutExpired:
+        status = f"KILLED at the {args.budget:g} s budget"
+    finally:
+        wall = time.monotonic() - start
+        peak = leave(groups)
+    written = root / "results" / "results.json"
+    results = json.loads(written.read_text()) if written.is_file() else {"tests": [], "output": "no results.json"}
+    points = {t["name"].split(":")[0].replace("Task ", ""): t["score"] for t in results["tests"]
+              if "(smoke test)" not in t["name"]}
+    return points, results.get("output", ""), status, wall, peak
 
 
 def cgroup(name, cpu, memory_mb):
-    """Make cgroup-v1 groups ``name`` with the limits; returns their folders (or [] when unavailable)."""
+    """cgroup-v1 groups ``name`` with the limits; returns their folders ([] when unavailable)."""
+    settings = [("memory", {"memory.limit_in_bytes": str(memory_mb * 2 ** 20)})]
+    if cpu > 0:
+        settings.append(("cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": str(int(cpu * 100000))}))
     made = []
     try:
-        for controller, settings in (("cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": str(int(cpu * 100000))}),
-                                     ("memory", {"memory.limit_in_bytes": str(memory_mb * 2 ** 20)})):
+        for controller, values in settings:
             folder = pathlib.Path("/sys/fs/cgroup") / controller / name
             folder.mkdir()
             made.append(folder)
-            for key, value in settings.items():
+            for key, value in values.items():
                 (folder / key).write_text(value)
     except OSError as error:
         print(f"no cgroup limits ({error}): the figures below are without them")
-        for folder in made:
-            folder.rmdir()
+        leave(made)
         return []
     return made
 
 
-def venv(target):
-    """``target``: a virtual environment with this one's libraries that another user may run
-    (it stands for setup.sh's ``/autograder/venv``): this environment itself when its Python
-    is reachable, else one of the system's Python of the same version with this
-    environment's libraries added; without either, student code runs as the grader's user."""
-    if sandbox.reachable(sys.executable):
-        target.symlink_to(sys.prefix)
-        return
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    system = pathlib.Path(f"/usr/bin/python{version}")
-    site = pathlib.Path(sys.prefix) / "lib" / f"python{version}" / "site-packages"
-    if not system.is_file() or not sandbox.reachable(system):
-        target.symlink_to(sys.prefix)
-        return
-    subprocess.run([str(system), "-m", "venv", "--without-pip", str(target)], check=True)
-    (target / "lib" / f"python{version}" / "site-packages" / "outer.pth").write_text(
-        f"import site; site.addsitedir({str(site)!r})\n")
-    target.chmod(0o755)
+def enter(groups):
+    for folder in groups:
+        (folder / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def main():
-    """Run it; see the module docstring."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--assignment", type=int, default=1)
-    parser.add_argument("--cpu", type=float, default=0.5)
-    parser.add_argument("--memory-mb", type=int, default=768)
-    parser.add_argument("--budget", type=float, default=600.0)
-    args = parser.parse_args()
-    tree = InstructorTree()
-    work = pathlib.Path(tempfile.mkdtemp(prefix="gradescope-limits-"))
-    work.chmod(0o711)   # the student's account passes through it to the venv, as through /autograder
-    root = work / "autograder"
-    write_autograder(work / "autograder.zip", args.assignment, budget=args.budget, memory=args.memory_mb)
-    with zipfile.ZipFile(work / "autograder.zip") as archive:
-        archive.extractall(root / "source")
-    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
-    plan = mixed_submission(tree, args.assignment, work / "student")
-    shutil.copytree(work / "student", root / "submission")
-    venv(root / "venv")
-    environment = dict(os.environ, AUTOGRADER_ROOT=str(root), MINITORCH_ATTN_REQUIRE_ISOLATION="")
-    try:
-        free = grade(args, root, environment, [])
-        groups = cgroup(f"gradescope-limits-{os.getpid()}", args.cpu, args.memory_mb)
-        try:
-            limited = grade(args, root, environment, groups)
-        finally:
-            for folder in groups:
-                for pid in (folder / "cgroup.procs").read_text().split():
-                    (folder.parent / "cgroup.procs").write_text(pid)
-                folder.rmdir()
-        report(args, plan, free, limited, bool(groups))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def grade(args, root, environment, groups):
-    """Run run_autograder (in ``groups`` when there are any); returns ``(status, wall seconds,
-    peak memory MB or None, results.json)``."""
-    def enter():
-        for folder in groups:
-            (folder / "cgroup.procs").write_text(str(os.getpid()))
-
-    shutil.rmtree(root / "results", ignore_errors=True)
-    start = time.monotonic()
-    try:
-        done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, preexec_fn=enter,
-                              capture_output=True, text=True, timeout=args.budget)
-        status = f"exit status {done.returncode}"
-    except subprocess.TimeoutExpired:
-        status = f"KILLED at the {args.budget:g} s budget"
-    wall = time.monotonic() - start
+def leave(groups):
+    """Remove the groups; returns the memory group's peak, MB (None without one)."""
     peak = None
     for folder in groups:
         if folder.parent.name == "memory":
             peak = int((folder / "memory.max_usage_in_bytes").read_text()) / 2 ** 20
-    return status, wall, peak, json.loads((root / "results" / "results.json").read_text())
+        for pid in (folder / "cgroup.procs").read_text().split():
+            (folder.parent / "cgroup.procs").write_text(pid)
+        folder.rmdir()
+    return peak
 
 
-def report(args, plan, free, limited, with_limits):
-    """Print the figures of the two runs."""
-    for name, (status, wall, peak, results) in (("without limits", free), ("under the limits", limited)):
-        if not results["tests"]:
-            print(results["output"])
-        print(f"{name}: {status}, {wall:.0f} s wall" + (f", peak memory {peak:.0f} MB" if peak else "")
-              + f"; score {results.get('score', 0):g}; results.json {len(json.dumps(results)):,} characters")
-    print(f"assignment {args.assignment}, limits {args.cpu:g} CPU, {args.memory_mb} MB, a {args.budget:g} s budget"
-          + ("" if with_limits else " (NOT APPLIED: no cgroups here)"))
-    print(limited[3]["output"].splitlines()[-1])
-    rows = [{t["name"].split(":")[0].replace("Task ", ""): t for t in r["tests"] if "(smoke test)" not in t["name"]}
-            for r in (free[3], limited[3])]
-    print(f"{'task':<6} {'what':<62} {'no limits':>9} {'limits':>7}")
-    for task_id, what in plan.items():
-        scores = [row[task_id]["score"] if task_id in row else "-" for row in rows]
-        print(f"{task_id:<6} {what[:62]:<62} {scores[0]:>9} {scores[1]:>7}")
+def report(rows, args):
+    """Print the table; returns 1 when ``--check`` and a score is not the expected one."""
+    limits = f"{args.memory_mb} MB" + (f", {args.cpu:g} CPU" if args.cpu > 0 else ", no CPU quota")
+    print(f"\nthe autograder of each assignment, built from its own setup.sh, under {limits}, a {args.budget:g} s budget")
+    print(f"{'as.':<4} {'submission':<58} {'score':>11} {'expected':>9} {'wall s':>7} {'peak MB':>8}  result")
+    wrong = 0
+    for number, kind, expected, points, output, status, wall, peak in rows:
+        got = [points.get(task, 0) for task in expected]
+        ok = got == list(expected.values())
+        wrong += not ok
+        peak_text = f"{peak:.0f}" if peak is not None else "-"
+        print(f"{number:<4} {kind[:58]:<58} {sum(got):>11g} {sum(expected.values()):>9g} {wall:>7.0f} {peak_text:>8}  "
+              + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})"))
+        if not ok:
+            print("    " + output.replace("\n", "\n    ")[:2000])
+    print(f"{len(rows) - wrong} of {len(rows)} gradings as expected")
+    return 1 if (args.check and wrong) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
