@@ -737,6 +737,40 @@ def test_a_root_grader_refuses_what_it_cannot_isolate_and_says_the_command_that_
         assert hiding.isolation_problems("/x/python", tree, [solution], (str(tree),), (1000, 1000)) == []
 
 
+def test_hiding_covers_a_checkout_and_binds_back_the_python_inside_it(tmp_path):
+    # a teacher's checkout holds the references and, often, the .venv the grader runs with:
+    # the student's process must see the venv (minus PyTorch) and nothing else of it
+    if not hiding.mount_namespaces():
+        pytest.skip("the kernel gives this grader no mount namespace")
+    root = tmp_path / "checkout"
+    (root / "minitorch_attn").mkdir(parents=True)
+    (root / "minitorch_attn" / "softmax.py").write_text("reference")
+    site = root / ".venv" / "lib"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("torch")
+    (site / "numpy.py").write_text("numpy")
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child, as a student process would be before it becomes the student
+        try:
+            hiding.hide((str(root), str(site / "torch")), (str(root / ".venv"),))
+            seen = {"root": sorted(os.listdir(root)), "site": sorted(os.listdir(site)),
+                    "torch": os.listdir(site / "torch"), "numpy": (site / "numpy.py").read_text()}
+            try:
+                (root / "mine").write_text("x")
+                seen["writable"] = True
+            except OSError:
+                seen["writable"] = False
+            os.write(writable, json.dumps(seen).encode())
+        finally:
+            os._exit(0)
+    os.close(writable)
+    os.waitpid(pid, 0)
+    seen = json.loads(os.read(readable, 100_000) or b"{}")
+    assert seen == {"root": [".venv"], "site": ["numpy.py", "torch"], "torch": [], "numpy": "numpy", "writable": False}
+    assert (root / "minitorch_attn" / "softmax.py").read_text() == "reference"   # outside, nothing changed
+
+
 @pytest.fixture(scope="module")
 def readable_tree(tmp_path_factory):
     """A copy of the instructor's tree that every user may read (a teacher's checkout)."""

@@ -5,8 +5,10 @@ that Gradescope's autograder specification asks for, to upload as a "programming
 assignment" autograder. At its root:
 
 * ``setup.sh``: run once while Gradescope builds the image: Python, a virtual environment
-  in ``/autograder/venv`` with the pinned libraries (``PINS``), this package, and the
-  unprivileged user that runs student code (:mod:`.sandbox`);
+  in ``/autograder/venv`` with pinned libraries, this package, and the unprivileged user
+  that runs student code (:mod:`.sandbox`). The pins are what pip resolves from
+  ``setup.cfg``'s requirements when the zip is written (:func:`resolve_pins`), the same list
+  that the preflight checks, so the two cannot drift apart;
 * ``run_autograder``: run for each submission: a preflight that needs no library
   (:mod:`.preflight`), then grades ``/autograder/submission`` (the student's tree, a zip
   of it, or just the edited files) into ``/autograder/results/results.json``, task by

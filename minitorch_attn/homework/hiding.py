@@ -87,22 +87,28 @@ _guard = None
 
 def mount_namespaces():
     """Whether this process may give a child a mount namespace of its own (root on Linux,
-    with ``CAP_SYS_ADMIN``; a container usually refuses). Asked once, by a child that tries."""
+    with ``CAP_SYS_ADMIN``; a container usually refuses). Asked once (:func:`refused`)."""
     global _namespaces
     if _namespaces is None:
-        _namespaces = False
-        if sys.platform.startswith("linux") and os.geteuid() == 0:
-            pid = os.fork()
-            if pid == 0:   # the child: never returns
-                code = 1
-                try:
-                    _unshare(CLONE_NEWNS)
-                    code = 0
-                finally:
-                    os._exit(code)
-            _, status = os.waitpid(pid, 0)
-            _namespaces = os.waitstatus_to_exitcode(status) == 0
+        _namespaces = sys.platform.startswith("linux") and os.geteuid() == 0 and refused(CLONE_NEWNS) == 0
     return _namespaces
+
+
+def refused(flags):
+    """0 when a child of this process may ``unshare(flags)``, else the errno of the refusal
+    (asked by a child that tries, so this process keeps its namespaces)."""
+    pid = os.fork()
+    if pid == 0:   # the child: never returns
+        code = 1
+        try:
+            unshare(flags)
+            code = 0
+        except OSError as error:
+            code = min(error.errno or 1, 255)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 _namespaces = None
@@ -143,7 +149,7 @@ def hide(hidden, kept):
     """In the child, before it becomes the student: a mount namespace of its own in which each
     of ``hidden`` is an empty read-only folder (a file: ``/dev/null``), except the folders of
     ``kept``, bound back where they were. Raises OSError when the kernel refuses."""
-    _unshare(CLONE_NEWNS)
+    unshare(CLONE_NEWNS)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     staged = []
     for number, path in enumerate(kept):   # bound aside first: covering their parent hides them
@@ -230,7 +236,8 @@ def _umount(target):
         raise OSError(error, f"umount {target}: {os.strerror(error)}")
 
 
-def _unshare(flags):
+def unshare(flags):
+    """``unshare(2)`` for this process; OSError when the kernel refuses."""
     if _libc().unshare(flags) != 0:
         error = ctypes.get_errno()
         raise OSError(error, os.strerror(error))

@@ -256,18 +256,7 @@ def network_cut():
         elif os.geteuid() != 0:
             _network = (False, "the grader is not root, so it cannot give student code a network namespace")
         else:
-            pid = os.fork()
-            if pid == 0:   # the child: never returns
-                code = 1
-                try:
-                    _unshare(CLONE_NEWNET)
-                    code = 0
-                except OSError as error:
-                    code = min(error.errno or 1, 255)
-                finally:
-                    os._exit(code)
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
+            code = hiding.refused(CLONE_NEWNET)
             _network = (True, "") if code == 0 else (
                 False, f"unshare(CLONE_NEWNET) is refused here: {os.strerror(code) if code > 0 else code}")
     return _network
@@ -436,7 +425,7 @@ def _child_setup(confinement):
         if confinement.memory is not None:
             resource.setrlimit(resource.RLIMIT_DATA, (confinement.memory, confinement.memory))
         if confinement.cut_network:
-            _unshare(CLONE_NEWNET)   # before the switch of user: it needs root
+            hiding.unshare(CLONE_NEWNET)   # before the switch of user: it needs root
         if confinement.hidden:
             hiding.hide(confinement.hidden, confinement.kept)   # likewise
         if confinement.account is not None:
@@ -447,12 +436,6 @@ def _child_setup(confinement):
             resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after setuid, which clears it
     return setup
-
-
-def _unshare(flags):
-    if ctypes.CDLL(None, use_errno=True).unshare(flags) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, os.strerror(error))
 
 
 def _prctl(option, value):
