@@ -212,11 +212,11 @@ def report(rows, args):
     print(f"{'as.':<4} {'submission':<58} {'score':>11} {'expected':>9} {'wall s':>7} {'peak MB':>8}  result")
     wrong = 0
     for number, kind, expected, points, output, status, wall, peak in rows:
-        got = [points.get(task, 0) for task in expected]
+        got = [points.get(task) for task in expected]   # None: the task is not in results.json (a grader error)
         ok = got == list(expected.values())
         wrong += not ok
         peak_text = f"{peak:.0f}" if peak is not None else "-"
-        print(f"{number:<4} {kind[:58]:<58} {sum(got):>11g} {sum(expected.values()):>9g} {wall:>7.0f} {peak_text:>8}  "
+        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} {wall:>7.0f} {peak_text:>8}  "
               + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})"))
         if not ok:
             print("    " + output.replace("\n", "\n    ")[:2000])
