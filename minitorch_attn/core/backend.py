@@ -78,6 +78,14 @@ class Backend:
         xp = self.xp
         return xp.astype(_erf_float64(xp, xp.astype(x, xp.float64)), x.dtype)
 
+    def fmod(self, a, b):
+        """C's ``fmod``, elementwise: ``a - b * trunc(a / b)`` computed exactly (the result is
+        representable), with the sign of ``a``. The array API has only ``remainder``, whose
+        result (sign of ``b``) is not always representable (``remainder(-501, 1e20)`` rounds
+        to ``1e20``), so the generic version computes it on the host."""
+        host = [self.to_numpy(v) if hasattr(v, "shape") else v for v in (a, b)]
+        return self.asarray(numpy.fmod(*host))
+
     def index_add(self, num_rows, index, values):
         """Return ``out`` of shape ``(num_rows, *values.shape[index.ndim:])`` with
         ``out[index[i]] += values[i]`` for every position ``i`` of ``index``, repeated
@@ -122,6 +130,9 @@ class NumpyBackend(Backend):
 
         super().__init__(xp, device=None)
 
+    def fmod(self, a, b):
+        return self.xp.fmod(a, b)
+
     def index_add(self, num_rows, index, values):
         """speed: the rows of ``values`` sorted by their index and summed run by run
         (``add.reduceat``), 5x faster than ``numpy.add.at`` for an embedding's backward
@@ -165,6 +176,9 @@ class CupyBackend(Backend):
 
     def to_numpy(self, array):
         return array.get()
+
+    def fmod(self, a, b):
+        return self.xp.fmod(a, b)
 
     def erf(self, x):
         import cupyx.scipy.special

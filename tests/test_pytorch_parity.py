@@ -1,0 +1,72 @@
+"""What a learner writes here carries over to PyTorch: arguments PyTorch accepts or
+refuses, randomness under ``manual_seed``, state dicts and ``tensor`` of tensors as PyTorch
+writes them, the methods a ``torch.Tensor`` has, and the last OpInfo differences.
+
+Each kind has torch-free tests that state the expected values (PyTorch's, written down)
+and, where torch is installed, a test against PyTorch itself (the ``torch`` fixture skips
+it cleanly without).
+"""
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+
+
+# ---- div(..., rounding_mode=...) as PyTorch computes it ------------------------------------------
+def test_floor_division_is_pytorchs_not_the_floor_of_the_rounded_quotient():
+    # 1 / 0.1 rounds to 10.0, but 0.1 is stored above 1/10: the exact quotient is below 10
+    a = mt.tensor([1.0, -501.0, 501.0, -1001.2, 5.0, -5.0, 0.0, -0.0], dtype="float64")
+    b = mt.tensor([0.1, 1e20, -1e20, 1e20, 0.0, 0.0, 3.0, 3.0], dtype="float64")
+    got = mt.div(a, b, rounding_mode="floor").numpy()
+    np.testing.assert_array_equal(got, [9.0, -1.0, -1.0, -1.0, np.inf, -np.inf, 0.0, -0.0])
+    assert not np.signbit(got[6]) and np.signbit(got[7])
+    assert mt.div(mt.tensor([1.0]), 0.1, rounding_mode="floor").item() == 9.0     # float32 too
+    np.testing.assert_array_equal(mt.div(a, b, rounding_mode="trunc").numpy()[:4], [10.0, -0.0, -0.0, -0.0])
+
+
+def test_div_add_sub_of_two_numbers_give_a_tensor_as_pytorch():
+    assert mt.div(7, 2).item() == 3.5 and mt.div(7, 2).dtype == "float32"
+    assert mt.div(7, 2, rounding_mode="floor").dtype == "int64"
+    assert mt.div(-7.5, 2, rounding_mode="trunc").item() == -3.0
+    assert mt.add(2, 3).dtype == "int64" and mt.sub(2.0, 3).dtype == "float32"
+    with pytest.raises(TypeError, match="add: expected Tensors or numbers, got str"):
+        mt.add("a", 2)
+
+
+def test_floor_division_matches_pytorch_on_random_and_extreme_values(torch):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(20_000) * rng.choice([1e-3, 1.0, 1e3, 1e20], 20_000)
+    b = rng.standard_normal(20_000) * rng.choice([1e-3, 0.1, 7.0, 1e20], 20_000)
+    a[:4], b[:4] = [1.0, 0.0, -0.0, 5.0], [0.1, 3.0, 3.0, 0.0]
+    for dtype in ("float64", "float32"):
+        x, y = a.astype(dtype), b.astype(dtype)
+        for mode in ("floor", "trunc"):
+            expected = torch.div(torch.from_numpy(x), torch.from_numpy(y), rounding_mode=mode).numpy()
+            got = mt.div(mt.tensor(x), mt.tensor(y), rounding_mode=mode).numpy()
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+# ---- gather: 0-d tensors count as 1-d, an empty index picks nothing ------------------------------
+def test_gather_takes_a_0d_input_or_index_as_pytorch():
+    x = mt.tensor(3.0)
+    assert mt.gather(x, 0, mt.tensor([0])).shape == (1,)
+    assert mt.gather(x, 0, mt.tensor(0)).shape == ()
+    assert mt.gather(x, -1, mt.tensor([0, 0])).tolist() == [3.0, 3.0]
+    assert mt.gather(mt.tensor([1.0, 2.0, 3.0]), 0, mt.tensor(1)).tolist() == 2.0
+    with pytest.raises(ValueError, match="index has 2 dims but input 0"):
+        mt.gather(x, 0, mt.tensor([[0]]))
+    with pytest.raises(IndexError):
+        mt.gather(x, 0, mt.tensor([1]))
+
+
+def test_gather_with_an_empty_index_of_any_rank_or_dtype_gives_an_empty_output():
+    x = mt.ones(2, 3, requires_grad=True)
+    out = mt.gather(x, 1, mt.zeros(5, 0, 7, dtype="int64"))
+    assert out.shape == (5, 0, 7) and out.dtype == "float32"
+    assert mt.gather(x, 1, mt.zeros(0)).shape == (0,)          # a float index, empty: PyTorch takes it
+    mt.gather(x, 1, mt.zeros(0, dtype="int64")).sum().backward()
+    assert x.grad.tolist() == [[0.0] * 3] * 2
+    with pytest.raises(ValueError, match="dim 5 is out of range"):
+        mt.gather(x, 5, mt.zeros(0, dtype="int64"))
