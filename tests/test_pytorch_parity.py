@@ -70,3 +70,65 @@ def test_gather_with_an_empty_index_of_any_rank_or_dtype_gives_an_empty_output()
     assert x.grad.tolist() == [[0.0] * 3] * 2
     with pytest.raises(ValueError, match="dim 5 is out of range"):
         mt.gather(x, 5, mt.zeros(0, dtype="int64"))
+
+
+# ---- every operation PyTorch has as a Tensor method is one here too ------------------------------
+import minitorch_attn.functional as F  # noqa: E402
+
+# name -> the arguments after the tensor (a 3x4 float64 tensor of values in (0.5, 1.5)); a
+# Tensor among them is made from the same values for both libraries. A new operation that
+# PyTorch has as a method makes the test below ask for its line here.
+_Y = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+METHOD_SAMPLES = {
+    "abs": (), "exp": (), "log": (), "sqrt": (), "tanh": (), "sigmoid": (), "relu": (),
+    "add": (_Y,), "sub": (_Y,), "div": (_Y,), "matmul": (_Y.T,), "maximum": (_Y,), "minimum": (_Y,), "pow": (3,),
+    "amax": (1,), "amin": (0,), "max": (), "min": (), "mean": (1,), "sum": (0,), "std": (1,), "var": (0,),
+    "logsumexp": (1,), "softmax": (1,), "log_softmax": (0,), "clamp": (0.7, 1.2),
+    "chunk": (2, 1), "split": (2, 1), "expand": (2, 3, 4), "flatten": (), "permute": (1, 0), "reshape": (4, 3),
+    "squeeze": (), "unsqueeze": (1,), "transpose": (0, 1), "tril": (), "triu": (1,),
+    "gather": (1, np.array([[0, 1], [2, 3], [1, 1]])), "masked_fill": (_Y > 0, 2.0), "where": (_Y > 0, 0.5),
+}
+NOT_COMPARED = {"backward"}   # a method of both, not an operation on values
+_X = np.linspace(0.5, 1.5, 12).reshape(3, 4)
+
+
+def _shared_method_names(torch):
+    ops = set(F.__all__) | {n for n in dir(mt) if not n.startswith("_") and callable(getattr(mt, n))}
+    return sorted(n for n in ops - NOT_COMPARED if hasattr(torch.Tensor, n))
+
+
+def _call(module_or_tensor, name, x, args, make):
+    args = [make(a) if isinstance(a, np.ndarray) else a for a in args]
+    out = getattr(module_or_tensor, name)(*args) if x is None else getattr(module_or_tensor, name)(x, *args)
+    return [np.asarray(o.tolist()) for o in out] if isinstance(out, (tuple, list)) else np.asarray(out.tolist())
+
+
+def test_sigmoid_and_logsumexp_are_tensor_methods():
+    x = mt.tensor(_X)
+    np.testing.assert_array_equal(x.sigmoid().numpy(), mt.sigmoid(x).numpy())
+    np.testing.assert_array_equal(x.logsumexp(1).numpy(), mt.logsumexp(x, 1).numpy())
+    np.testing.assert_array_equal(x.softmax(-1).numpy(), F.softmax(x, -1).numpy())
+    np.testing.assert_array_equal(x.where(x > 1, 0.0).numpy(), np.where(_X > 1, _X, 0.0))
+    assert x.add(x, alpha=2).tolist() == mt.add(x, x, alpha=2).tolist()
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_SAMPLES))
+def test_each_method_is_its_function(name):
+    if name == "where":
+        pytest.skip("Tensor.where(condition, other) is where(condition, self, other): tested above")
+    x, args = mt.tensor(_X), METHOD_SAMPLES[name]
+    method = _call(x, name, None, args, mt.tensor)
+    if name in ("expand", "permute"):         # x.permute(1, 0) is permute(x, (1, 0)), as PyTorch
+        args = (args,)
+    np.testing.assert_array_equal(method, _call(mt if hasattr(mt, name) else F, name, x, args, mt.tensor))
+
+
+def test_every_operation_pytorch_has_as_a_method_is_one_here_and_gives_pytorchs_values(torch):
+    names = _shared_method_names(torch)
+    assert set(names) <= set(METHOD_SAMPLES), f"no sample for {sorted(set(names) - set(METHOD_SAMPLES))}"
+    missing = [n for n in names if not hasattr(mt.Tensor, n)]
+    assert not missing, f"PyTorch has these as Tensor methods, mt.Tensor has not: {missing}"
+    for name in names:
+        ours = _call(mt.tensor(_X), name, None, METHOD_SAMPLES[name], mt.tensor)
+        theirs = _call(torch.tensor(_X), name, None, METHOD_SAMPLES[name], torch.tensor)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15, err_msg=name)
