@@ -132,3 +132,67 @@ def test_every_operation_pytorch_has_as_a_method_is_one_here_and_gives_pytorchs_
         ours = _call(mt.tensor(_X), name, None, METHOD_SAMPLES[name], mt.tensor)
         theirs = _call(torch.tensor(_X), name, None, METHOD_SAMPLES[name], torch.tensor)
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+# ---- state dicts and tensor() as PyTorch writes them ---------------------------------------------
+import minitorch_attn.nn as nn  # noqa: E402
+
+
+def _tied_gpt():
+    return nn.GPT(7, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
+
+
+def test_state_dict_lists_a_tied_weight_under_both_names_and_loads_it():
+    model = _tied_gpt()
+    state = model.state_dict()
+    assert "token_embedding.weight" in state and "lm_head.weight" in state
+    assert np.shares_memory(state["lm_head.weight"].numpy(), state["token_embedding.weight"].numpy())
+    other = _tied_gpt()
+    assert other.load_state_dict(state) == ([], [])                       # strict: nothing unexpected
+    assert other.lm_head.weight is other.token_embedding.weight           # still tied
+    np.testing.assert_array_equal(other.lm_head.weight.numpy(), model.token_embedding.weight.numpy())
+    del state["lm_head.weight"]                                           # listed once: still loads
+    assert _tied_gpt().load_state_dict(state) == ([], [])
+    del state["token_embedding.weight"]
+    assert _tied_gpt().load_state_dict(state, strict=False).missing_keys == ["token_embedding.weight",
+                                                                            "lm_head.weight"]
+
+
+def test_pytorchs_state_dict_of_a_tied_model_loads(torch):
+    from minitorch_attn.export import torch_config
+    from minitorch_attn.torch_gpt import GPT
+
+    model = _tied_gpt()
+    theirs = GPT(**torch_config(model))              # PyTorch's GPT, lm_head tied to the embedding
+    state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    assert np.shares_memory(state["lm_head.weight"], state["token_embedding.weight"])
+    assert model.load_state_dict(state) == ([], [])
+    np.testing.assert_array_equal(model.lm_head.weight.numpy(), state["lm_head.weight"])
+
+
+def test_tensor_of_a_list_of_tensors_is_torchs():
+    t = mt.tensor
+    assert t([t(1.0), t(2.0)]).shape == (2,) and t([t(1.0), t(2.0)]).dtype == "float32"
+    assert t([t([1.0]), t([2.0])]).shape == (2,)                          # one-element tensors are numbers
+    assert t([[t(1), t(2)], [t(3), 4]]).tolist() == [[1, 2], [3, 4]]
+    assert t([t(1.0, dtype="float64"), 2.5]).dtype == "float64"
+    assert t([t(1), 2.5]).dtype == "float32"
+    assert t([t(1, dtype="int32"), t(2, dtype="int32")]).dtype == "int32"
+    assert t([t(1, dtype="int32"), 2]).dtype == "int64"
+    assert t([t(True), t(False)]).dtype == "bool"
+    assert t([np.float64(1.5), 2.0]).dtype == "float64" and t(np.float64(2.0)).dtype == "float64"
+    assert t([t(1.0, requires_grad=True)]).requires_grad is False
+    with pytest.raises(ValueError, match="only one-element tensors"):
+        t([t([1.0, 2.0]), t([3.0, 4.0])])
+
+
+def test_tensor_of_a_list_of_tensors_matches_torch(torch):
+    cases = [lambda T, d: T([T(1.0), T(2.0)]), lambda T, d: T([T([1.0]), T([2.0])]),
+             lambda T, d: T([[T(1), T(2)], [T(3), 4]]), lambda T, d: T([T(1.0, dtype=d["float64"]), 2.5]),
+             lambda T, d: T([T(1, dtype=d["int32"]), 2]), lambda T, d: T([T(1, dtype=d["int32"]), T(2.0, dtype=d["float64"])]),
+             lambda T, d: T([[T(1.0)], [T(2.0)]]), lambda T, d: T([np.float32(1), 2.0])]
+    ours_dtypes = {"float64": "float64", "int32": "int32"}
+    their_dtypes = {"float64": torch.float64, "int32": torch.int32}
+    for case in cases:
+        ours, theirs = case(mt.tensor, ours_dtypes), case(torch.tensor, their_dtypes)
+        assert ours.tolist() == theirs.tolist() and ours.dtype == str(theirs.dtype).replace("torch.", "")
