@@ -196,3 +196,46 @@ def test_tensor_of_a_list_of_tensors_matches_torch(torch):
     for case in cases:
         ours, theirs = case(mt.tensor, ours_dtypes), case(torch.tensor, their_dtypes)
         assert ours.tolist() == theirs.tolist() and ours.dtype == str(theirs.dtype).replace("torch.", "")
+
+
+# ---- optimizers and zero_grad as PyTorch's --------------------------------------------------------
+import minitorch_attn.optim as optim  # noqa: E402
+
+
+@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: optim.Adam(ps, lr=0.1),
+                                  lambda ps: optim.AdamW(ps, lr=0.1)])
+def test_an_optimizer_takes_tensors_that_need_no_gradient_and_leaves_them_alone(make):
+    frozen, trained = mt.tensor([1.0, 2.0]), mt.tensor([1.0, 2.0], requires_grad=True)
+    opt = make([frozen, trained])
+    (trained * mt.tensor([1.0, -1.0])).sum().backward()
+    opt.step()
+    assert frozen.tolist() == [1.0, 2.0] and trained.tolist() != [1.0, 2.0]
+    assert len(opt.state_dict()["state"]) == 1
+
+
+def test_zero_grad_sets_to_none_by_default_or_fills_zeros_in_place():
+    model = nn.Linear(2, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    for owner in (model, opt):
+        model(mt.ones(1, 2)).sum().backward()
+        grad = model.weight.grad
+        owner.zero_grad(set_to_none=False)
+        assert model.weight.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+        assert grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]          # in place: a gradient held before sees it
+        owner.zero_grad()
+        assert model.weight.grad is None and model.bias.grad is None
+
+
+def test_optimizer_and_zero_grad_match_torch(torch):
+    theirs = [torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64,
+                                                                          requires_grad=True)]
+    ours = [mt.tensor([1.0, 2.0], dtype="float64"), mt.tensor([1.0, 2.0], dtype="float64", requires_grad=True)]
+    t_opt, o_opt = torch.optim.Adam(theirs, lr=0.1), optim.Adam(ours, lr=0.1)
+    for step in range(3):
+        (theirs[1] ** 2).sum().backward()
+        (ours[1] ** 2).sum().backward()
+        t_opt.step(), o_opt.step()
+        t_opt.zero_grad(set_to_none=step % 2 == 0), o_opt.zero_grad(set_to_none=step % 2 == 0)
+        assert (theirs[1].grad is None) == (ours[1].grad is None)
+    for t, o in zip(theirs, ours):
+        np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-12)

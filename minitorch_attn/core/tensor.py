@@ -222,8 +222,14 @@ class Tensor(InPlaceMethods):
         out._version_counter = self._version_counter
         return out
 
-    def zero_grad(self):
-        self.grad = None
+    def zero_grad(self, set_to_none=True):
+        """Forget this tensor's gradient (``grad = None``), or with ``set_to_none=False``
+        fill it with zeros in place, as ``Module.zero_grad`` and ``Optimizer.zero_grad``
+        do to each parameter (PyTorch's rule, used by both)."""
+        if self.grad is not None and not set_to_none:
+            self.grad = self.grad.detach().zero_()
+        else:
+            self.grad = None
 
     # ---- moving and converting --------------------------------------------------------
     def numpy(self):

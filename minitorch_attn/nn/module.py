@@ -125,9 +125,11 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient (``grad = None``, PyTorch's default), or with
+        ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
-            p.grad = None
+            p.zero_grad(set_to_none)
 
     def to(self, device):
         """Move every parameter to ``device`` in place (the Parameter objects stay the
