@@ -239,3 +239,46 @@ def test_optimizer_and_zero_grad_match_torch(torch):
         assert (theirs[1].grad is None) == (ours[1].grad is None)
     for t, o in zip(theirs, ours):
         np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-12)
+
+
+# ---- mt.manual_seed governs every random draw of the package --------------------------------------
+from minitorch_attn import data, sampling  # noqa: E402
+
+_QKV = np.linspace(-1.0, 1.0, 2 * 4 * 8).reshape(1, 2, 4, 8)
+RANDOM_DRAWS = {
+    "randn": lambda: mt.randn(5).tolist(), "rand": lambda: mt.rand(5).tolist(),
+    "randint": lambda: mt.randint(0, 100, (5,)).tolist(),
+    "init of a module": lambda: nn.Linear(3, 3).weight.tolist(),
+    "F.dropout": lambda: F.dropout(mt.ones(20), 0.5).tolist(),
+    "nn.Dropout": lambda: nn.Dropout(0.5)(mt.ones(20)).tolist(),
+    "attention dropout": lambda: F.scaled_dot_product_attention(*[mt.tensor(_QKV)] * 3, dropout_p=0.5).tolist(),
+    "flash attention dropout": lambda: F.flash_attention(*[mt.tensor(_QKV)] * 3, dropout_p=0.5).tolist(),
+    "sampling": lambda: sampling.generate_ids(nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4,
+                                                     dropout=0.0), [1, 2], 12),
+    "batches": lambda: data.get_batch(np.arange(100), 4, 8)[0].tolist(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_DRAWS))
+def test_manual_seed_makes_every_random_draw_repeat(name):
+    draw = RANDOM_DRAWS[name]
+    mt.manual_seed(7)
+    first, second = draw(), draw()
+    mt.manual_seed(7)
+    assert draw() == first and draw() == second
+    assert first != second                                   # the stream moves on between draws
+    mt.manual_seed(np.int64(8))                              # a NumPy int seeds too, as torch.manual_seed
+    assert draw() != first
+
+
+def test_no_unseeded_generator_in_the_package():
+    """Every draw goes through the backends' seeded streams: no module makes a generator of
+    fresh entropy (``default_rng()``) or uses NumPy's or Python's global one."""
+    import pathlib
+    import re
+    package = pathlib.Path(mt.__file__).parent
+    unseeded = re.compile(r"default_rng\(\)|numpy\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|"
+                          r"np\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|^import random|random\.random\(")
+    found = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if unseeded.search(line)]
+    assert not found, found

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 
 import numpy
@@ -292,13 +293,24 @@ def set_default_device(device):
 
 
 def manual_seed(seed):
-    """Seed the random numbers of every backend, in use now or made later (as torch.manual_seed)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
+    """Seed the random numbers of every backend, in use now or made later, and so every
+    random draw of the package: factories, initial weights, dropout, sampling, batches
+    (as ``torch.manual_seed``). ``seed``: an int, Python's or NumPy's."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)
     global _initial_seed
     _initial_seed = seed
     for backend in _backends.values():
         backend.manual_seed(seed)
+
+
+def host_generator():
+    """A NumPy ``Generator`` for draws made on the host (sampling the next token, picking a
+    batch's windows), seeded from the cpu backend's stream: after ``manual_seed(n)`` the
+    same program draws the same values, as PyTorch's ``multinomial`` does from its global
+    generator. Each call takes one number from the stream, so successive calls differ."""
+    return numpy.random.default_rng(get_backend("cpu").next_seed())
 
 
 
