@@ -282,3 +282,110 @@ def test_no_unseeded_generator_in_the_package():
     found = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py")
              for n, line in enumerate(path.read_text().splitlines(), 1) if unseeded.search(line)]
     assert not found, found
+
+
+# ---- arguments PyTorch accepts or refuses ---------------------------------------------------------
+_I = np.int64
+_x3 = np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4)
+# Calls with NumPy ints (and 0-d integer arrays as sizes) where an int is taken; each is
+# written for both libraries: f(lib, F, nn, x) with x a (2, 3, 4) float tensor.
+NUMPY_INT_CALLS = {
+    "sum": lambda m, F, nn, x: x.sum(_I(1)), "sum tuple": lambda m, F, nn, x: x.sum((_I(0), np.int32(2))),
+    "softmax": lambda m, F, nn, x: F.softmax(x, _I(1)), "log_softmax": lambda m, F, nn, x: F.log_softmax(x, _I(-1)),
+    "logsumexp": lambda m, F, nn, x: m.logsumexp(x, _I(1)),
+    "reshape": lambda m, F, nn, x: x.reshape(_I(6), np.array(4)), "zeros": lambda m, F, nn, x: m.zeros(np.array(2), _I(3)),
+    "split": lambda m, F, nn, x: x.split(_I(2), _I(2))[1], "split sizes": lambda m, F, nn, x: x.split([_I(1), _I(2)], 1)[1],
+    "chunk": lambda m, F, nn, x: x.chunk(_I(2), _I(2))[0], "gather": lambda m, F, nn, x: x.gather(_I(1), m.zeros(2, 1, 4, dtype=m.int64)),
+    "getitem": lambda m, F, nn, x: x[_I(1), _I(2)], "transpose": lambda m, F, nn, x: x.transpose(_I(0), _I(2)),
+    "unsqueeze": lambda m, F, nn, x: x.unsqueeze(_I(0)), "flatten": lambda m, F, nn, x: x.flatten(_I(1)),
+    "layer_norm": lambda m, F, nn, x: F.layer_norm(x, (_I(4),)),
+    "cross_entropy": lambda m, F, nn, x: F.cross_entropy(x[0], m.tensor([0, 1, 2]), ignore_index=_I(1)),
+    "nll_loss": lambda m, F, nn, x: F.nll_loss(x[0], m.tensor([0, 1, 2]), ignore_index=_I(1)),
+    "embedding": lambda m, F, nn, x: F.embedding(m.tensor([0, 1]), x[0], padding_idx=_I(0)),
+    "LayerNorm": lambda m, F, nn, x: nn.LayerNorm(_I(4))(x.float()).double(),
+    "RMSNorm": lambda m, F, nn, x: nn.RMSNorm(_I(4))(x.float()).double(),
+    "Embedding": lambda m, F, nn, x: nn.Embedding(_I(3), _I(2), padding_idx=_I(0)).weight[0],
+    "Linear": lambda m, F, nn, x: nn.Linear(_I(4), _I(2)).weight.shape[0] + m.zeros(1),
+}
+
+
+def _torch_modules(torch):
+    return torch, torch.nn.functional, torch.nn
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_INT_CALLS))
+def test_numpy_ints_are_taken_wherever_an_int_is(name):
+    mt.manual_seed(0)
+    out = NUMPY_INT_CALLS[name](mt, F, nn, mt.tensor(_x3, dtype="float64"))
+    assert isinstance(out, mt.Tensor)
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_INT_CALLS))
+def test_numpy_ints_give_what_pytorch_gives(torch, name):
+    if name in ("Embedding", "Linear"):
+        pytest.skip("random initial weights: shapes only, tested above")
+    if name == "split":
+        pytest.skip("torch.split refuses a NumPy int split_size (its Python wrapper checks for int); we take it")
+    ours = NUMPY_INT_CALLS[name](mt, F, nn, mt.tensor(_x3, dtype="float64"))
+    theirs = NUMPY_INT_CALLS[name](*_torch_modules(torch), torch.tensor(_x3))
+    float32 = name in ("LayerNorm", "RMSNorm")
+    tolerance = 1e-6 if float32 else 1e-12
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=tolerance, atol=tolerance)
+
+
+def test_numpy_ints_in_seed_and_thread_count():
+    mt.manual_seed(np.int64(3))
+    before = mt.get_num_threads()
+    try:
+        mt.set_num_threads(np.int64(1))
+        assert mt.get_num_threads() == 1
+    finally:
+        mt.set_num_threads(before)
+
+
+@pytest.mark.parametrize("call", [lambda x: x.sum(1, keepdim=1), lambda x: mt.mean(x, 1, keepdim=None),
+                                  lambda x: x.max(1, keepdim="no"), lambda x: mt.var(x, 1, keepdim=np.bool_(True)),
+                                  lambda x: mt.amin(x, 1, keepdim=0), lambda x: mt.logsumexp(x, 1, keepdim=1),
+                                  lambda x: x.argmax(1, keepdim=1), lambda x: mt.std(x, 1, keepdim=1)])
+def test_keepdim_must_be_a_bool_as_pytorch_checks_it(call):
+    with pytest.raises(TypeError, match="keepdim must be True or False, got"):
+        call(mt.ones(2, 3))
+
+
+@pytest.mark.parametrize("mode", [1, None, "eval", np.bool_(True)])
+def test_module_train_mode_must_be_a_bool(mode):
+    with pytest.raises(ValueError, match="training mode is expected to be boolean"):
+        nn.Linear(2, 2).train(mode)
+
+
+def test_flags_pytorch_reads_by_truth_are_read_so():
+    assert nn.Linear(2, 2, bias=0).bias is None                          # as torch.nn.Linear(2, 2, bias=0)
+    x = mt.ones(3)
+    assert F.dropout(x, 0.5, training=False, inplace=1) is x
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_dropout_probability_0_and_1_are_taken_everywhere(p):
+    x = mt.ones(2, 4, 8)
+    expected = np.ones((2, 4, 8)) * (1.0 - p)
+    np.testing.assert_array_equal(F.dropout(x, p).numpy(), expected)
+    np.testing.assert_array_equal(nn.Dropout(p)(x).numpy(), expected)
+    q = mt.tensor(_QKV)
+    for attention in (F.scaled_dot_product_attention, F.flash_attention):
+        out = attention(q, q, q, dropout_p=p).numpy()
+        assert (out == 0).all() if p == 1 else (out != 0).any()
+    for module in (nn.MultiHeadAttention(8, 2, dropout=p), nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4,
+                                                                  dropout=p),
+                   nn.TransformerEncoder(11, 8, 2, 16, 1, max_seq_len=4, dropout=p)):
+        module.train()
+        inputs = [mt.randn(1, 4, 8)] * 3 if isinstance(module, nn.MultiHeadAttention) else [mt.tensor([[1, 2, 3]])]
+        out = module(*inputs)
+        assert (out[0] if isinstance(out, tuple) else out).shape[0] == 1
+
+
+def test_dropout_in_place_writes_into_its_input():
+    x = mt.ones(1000)
+    out = F.dropout(x, 0.5, inplace=True)
+    assert out is x and set(np.unique(x.numpy())) == {0.0, 2.0}
+    y = mt.ones(10)
+    assert nn.Dropout(1.0, inplace=True)(y) is y and y.tolist() == [0.0] * 10

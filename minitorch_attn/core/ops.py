@@ -44,6 +44,13 @@ def _normalize_dims(dim, ndim, what="dim"):
 
 
 
+def _check_keepdim(keepdim):
+    """A reduction's ``keepdim``: True or False only, as PyTorch checks it (``keepdim=1``,
+    ``None`` or ``"no"`` are a TypeError there too, not read by their truth)."""
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"keepdim must be True or False, got {keepdim!r}")
+
+
 # ---- broadcasting, checked where it can fail ------------------------------------------------------
 def broadcast_shapes(*shapes):
     """NumPy's broadcast of several shapes, or None when they do not broadcast: compared

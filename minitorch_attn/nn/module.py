@@ -118,8 +118,16 @@ class Module:
 
     # ---- modes and gradients ------------------------------------------------------------
     def train(self, mode=True):
+        """Set ``training`` to ``mode`` in this module and every module below it; returns self.
+
+        Raises:
+            ValueError: for a ``mode`` that is not True or False (PyTorch's check and error:
+                ``train("eval")`` would otherwise read as True).
+        """
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self):
