@@ -389,3 +389,15 @@ def test_dropout_in_place_writes_into_its_input():
     assert out is x and set(np.unique(x.numpy())) == {0.0, 2.0}
     y = mt.ones(10)
     assert nn.Dropout(1.0, inplace=True)(y) is y and y.tolist() == [0.0] * 10
+
+
+def test_full_and_arange_take_their_dtype_from_the_values_as_pytorch():
+    assert mt.full((2,), 3).dtype == "int64" and mt.full((2,), np.int64(3)).dtype == "int64"
+    assert mt.full((2,), True).dtype == "bool" and mt.full((2,), 0.5).dtype == "float32"
+    assert mt.full((2,), 3, dtype="float64").dtype == "float64"
+    assert mt.arange(np.int64(5)).dtype == "int64" and mt.arange(5.0).dtype == "float32"
+
+
+def test_full_matches_torch(torch):
+    for value in (3, np.int64(3), True, 0.5):
+        assert mt.full((2,), value).dtype == str(torch.full((2,), value).dtype).replace("torch.", "")

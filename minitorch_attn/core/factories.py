@@ -53,7 +53,9 @@ def _element_dtype(value):
         return value.dtype
     if isinstance(value, numpy.generic):
         return _host_array(value).dtype.name
-    return "bool" if isinstance(value, bool) else "int64" if isinstance(value, numbers.Integral) else get_default_dtype()
+    if isinstance(value, bool):
+        return "bool"
+    return "int64" if isinstance(value, numbers.Integral) else get_default_dtype()
 
 
 def _unpack_elements(data, dtypes):
@@ -171,16 +173,22 @@ def ones(*shape, dtype=None, device=None, requires_grad=False):
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor of the given shape filled with ``fill_value``; the default float dtype (float32) by default.
+    """A tensor of the given shape filled with ``fill_value``; by default of the value's
+    dtype, as ``torch.full``: bool for a bool, int64 for an int (Python's or NumPy's), the
+    default float dtype (float32) for a float.
 
     Raises:
         TypeError: for a fill value that is not a real number.
         ValueError: for NaN or infinity in an int dtype (as PyTorch: no int holds them).
     """
-    backend, dt = _resolve(dtype, device)
-    shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
     if not isinstance(fill_value, numbers.Real):
         raise TypeError(f"full: fill_value must be a real number, got {fill_value!r}")
+    if dtype is None and isinstance(fill_value, (bool, numpy.bool_)):
+        dtype = "bool"
+    elif dtype is None and _is_int(fill_value):
+        dtype = int64
+    backend, dt = _resolve(dtype, device)
+    shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
     if dtype_name(dtype or get_default_dtype()) in ("int32", "int64") and not math.isfinite(fill_value):
         raise ValueError(f"full: fill_value {fill_value!r} cannot be converted to {dtype_name(dtype)}")
     return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
@@ -212,7 +220,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if step == 0:
         raise ValueError("arange: step must not be 0")
     if dtype is None:
-        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else get_default_dtype()
+        dtype = int64 if all(_is_int(v) for v in (start, end, step)) else get_default_dtype()
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.arange(start, end, step, dtype=dt, device=backend.device), requires_grad)
 

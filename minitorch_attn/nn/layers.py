@@ -10,7 +10,7 @@ import math
 import numbers
 
 from .. import functional as F
-from ..functional._checks import _check_eps, _check_flag, _check_probability
+from ..functional._checks import _check_eps, _check_probability
 from ..core.factories import ones, rand, randn, tensor, zeros
 from ..core.shape_ops import where
 from ..core.tensor import Tensor, _is_int
@@ -184,7 +184,6 @@ class LayerNorm(Module):
 
     Raises:
         ValueError: for a bad ``normalized_shape`` or ``eps``.
-        TypeError: for ``elementwise_affine`` or ``bias`` that is not a bool.
     """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
@@ -192,8 +191,7 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = _check_eps(eps, "LayerNorm", dtype)
-        _check_flag(elementwise_affine, "LayerNorm: elementwise_affine")
-        _check_flag(bias, "LayerNorm: bias")
+        elementwise_affine, bias = bool(elementwise_affine), bool(bias)    # read by their truth, as PyTorch
         self.elementwise_affine = elementwise_affine
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
         has_bias = elementwise_affine and bias
@@ -223,8 +221,7 @@ class RMSNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
-        _check_flag(elementwise_affine, "RMSNorm: elementwise_affine")
-        self.elementwise_affine = elementwise_affine
+        self.elementwise_affine = elementwise_affine = bool(elementwise_affine)   # by its truth, as PyTorch
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
 
     def forward(self, x):
