@@ -401,3 +401,8 @@ def test_full_and_arange_take_their_dtype_from_the_values_as_pytorch():
 def test_full_matches_torch(torch):
     for value in (3, np.int64(3), True, 0.5):
         assert mt.full((2,), value).dtype == str(torch.full((2,), value).dtype).replace("torch.", "")
+
+
+def test_a_0d_array_as_a_dim_is_refused_with_a_clear_message():
+    with pytest.raises(TypeError, match=r"dim must be an int or a tuple of ints, got array\(1\)"):
+        mt.ones(2, 3).sum(np.array(1))

@@ -32,7 +32,10 @@ def _normalize_dims(dim, ndim, what="dim"):
     """
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
+    try:
+        dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
+    except TypeError:                                   # a 0-d array: iterable in name only
+        raise TypeError(f"{what} must be an int or a tuple of ints, got {dim!r}") from None
     out = []
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, numbers.Integral):
