@@ -18,19 +18,17 @@ from . import nn
 from .core.autograd import no_grad
 from .core.backend import host_generator
 from .core.factories import tensor
+from .core.tensor import _is_int
 from .data import CharVocab
 
 
 def _check_sampling(max_new_tokens, temperature, top_k, top_p=None):
     """Raise a ValueError unless the sampling options make sense."""
-    def is_int(value):
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-    if not is_int(max_new_tokens) or max_new_tokens < 0:
+    if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
         raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
-    if top_k is not None and (not is_int(top_k) or top_k < 1):
+    if top_k is not None and (not _is_int(top_k) or top_k < 1):
         raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
     if top_p is not None and (not isinstance(top_p, numbers.Real) or isinstance(top_p, bool) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be a number in (0, 1] (or None for the whole vocabulary), got {top_p!r}")
