@@ -3,7 +3,7 @@
 ``x.softmax(-1)`` is ``F.softmax(x, -1)``, ``x.add(y, alpha=2)`` is ``mt.add(x, y, alpha=2)``.
 
 A method is its function with the tensor as the first argument (PyTorch's rule, and the
-one here), so the table :data:`METHODS` says all there is: a name and the function it calls.
+one here), so the table ``METHODS`` says all there is: a name and the function it calls.
 ``core/tensor.py`` defines the methods of the operations of ``core/`` that it imports; the
 ones below call operations defined after it (:mod:`minitorch_attn.functional`, and the
 core modules that import ``tensor``), so they are attached once both exist, when the

@@ -318,7 +318,7 @@ def dropout(x, p=0.5, training=True, inplace=False):
     The identity (``x`` itself) when ``training`` is False or ``p == 0``; zeros when
     ``p == 1``. Random numbers come from the seeded stream of :func:`manual_seed`. With
     ``inplace`` (read by its truth, as PyTorch reads it) the result is written into ``x``
-    (:meth:`~minitorch_attn.Tensor.copy_`, PyTorch's in-place rules) and ``x`` returned.
+    (``Tensor.copy_``, PyTorch's in-place rules) and ``x`` returned.
 
     Raises:
         TypeError: for a non-float tensor or a ``training`` that is not a bool.

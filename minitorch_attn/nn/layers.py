@@ -131,7 +131,7 @@ class Embedding(Module):
 class Dropout(Module):
     """Zero each element with probability ``p`` (in [0, 1]) and scale the rest by
     ``1/(1-p)`` while training; the identity in eval mode (Srivastava et al., JMLR 2014;
-    inverted dropout). ``inplace``: write into the input (:func:`F.dropout`'s).
+    inverted dropout). ``inplace``: write into the input (as ``F.dropout``'s).
 
     Raises:
         ValueError: for ``p`` outside [0, 1].
