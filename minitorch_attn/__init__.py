@@ -34,6 +34,7 @@ from .allocator import keep_freed_memory  # the commands, demos and benchmarks c
 from . import functional  # import minitorch_attn.functional as F
 from .functional import sigmoid  # torch.sigmoid
 from .functional.softmax import logsumexp  # torch.logsumexp (F has none)
+from . import tensor_methods  # noqa: F401  x.sigmoid(), x.softmax(dim), x.add(y): PyTorch's Tensor methods
 from .gradcheck import GradcheckError, GradcheckReport, check_gradients, gradcheck
 from .graph import draw_graph
 

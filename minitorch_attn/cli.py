@@ -28,7 +28,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .argtypes import (
     CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
-    positive_int, probability, unit_interval, usable_device,
+    positive_int, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
@@ -101,7 +101,7 @@ def add_train(subparsers):
     model.add_argument("--num-layers", type=positive_int, default=3, action=_Given, help="Transformer blocks")
     model.add_argument("--num-heads", type=positive_int, default=4, action=_Given, help="attention heads per block")
     model.add_argument("--block-size", type=positive_int, default=64, action=_Given, help="context length in characters")
-    model.add_argument("--dropout", type=probability, default=0.0, action=_Given, help="dropout probability")
+    model.add_argument("--dropout", type=unit_interval, default=0.0, action=_Given, help="dropout probability")
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default=DEFAULT_BLOCK["norm"], action=_Given,
                        help="normalization layer")
     model.add_argument("--mlp", choices=("gelu", "swiglu"), default=DEFAULT_BLOCK["mlp"], action=_Given,

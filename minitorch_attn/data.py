@@ -25,6 +25,7 @@ import stat
 
 import numpy
 
+from .core.backend import host_generator
 from .core.factories import tensor
 
 LN2 = math.log(2.0)
@@ -155,8 +156,10 @@ def shortest_text(block_size, val_fraction):
     return length
 
 
-def get_batch(ids, batch_size, block_size, rng, device="cpu"):
-    """``batch_size`` random windows of ``ids`` (a 1-D int64 NumPy array).
+def get_batch(ids, batch_size, block_size, rng=None, device="cpu"):
+    """``batch_size`` random windows of ``ids`` (a 1-D int64 NumPy array), their starts
+    drawn by ``rng`` (a NumPy ``Generator``), or from the package's stream
+    (:func:`minitorch_attn.manual_seed`) when None.
 
     Returns:
         ``(x, y)``, int64 Tensors of shape ``(batch_size, block_size)`` on ``device``,
@@ -166,6 +169,7 @@ def get_batch(ids, batch_size, block_size, rng, device="cpu"):
     """
     if len(ids) <= block_size:
         raise ValueError(f"{len(ids)} tokens are too few for windows of {block_size} + 1")
+    rng = rng if rng is not None else host_generator()
     starts = rng.integers(0, len(ids) - block_size, size=batch_size)
     windows = numpy.stack([ids[s:s + block_size + 1] for s in starts])
     return tensor(windows[:, :-1], device=device), tensor(windows[:, 1:], device=device)

@@ -42,10 +42,14 @@ class Optimizer:
     Args:
         params: an iterable of Parameters, or of dicts ``{"params": [...], **options}``.
         defaults: the hyperparameters every group starts from.
+    A tensor that does not require gradients may be listed, as in PyTorch: it has no
+    gradient, so :meth:`step` leaves it alone (a frozen layer's parameters, listed with the
+    rest, stay as they are).
+
     Raises:
-        ValueError: if there are no parameters, or one appears twice.
+        ValueError: if there are no parameters, one appears twice, or one is not a leaf.
         TypeError: if ``params`` is a single Tensor (as PyTorch: wrap it in a list), a group
-            has no ``"params"``, or a parameter does not require gradients.
+            has no ``"params"``, or a parameter is not a Tensor.
     """
 
     def __init__(self, params, defaults):
@@ -64,8 +68,12 @@ class Optimizer:
                 raise TypeError(f"a parameter group must be a dict with a 'params' list, got {group!r:.80}")
             group = {**self.defaults, **group, "params": list(group["params"])}
             for p in group["params"]:
-                if not getattr(p, "requires_grad", False):
-                    raise TypeError(f"{type(self).__name__} can only optimize tensors that require gradients")
+                if not isinstance(p, Tensor):
+                    raise TypeError(f"{type(self).__name__} can only optimize Tensors, but one of the params "
+                                    f"is {type(p).__name__}")
+                if p.grad_fn is not None:
+                    raise ValueError(f"{type(self).__name__} can't optimize a non-leaf Tensor (the result of an "
+                                     f"operation); give it the leaf, the Parameter itself")
                 if id(p) in seen:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
@@ -75,10 +83,11 @@ class Optimizer:
     def parameters(self):
         return [p for group in self.param_groups for p in group["params"]]
 
-    def zero_grad(self):
-        """Forget every parameter's gradient (``grad = None``, as PyTorch's default)."""
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient (``grad = None``, as PyTorch's default), or with
+        ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
-            p.grad = None
+            p.zero_grad(set_to_none)
 
     def step(self):
         """Update every parameter that has a gradient (``_update`` of each, with its group's

@@ -16,20 +16,19 @@ import numpy
 from . import checkpoint as ckpt
 from . import nn
 from .core.autograd import no_grad
+from .core.backend import host_generator
 from .core.factories import tensor
+from .core.tensor import _is_int
 from .data import CharVocab
 
 
 def _check_sampling(max_new_tokens, temperature, top_k, top_p=None):
     """Raise a ValueError unless the sampling options make sense."""
-    def is_int(value):
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-    if not is_int(max_new_tokens) or max_new_tokens < 0:
+    if not _is_int(max_new_tokens) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if not isinstance(temperature, numbers.Real) or not 0 <= temperature < math.inf:
         raise ValueError(f"temperature must be a finite number >= 0 (0 = always the likeliest), got {temperature!r}")
-    if top_k is not None and (not is_int(top_k) or top_k < 1):
+    if top_k is not None and (not _is_int(top_k) or top_k < 1):
         raise ValueError(f"top_k must be an int >= 1 (or None for the whole vocabulary), got {top_k!r}")
     if top_p is not None and (not isinstance(top_p, numbers.Real) or isinstance(top_p, bool) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be a number in (0, 1] (or None for the whole vocabulary), got {top_p!r}")
@@ -102,7 +101,7 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=
     _check_sampling(max_new_tokens, temperature, top_k, top_p)
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
-    rng = rng if rng is not None else numpy.random.default_rng()
+    rng = rng if rng is not None else host_generator()    # governed by mt.manual_seed
     ids, new, all_logits = list(ids), [], []
     with nn.in_eval_mode(model), no_grad():
         cache, feed = None, None
@@ -131,7 +130,8 @@ def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=No
     Characters of the prompt that are not in the vocabulary are replaced by its fallback
     (see :class:`CharVocab`); an empty prompt starts from a newline (or the first token).
     With ``stream`` (a text file such as ``sys.stdout``) the prompt and then each character
-    are also written to it, and flushed, as they are generated.
+    are also written to it, and flushed, as they are generated. ``seed``: the draws' own
+    seed, or None to draw from the package's stream (:func:`minitorch_attn.manual_seed`).
     """
     ids = list(vocab.encode(prompt)) if prompt else [vocab.index.get("\n", 0)]
     if stream is not None:
@@ -142,7 +142,8 @@ def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=No
         stream.write(vocab.decode([token]))
         stream.flush()
 
-    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, top_p, numpy.random.default_rng(seed),
+    rng = host_generator() if seed is None else numpy.random.default_rng(seed)   # None: from mt.manual_seed
+    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, top_p, rng,
                        device=device, on_token=show if stream is not None else None)
     return prompt + vocab.decode(new)
 
@@ -194,7 +195,8 @@ def run_sample(args):
     if vocab.unknown_count > before:
         print(f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
               f"and are read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
+    seed = args.seed if args.seed is not None else numpy.random.SeedSequence().entropy  # a new sample each run
     generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-             args.seed, args.device, stream=sys.stdout)
+             seed, args.device, stream=sys.stdout)
     print()
     return 0

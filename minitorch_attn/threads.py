@@ -38,6 +38,7 @@ process-wide: calling the package from several threads at once shares it.
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import statistics
 import threading
@@ -75,8 +76,9 @@ def set_num_threads(n):
     """
     global _requested
     if n is not None:
-        if not isinstance(n, int) or isinstance(n, bool):
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):   # Python's or NumPy's
             raise TypeError(f"set_num_threads: expected an int >= 1 or None, got {n!r}")
+        n = int(n)
         if n < 1:
             raise ValueError(f"set_num_threads: expected an int >= 1 or None, got {n}")
         if n > available_cores():
@@ -223,7 +225,7 @@ class FastestThreads:
             raise ValueError("FastestThreads: expected at least one candidate thread count")
         for name, value, least in [("a candidate", n, 1) for n in self.candidates] + [
                 ("trial", trial, 1), ("period", period, 0), ("warmup", warmup, 0)]:
-            if not isinstance(value, int) or isinstance(value, bool):
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
                 raise TypeError(f"FastestThreads: {name} must be an int, got {value!r}")
             if value < least:
                 raise ValueError(f"FastestThreads: {name} must be >= {least}, got {value}")

@@ -65,7 +65,7 @@ def _fails_with_status_2(argv, capsys):
 @pytest.mark.parametrize("flag, value", [
     ("--steps", "0"), ("--steps", "-3"), ("--time-budget", "-1"), ("--time-budget", "nan"),
     ("--eval-interval", "0"), ("--eval-windows", "0"), ("--batch-size", "0"), ("--block-size", "0"),
-    ("--d-model", "0"), ("--num-layers", "0"), ("--num-heads", "0"), ("--dropout", "1"),
+    ("--d-model", "0"), ("--num-layers", "0"), ("--num-heads", "0"), ("--dropout", "1.5"),
     ("--dropout", "-0.1"), ("--val-fraction", "0"), ("--val-fraction", "1"), ("--lr", "0"),
     ("--lr", "inf"), ("--grad-clip", "-1"), ("--warmup-steps", "-1"), ("--weight-decay", "-1"),
     ("--sample-tokens", "-1"), ("--seed", "-1"), ("--steps", "two"), ("--top-p", "0"), ("--top-p", "1.5"),

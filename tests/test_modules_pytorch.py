@@ -78,11 +78,12 @@ def test_rms_norm_without_affine(affine):
     np.testing.assert_array_equal(rn(x).numpy(), F.rms_norm(x, (4,), rn.weight).numpy())
 
 
-def test_norm_flags_must_be_bools():
-    with pytest.raises(TypeError, match="bias must be True or False"):
-        nn.LayerNorm(4, bias="no")
-    with pytest.raises(TypeError, match="elementwise_affine must be True or False"):
-        nn.RMSNorm(4, elementwise_affine=0)
+def test_norm_flags_are_read_by_their_truth_as_pytorch_reads_them():
+    # torch.nn.LayerNorm(4, bias=0) has no bias; the flags of PyTorch's module constructors
+    # are plain Python truth tests (a functional op's flags, is_causal, training, are checked)
+    assert nn.LayerNorm(4, bias=0).bias is None and nn.LayerNorm(4, bias=0).weight is not None
+    assert nn.RMSNorm(4, elementwise_affine=0).weight is None
+    assert nn.LayerNorm(4, elementwise_affine=None).weight is None
 
 
 def test_norm_modules_match_torch(torch):

@@ -310,9 +310,11 @@ def test_gpt_is_a_decoder_not_an_encoder_and_keeps_its_parameter_names():
     assert not isinstance(gpt, nn.TransformerEncoder)
     block = ["attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight", "norm1.bias", "norm2.weight",
              "norm2.bias", "ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]
-    # the names of checkpoints written before GPT and TransformerEncoder were separated
+    # the names of checkpoints written before GPT and TransformerEncoder were separated, and
+    # the tied lm_head.weight listed again at the end, as PyTorch's state_dict lists it
     assert list(gpt.state_dict()) == ["token_embedding.weight", "position_embedding.weight",
-                                      *(f"blocks.0.{name}" for name in block), "norm.weight", "norm.bias"]
+                                      *(f"blocks.0.{name}" for name in block), "norm.weight", "norm.bias",
+                                      "lm_head.weight"]
 
 
 def test_the_mask_argument_is_attn_mask_as_in_functional():

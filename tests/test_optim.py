@@ -116,8 +116,10 @@ def test_bad_arguments_raise():
         optim.Adam([])
     with pytest.raises(ValueError, match="beta1"):
         optim.Adam([_param(P0)], betas=(1.0, 0.9))
-    with pytest.raises(TypeError, match="require gradients"):
-        optim.SGD([mt.tensor(P0)])
+    with pytest.raises(TypeError, match="can only optimize Tensors, but one of the params is list"):
+        optim.SGD([P0])
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        optim.SGD([_param(P0) * 2])
 
 
 def test_state_dict_round_trip_continues_identically():

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numbers
 
+import numpy
+
 from .ops import Broadcasting
+from .factories import tensor
 from .tensor import Tensor
 
 ROUNDING_MODES = (None, "trunc", "floor")
@@ -21,6 +24,17 @@ def _check_alpha(alpha, what):
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"{what}: alpha must be a number, got {alpha!r}")
     return alpha
+
+
+def _operands(input, other, what):
+    """``input, other``, with ``input`` made a 0-d Tensor when both are numbers, as PyTorch
+    does (``torch.div(7, 2)`` is ``tensor(3.5000)``, ``torch.add(2., 3)`` is float32)."""
+    if isinstance(input, Tensor) or isinstance(other, Tensor):
+        return input, other
+    for value in (input, other):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{what}: expected Tensors or numbers, got {type(value).__name__}")
+    return tensor(input), other
 
 
 def _is_bool(x):
@@ -38,6 +52,7 @@ def add(input, other, alpha=1):
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     alpha = _check_alpha(alpha, "add")
+    input, other = _operands(input, other, "add")
     if alpha == 1 or (_is_bool(other) and isinstance(alpha, numbers.Integral) and alpha):
         return input + other            # a bool times a nonzero int is the bool itself, as PyTorch
     return input + alpha * other
@@ -54,10 +69,35 @@ def sub(input, other, alpha=1):
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     alpha = _check_alpha(alpha, "sub")
+    input, other = _operands(input, other, "sub")
     if _is_bool(input) or _is_bool(other):
         raise TypeError("sub: subtraction with a bool tensor is not supported, as in PyTorch "
                         "(use logical_xor, the ^ operator, or ~ instead)")
     return input - other if alpha == 1 else input - alpha * other
+
+
+def _floor_divide(backend, a, b):
+    """``floor(a / b)`` of floats as PyTorch computes it (``div_floor_floating`` in
+    ``c10/util/generic_math.h``, also NumPy's ``floor_divide``), not as ``floor`` of the
+    rounded quotient ``a / b``: that quotient can round up onto an integer the exact one
+    is below (``a = 1, b = 0.1``: ``1 / 0.1`` is exactly 10.0, while 0.1 is stored a little
+    above 1/10, so the exact quotient is below 10 and its floor is 9).
+
+    1. ``mod = fmod(a, b)``, exact, with the sign of ``a``; ``a - mod`` is a multiple of ``b``;
+    2. ``div = (a - mod) / b``, nearly an integer: the truncated quotient;
+    3. where ``mod`` and ``b`` differ in sign, the truncation went up: ``div - 1``;
+    4. round ``div`` to the integer it is near: its floor, plus 1 when more than 0.5 below;
+    5. a zero keeps the sign of ``a / b``; ``b = 0`` gives IEEE's ``a / b`` (inf or NaN).
+    """
+    xp = backend.xp
+    quotient = a / b
+    mod = backend.fmod(a, b)                                                           # 1
+    div = (a - mod) / b                                                                # 2
+    div = xp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)                 # 3
+    floordiv = xp.floor(div)                                                           # 4
+    floordiv = xp.where(div - floordiv > 0.5, floordiv + 1, floordiv)
+    floordiv = xp.where(div == 0, xp.copysign(xp.zeros_like(floordiv), quotient), floordiv)   # 5
+    return xp.where(b == 0, quotient, floordiv)
 
 
 class RoundedDiv(Broadcasting):
@@ -75,8 +115,8 @@ class RoundedDiv(Broadcasting):
         ctx.shapes = [getattr(x, "shape", ()) for x in (a, b)]
         floats = [x.dtype for x in (a, b) if hasattr(x, "dtype") and str(x.dtype).startswith("float")]
         if floats or isinstance(a, float) or isinstance(b, float):
-            quotient = a / b
-            return xp.floor(quotient) if rounding_mode == "floor" else xp.trunc(quotient)
+            with numpy.errstate(divide="ignore", invalid="ignore"):    # b = 0: inf or NaN, as IEEE's
+                return _floor_divide(ctx.backend, a, b) if rounding_mode == "floor" else xp.trunc(a / b)
         if rounding_mode == "floor":
             return a // b
         magnitude = xp.abs(a) // xp.abs(b)                         # trunc: round |a / b| down, then sign
@@ -94,16 +134,16 @@ def div(input, other, rounding_mode=None):
     (integers then stay integer; the gradient is 0, as PyTorch's).
 
     Raises:
-        TypeError: when neither operand is a Tensor (with a rounding mode).
+        TypeError: for an operand that is neither a Tensor nor a number (two numbers give
+            a 0-d Tensor, as PyTorch's).
         ValueError: for another ``rounding_mode``, or shapes that do not broadcast.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     if rounding_mode not in ROUNDING_MODES:
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    input, other = _operands(input, other, "div")
     if rounding_mode is None:
         return input / other
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        raise TypeError("div: expected a Tensor among the operands")
     return RoundedDiv.apply(input, other, rounding_mode=rounding_mode)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 
 import numpy
@@ -78,6 +79,14 @@ class Backend:
         xp = self.xp
         return xp.astype(_erf_float64(xp, xp.astype(x, xp.float64)), x.dtype)
 
+    def fmod(self, a, b):
+        """C's ``fmod``, elementwise: ``a - b * trunc(a / b)`` computed exactly (the result is
+        representable), with the sign of ``a``. The array API has only ``remainder``, whose
+        result (sign of ``b``) is not always representable (``remainder(-501, 1e20)`` rounds
+        to ``1e20``), so the generic version computes it on the host."""
+        host = [self.to_numpy(v) if hasattr(v, "shape") else v for v in (a, b)]
+        return self.asarray(numpy.fmod(*host))
+
     def index_add(self, num_rows, index, values):
         """Return ``out`` of shape ``(num_rows, *values.shape[index.ndim:])`` with
         ``out[index[i]] += values[i]`` for every position ``i`` of ``index``, repeated
@@ -122,6 +131,9 @@ class NumpyBackend(Backend):
 
         super().__init__(xp, device=None)
 
+    def fmod(self, a, b):
+        return self.xp.fmod(a, b)
+
     def index_add(self, num_rows, index, values):
         """speed: the rows of ``values`` sorted by their index and summed run by run
         (``add.reduceat``), 5x faster than ``numpy.add.at`` for an embedding's backward
@@ -165,6 +177,9 @@ class CupyBackend(Backend):
 
     def to_numpy(self, array):
         return array.get()
+
+    def fmod(self, a, b):
+        return self.xp.fmod(a, b)
 
     def erf(self, x):
         import cupyx.scipy.special
@@ -278,13 +293,24 @@ def set_default_device(device):
 
 
 def manual_seed(seed):
-    """Seed the random numbers of every backend, in use now or made later (as torch.manual_seed)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
+    """Seed the random numbers of every backend, in use now or made later, and so every
+    random draw of the package: factories, initial weights, dropout, sampling, batches
+    (as ``torch.manual_seed``). ``seed``: an int, Python's or NumPy's."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)
     global _initial_seed
     _initial_seed = seed
     for backend in _backends.values():
         backend.manual_seed(seed)
+
+
+def host_generator():
+    """A NumPy ``Generator`` for draws made on the host (sampling the next token, picking a
+    batch's windows), seeded from the cpu backend's stream: after ``manual_seed(n)`` the
+    same program draws the same values, as PyTorch's ``multinomial`` does from its global
+    generator. Each call takes one number from the stream, so successive calls differ."""
+    return numpy.random.default_rng(get_backend("cpu").next_seed())
 
 
 

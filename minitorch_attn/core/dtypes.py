@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy
+
 float32 = "float32"
 float64 = "float64"
 int32 = "int32"
@@ -59,12 +61,18 @@ def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _is_size(value):
+    """A size in a shape: an int (:func:`_is_int`), or a 0-d integer array, which PyTorch
+    reads as its int in a shape (``torch.zeros(numpy.array(2))``; not as a dim)."""
+    return _is_int(value) or (isinstance(value, numpy.ndarray) and value.ndim == 0 and value.dtype.kind in "iu")
+
+
 def _shape_args(shape):
     """Accept ``f(2, 3)`` and ``f((2, 3))`` as PyTorch does; NumPy ints become Python ints."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if not _is_int(s) or s < 0:
+        if not _is_size(s) or s < 0:
             raise TypeError(f"a shape must be non-negative ints, got {shape!r}")
     return tuple(int(s) for s in shape)
 

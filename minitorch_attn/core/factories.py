@@ -13,6 +13,7 @@ import numbers
 import numpy
 
 from .backend import backend_of, get_backend
+from .dtypes import _category
 from .tensor import FLOAT_DTYPES, Tensor, _is_int, _shape_args, dtype_name, get_default_dtype, int64
 
 
@@ -45,25 +46,89 @@ def _host_array(data):
     return host
 
 
+def _element_dtype(value):
+    """The dtype PyTorch infers for one element of a list: a Tensor's or a NumPy scalar's
+    own, the default float dtype for a Python float, int64 for an int, bool for a bool."""
+    if isinstance(value, Tensor):
+        return value.dtype
+    if isinstance(value, numpy.generic):
+        return _host_array(value).dtype.name
+    if isinstance(value, bool):
+        return "bool"
+    return "int64" if isinstance(value, numbers.Integral) else get_default_dtype()
+
+
+def _unpack_elements(data, dtypes):
+    """``data`` (nested lists) with each Tensor element replaced by its one value, as
+    ``torch.tensor`` reads a list of tensors: a 0-d or one-element tensor is a number
+    (``[tensor([1.]), tensor([2.])]`` has shape (2,)). Adds each element's dtype to ``dtypes``.
+
+    Raises:
+        ValueError: for a tensor of more than one element, as PyTorch.
+    """
+    if isinstance(data, (list, tuple)):
+        return [_unpack_elements(item, dtypes) for item in data]
+    if isinstance(data, Tensor):
+        if data.numel() != 1:
+            raise ValueError(f"tensor: only one-element tensors can be converted to Python scalars, got a "
+                             f"tensor of shape {tuple(data.shape)} in the list (stack them with mt.stack)")
+        dtypes.add(data.dtype)
+        return data.item()
+    dtypes.add(_element_dtype(data))
+    return data
+
+
+def _holds_tensors_or_numpy_scalars(data):
+    """Whether nested lists ``data`` hold a Tensor or a NumPy scalar anywhere (speed: a list
+    of Python numbers is told by the set of its types, in C, not element by element)."""
+    if isinstance(data, (list, tuple)):
+        if set(map(type, data)) <= _PYTHON_NUMBERS:
+            return False
+        return any(_holds_tensors_or_numpy_scalars(item) for item in data if type(item) not in _PYTHON_NUMBERS)
+    return isinstance(data, (Tensor, numpy.generic))
+
+
+_PYTHON_NUMBERS = {int, float, bool}
+
+
+def _promoted(dtypes):
+    """PyTorch's promotion of the element dtypes of a list: the highest category (bool <
+    int < float), then the widest dtype within it (int32 and float32 beside int64 give
+    int64 and float32; float64 wins over float32)."""
+    top = max(_category(d) for d in dtypes)
+    return max((d for d in dtypes if _category(d) == top), key=lambda d: numpy.dtype(d).itemsize)
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data``.
 
     Args:
         data: a Python number or nested list, a NumPy (or CuPy / array-api-strict) array,
-            or a Tensor.
+            or a Tensor. A list may hold 0-d or one-element Tensors and NumPy scalars, each
+            read as its one number (as ``torch.tensor``: ``[tensor(1.), tensor([2.])]``
+            has shape (2,)).
         dtype: defaults to the data's own dtype for arrays and Tensors; Python floats
-            become the default float dtype (float32), ints int64, bools bool.
+            become the default float dtype (float32), ints int64, bools bool; the elements
+            of a list, each of its own dtype (a Tensor's, a NumPy scalar's, or a Python
+            number's as above), promote as in PyTorch (float64 and int32 elements make
+            float64, int32 and int elements int64).
         device: ``"cpu"``, ``"cuda"`` or ``"strict"``; defaults to the data's device for
             Tensors and device arrays, else to the default device.
     Raises:
         TypeError: for data of an unsupported kind or dtype.
-        ValueError: for ragged nested lists, or values that do not fit int64.
+        ValueError: for ragged nested lists, values that do not fit int64, or a Tensor of
+            more than one element inside a list.
     """
     if isinstance(data, Tensor):
         source_device = data.device
         data = data.data
     else:
         source_device = None
+    if _holds_tensors_or_numpy_scalars(data):
+        dtypes = set()
+        data = _unpack_elements(data, dtypes)
+        if dtype is None and dtypes:
+            dtype = _promoted(dtypes)       # what PyTorch infers from the elements' own dtypes
     try:
         source_device = source_device or backend_of(data).name
         is_array = True
@@ -108,16 +173,22 @@ def ones(*shape, dtype=None, device=None, requires_grad=False):
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
-    """A tensor of the given shape filled with ``fill_value``; the default float dtype (float32) by default.
+    """A tensor of the given shape filled with ``fill_value``; by default of the value's
+    dtype, as ``torch.full``: bool for a bool, int64 for an int (Python's or NumPy's), the
+    default float dtype (float32) for a float.
 
     Raises:
         TypeError: for a fill value that is not a real number.
         ValueError: for NaN or infinity in an int dtype (as PyTorch: no int holds them).
     """
-    backend, dt = _resolve(dtype, device)
-    shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
     if not isinstance(fill_value, numbers.Real):
         raise TypeError(f"full: fill_value must be a real number, got {fill_value!r}")
+    if dtype is None and isinstance(fill_value, (bool, numpy.bool_)):
+        dtype = "bool"
+    elif dtype is None and _is_int(fill_value):
+        dtype = int64
+    backend, dt = _resolve(dtype, device)
+    shape = _shape_args((shape,) if isinstance(shape, (tuple, list)) else (shape,))
     if dtype_name(dtype or get_default_dtype()) in ("int32", "int64") and not math.isfinite(fill_value):
         raise ValueError(f"full: fill_value {fill_value!r} cannot be converted to {dtype_name(dtype)}")
     return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
@@ -149,7 +220,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if step == 0:
         raise ValueError("arange: step must not be 0")
     if dtype is None:
-        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else get_default_dtype()
+        dtype = int64 if all(_is_int(v) for v in (start, end, step)) else get_default_dtype()
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.arange(start, end, step, dtype=dt, device=backend.device), requires_grad)
 

@@ -125,8 +125,10 @@ def gather(input, dim, index):
     """``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim = 0`` (and so on for other
     dims), as ``torch.gather``: pick along ``dim`` by ``index``, elsewhere keep the position.
 
-    Shapes: ``index`` has ``input``'s number of dims and no dim larger than ``input``'s,
-    except along ``dim``; the output has ``index``'s shape and ``input``'s dtype. The
+    Shapes: ``index`` has ``input``'s number of dims (a 0-d tensor counts as 1-d, as in
+    PyTorch) and no dim larger than ``input``'s, except along ``dim``; the output has
+    ``index``'s shape and ``input``'s dtype. An empty ``index`` (of any rank and dtype, as
+    PyTorch) picks nothing and gives an empty output. The
     gradient is a scatter-add into ``input`` (``torch.scatter_add``), repeated picks
     accumulating; ``index`` has none. Source: ``torch.gather``'s definition.
 
@@ -140,15 +142,18 @@ def gather(input, dim, index):
     """
     if not isinstance(input, Tensor) or not isinstance(index, Tensor):
         raise TypeError(f"gather: expected Tensors, got {type(input).__name__} and {type(index).__name__}")
-    if index.dtype not in ("int32", "int64"):
-        raise TypeError(f"gather: index must be an int64/int32 tensor, got {index.dtype}")
     ndim = builtins.max(input.ndim, 1)
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not -ndim <= dim < ndim:
         raise ValueError(f"gather: dim {dim!r} is out of range for a tensor with {input.ndim} dims")
-    if index.ndim != input.ndim:
-        raise ValueError(f"gather: index has {index.ndim} dims but input {input.ndim}; they must have as many")
-    if input.ndim == 0:                                  # a 0-d tensor is a row of one element
-        return gather(input.reshape(1), 0, index.reshape(1)).reshape(())
+    if index.numel() == 0:                               # nothing to pick: no other check, as PyTorch
+        return FlatTake.apply(input, backend_of(input.data).asarray(numpy.zeros(index.shape, dtype="int64")))
+    if index.dtype not in ("int32", "int64"):
+        raise TypeError(f"gather: index must be an int64/int32 tensor, got {index.dtype}")
+    if builtins.max(index.ndim, 1) != ndim:
+        raise ValueError(f"gather: index has {index.ndim} dims but input {input.ndim}; they must have as many "
+                         f"(a 0-d tensor counts as 1-d)")
+    if input.ndim == 0 or index.ndim == 0:              # a 0-d tensor is a row of one element
+        return gather(input.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
     dim = int(dim) % input.ndim
     if any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim):
         raise ValueError(f"gather: index of shape {tuple(index.shape)} does not fit input of shape "

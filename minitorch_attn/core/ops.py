@@ -33,7 +33,10 @@ def _normalize_dims(dim, ndim, what="dim"):
     """
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
+    try:
+        dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
+    except TypeError:                                   # a 0-d array: iterable in name only
+        raise TypeError(f"{what} must be an int or a tuple of ints, got {dim!r}") from None
     out = []
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, numbers.Integral):
@@ -43,6 +46,13 @@ def _normalize_dims(dim, ndim, what="dim"):
         out.append(int(d) % builtins.max(ndim, 1))
     return tuple(sorted(set(out))) if ndim else ()
 
+
+
+def _check_keepdim(keepdim):
+    """A reduction's ``keepdim``: True or False only, as PyTorch checks it (``keepdim=1``,
+    ``None`` or ``"no"`` are a TypeError there too, not read by their truth)."""
+    if not isinstance(keepdim, bool):
+        raise TypeError(f"keepdim must be True or False, got {keepdim!r}")
 
 
 # ---- broadcasting, checked where it can fail ------------------------------------------------------

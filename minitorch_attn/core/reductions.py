@@ -14,14 +14,15 @@ import math
 import numbers
 
 from .autograd import Function
-from .ops import _normalize_dims
+from .ops import _check_keepdim, _normalize_dims
 from .tensor import FLOAT_DTYPES, Tensor
 
 
-def _reduced_axes(dim, ndim):
+def _reduced_axes(dim, ndim, keepdim=False):
     """The axes a reduction runs over: ``dim`` checked by :func:`_normalize_dims`; ``()`` or
     ``[]`` means all of them (as PyTorch), and a 0-d tensor has none to remove (its dim 0
-    or -1 is the element itself)."""
+    or -1 is the element itself). ``keepdim`` is checked too (:func:`_check_keepdim`)."""
+    _check_keepdim(keepdim)
     axes = _normalize_dims(None if isinstance(dim, (tuple, list)) and len(dim) == 0 else dim, ndim)
     return () if ndim == 0 else axes
 
@@ -37,7 +38,7 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _reduced_axes(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim, keepdim)
         ctx.shape, ctx.axes = tuple(x.shape), axes
         return ctx.xp.sum(x, axis=axes, keepdims=keepdim)
 
@@ -57,7 +58,7 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
-        axes = _reduced_axes(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim, keepdim)
         count = math.prod(x.shape[a] for a in axes)
         ctx.shape, ctx.axes, ctx.count = tuple(x.shape), axes, builtins.max(count, 1)  # count 0: nothing to divide
         total = ctx.xp.sum(x, axis=axes, keepdims=keepdim)
@@ -88,7 +89,7 @@ class Max(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
         xp = ctx.xp
-        axes = _reduced_axes(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim, keepdim)
         if any(x.shape[a] == 0 for a in axes):  # PyTorch raises too: no elements have no maximum
             where = "a tensor with no elements" if dim is None else "a dim of size 0"
             raise ValueError(f"max: the maximum over {where} is undefined (shape {tuple(x.shape)}, dim {dim})")
@@ -127,7 +128,7 @@ class Var(Function):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         xp = ctx.xp
-        axes = _reduced_axes(dim, x.ndim)
+        axes = _reduced_axes(dim, x.ndim, keepdim)
         n = math.prod(x.shape[a] for a in axes)
         centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)

@@ -328,12 +328,15 @@ def split(x, split_size, dim=0):
         raise ValueError("split: a 0-d tensor has no dim to split")
     axis = _normalize_dims(dim, x.ndim)[0]
     length = x.shape[axis]
-    if isinstance(split_size, int):
+    if _is_int(split_size):
+        split_size = int(split_size)
         if split_size < 0 or split_size == 0 < length:
             raise ValueError(f"split_size must be positive (0 only for a dim of size 0), got {split_size}")
         sizes = [min(split_size, length - s) for s in range(0, length, split_size)] if length else [0]
     else:
-        sizes = list(split_size)
+        if not isinstance(split_size, (tuple, list)) or not all(_is_int(s) for s in split_size):
+            raise TypeError(f"split: split_size must be an int or a list of ints, got {split_size!r}")
+        sizes = [int(s) for s in split_size]
         if builtins.sum(sizes) != length:
             raise ValueError(f"split sizes {sizes} do not add up to {length}")
     return Split.apply(x, tuple(sizes), axis)
@@ -369,8 +372,9 @@ def chunk(x, chunks, dim=0):
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+    if not _is_int(chunks) or chunks < 1:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    chunks = int(chunks)
     if x.ndim == 0:
         raise ValueError("chunk: a 0-d tensor has no dim to cut")
     length = x.shape[_normalize_dims(dim, x.ndim)[0]]

@@ -15,7 +15,7 @@ import re
 from . import autograd
 from .backend import backend_of, get_backend
 from .dtypes import (  # noqa: F401 (re-exported: the package imports them from here)
-    DTYPES, FLOAT_DTYPES, _is_int, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
+    DTYPES, FLOAT_DTYPES, _is_int, _is_size, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
     get_default_dtype, int32, int64, result_dtype, set_default_dtype,
 )
 from .inplace import InPlaceMethods
@@ -222,8 +222,14 @@ class Tensor(InPlaceMethods):
         out._version_counter = self._version_counter
         return out
 
-    def zero_grad(self):
-        self.grad = None
+    def zero_grad(self, set_to_none=True):
+        """Forget this tensor's gradient (``grad = None``), or with ``set_to_none=False``
+        fill it with zeros in place, as ``Module.zero_grad`` and ``Optimizer.zero_grad``
+        do to each parameter (PyTorch's rule, used by both)."""
+        if self.grad is not None and not set_to_none:
+            self.grad = self.grad.detach().zero_()
+        else:
+            self.grad = None
 
     # ---- moving and converting --------------------------------------------------------
     def numpy(self):
@@ -405,10 +411,12 @@ class Tensor(InPlaceMethods):
         return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def argmax(self, dim=None, keepdim=False):
+        ops._check_keepdim(keepdim)
         xp = backend_of(self.data).xp
         return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
 
     def argmin(self, dim=None, keepdim=False):
+        ops._check_keepdim(keepdim)
         xp = backend_of(self.data).xp
         return Tensor(xp.argmin(self.data, axis=dim, keepdims=keepdim))
 
@@ -480,7 +488,7 @@ def _shape_args_allow_minus_one(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if type(s) is not int and not _is_int(s):   # speed: Python ints skip the ABC check
+        if type(s) is not int and not _is_size(s):   # speed: Python ints skip the ABC check
             raise TypeError(f"expected ints, got {shape!r}")
         if s < -1:
             raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")

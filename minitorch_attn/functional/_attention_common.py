@@ -26,7 +26,7 @@ import numbers
 
 from ..core.backend import get_backend
 from ..core.ops import broadcast_shapes
-from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
+from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _check_flag, _check_probability
 
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
@@ -80,9 +80,9 @@ def causal_mask(N_q, N_k=None, alignment="top_left", device=None, window=None):
     """
     N_k = N_q if N_k is None else N_k
     for name, n in (("N_q", N_q), ("N_k", N_k)):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        if not _is_int(n) or n < 0:
             raise ValueError(f"causal_mask: {name} must be a non-negative int, got {n!r}")
-    if window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+    if window is not None and (not _is_int(window) or window < 1):
         raise ValueError(f"causal_mask: window must be an int >= 1 (or None), got {window!r}")
     offset = causal_offset(alignment, N_q, N_k)
     backend = get_backend(device)

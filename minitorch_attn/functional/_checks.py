@@ -35,9 +35,9 @@ def _check_probability(p, what):
 
 
 def _axis(dim, ndim, what):
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -max(ndim, 1) <= dim < max(ndim, 1):
+    if not _is_int(dim) or not -max(ndim, 1) <= dim < max(ndim, 1):
         raise ValueError(f"{what}: dim {dim!r} is out of range for a tensor with {ndim} dims")
-    return dim % max(ndim, 1)
+    return int(dim) % max(ndim, 1)
 
 
 def _check_flag(value, what):

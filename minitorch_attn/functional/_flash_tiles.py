@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 
+from ..core.tensor import _is_int
 from ._attention_common import causal_keep
 
 
 def _check_block_size(value, default, name):
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not _is_int(value) or value < 1:
         raise ValueError(f"flash_attention: {name} must be an int >= 1, got {value!r}")
-    return value
+    return int(value)
 
 
 def _tile_visibility(offset, i0, i1, j0, j1):

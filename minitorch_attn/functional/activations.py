@@ -312,11 +312,13 @@ class Dropout(Function):
         return grad_output * scale
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(x, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (as ``F.dropout``).
 
     The identity (``x`` itself) when ``training`` is False or ``p == 0``; zeros when
-    ``p == 1``. Random numbers come from the seeded stream of :func:`manual_seed`.
+    ``p == 1``. Random numbers come from the seeded stream of :func:`manual_seed`. With
+    ``inplace`` (read by its truth, as PyTorch reads it) the result is written into ``x``
+    (``Tensor.copy_``, PyTorch's in-place rules) and ``x`` returned.
 
     Raises:
         TypeError: for a non-float tensor or a ``training`` that is not a bool.
@@ -329,7 +331,7 @@ def dropout(x, p=0.5, training=True):
     _check_flag(training, "dropout: training")
     if not training or p == 0.0:
         return x
-    return Dropout.apply(x, p=p)
+    return x.copy_(Dropout.apply(x, p=p)) if inplace else Dropout.apply(x, p=p)
 
 
 __all__ = ["gelu", "sigmoid", "silu", "relu", "dropout"]  # what minitorch_attn.functional exports

@@ -7,7 +7,7 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.shape_ops import Take, where
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _is_int
 from ._checks import _check_float
 from ._sums import column_sums
 
@@ -133,8 +133,9 @@ def padding_row(padding_idx, num_embeddings):
     """``padding_idx`` checked against ``num_embeddings`` rows and made non-negative (None stays None)."""
     if padding_idx is None:
         return None
-    if not isinstance(padding_idx, int) or isinstance(padding_idx, bool):
+    if not _is_int(padding_idx):
         raise TypeError(f"padding_idx must be an int or None, got {type(padding_idx).__name__}")
+    padding_idx = int(padding_idx)
     if not -num_embeddings <= padding_idx < num_embeddings:
         raise ValueError(f"padding_idx must be in [-{num_embeddings}, {num_embeddings}) (a row of the weight), "
                          f"got {padding_idx}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _is_int
 from ._checks import _check_float
 
 
@@ -120,7 +120,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
     """
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+    if not _is_int(ignore_index):
         raise TypeError(f"nll_loss: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
-from ..core.ops import _normalize_dims
-from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
+from ..core.ops import _check_keepdim, _normalize_dims
+from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _axis, _check_float, _check_probability, as_float
 from ._into import exp_
 from ._sums import last_axis_sums
@@ -117,7 +117,7 @@ def logsumexp(input, dim, keepdim=False):
     "Accurately computing the log-sum-exp and softmax functions", IMA J. Numer. Anal., eq. 1.3).
 
     Raises:
-        TypeError: for a non-float tensor, or a dim that is not an int or a tuple of ints.
+        TypeError: for a non-float tensor, a dim not an int or a tuple of ints, a non-bool keepdim.
         ValueError: for a dim out of range.
 
     Catalogue record: ``opinfo/softmax.py`` (its samples, references and checks).
@@ -125,6 +125,7 @@ def logsumexp(input, dim, keepdim=False):
     input = as_float(input, "logsumexp")
     _check_float(input, "logsumexp")
     dims = _normalize_dims(dim, input.ndim, "logsumexp: dim")
+    _check_keepdim(keepdim)
     if input.ndim == 0:
         return LogSumExp.apply(input.reshape(1), dims=(0,), keepdim=False)
     return LogSumExp.apply(input, dims=dims, keepdim=keepdim)
@@ -484,7 +485,7 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothin
     if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64") and not soft:
         raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices or a float tensor "
                         f"of class probabilities, got {getattr(target, 'dtype', type(target).__name__)}")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+    if not _is_int(ignore_index):
         raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")

@@ -10,10 +10,10 @@ import math
 import numbers
 
 from .. import functional as F
-from ..functional._checks import _check_eps, _check_flag
+from ..functional._checks import _check_eps, _check_probability
 from ..core.factories import ones, rand, randn, tensor, zeros
 from ..core.shape_ops import where
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, _is_int
 from ..core.grad_mode import no_grad
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
@@ -26,7 +26,7 @@ def _normal(shape, std, device, dtype):
 
 def _norm_arguments(normalized_shape):
     """``normalized_shape`` as a tuple of positive ints, after checking it."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = (normalized_shape,) if _is_int(normalized_shape) else tuple(normalized_shape)
     for size in shape:
         _check_positive_int("normalized_shape", size)
     return shape
@@ -129,22 +129,26 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` while
-    training; the identity in eval mode (Srivastava et al., JMLR 2014; inverted dropout)."""
+    """Zero each element with probability ``p`` (in [0, 1]) and scale the rest by
+    ``1/(1-p)`` while training; the identity in eval mode (Srivastava et al., JMLR 2014;
+    inverted dropout). ``inplace``: write into the input (as ``F.dropout``'s).
 
-    def __init__(self, p=0.5):
+    Raises:
+        ValueError: for ``p`` outside [0, 1].
+    """
+
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p!r}")
-        self.p = p
+        self.p = _check_probability(p, "Dropout: p")    # 0 and 1 too, as PyTorch (1: zeros)
+        self.inplace = inplace
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        return F.dropout(x, p=self.p, training=True)
+        return F.dropout(x, p=self.p, training=True, inplace=self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}" + (", inplace=True" if self.inplace else "")
 
 
 class GELU(Module):
@@ -180,7 +184,6 @@ class LayerNorm(Module):
 
     Raises:
         ValueError: for a bad ``normalized_shape`` or ``eps``.
-        TypeError: for ``elementwise_affine`` or ``bias`` that is not a bool.
     """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
@@ -188,8 +191,7 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = _check_eps(eps, "LayerNorm", dtype)
-        _check_flag(elementwise_affine, "LayerNorm: elementwise_affine")
-        _check_flag(bias, "LayerNorm: bias")
+        elementwise_affine, bias = bool(elementwise_affine), bool(bias)    # read by their truth, as PyTorch
         self.elementwise_affine = elementwise_affine
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
         has_bias = elementwise_affine and bias
@@ -219,8 +221,7 @@ class RMSNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
-        _check_flag(elementwise_affine, "RMSNorm: elementwise_affine")
-        self.elementwise_affine = elementwise_affine
+        self.elementwise_affine = elementwise_affine = bool(elementwise_affine)   # by its truth, as PyTorch
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
 
     def forward(self, x):

@@ -102,6 +102,13 @@ class Module:
                     seen.add(id(p))
                     yield (f"{prefix}.{name}" if prefix else name), p
 
+    def _every_parameter_name(self):
+        """Yield ``(dotted name, Parameter)`` under every name, a shared parameter under each
+        of its names (what :meth:`state_dict` lists, as PyTorch's)."""
+        for prefix, module in self.named_modules():
+            for name, p in module._parameters.items():
+                yield (f"{prefix}.{name}" if prefix else name), p
+
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
@@ -111,16 +118,26 @@ class Module:
 
     # ---- modes and gradients ------------------------------------------------------------
     def train(self, mode=True):
+        """Set ``training`` to ``mode`` in this module and every module below it; returns self.
+
+        Raises:
+            ValueError: for a ``mode`` that is not True or False (PyTorch's check and error:
+                ``train("eval")`` would otherwise read as True).
+        """
+        if not isinstance(mode, bool):
+            raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self):
         return self.train(False)
 
-    def zero_grad(self):
+    def zero_grad(self, set_to_none=True):
+        """Forget every parameter's gradient (``grad = None``, PyTorch's default), or with
+        ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
-            p.grad = None
+            p.zero_grad(set_to_none)
 
     def to(self, device):
         """Move every parameter to ``device`` in place (the Parameter objects stay the
@@ -134,14 +151,20 @@ class Module:
 
     # ---- saving and loading -------------------------------------------------------------
     def state_dict(self):
-        """An ordered ``{dotted name: Tensor}`` of every parameter (detached, sharing memory)."""
-        return OrderedDict((name, p.detach()) for name, p in self.named_parameters())
+        """An ordered ``{dotted name: Tensor}`` of every parameter (detached, sharing memory).
+        A shared parameter is listed under each of its names, as PyTorch lists it (a GPT
+        with tied weights has ``token_embedding.weight`` and ``lm_head.weight``, one array)."""
+        return OrderedDict((name, p.detach()) for name, p in self._every_parameter_name())
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy values into the parameters, on their device and in their dtype.
 
         Args:
-            state_dict: ``{name: Tensor or array}`` as made by :meth:`state_dict`.
+            state_dict: ``{name: Tensor or array}`` as made by :meth:`state_dict` (or by
+                PyTorch's). A shared parameter is loaded from any of its names (a later one
+                wins, as PyTorch); it is missing only when none is given (PyTorch asks for
+                every name: a state dict listing it once, as this package wrote before,
+                still loads).
             strict: if True, missing and unexpected keys are errors.
         Returns:
             ``IncompatibleKeys(missing_keys, unexpected_keys)``, two lists of names, as
@@ -151,11 +174,12 @@ class Module:
             ValueError: listing every key whose shape differs, with both shapes.
             TypeError: for a value that is neither a Tensor nor an array.
         """
-        own = dict(self.named_parameters())
+        own = dict(self._every_parameter_name())
         for name, value in state_dict.items():
             if not (isinstance(value, Tensor) or hasattr(value, "shape") and hasattr(value, "dtype")):
                 raise TypeError(f"load_state_dict: {name} must be a Tensor or an array, got {type(value).__name__}")
-        missing = [k for k in own if k not in state_dict]
+        given = {id(p) for k, p in own.items() if k in state_dict}
+        missing = [k for k, p in own.items() if id(p) not in given]   # a shared one: under any of its names
         unexpected = [k for k in state_dict if k not in own]
         wrong_shape = [
             f"{k}: checkpoint {tuple(state_dict[k].shape)}, model {own[k].shape}"

@@ -221,7 +221,7 @@ def np_logsumexp_backward(grads, x, dim, keepdim=False):
 
 
 RECORDS = register(__name__, [
-    OpInfo("logsumexp", mt.logsumexp, ("mt.logsumexp",),
+    OpInfo("logsumexp", mt.logsumexp, ("mt.logsumexp", "Tensor.logsumexp"),
            (Sample("logsumexp (dim -1)", lambda d: [d.randn(3, 5, scale=3.0)], kwargs=dict(dim=-1)),
             Sample("logsumexp (dims 0, 2, keepdim)", lambda d: [d.randn(2, 3, 4)],
                    kwargs=dict(dim=(0, 2), keepdim=True),
@@ -237,7 +237,7 @@ RECORDS = register(__name__, [
            task=None, exponentiates=True,
            one_input=OneInput(lambda x: mt.logsumexp(x, -1), lambda torch, x: torch.logsumexp(x, -1),
                               of_ints="float")),
-    OpInfo("softmax", F.softmax, ("F.softmax",),
+    OpInfo("softmax", F.softmax, ("F.softmax", "Tensor.softmax"),
            (Sample("softmax (dim -1)", lambda d: [d.randn(3, 5)]),
             Sample("softmax (dim 0, 3-D)", lambda d: [d.randn(4, 2, 3)], kwargs=dict(dim=0)),
             Sample("softmax (-inf entries)", lambda d: [with_neg_inf(d, 3, 6)]),
@@ -254,7 +254,7 @@ RECORDS = register(__name__, [
            ref=np_softmax, ref_backward=np_softmax_backward, torch_ref=lambda torch, x, dim=-1: x.softmax(dim),
            task="2.1", exponentiates=True,
            one_input=OneInput(F.softmax, lambda torch, x: torch.nn.functional.softmax(x, -1), of_ints="TypeError")),
-    OpInfo("log_softmax", F.log_softmax, ("F.log_softmax",),
+    OpInfo("log_softmax", F.log_softmax, ("F.log_softmax", "Tensor.log_softmax"),
            (Sample("log_softmax", lambda d: [d.randn(3, 5, scale=3.0)]),
             Sample("log_softmax (dim 1)", lambda d: [d.randn(2, 4, 3)], kwargs=dict(dim=1)),
             Sample("log_softmax (extreme logits)", lambda d: [d.extreme(4, 7)], edges=EXTREME),
