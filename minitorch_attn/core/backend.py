@@ -7,7 +7,8 @@ A *device* name picks the namespace:
 ====================  ===========================================================
 ``"cpu"``             NumPy (through ``array_api_compat.numpy``)
 ``"cuda"``            CuPy on the current CUDA device (from a source checkout:
-                      ``pip install -e ".[cuda]"``)
+                      ``pip install -e ".[cuda12]"`` or ``".[cuda13]"``, for CUDA 12
+                      or 13; ``".[cuda]"`` is ``".[cuda12]"``)
 ``"strict"``          ``array_api_strict`` on its non-default device ``device1``: a
                       test backend that rejects any NumPy call or host round-trip
 ====================  ===========================================================
@@ -41,7 +42,8 @@ class DeviceUnavailableError(RuntimeError):
     how to install it."""
 
 
-CUDA_INSTALL_HINT = 'pip install -e ".[cuda]" (in the project\'s source checkout)'
+CUDA_INSTALL_HINT = ('pip install -e ".[cuda12]" for CUDA 12, or -e ".[cuda13]" for CUDA 13 '
+                     '(in the project\'s source checkout; docs/devices.md says which)')
 
 
 class Backend:
