@@ -278,7 +278,8 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
 
     ``total = sqrt(Σ_p Σ g²)``; every gradient is multiplied by
     ``scale = min(1, max_norm / (total + 1e-6))``: by 1, which changes no number, when
-    the norm is within ``max_norm``. Parameters without a gradient are skipped. The norm
+    the norm is within ``max_norm`` (on the CPU that product is skipped, and the
+    gradients' versions stay). Parameters without a gradient are skipped. The norm
     and the scale stay arrays on the gradients' device, so clipping never makes the host
     wait for a GPU (a host synchronisation, ``core/backend.py``); PyTorch does the same.
 
@@ -326,9 +327,10 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
                              f"{len(grads)} parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold "
                              f"inf or NaN, so they cannot be clipped (error_if_nonfinite=True)")
         scale = xp.minimum(max_norm / (total + 1e-6), 1.0)    # a NaN norm gives NaN, as PyTorch
-        for g in grads:
-            g.data *= xp.astype(scale, g.data.dtype)          # the scale in the gradient's dtype, as a float would be
-            g._version_counter[0] += 1
+        if not backend_of(scale).all_false(~(scale >= 1.0)):   # speed: on the CPU, nothing to do within max_norm
+            for g in grads:
+                g.data *= xp.astype(scale, g.data.dtype)      # the scale in the gradient's dtype, as a float would be
+                g._version_counter[0] += 1
     return Tensor(total)
 
 
