@@ -29,6 +29,7 @@ and no memory figures: the rehearsal of ``benchmarks/gpu_check.sh --dry-run``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -148,7 +149,9 @@ def runners(args, arrays, causal):
             fn(q, k, v, is_causal=causal).backward(upstream)
         return run, lambda: None
 
-    found = {"flash": ours(F.flash_attention), "dense": ours(F.scaled_dot_product_attention)}
+    blocks = {"block_size_q": args.block_q, "block_size_k": args.block_k}   # None: flash's default tiles
+    found = {"flash": ours(functools.partial(F.flash_attention, **blocks)),
+             "dense": ours(F.scaled_dot_product_attention)}
     try:
         import torch
     except ImportError:
@@ -283,6 +286,8 @@ def main(argv=None):
     att.add_argument("--heads", type=positive_int, default=8)
     att.add_argument("--dim", type=positive_int, default=64)
     att.add_argument("--repeats", type=positive_int, default=3)
+    att.add_argument("--block-q", type=positive_int, default=None, help="flash's block_size_q (default: its own)")
+    att.add_argument("--block-k", type=positive_int, default=None, help="flash's block_size_k (default: its own)")
     att.set_defaults(run=attention)
     st = sub.add_parser("step", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     model_flags(st)

@@ -10,12 +10,12 @@
 #   bash benchmarks/gpu_check.sh                  # on the GPU machine: the check (under 10 minutes)
 #
 # Stages, each under its own time limit (seconds, overridable: PYTEST_S=... GRADCHECK_S=...):
-#   pytest      the suite's device tests on cuda (-m cuda), their count and failures     PYTEST_S=180
-#   gradcheck   the gradcheck suite on cuda in float64                                   GRADCHECK_S=60
+#   pytest      the suite's device tests on cuda (-m cuda), their count and failures     PYTEST_S=170
+#   gradcheck   the gradcheck suite on cuda in float64                                  GRADCHECK_S=120
 #   attention   flash and dense attention fwd+bwd against torch's CUDA SDPA at N = 4096
-#               and 8192 (B1 H8 d64 float32): time and peak device memory            ATTENTION_S=100
+#               and 8192 (B1 H8 d64 float32): time and peak device memory             ATTENTION_S=90
 #   step        a training step of the default GPT against its PyTorch twin on the GPU    STEP_S=60
-#   train       minitorch-attn train --device cuda --time-budget 60 (bits/char)          TRAIN_S=130
+#   train       minitorch-attn train --device cuda --time-budget 60 (bits/char)          TRAIN_S=120
 # Figures and logs go to $OUT (default benchmarks/gpu_out/<UTC date-time>): env.txt, one
 # <stage>.log per stage, attention.txt/.json, step.txt/.json, train/metrics.json, and
 # summary.txt (each stage's exit status and seconds; 124 = its time limit ran out).
@@ -135,11 +135,11 @@ else
 fi
 
 # ---- 4. the stages ----------------------------------------------------------------------------------
-stage pytest "${PYTEST_S:-180}" "$PY" -m pytest -q -m cuda -n 8 --timeout 120 -p no:cacheprovider
-stage gradcheck "${GRADCHECK_S:-60}" "$PY" -m gradcheck --device cuda --dtype float64
-stage attention "${ATTENTION_S:-100}" "$PY" benchmarks/gpu_bench.py --device cuda --out "$OUT" attention --seq 4096 8192
+stage pytest "${PYTEST_S:-170}" "$PY" -m pytest -q -m cuda -n 8 --timeout 120 -p no:cacheprovider
+stage gradcheck "${GRADCHECK_S:-120}" "$PY" -m gradcheck --device cuda --dtype float64
+stage attention "${ATTENTION_S:-90}" "$PY" benchmarks/gpu_bench.py --device cuda --out "$OUT" attention --seq 4096 8192
 stage step "${STEP_S:-60}" "$PY" benchmarks/gpu_bench.py --device cuda --out "$OUT" step
-stage train "${TRAIN_S:-130}" "$PY" -m minitorch_attn.cli train --device cuda --time-budget 60 --out "$OUT/train"
+stage train "${TRAIN_S:-120}" "$PY" -m minitorch_attn.cli train --device cuda --time-budget 60 --out "$OUT/train"
 if [ "$MODE" = run ] && [ -f "$OUT/train/metrics.json" ]; then
   "$PY" -c "import json,sys; m = json.load(open(sys.argv[1])); print('train: val_bpc', m['val_bpc'], 'tokens/s', round(m['tokens_per_s']), 'steps', m['steps'])" \
     "$OUT/train/metrics.json" | tee -a "$OUT/summary.txt"
