@@ -322,10 +322,12 @@ class CrossEntropy(Function):
         M, C = logits.shape
         valid = target != ignore_index
         out_of_range = valid & ((target < 0) | (target >= C))
-        kept = xp.where(valid, target, xp.zeros_like(target))   # on a device read with the next copy to the
-        ctx.backend.check(out_of_range, lambda: ValueError(      # host (core/backend.py)
-            f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
-            f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}"))
+
+        def bad_targets():
+            kept = xp.where(valid, target, xp.zeros_like(target))
+            return ValueError(f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
+                              f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}")
+        ctx.backend.check(out_of_range, bad_targets)      # on a device: read with the next copy to the host
         classes = xp.arange(C, device=ctx.backend.device)
         if not ctx.backend.all_false(~valid):             # speed: no copy when no row is ignored
             logits = xp.where(valid[:, None], logits, 0.0)   # an ignored row adds nothing, whatever its logits
