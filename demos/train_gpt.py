@@ -11,7 +11,7 @@
 """Train a character-level GPT on the Python language reference, then sample from it.
 
     python demos/train_gpt.py                      # the defaults: about 4 minutes on 2 CPU cores
-    python demos/train_gpt.py --device cuda        # on a GPU (pip install -e ".[cuda]")
+    python demos/train_gpt.py --device cuda        # on a GPU (pip install -e ".[cuda12]" or ".[cuda13]")
     python demos/train_gpt.py --text my.txt --steps 2000 --time-budget 0
     python demos/train_gpt.py --threads 1          # fix the threads instead of timing them
 

@@ -2,7 +2,7 @@
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME")``. The flags are::
 
-    --device cpu|cuda   where the tensors live (cuda needs CuPy: pip install -e ".[cuda]")
+    --device cpu|cuda   where the tensors live (cuda needs CuPy: pip install -e ".[cuda12]" or ".[cuda13]")
     --quick             small shapes and few steps: seconds instead of minutes (the smoke test uses it)
     --seed N            seeds minitorch_attn and NumPy, so a run prints the same numbers again
     --out DIR           folder for the pictures (default runs/demos/NAME)

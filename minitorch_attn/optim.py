@@ -285,28 +285,36 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
     """Scale all gradients together so that their global L2 norm is at most ``max_norm``
     (as ``torch.nn.utils.clip_grad_norm_``; Pascanu et al., arXiv:1211.5063, Alg. 2).
 
-    ``total = sqrt(Σ_p Σ g²)``; if ``total > max_norm`` every gradient is multiplied by
-    ``max_norm / (total + 1e-6)``. Parameters without a gradient are skipped.
+    ``total = sqrt(Σ_p Σ g²)``; every gradient is multiplied by
+    ``scale = min(1, max_norm / (total + 1e-6))``: by 1, which changes no number, when
+    the norm is within ``max_norm`` (on the CPU that product is skipped, and the
+    gradients' versions stay). Parameters without a gradient are skipped. The norm
+    and the scale stay arrays on the gradients' device, so clipping never makes the host
+    wait for a GPU (a host synchronisation, ``core/backend.py``); PyTorch does the same.
 
     The squares of large float32 gradients overflow (``(2e19)² > 3.4e38``), so a gradient
     whose sum of squares overflows (or underflows) has its norm taken after dividing by
     its largest magnitude ``m``: ``||g|| = m sqrt(Σ (g / m)²)``; the norms are combined in
-    float64 (``math.hypot``). The result is finite whenever the true norm is. speed: the
-    others (all of them in training) take one BLAS dot product each, ``Σ g² = g · g``,
-    instead of four passes: 0.2 against 1.6 ms for the 34 gradients of the default GPT.
-    The dots run on a one-thread BLAS: two threads gain nothing on vectors this short and
-    leave BLAS's second thread spinning for about 0.1 s after them, on the core that the
-    next step's second part of the batch needs (``benchmarks/step_profile.py``); the
-    pool's threads, tried, cost more than the dots (0.45 against 0.27 ms at 2 threads).
+    float64 by the same rule (the largest norm taken out). The result is finite whenever
+    the true norm is. speed: on the CPU, where a check costs no wait, the usual gradients
+    (all of them in training) take one BLAS dot product each, ``Σ g² = g · g``, instead
+    of four passes: 0.2 against 1.6 ms for the 34 gradients of the default GPT; on a
+    device both are computed and the right one kept (``all_false``). The dots run on a
+    one-thread BLAS: two threads gain nothing on vectors this short and leave BLAS's
+    second thread spinning for about 0.1 s after them, on the core that the next step's
+    second part of the batch needs (``benchmarks/step_profile.py``); the pool's threads,
+    tried, cost more than the dots (0.45 against 0.27 ms at 2 threads).
 
     Args:
         parameters: an iterable of Tensors, or a single Tensor (as PyTorch).
         max_norm: the largest global norm allowed (> 0).
         error_if_nonfinite: raise instead of clipping when the norm is inf or NaN (as
-            PyTorch's option; without it, the gradients are scaled by the non-finite norm
-            like PyTorch does, which makes them 0 or NaN).
+            PyTorch's option, which reads the norm on the host; without it, the gradients
+            are scaled by the non-finite norm like PyTorch does, which makes them 0 or NaN).
     Returns:
-        the norm before clipping, as a Python float.
+        the norm before clipping, a 0-d float64 Tensor on the gradients' device (PyTorch
+        returns it in the gradients' dtype; float64 keeps the norm of float32 gradients
+        finite up to float32's largest number). ``float(total)`` reads it.
     Raises:
         ValueError: if ``max_norm`` is not positive, or with ``error_if_nonfinite`` if a
             gradient holds inf or NaN (the message names which).
@@ -317,41 +325,46 @@ def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
         parameters = [parameters]
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
-        return 0.0
+        return Tensor(numpy.zeros((), dtype=numpy.float64))
+    xp = backend_of(grads[0].data).xp
     with numpy.errstate(over="ignore", under="ignore", invalid="ignore"), blas_threads(1):   # speed: see above
-        norms = [_l2_norm(g.data) for g in grads]          # (a dot that overflows is redone)
-    total = math.hypot(*norms)
-    if error_if_nonfinite and not math.isfinite(total):
-        bad = [i for i, n in enumerate(norms) if not math.isfinite(n)]
-        raise ValueError(f"the total gradient norm is {total}: the gradients of {len(bad)} of the {len(grads)} "
-                         f"parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold inf or NaN, "
-                         f"so they cannot be clipped (error_if_nonfinite=True)")
-    scale = max_norm / (total + 1e-6)
-    if not scale >= 1.0:  # also a NaN norm, as PyTorch
-        for g in grads:
-            g.data *= scale
-            g._version_counter[0] += 1
-    return total
+        norms = xp.stack([_l2_norm(g.data) for g in grads])   # float64 (a dot that overflows is redone)
+        total = _l2_norm(norms)
+        if error_if_nonfinite and not math.isfinite(float(total)):
+            bad = [i for i, n in enumerate(backend_of(norms).to_numpy(norms).tolist()) if not math.isfinite(n)]
+            raise ValueError(f"the total gradient norm is {float(total)}: the gradients of {len(bad)} of the "
+                             f"{len(grads)} parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold "
+                             f"inf or NaN, so they cannot be clipped (error_if_nonfinite=True)")
+        scale = xp.minimum(max_norm / (total + 1e-6), 1.0)    # a NaN norm gives NaN, as PyTorch
+        if not backend_of(scale).all_false(~(scale >= 1.0)):   # speed: on the CPU, nothing to do within max_norm
+            for g in grads:
+                g.data *= xp.astype(scale, g.data.dtype)      # the scale in the gradient's dtype, as a float would be
+                g._version_counter[0] += 1
+    return Tensor(total)
 
 
 def _l2_norm(array):
-    """``sqrt(Σ x²)`` of one array as a Python float, without overflow: ``sqrt(x · x)``
-    where that sum is far from over- and underflow, else ``m sqrt(Σ (x/m)²)`` with
-    ``m = max |x|`` (inf or NaN when the array holds them)."""
-    xp = backend_of(array).xp
+    """``sqrt(Σ x²)`` of one array as a 0-d float64 array on its device, without overflow:
+    ``sqrt(x · x)`` where that sum is far from over- and underflow, else
+    ``m sqrt(Σ (x/m)²)`` with ``m = max |x|`` (inf or NaN when the array holds them)."""
+    backend = backend_of(array)
+    xp = backend.xp
     n = math.prod(array.shape)
+    f64 = backend.dtype("float64")
     if n == 0:
-        return 0.0
+        return xp.zeros((), dtype=f64, device=backend.device)
     flat = xp.reshape(array, (n,))
-    squares = float(xp.vecdot(flat, flat))       # overflows to inf, or loses what underflowed
+    squares = xp.vecdot(flat, flat)              # overflows to inf, or loses what underflowed
     limits = xp.finfo(array.dtype)
-    if n * float(limits.smallest_normal) / float(limits.eps) <= squares < math.inf:
-        return math.sqrt(squares)               # each term that underflowed is < eps / n of the sum
-    largest = float(xp.max(xp.abs(array)))
-    if largest == 0.0 or not math.isfinite(largest):
-        return largest
-    scaled = array / largest
-    return largest * math.sqrt(float(xp.sum(scaled * scaled)))
+    plain = xp.sqrt(xp.astype(squares, f64))
+    fine = (n * float(limits.smallest_normal) / float(limits.eps) <= squares) & (squares < math.inf)
+    if backend.all_false(~fine):                 # each term that underflowed is < eps / n of the sum
+        return plain
+    largest = xp.max(xp.abs(flat))
+    usable = (largest > 0) & xp.isfinite(largest)
+    scaled = flat / xp.where(usable, largest, xp.ones_like(largest))
+    rescaled = xp.astype(largest, f64) * xp.sqrt(xp.astype(xp.vecdot(scaled, scaled), f64))
+    return xp.where(fine, plain, xp.where(usable, rescaled, xp.astype(largest, f64)))
 
 
 class WarmupCosineLR:

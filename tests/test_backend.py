@@ -23,7 +23,7 @@ def test_device_must_be_a_string():
 def test_cuda_without_cupy_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes "import cupy" raise ImportError
     monkeypatch.delitem(backend._backends, "cuda", raising=False)
-    with pytest.raises(RuntimeError, match=r'pip install -e "\.\[cuda\]"'):
+    with pytest.raises(RuntimeError, match=r'pip install -e "\.\[cuda12\]" for CUDA 12, or -e "\.\[cuda13\]" for CUDA 13'):
         mt.zeros(2, device="cuda")
 
 

@@ -80,3 +80,14 @@ def test_softmax_and_cross_entropy_of_huge_logits():
     loss = F.cross_entropy(x, mt.tensor([0, 0]))
     loss.backward()
     assert np.isfinite(loss.item()) and np.isfinite(x.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("norm", [F.rms_norm, F.layer_norm], ids=["rms_norm", "layer_norm"])
+def test_a_row_that_overflows_leaves_the_rows_beside_it_as_they_are_alone(norm, device):
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((8, 128)).astype(np.float32)
+    alone = norm(mt.tensor(rows[1:], device=device), (128,)).numpy()
+    rows[0] *= np.float32(1e20)                         # its square overflows float32: the scaled r
+    mixed = quiet(norm, mt.tensor(rows, device=device), (128,)).numpy()
+    np.testing.assert_array_equal(mixed[1:], alone)    # the other rows keep their own r, to the last digit
+    assert np.all(np.isfinite(mixed[0]))

@@ -147,11 +147,11 @@ def test_clip_grad_norm_scales_to_max_norm():
     a, b = _param([0.0, 0.0]), _param([0.0])
     _set_grad(a, [3.0, 0.0])
     _set_grad(b, [4.0])
-    total = optim.clip_grad_norm_([a, b], max_norm=1.0)
+    total = float(optim.clip_grad_norm_([a, b], max_norm=1.0))
     assert total == pytest.approx(5.0)
     new_norm = math.sqrt(float(np.sum(a.grad.numpy() ** 2) + np.sum(b.grad.numpy() ** 2)))
     assert new_norm == pytest.approx(1.0, rel=1e-5)
-    assert optim.clip_grad_norm_([a, b], max_norm=10.0) == pytest.approx(1.0, rel=1e-5)  # no change
+    assert float(optim.clip_grad_norm_([a, b], max_norm=10.0)) == pytest.approx(1.0, rel=1e-5)  # no change
     with pytest.raises(ValueError):
         optim.clip_grad_norm_([a], max_norm=0)
 
@@ -160,7 +160,7 @@ def test_clip_grad_norm_of_a_huge_float32_gradient_matches_pytorch(device, torch
     p, t = _param([0.0], device, "float32"), torch.zeros(1, requires_grad=True)
     _set_grad(p, [2e19])  # its square overflows float32
     t.grad = torch.tensor([2e19])
-    total = optim.clip_grad_norm_(p, max_norm=1.0)
+    total = float(optim.clip_grad_norm_(p, max_norm=1.0))
     expected = torch.nn.utils.clip_grad_norm_(t, max_norm=1.0).item()
     assert total == pytest.approx(expected, rel=1e-7) and total == pytest.approx(2e19, rel=1e-7)
     np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-7)
@@ -174,7 +174,7 @@ def test_clip_grad_norm_in_float32_is_the_float64_norm_whenever_that_is_finite(g
     for p, g in zip(ours, grads):
         _set_grad(p, g)
     exact = float(np.linalg.norm(np.concatenate([np.asarray(g, dtype=np.float32) for g in grads]).astype(np.float64)))
-    total = optim.clip_grad_norm_(ours, max_norm=1.0)  # (PyTorch 2.13 overflows to inf on the first and last)
+    total = float(optim.clip_grad_norm_(ours, max_norm=1.0))  # (PyTorch 2.13 overflows to inf on the first and last)
     assert total == pytest.approx(exact, rel=1e-6)
     clipped = math.hypot(*(float(np.linalg.norm(p.grad.numpy().astype(np.float64))) for p in ours))
     assert clipped == pytest.approx(min(1.0, exact), rel=1e-5)
@@ -193,9 +193,19 @@ def test_clip_grad_norm_error_if_nonfinite_as_pytorch(bad, torch):
         optim.clip_grad_norm_([a, b], 1.0, error_if_nonfinite=True)
     np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0])  # nothing was scaled
     with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as in PyTorch
-        total = optim.clip_grad_norm_([a, b], 1.0)
+        total = float(optim.clip_grad_norm_([a, b], 1.0))
     expected = torch.nn.utils.clip_grad_norm_([t], 1.0).item()
     assert total == expected or (math.isnan(total) and math.isnan(expected))
+
+
+def test_clip_grad_norm_returns_the_norm_as_a_float64_tensor_on_the_gradients_device(device):
+    p = _param([0.0, 0.0], device, "float32")
+    _set_grad(p, [3.0, 4.0])
+    total = optim.clip_grad_norm_([p], 10.0)        # as PyTorch: a tensor, read only when asked
+    assert isinstance(total, mt.Tensor) and total.shape == () and total.dtype == "float64"
+    assert total.device == device and total.item() == 5.0
+    np.testing.assert_array_equal(p.grad.numpy(), [3.0, 4.0])      # within max_norm: not a digit changed
+    assert float(optim.clip_grad_norm_([], 1.0)) == 0.0
 
 
 def test_warmup_cosine_schedule():
@@ -215,7 +225,7 @@ def test_warmup_cosine_schedule():
 def test_a_single_tensor_is_clipped_as_pytorch_does():
     p = mt.tensor([3.0, 4.0], requires_grad=True)
     p.grad = mt.tensor([3.0, 4.0])
-    assert optim.clip_grad_norm_(p, 1.0) == pytest.approx(5.0)
+    assert float(optim.clip_grad_norm_(p, 1.0)) == pytest.approx(5.0)
     np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.8], rtol=1e-5)
 
 

@@ -7,7 +7,8 @@ A *device* name picks the namespace:
 ====================  ===========================================================
 ``"cpu"``             NumPy (through ``array_api_compat.numpy``)
 ``"cuda"``            CuPy on the current CUDA device (from a source checkout:
-                      ``pip install -e ".[cuda]"``)
+                      ``pip install -e ".[cuda12]"`` or ``".[cuda13]"``, for CUDA 12
+                      or 13; ``".[cuda]"`` is ``".[cuda12]"``)
 ``"strict"``          ``array_api_strict`` on its non-default device ``device1``: a
                       test backend that rejects any NumPy call or host round-trip
 ====================  ===========================================================
@@ -19,7 +20,19 @@ What the standard does not offer lives here, with one implementation per backend
 * ``index_add``    -- scatter-add of rows, for the embedding backward;
 * random numbers   -- ``normal``, ``uniform``, ``integers``, reproducible from
                       :func:`manual_seed`: one implementation over a ``default_rng``
-                      generator, NumPy's (cpu, strict) or CuPy's (cuda).
+                      generator, NumPy's (cpu, strict) or CuPy's (cuda);
+* checks of the data -- ``all_false`` and ``check`` (below).
+
+**Host synchronisations.** Reading a device array on the host (``bool()``, ``int()``,
+``float()``, ``.item()``, a copy to NumPy) makes the host wait until the device has run
+everything queued before it. On the CPU the arrays are on the host already and a read
+costs nothing more. So a check of the data (is every index in range, is every row
+finite) is made at once on the CPU, and on a device (cuda, strict) it does not stop
+the host: a check that only picks a faster path (:meth:`Backend.all_false`) takes the
+general path, which gives the same numbers, and a check that raises an error
+(:meth:`Backend.check`) is read with the next copy of an array to the host, where its
+error is raised (as PyTorch's CUDA kernels report a bad index at the next
+synchronisation). A training step then waits for the device once: for its loss.
 
 The process-wide default device is ``"cpu"``, or the value of the environment variable
 ``MINITORCH_ATTN_DEVICE``; :func:`set_default_device` changes it in code.
@@ -42,7 +55,8 @@ class DeviceUnavailableError(RuntimeError):
     how to install it."""
 
 
-CUDA_INSTALL_HINT = 'pip install -e ".[cuda]" (in the project\'s source checkout)'
+CUDA_INSTALL_HINT = ('pip install -e ".[cuda12]" for CUDA 12, or -e ".[cuda13]" for CUDA 13 '
+                     '(in the project\'s source checkout; docs/devices.md says which)')
 
 
 class Backend:
@@ -53,9 +67,13 @@ class Backend:
 
     name = "?"
 
+    reads_are_free = False   # True where the arrays live on the host (the CPU): see the module docstring
+    MAX_WAITING_CHECKS = 64   # more waiting checks are read at once (one host synchronisation)
+
     def __init__(self, xp, device=None):
         self.xp = xp
         self.device = device  # the namespace's own device object, passed to creation functions
+        self._waiting = []    # (any bad, error) of the checks not read yet (a device only)
 
     def __repr__(self):
         return f"Backend({self.name!r})"
@@ -66,8 +84,42 @@ class Backend:
         return self.xp.asarray(obj, dtype=dtype, device=self.device)
 
     def to_numpy(self, array):
-        """Copy an array of this backend to a NumPy array on the host."""
+        """Copy an array of this backend to a NumPy array on the host (a host
+        synchronisation on a device), first raising the error of any waiting
+        :meth:`check` that failed."""
+        self.read_checks()
+        return self._to_host(array)
+
+    def _to_host(self, array):
         return numpy.asarray(array)
+
+    # ---- checks of the data (module docstring: host synchronisations) ---------------------
+    def all_false(self, flags):
+        """Whether the boolean array ``flags`` is known to hold no True without waiting for
+        a device: read on the CPU; False ("not known") on a device, so that a caller that
+        uses it to skip work takes its general path there."""
+        return self.reads_are_free and not bool(self.xp.any(flags))
+
+    def check(self, bad, error):
+        """Raise ``error()`` (it returns the exception) if the boolean array ``bad`` holds a
+        True: on the CPU at once; on a device at the next :meth:`to_numpy` (``.item()``,
+        ``float()``, ``.numpy()``), which reads every waiting check in one copy."""
+        if self.reads_are_free:
+            if bool(self.xp.any(bad)):
+                raise error()
+            return
+        self._waiting.append((self.xp.any(bad), error))
+        if len(self._waiting) >= self.MAX_WAITING_CHECKS:
+            self.read_checks()
+
+    def read_checks(self):
+        """Read the waiting checks (one host synchronisation) and raise the first failed one's error."""
+        waiting, self._waiting = self._waiting, []
+        if waiting:
+            failed = self._to_host(self.xp.stack([bad for bad, _ in waiting]))
+            for (_, error), hit in zip(waiting, failed.tolist()):
+                if hit:
+                    raise error()
 
     def dtype(self, name):
         """The namespace's dtype object for a dtype name such as ``"float32"``."""
@@ -125,6 +177,7 @@ class Backend:
 
 class NumpyBackend(Backend):
     name = "cpu"
+    reads_are_free = True
 
     def __init__(self):
         import array_api_compat.numpy as xp
@@ -175,7 +228,7 @@ class CupyBackend(Backend):
 
         super().__init__(xp, device=None)
 
-    def to_numpy(self, array):
+    def _to_host(self, array):
         return array.get()
 
     def fmod(self, a, b):
@@ -219,7 +272,7 @@ class StrictBackend(Backend):
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
 
-    def to_numpy(self, array):
+    def _to_host(self, array):
         host = array.to_device(self.xp.__array_namespace_info__().default_device())
         return numpy.asarray(host)
 

@@ -162,11 +162,10 @@ def gather(input, dim, index):
     backend = backend_of(input.data)
     size = input.shape[dim]
     picked = index.data
-    if math.prod(index.shape) > 0:
-        low, high = int(xp.min(picked)), int(xp.max(picked))
-        if low < 0 or high >= size:
-            raise IndexError(f"gather: index values must be in [0, {size}) along dim {dim}, "
-                             f"got values from {low} to {high}")
+    if math.prod(index.shape) > 0:   # on a device read with the next copy to the host (backend.py)
+        backend.check((picked < 0) | (picked >= size), lambda: IndexError(
+            f"gather: index values must be in [0, {size}) along dim {dim}, "
+            f"got values from {int(xp.min(picked))} to {int(xp.max(picked))}"))
     picked = xp.astype(picked, backend.dtype("int64"))
     linear = xp.zeros(tuple(index.shape), dtype=backend.dtype("int64"), device=backend.device)
     for d in range(input.ndim):                                                         # 1

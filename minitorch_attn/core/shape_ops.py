@@ -187,11 +187,10 @@ class Take(Function):
     def forward(ctx, x, index):
         xp = ctx.xp
         n = x.shape[0]
-        if math.prod(index.shape) > 0:
-            low, high = int(xp.min(index)), int(xp.max(index))
-            if low < -n or high >= n:
-                raise IndexError(f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
-                                 f"got values from {low} to {high}")
+        if math.prod(index.shape) > 0:   # on a device read with the next copy to the host (core/backend.py)
+            ctx.backend.check((index < -n) | (index >= n), lambda: IndexError(
+                f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
+                f"got values from {int(xp.min(index))} to {int(xp.max(index))}"))
         index = xp.where(index < 0, index + n, index)
         ctx.save_for_backward(index)
         ctx.num_rows = n

@@ -225,8 +225,8 @@ class SiLU(Function):
     def forward(ctx, x):
         # BEGIN SOLUTION 6.1
         xp = ctx.xp
-        low = x.size > 0 and not bool(xp.min(x) >= -_EXP_CAP)                # an x below -80 (or a NaN, which
-        e = xp.minimum(-x, _EXP_CAP) if low else -x                          # hides one): speed, see above
+        low = x.size > 0 and not ctx.backend.all_false(~(x >= -_EXP_CAP))    # an x below -80, or NaN (or a
+        e = xp.minimum(-x, _EXP_CAP) if low else -x                          # device): speed, see above
         e = exp_(xp, e)                                                      # e^-x, finite
         e += 1.0
         s = 1.0 / e                                                          # 1. s = 1 / (1 + e^-x)

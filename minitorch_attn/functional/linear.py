@@ -114,12 +114,11 @@ def embedding(indices, weight, padding_idx=None):
     if indices.device != weight.device:
         raise ValueError(f"embedding: indices are on '{indices.device}' but the weight is on '{weight.device}'")
     padding_idx = padding_row(padding_idx, weight.shape[0])
-    if indices.numel():
-        xp = backend_of(indices.data).xp
-        low, high = int(xp.min(indices.data)), int(xp.max(indices.data))
-        if low < 0 or high >= weight.shape[0]:
-            raise ValueError(f"embedding: indices must be in [0, {weight.shape[0]}) (the rows of the weight), "
-                             f"got values from {low} to {high}")
+    if indices.numel():   # on a device read with the next copy to the host (core/backend.py)
+        backend, ids, rows = backend_of(indices.data), indices.data, weight.shape[0]
+        backend.check((ids < 0) | (ids >= rows), lambda: ValueError(
+            f"embedding: indices must be in [0, {rows}) (the rows of the weight), "
+            f"got values from {int(backend.xp.min(ids))} to {int(backend.xp.max(ids))}"))
     rows = Take.apply(weight, indices)                                        # (*, dim)
     if padding_idx is None:
         return rows

@@ -43,8 +43,8 @@ class NLLLoss(Function):
         xp = ctx.xp
         M, C = logp.shape
         valid = target != ignore_index
-        if bool(xp.any(valid & ((target < 0) | (target >= C)))):
-            raise ValueError(f"nll_loss: targets must be class indices in [0, {C}) or ignore_index={ignore_index}")
+        ctx.backend.check(valid & ((target < 0) | (target >= C)), lambda: ValueError(   # see core/backend.py
+            f"nll_loss: targets must be class indices in [0, {C}) or ignore_index={ignore_index}"))
         classes = xp.arange(C, device=ctx.backend.device)
         picked = xp.astype((target[:, None] == classes[None, :]) & valid[:, None], logp.dtype)   # one-hot
         if weight is not None:

@@ -60,20 +60,24 @@ def _unit_rms(rows, a, eps):
 
     ``a²`` overflows for large rows (``|a| > 1.8e19`` in float32, 1.3e154 in float64),
     and ``r`` would be 0 where the right ``â`` is scale-invariant (``[1, -1]`` for
-    ``[1e20, -1e20]``). Such rows (seen as a mean square that is not finite) take
-    :func:`_unit_rms_scaled`, the same ``r`` computed without squaring ``a``; ``r`` and
-    ``â`` are the same quantities, so the backward's formulas do not change.
-    speed: the usual rows pay one check of the row statistics, no pass over the data."""
+    ``[1e20, -1e20]``). Such rows (seen as a mean square that is not finite) take the
+    ``r`` of :func:`_rms_scaled`, the same quantity computed without squaring ``a``;
+    every other row keeps its own ``r``, so a row's result does not depend on the rows
+    beside it, and the backward's formulas do not change.
+    speed: on the CPU the usual rows pay one check of the row statistics, no pass over
+    the data; on a device that check would wait for the device (``all_false``,
+    core/backend.py), so the scaled ``r`` is computed for every row and kept where needed."""
     xp = rows.xp
     ms = rows.mean(a * a)
-    if not bool(xp.all(xp.isfinite(ms))):
-        return _unit_rms_scaled(rows, a, eps)
     r = 1.0 / xp.sqrt(ms + eps)
+    finite = xp.isfinite(ms)
+    if not backend_of(ms).all_false(~finite):   # a row that overflowed (or a device)
+        r = xp.where(finite, r, _rms_scaled(rows, a, eps))
     return a * r, r
 
 
-def _unit_rms_scaled(rows, a, eps):
-    """:func:`_unit_rms` without overflow: with ``m = max |a|`` per row and ``s = a / m``,
+def _rms_scaled(rows, a, eps):
+    """:func:`_unit_rms`'s ``r`` without overflow: with ``m = max |a|`` per row and ``s = a / m``,
     the row's root mean square is ``ρ = m sqrt(mean(s²))`` (no square of ``a``), and
     ``sqrt(ρ² + eps) = t sqrt((ρ/t)² + (√eps/t)²)`` with ``t = max(ρ, √eps)`` (the hypot
     rule: both ratios are at most 1). An all-zero row keeps ``m = 1``; a row with inf or
@@ -85,8 +89,7 @@ def _unit_rms_scaled(rows, a, eps):
     rho = m * xp.sqrt(rows.mean(s * s))
     root_eps = xp.full_like(rho, eps ** 0.5)
     t = xp.maximum(rho, root_eps)
-    r = 1.0 / (t * xp.sqrt((rho / t) ** 2 + (root_eps / t) ** 2))
-    return a * r, r
+    return 1.0 / (t * xp.sqrt((rho / t) ** 2 + (root_eps / t) ** 2))
 
 
 def _gain(xhat, weight, bias):

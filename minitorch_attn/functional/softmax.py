@@ -323,15 +323,14 @@ class CrossEntropy(Function):
         M, C = logits.shape
         valid = target != ignore_index
         out_of_range = valid & ((target < 0) | (target >= C))
-        if bool(xp.any(out_of_range)):
-            zeros = xp.zeros_like(target)
-            low = int(xp.min(xp.where(valid, target, zeros)))
-            high = int(xp.max(xp.where(valid, target, zeros)))
-            raise ValueError(
-                f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
-                f"{ignore_index}; got values from {low} to {high}")
+
+        def bad_targets():
+            kept = xp.where(valid, target, xp.zeros_like(target))
+            return ValueError(f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
+                              f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}")
+        ctx.backend.check(out_of_range, bad_targets)      # on a device: read with the next copy to the host
         classes = xp.arange(C, device=ctx.backend.device)
-        if not bool(xp.all(valid)):                       # speed: no copy when no row is ignored
+        if not ctx.backend.all_false(~valid):             # speed: no copy when no row is ignored
             logits = xp.where(valid[:, None], logits, 0.0)   # an ignored row adds nothing, whatever its logits
 
         # BEGIN SOLUTION 2.3
