@@ -21,8 +21,8 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
-from minitorch_attn import threads
-from minitorch_attn.functional import _attention_common as common, _parallel, flash as flash_module
+from minitorch_attn.speed import pool, threads
+from minitorch_attn.functional import _attention_common as common, flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
 
@@ -479,7 +479,7 @@ def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
     with threads.blas_threads(2):
         flash_attention(q, k, v)
         after = threads.blas_thread_count()
-    assert seen == [1] * 2 * _parallel.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
+    assert seen == [1] * 2 * pool.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
 
 
 def test_memory_grows_linearly_not_quadratically():

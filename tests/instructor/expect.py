@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 import minitorch_attn as mt
-from minitorch_attn.core import autograd
+from minitorch_attn.core import autograd, context
 from minitorch_attn.core.ops import Div, Exp, Log, MatMul, Mul, Pow, Sqrt, Tanh
 from minitorch_attn.core.reductions import Max, Mean, Sum, Var
 from minitorch_attn.functional.attention import AttentionWeights, ScaledDotProductAttention
@@ -168,7 +168,7 @@ def student_context(student, ctx):
     theirs.save_for_backward(*(_as_array(a) for a in ctx.saved_tensors))
     assign = student.module("builtins").setattr
     for name, value in vars(ctx).items():
-        if name not in autograd._CONTEXT_OWN:
+        if name not in context._CONTEXT_OWN:
             assign(theirs, name, _rebuilt(student, value, f"{name} of the Context"))
     return theirs
 
