@@ -435,3 +435,80 @@ def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it():
     finally:
         threads._set_blas = real_set
         threads._restore_blas(outside)
+
+
+# ---- the graph names the op at any thread count -------------------------------------------------------
+ROW_WISE = {   # every Function that declares row_wise: (call, input shapes, the input its backward saves)
+    "GELU": (lambda x: F.gelu(x, approximate="tanh"), [(6, 3, 4)], 0),
+    "SiLU": (F.silu, [(6, 3, 4)], 0),
+    "ScaledDotProductAttention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                  [(6, 2, 5, 4)] * 3, 0),
+    "LayerNorm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [(6, 3, 4), (4,), (4,)], 1),
+    "RMSNorm": (lambda x, w: F.rms_norm(x, (4,), w), [(6, 3, 4), (4,)], 1),
+}
+
+
+def _row_wise_functions():
+    """The names of every Function of the package that declares ``row_wise``."""
+    found, stack = set(), [mt.Function]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.row_wise is not None and cls.__module__.startswith("minitorch_attn."):
+            found.add(cls.__name__)
+    return found
+
+
+def test_every_row_wise_function_is_checked_here():
+    assert _row_wise_functions() == set(ROW_WISE)
+
+
+@pytest.mark.parametrize("name", sorted(ROW_WISE))
+def test_in_chunks_on_two_threads_the_graph_records_the_op_itself(monkeypatch, rng, name):
+    """At 2 threads, run in chunks of rows, the output's ``grad_fn`` is the op's own node (as
+    at one thread), and an in-place write to what it saved names that op in the error."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    _split_from(monkeypatch, 0)
+    fn, shapes, saved = ROW_WISE[name]
+    tensors = [mt.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+    y = fn(*tensors)
+    assert _in_chunks(y) and repr(y.grad_fn) == f"<{name}Backward>" and y.grad_fn.function.__name__ == name
+    with mt.no_grad():
+        tensors[saved].add_(1.0)
+    with pytest.raises(RuntimeError, match=f"argument {saved} of <{name}Backward>"):
+        y.backward(mt.ones_like(y))
+
+
+SAME_AT_ANY_THREADS = dict(ROW_WISE, **{
+    "softmax": (lambda x: F.softmax(x, dim=-1), [(6, 3, 4)], None),
+    "log_softmax": (lambda x: F.log_softmax(x, dim=1), [(6, 3, 4)], None),
+    "logsumexp": (lambda x: mt.logsumexp(x, dim=-1), [(6, 3, 4)], None),
+    "flash": (lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
+              [(6, 2, 5, 4)] * 3, None),
+})
+
+
+@pytest.mark.parametrize("name", sorted(SAME_AT_ANY_THREADS))
+def test_two_threads_give_the_numbers_of_one(monkeypatch, rng, name):
+    """Each op at 2 threads, in chunks where it has any (every pool threshold at 0), gives
+    the output and the inputs' gradients of one thread bit for bit; a norm's gain and bias,
+    summed over the chunks of rows, to rounding."""
+    fn, shapes, _ = SAME_AT_ANY_THREADS[name]
+    arrays = [rng.standard_normal(s) for s in shapes]
+    _split_from(monkeypatch, 0)
+    results = []
+    for count in (1, 2):
+        monkeypatch.setattr(threads, "_requested", count)
+        tensors = [mt.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(*tensors)
+        y.backward(mt.tensor(np.random.default_rng(1).standard_normal(y.shape)))
+        results.append([y.numpy()] + [t.grad.numpy() for t in tensors])
+    (one, *grads_one), (two, *grads_two) = results
+    np.testing.assert_array_equal(two, one)
+    np.testing.assert_array_equal(grads_two[0], grads_one[0])
+    for shared_two, shared_one in zip(grads_two[1:], grads_one[1:]):
+        if name in ("LayerNorm", "RMSNorm"):
+            np.testing.assert_allclose(shared_two, shared_one, rtol=0,
+                                       atol=float64_tolerance(shared_one, n_ops=35, dtype="float64"))
+        else:
+            np.testing.assert_array_equal(shared_two, shared_one)
