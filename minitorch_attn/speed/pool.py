@@ -68,10 +68,13 @@ def take(array, chunk):
 
 def run_on_threads(threads, jobs):
     """Run the jobs (one per chunk) and return their results in order: in the calling
-    thread when there is one, or when the caller is itself a job of the pool (waiting
-    for the pool's threads, all busy with jobs that wait, would wait for ever), else in
-    the pool with a one-thread BLAS (speed: the pool spreads the chunks over the cores;
-    BLAS threads on top would fight it for them). If a job raises, the first error is
+    thread when the caller is itself a job of the pool (waiting for the pool's threads,
+    all busy with jobs that wait, would wait for ever) or when there is one job; in the
+    calling thread with a one-thread BLAS when ``threads`` is 1 (as at one thread: a call
+    too small for the pool is also too small for BLAS's threads, whose hand-offs cost
+    more than its products gain, and far more when another program keeps a core busy);
+    else in the pool with a one-thread BLAS (speed: the pool spreads the chunks over the
+    cores; BLAS threads on top would fight it for them). If a job raises, the first error is
     raised once every job has ended; after a Ctrl-C, the jobs not started yet never start
     and the running ones end before the KeyboardInterrupt is raised, so that no job goes
     on writing (a gradient, a weight) after the caller has moved on. Each job runs in a
@@ -83,8 +86,13 @@ def run_on_threads(threads, jobs):
     ``threading`` (in ``submit``, in a wait, between a lock's taking and its release) can
     leave one of their locks held for ever, and the next hand-out or wait then never
     returns (``minitorch-attn train`` hung so after a Ctrl-C)."""
-    if len(jobs) == 1 or in_a_job():
+    if in_a_job():
         return [job() for job in jobs]
+    if threads <= 1:
+        with blas_threads(1):
+            return [job() for job in jobs]
+    if len(jobs) == 1:
+        return [jobs[0]()]
     ctrl_c = _CtrlCNoted()
     futures = []
     with ctrl_c, blas_threads(1):
