@@ -158,10 +158,16 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
         block_q=_check_block_size(block_size_q, default_q, "block_size_q"),
         block_k=_check_block_size(block_size_k, default_k, "block_size_k"),
         groups=setup.groups,
-        threads=threads_for("FlashAttention", backend, query.data.nbytes),   # speed: the pool where it pays
+        threads=threads_for("FlashAttention", backend, _scores_bytes(query, key)),   # speed: the pool where it pays
     )
     out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
     return (out, lse) if return_lse else out
+
+
+def _scores_bytes(query, key):
+    """The bytes of the scores ``S`` that a call never forms, ``(..., H_q, N_q, N_k)``: its
+    work, the measure by which the speed layer decides whether the pool pays."""
+    return query.data.nbytes // max(query.shape[-1], 1) * key.shape[-2]
 
 
 def default_block_sizes(N_q, N_k):

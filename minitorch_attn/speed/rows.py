@@ -82,24 +82,30 @@ CPU's caches. Measured on LayerNorm of (32, 512, 1024) float32: 1 MiB about 8% f
 than 256 KiB (fewer calls), as fast as 2 MiB."""
 
 SPLITS = {
-    "GELU": Split(from_bytes=2**19),
-    "SiLU": Split(from_bytes=2**19),
-    "ScaledDotProductAttention": Split(from_bytes=2**19),
+    "GELU": Split(from_bytes=2**22),
+    "SiLU": Split(from_bytes=2**22),
+    "ScaledDotProductAttention": Split(from_bytes=2**20),
     "LayerNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
     "RMSNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
-    "FlashAttention": Split(from_bytes=0),
+    "FlashAttention": Split(from_bytes=2**24),        # bytes of the scores it never forms
 }
-"""Per row-wise Function (by class name), where the pool starts to pay; any other one uses
-:data:`DEFAULT_SPLIT`."""
+"""Per Function (by class name), the size of its first input from which the pool pays;
+any other row-wise Function uses :data:`DEFAULT_SPLIT`. Set from ``benchmarks/crossover.py``
+(``benchmarks/README.md``, "Where the pool pays"): a pass of the pool costs about 0.1 ms
+and its chunks' Python code holds the GIL, so below these sizes two threads were slower
+than one on this 2-core machine, or no faster; a call below its size runs whole, as at
+one thread. The norms' chunks are for the caches, at any thread count (above 2 MiB, in
+chunks of 1 MiB)."""
 
-DEFAULT_SPLIT = Split(from_bytes=2**19)
+DEFAULT_SPLIT = Split(from_bytes=2**22)
 
 
 def threads_for(name, backend, nbytes):
-    """The pool's threads for a call of the Function named ``name`` whose first input has
-    ``nbytes``, for a Function that splits its own work (flash attention's (batch, head)
-    chunks): 1 on CuPy and array-api-strict (they run in the calling thread) and below
-    its :data:`SPLITS` entry, where the pool costs more than it gains; else
+    """The pool's threads for a call of a Function that splits its own work (flash
+    attention's (batch, head) chunks), named ``name``, of ``nbytes`` (the measure of its
+    work it states: flash attention's is the bytes of the scores it never forms): 1 on
+    CuPy and array-api-strict (they run in the calling thread) and below its
+    :data:`SPLITS` entry, where the pool costs more than it gains; else
     :func:`~.threads.get_num_threads`."""
     if backend.name != "cpu" or nbytes < SPLITS.get(name, DEFAULT_SPLIT).from_bytes:
         return 1
