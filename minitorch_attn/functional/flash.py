@@ -62,7 +62,8 @@ Speed choices (all optional for correctness; each is marked "speed:" in the code
   NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads run
   on different cores. The pool has one thread per core (``minitorch_attn.set_num_threads``
   changes that) and BLAS runs one thread while it works (:mod:`minitorch_attn.speed`);
-  CuPy and array-api-strict run the same code in one thread.
+  a call whose scores are too small for the pool to pay (``speed.SPLITS``) runs as at one
+  thread; CuPy and array-api-strict run the same code in one thread.
 
 Measured at B=1, H=8, N=2048, d=64, float32 on 2 idle CPU cores, forward+backward takes
 1.1-1.3 times as long as PyTorch's own CPU kernel; its matrix products alone take about
