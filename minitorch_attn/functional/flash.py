@@ -81,10 +81,10 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.ops import transposed_copy
+from ..speed import batch_chunks, exp_, join, run_on_threads, take, threads_for
 from ._attention_common import attention_setup, broadcast_batch, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
 from ._flash_tiles import _add_tile, _check_block_size, _join_blocks, _scores, _tile_visibility
-from ..speed import batch_chunks, exp_, join, run_on_threads, take, threads_for
 
 
 # ---- public API -----------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
 def _scores_bytes(query, key):
     """The bytes of the scores ``S`` that a call never forms, ``(..., H_q, N_q, N_k)``: its
     work, the measure by which the speed layer decides whether the pool pays."""
-    return query.data.nbytes // max(query.shape[-1], 1) * key.shape[-2]
+    return math.prod(query.shape[:-1]) * key.shape[-2] * (8 if query.dtype == "float64" else 4)
 
 
 def default_block_sizes(N_q, N_k):

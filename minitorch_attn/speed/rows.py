@@ -82,9 +82,9 @@ CPU's caches. Measured on LayerNorm of (32, 512, 1024) float32: 1 MiB about 8% f
 than 256 KiB (fewer calls), as fast as 2 MiB."""
 
 SPLITS = {
-    "GELU": Split(from_bytes=2**22),
-    "SiLU": Split(from_bytes=2**22),
-    "ScaledDotProductAttention": Split(from_bytes=2**20),
+    "GELU": Split(from_bytes=2**24),
+    "SiLU": Split(from_bytes=2**24),
+    "ScaledDotProductAttention": Split(from_bytes=2**22),
     "LayerNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
     "RMSNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
     "FlashAttention": Split(from_bytes=2**24),        # bytes of the scores it never forms
@@ -92,12 +92,14 @@ SPLITS = {
 """Per Function (by class name), the size of its first input from which the pool pays;
 any other row-wise Function uses :data:`DEFAULT_SPLIT`. Set from ``benchmarks/crossover.py``
 (``benchmarks/README.md``, "Where the pool pays"): a pass of the pool costs about 0.1 ms
-and its chunks' Python code holds the GIL, so below these sizes two threads were slower
-than one on this 2-core machine, or no faster; a call below its size runs whole, as at
-one thread. The norms' chunks are for the caches, at any thread count (above 2 MiB, in
+and its chunks' Python code holds the GIL, and on the shared 2-core machine it was
+measured on two threads were no faster than one at any size up to about half of each
+threshold (GELU 8 MiB, SiLU 5.5 MiB, attention 2 MiB, flash attention 8 MiB of scores);
+a call below its size runs whole, as at one thread. Rerun the script on an idle machine
+to lower them. The norms' chunks are for the caches, at any thread count (above 2 MiB, in
 chunks of 1 MiB)."""
 
-DEFAULT_SPLIT = Split(from_bytes=2**22)
+DEFAULT_SPLIT = Split(from_bytes=2**24)
 
 
 def threads_for(name, backend, nbytes):
