@@ -224,10 +224,12 @@ def _expect_same(before, after, what):
 
 
 def _asked(student, function):
-    """A stand-in for ``function`` on this process's graph: its backward is the student's."""
+    """A stand-in for ``function`` on this process's graph: its backward is the student's
+    (run as the engine runs ``function``'s: chunk by chunk if its forward ran in chunks of
+    rows, ``row_wise``)."""
     def backward(ctx, *grad_outputs):
         return student_backward(student, function, ctx, grad_outputs)
-    return type(function.__name__, (), {"backward": staticmethod(backward)})
+    return type(function.__name__, (), {"backward": staticmethod(backward), "row_wise": function.row_wise})
 
 
 def _checked_sum(student, summed, grad, shape):
