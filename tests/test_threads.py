@@ -512,3 +512,21 @@ def test_two_threads_give_the_numbers_of_one(monkeypatch, rng, name):
                                        atol=float64_tolerance(shared_one, n_ops=35, dtype="float64"))
         else:
             np.testing.assert_array_equal(shared_two, shared_one)
+
+
+def test_attention_of_a_query_without_a_batch_axis_runs_whole(monkeypatch, rng):
+    """A 2-d query ``(N_q, E)`` has no batch axis: its first axis is the queries, the keys'
+    is the keys. Split by the same rows they gave a wrong output at two threads (rows of
+    the query beside the wrong keys: off by 1.4 at (4096, 64) with 100 keys); now such a
+    call runs whole. 3-d with grouped-query heads neither (its first axis is the heads)."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    _split_from(monkeypatch, 0)
+    q, k, v = (mt.tensor(rng.standard_normal(s), requires_grad=True) for s in [(12, 4), (5, 4), (5, 4)])
+    y = F.scaled_dot_product_attention(q, k, v)
+    assert not _in_chunks(y)
+    monkeypatch.setattr(threads, "_requested", 1)
+    np.testing.assert_allclose(y.numpy(), F.scaled_dot_product_attention(q, k, v).numpy(), rtol=1e-12)
+    monkeypatch.setattr(threads, "_requested", 2)
+    q = mt.tensor(rng.standard_normal((4, 6, 3)), requires_grad=True)
+    k, v = (mt.tensor(rng.standard_normal((2, 5, 3)), requires_grad=True) for _ in range(2))
+    assert not _in_chunks(F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
