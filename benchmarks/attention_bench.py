@@ -25,7 +25,7 @@ Fairness on the CPU: each implementation runs in a fresh, plain process (no envi
 variable), with the threads each library picks by itself: PyTorch its intra-op pool of one
 thread per core; naive attention NumPy's BLAS as loaded; flash attention its own pool of
 one thread per core over (batch, head) chunks, with a one-thread BLAS inside it (see
-:mod:`minitorch_attn.threads`). ``--threads N`` fixes both libraries to N threads instead
+:mod:`minitorch_attn.speed.threads`). ``--threads N`` fixes both libraries to N threads instead
 (``torch.set_num_threads`` and ``minitorch_attn.set_num_threads``). Rounds alternate
 between the implementations, so a busy machine slows them alike; the medians over all
 rounds are reported. ``--busy N`` keeps N cores busy with helper processes for the whole
@@ -95,7 +95,7 @@ def _ours_runner(args, arrays):
     import minitorch_attn as mt
     import minitorch_attn.functional as F
 
-    mt.keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
+    mt.keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
 
     q, k, v = (mt.tensor(a, device=args.device, requires_grad=True) for a in arrays[:3])
     upstream = mt.tensor(arrays[3], device=args.device)
@@ -127,7 +127,7 @@ def _products_runner(args, arrays):
     time would be if the softmax and the bookkeeping between the products were free."""
     import minitorch_attn as mt
     from minitorch_attn.core.backend import get_backend
-    from minitorch_attn.functional import _parallel
+    from minitorch_attn import speed
     from minitorch_attn.functional._flash_tiles import _tile_visibility
     from minitorch_attn.functional.flash import default_block_sizes
 
@@ -139,7 +139,7 @@ def _products_runner(args, arrays):
     K_T, V_T = (xp.asarray(a.swapaxes(-1, -2).copy()) for a in arrays[1:3])
     default_q, default_k = default_block_sizes(args.seq, args.seq)
     bq, bk = args.block_q or default_q, args.block_k or default_k
-    threads = _parallel._thread_count(get_backend(args.device))
+    threads = speed.threads_for("FlashAttention", get_backend(args.device), Q.nbytes)
 
     def tiles(causal):
         offset = 0 if causal else None
@@ -147,7 +147,7 @@ def _products_runner(args, arrays):
                 if _tile_visibility(offset, i0, min(i0 + bq, args.seq), j0, min(j0 + bk, args.seq)) != "none"]
 
     def chunk_products(c, causal, mode):
-        q, kt, k, v, vt, do = (_parallel._take(a, c) for a in (Q, K_T, K, V, V_T, dO))
+        q, kt, k, v, vt, do = (speed.take(a, c) for a in (Q, K_T, K, V, V_T, dO))
         for i0, j0 in tiles(causal):
             i, j = slice(i0, i0 + bq), slice(j0, j0 + bk)
             S = xp.matmul(q[..., i, :], kt[..., j])                       # forward: S = Q Kᵀ
@@ -160,8 +160,8 @@ def _products_runner(args, arrays):
                 xp.matmul(xp.matrix_transpose(dS), q[..., i, :])          #   dK += dSᵀ Q
 
     def run(causal, mode):
-        chunks = _parallel._chunks(Q.shape[:-2], threads)
-        _parallel._run(threads, [functools.partial(chunk_products, c, causal, mode) for c in chunks])
+        chunks = speed.batch_chunks(Q.shape[:-2], threads)
+        speed.run_on_threads(threads, [functools.partial(chunk_products, c, causal, mode) for c in chunks])
 
     return run, functools.partial(synchronize, args.device)
 

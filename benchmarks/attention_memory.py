@@ -23,7 +23,7 @@ every benchmark (flash attention's pool keeps one chunk's tiles per thread alive
 
 from __future__ import annotations
 
-from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+from minitorch_attn.speed import keep_freed_memory  # noqa: E402
 
 import argparse
 import contextlib
@@ -59,7 +59,7 @@ def run_once(impl, N, mode, args, meter=True):
 
 
 def main(argv=None):
-    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
+    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
     parser.add_argument("--batch", type=positive_int, default=1)

@@ -10,19 +10,19 @@ PyTorch's functions on the same input, forward + backward under a random upstrea
 gradient, in one process, in turn (ours, PyTorch, ours, ...) after a warm-up; medians of
 ``--repeats`` runs. Both use their default threads (``--threads N`` fixes both): PyTorch its
 intra-op pool; minitorch-attn computes inputs larger than a few cache-sized chunks of
-rows on its pool of one thread per core (``functional/_parallel.py``, ``by_row_chunks``).
+rows on its pool of one thread per core (``minitorch_attn/speed/rows.py``: LayerNorm and RMSNorm declare themselves row-wise).
 Without PyTorch only our times are printed. Target: LayerNorm at (32, 512, 1024) float32
 within 1.2x of PyTorch.
 
 Both libraries share the process, so they share its ``malloc``: by default the setting the
-``minitorch-attn`` command makes (``keep_freed_memory``, minitorch_attn/allocator.py);
+``minitorch-attn`` command makes (``keep_freed_memory``, minitorch_attn/speed/allocator.py);
 ``--malloc default`` keeps glibc's own, which a PyTorch program has. With glibc's own every
 64 MiB array of this shape is faulted in page by page, in both libraries alike.
 """
 
 from __future__ import annotations
 
-from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+from minitorch_attn.speed import keep_freed_memory  # noqa: E402
 
 import argparse
 import sys
@@ -99,7 +99,7 @@ def main(argv=None):
     busy_flag(parser)
     args = parser.parse_args(argv)
     if args.malloc == "kept":
-        keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
+        keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
     shape = args.shape
     if args.threads:
         mt.set_num_threads(args.threads)

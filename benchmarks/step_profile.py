@@ -33,7 +33,7 @@ Nothing here is a test: it prints a table.
 
 from __future__ import annotations
 
-from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+from minitorch_attn.speed import keep_freed_memory  # noqa: E402
 
 import argparse
 import collections
@@ -46,7 +46,8 @@ import array_api_compat.numpy as np_namespace
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn import nn, optim, threads
+from minitorch_attn import nn, optim
+from minitorch_attn.speed import threads
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
 from minitorch_attn.measure import busy, busy_flag
@@ -296,7 +297,7 @@ def build_model(args):
 
 
 def main(argv=None):
-    keep_freed_memory()   # as the minitorch-attn command does (minitorch_attn/allocator.py)
+    keep_freed_memory()   # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--threads", type=positive_int, default=1,

@@ -42,7 +42,7 @@ process, and against its own fixed thread settings.
 
 from __future__ import annotations
 
-from minitorch_attn.allocator import keep_freed_memory  # noqa: E402
+from minitorch_attn.speed import keep_freed_memory  # noqa: E402
 
 import argparse
 import collections
@@ -60,7 +60,7 @@ import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.threads import FastestThreads, available_cores, blas_threads
+from minitorch_attn.speed import FastestThreads, available_cores, blas_threads
 from minitorch_attn.train import make_optimizer, next_char_loss
 from step_profile import build_model, matmul_seconds, model_flags, recorded_products, settle
 
@@ -274,7 +274,7 @@ def the_command(args):
 
 
 def main(argv=None):
-    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/allocator.py)
+    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     model_flags(parser, seed_help="the weights (both sides) and the batches")

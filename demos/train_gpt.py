@@ -18,7 +18,7 @@
 Exactly ``minitorch-attn train`` (see ``minitorch-attn train --help`` for every flag), so
 ``minitorch-attn demo train_gpt`` runs the same code at the same speed: the training loop
 itself times one thread against one per core (the batch in one part per thread) and
-keeps the faster (see ``minitorch_attn.threads`` and ``minitorch_attn.nn.parallel``).
+keeps the faster (see ``minitorch_attn.speed.threads`` and ``minitorch_attn.nn.parallel``).
 
 Writes checkpoint.npz, loss.png, attention.png and metrics.json into a new folder under
 runs/; then ``minitorch-attn sample --checkpoint runs/<folder>/checkpoint.npz --prompt "def "``

@@ -28,8 +28,8 @@ from .core.tensor import (
     Tensor, bool_, dtype_name, float32, float64, get_default_dtype, int32, int64, result_dtype, set_default_dtype,
 )
 
-from .threads import get_num_threads, set_num_threads
-from .allocator import keep_freed_memory  # the commands, demos and benchmarks call it; a program may too
+from .speed import get_num_threads, set_num_threads
+from .speed import keep_freed_memory  # the commands, demos and benchmarks call it; a program may too
 
 from . import functional  # import minitorch_attn.functional as F
 from .functional import sigmoid  # torch.sigmoid

@@ -25,7 +25,7 @@ import sys
 import time
 
 from . import __version__
-from .allocator import keep_freed_memory
+from .speed import keep_freed_memory
 from .argtypes import (
     CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
     positive_int, unit_interval, usable_device,
@@ -36,7 +36,7 @@ from .export import run_export
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
 from .sampling import run_sample
-from .threads import set_num_threads
+from .speed import set_num_threads
 from .train import DEFAULT_BLOCK, run_training
 
 

@@ -28,7 +28,7 @@ import sys
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn.allocator import keep_freed_memory
+from minitorch_attn.speed import keep_freed_memory
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.data import load_corpus
 from minitorch_attn.measure import alternate
@@ -75,7 +75,7 @@ def setup(doc, name, argv=None, extra=None):
     if extra is not None:
         extra(parser)
     args = parser.parse_args(demo_argv() if argv is None else argv)
-    keep_freed_memory()  # speed: see minitorch_attn/allocator.py
+    keep_freed_memory()  # speed: see minitorch_attn/speed/allocator.py
     mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)

@@ -5,7 +5,7 @@ Used by the demos and the benchmarks, so that every figure they print is measure
 
 * :func:`alternate` times two functions in turn (A B, B A, ...), so that a machine whose
   load changes slows them alike; :func:`alternating_medians` times several in turn, each
-  at the thread count that suits it best (:class:`~minitorch_attn.threads.FastestThreads`);
+  at the thread count that suits it best (:class:`~minitorch_attn.speed.FastestThreads`);
   both time one call with :func:`seconds_of`;
 * :class:`PeakMeter` and :func:`peak_memory` read the peak bytes the array library allocated;
 * :func:`busy` keeps ``n`` cores busy with helper processes while a benchmark runs (its
@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 
 from .argtypes import non_negative_int
-from .threads import FastestThreads
+from .speed import FastestThreads
 
 
 def synchronize(device):
@@ -47,7 +47,7 @@ def alternating_medians(fns, repeats, device="cpu", warmup=1):
     """``{name: median seconds}`` of each function of the dict ``fns``, timed in turn.
 
     Each function first runs ``warmup`` untimed calls and then, still untimed, lets a
-    :class:`~minitorch_attn.threads.FastestThreads` find the thread count that runs it
+    :class:`~minitorch_attn.speed.FastestThreads` find the thread count that runs it
     fastest; the ``repeats`` timed rounds call every function once per round, each at its
     own best count. Returns also ``{name: that thread count}`` as a second dict.
     """

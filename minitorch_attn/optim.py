@@ -31,8 +31,7 @@ import numpy
 
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
-from .functional._parallel import each_on_threads
-from .threads import blas_threads
+from .speed import blas_threads, each_on_threads
 
 
 class Optimizer:

@@ -41,7 +41,7 @@ from .core.factories import tensor
 from .core.tensor import _is_int
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
-from .threads import FastestThreads
+from .speed import FastestThreads
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 

@@ -1,4 +1,4 @@
-"""Freed array memory is kept for reuse (minitorch_attn.allocator), so new arrays do not
+"""Freed array memory is kept for reuse (minitorch_attn.speed.allocator), so new arrays do not
 page-fault afresh."""
 
 import os
@@ -7,7 +7,7 @@ import resource
 import numpy as np
 import pytest
 
-from minitorch_attn import allocator
+from minitorch_attn.speed import allocator
 
 
 def _glibc():

@@ -13,6 +13,7 @@ here densely), so that each passes or fails with its own task's code; the tests 
 carry no task's marker.
 """
 
+import threading
 import tracemalloc
 
 import numpy as np
@@ -21,8 +22,8 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
-from minitorch_attn import threads
-from minitorch_attn.functional import _attention_common as common, _parallel, flash as flash_module
+from minitorch_attn.speed import pool, rows, threads
+from minitorch_attn.functional import _attention_common as common, flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
 
@@ -467,6 +468,7 @@ def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
     cores); BLAS gets its own count back afterwards."""
     monkeypatch.setattr(threads, "_requested", None)
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setitem(rows.SPLITS, "FlashAttention", rows.Split(from_bytes=0))   # the pool at any size
     seen = []
     chunk = flash_module._forward_chunk
 
@@ -479,7 +481,31 @@ def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
     with threads.blas_threads(2):
         flash_attention(q, k, v)
         after = threads.blas_thread_count()
-    assert seen == [1] * 2 * _parallel.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
+    assert seen == [1] * 2 * pool.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
+
+
+def test_a_call_too_small_for_the_pool_runs_as_at_one_thread(monkeypatch):
+    """At two threads, flash attention of CS336's test shape (4, 128, 64) float32, whose
+    scores are below the pool's threshold (``speed.SPLITS``), runs in one chunk in the
+    calling thread with a one-thread BLAS, as at one thread: with the pool it took 2.58 ms
+    against 1.63 ms at one thread. The same call at the size of the threshold uses the pool."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    seen = []
+    chunk = flash_module._forward_chunk
+
+    def spy(*args):
+        seen.append((threading.current_thread() is threading.main_thread(), threads.blas_thread_count()))
+        return chunk(*args)
+
+    monkeypatch.setattr(flash_module, "_forward_chunk", spy)
+    q, k, v = (mt.tensor(np.zeros((4, 128, 64), dtype=np.float32)) for _ in range(3))
+    with threads.blas_threads(2):
+        flash_attention(q, k, v)
+        assert seen == [(True, 1)] and threads.blas_thread_count() == 2
+        seen.clear()
+        monkeypatch.setitem(rows.SPLITS, "FlashAttention", rows.Split(from_bytes=4 * 4 * 128 * 128))   # its scores' bytes
+        flash_attention(q, k, v)
+    assert len(seen) == 2 * pool.CHUNKS_PER_THREAD and not any(main for main, _ in seen)
 
 
 def test_memory_grows_linearly_not_quadratically():

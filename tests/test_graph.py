@@ -10,6 +10,7 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
+from minitorch_attn.speed import rows, threads
 
 graphviz = pytest.importorskip("graphviz")
 
@@ -69,6 +70,25 @@ def test_the_fused_layer_norm_is_one_call():
     x = mt.randn(2, 8, requires_grad=True)
     _, ellipses, edges = parts(mt.draw_graph(F.layer_norm(x, (8,))))
     assert ellipses == ["LayerNorm"] and len(edges) == 2
+
+
+def test_a_gpt_on_two_threads_shows_its_ops_as_on_one(monkeypatch):
+    """At 2 threads, with the ops run in chunks of rows on the pool (every threshold at 0),
+    the graph of a GPT shows the GELU, attention and LayerNorm nodes a learner called, and
+    the same nodes as at one thread."""
+    for name in list(rows.SPLITS):
+        monkeypatch.setitem(rows.SPLITS, name, rows.Split(0))
+    drawn = []
+    for count in (1, 2):
+        monkeypatch.setattr(threads, "_requested", count)
+        mt.manual_seed(0)
+        model = nn.GPT(11, d_model=8, num_heads=2, num_layers=2, max_seq_len=6)
+        loss = F.cross_entropy(model(mt.tensor(np.arange(12).reshape(2, 6) % 11)).reshape(12, 11),
+                               mt.tensor(np.arange(12) % 11))
+        drawn.append(sorted(parts(mt.draw_graph(loss))[1]))
+    assert drawn[1] == drawn[0]
+    assert drawn[1].count("GELU") == 2 and drawn[1].count("ScaledDotProductAttention") == 2
+    assert drawn[1].count("LayerNorm") == 5 and not any("RowChunks" in e for e in drawn[1])
 
 
 def test_dot_file_and_bad_arguments(tmp_path):

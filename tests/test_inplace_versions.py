@@ -193,10 +193,11 @@ def test_embedding_padding_row_is_written_as_a_counted_write():
 
 
 def test_the_layer_norm_in_chunks_checks_its_parameters_too():
-    # large enough that layer_norm runs in row chunks (see functional._parallel)
-    x = mt.randn(512, 1024)
+    # large enough that layer_norm runs in row chunks (2.5 MiB; see minitorch_attn.speed.rows)
+    x = mt.randn(640, 1024)
     w = nn.Parameter(mt.ones(1024))
     y = F.layer_norm(x, (1024,), w, None)
+    assert "row_chunks" in vars(y.grad_fn.ctx) and repr(y.grad_fn) == "<LayerNormBackward>"
     with mt.no_grad():
         w.mul_(2.0)
     with pytest.raises(RuntimeError, match=MODIFIED):

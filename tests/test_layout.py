@@ -133,3 +133,103 @@ def test_no_sys_path_edits_in_the_package_demos_or_gradcheck():
     for folder in ("minitorch_attn", "demos", "gradcheck", "benchmarks"):
         for path in (root / folder).rglob("*.py"):
             assert "sys.path" not in path.read_text(), f"{path.relative_to(root)} edits sys.path"
+
+
+# ---- the speed layer: below the course, reached only through its public names ------------------------
+SPEED = "minitorch_attn.speed"
+
+
+def speed_public_names():
+    """``minitorch_attn.speed.__all__``, read from the source."""
+    tree = ast.parse((PACKAGE / "speed" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("minitorch_attn/speed/__init__.py has no __all__")
+
+
+def _in_speed(module):
+    return module == SPEED or module.startswith(SPEED + ".")
+
+
+def speed_layer_breaches(known, sources):
+    """``[(module, what)]``: every way a module outside ``speed/`` reaches the speed layer
+    other than a public name of ``minitorch_attn.speed``, and every import of the package
+    from inside ``speed/`` that leaves it. ``sources`` maps module names to their text."""
+    public, found = speed_public_names(), []
+    for name, text in sources.items():
+        bound = set()                                  # local names bound to the speed package itself
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom):
+                source = _source_of(name, node, known)
+                for alias in node.names:
+                    target = f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
+                    if _in_speed(name):
+                        if target in known and not _in_speed(target):
+                            found.append((name, f"imports {target}"))
+                    elif target == SPEED and source == SPEED and alias.name not in public:
+                        found.append((name, f"imports {alias.name} from {SPEED}, not one of its public names"))
+                    elif _in_speed(target) and target != SPEED:
+                        found.append((name, f"imports {target}, a module inside the speed layer"))
+                    elif target == SPEED and source != SPEED:
+                        bound.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if _in_speed(name) and alias.name in known and not _in_speed(alias.name):
+                        found.append((name, f"imports {alias.name}"))
+                    elif not _in_speed(name) and _in_speed(alias.name) and alias.name != SPEED:
+                        found.append((name, f"imports {alias.name}, a module inside the speed layer"))
+        for node in ast.walk(ast.parse(text)):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                    and node.attr not in public):
+                found.append((name, f"uses {node.value.id}.{node.attr}, not one of {SPEED}'s public names"))
+    return found
+
+
+def _source_of(importer, node, known):
+    """The module a ``from ... import`` statement of ``importer`` imports from."""
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    is_package = known[importer].name == "__init__.py"
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_the_course_reaches_the_speed_layer_only_through_its_public_names():
+    """Nothing in ``speed/`` imports the rest of the package (it is below the course, and
+    changes no formula), and everything else uses ``minitorch_attn.speed``'s ``__all__``."""
+    known = modules()
+    breaches = speed_layer_breaches(known, {name: path.read_text() for name, path in known.items()})
+    assert not breaches, f"the speed layer is reached around its public names: {breaches}"
+
+
+@pytest.mark.parametrize("planted, module", [
+    ("from ..speed.pool import run_on_threads\n", "minitorch_attn.functional.flash"),
+    ("from ..speed import _run_each\n", "minitorch_attn.functional.flash"),
+    ("from .. import speed\nspeed.pool\n", "minitorch_attn.functional.flash"),
+    ("import minitorch_attn.speed.rows\n", "minitorch_attn.optim"),
+    ("from ..core.tensor import Tensor\n", "minitorch_attn.speed.rows"),
+])
+def test_the_speed_layer_check_finds_a_planted_breach(planted, module):
+    known = modules()
+    sources = {name: path.read_text() for name, path in known.items()}
+    sources[module] += "\n" + planted
+    assert [b for b in speed_layer_breaches(known, sources) if b[0] == module]
+
+
+# ---- the map: every module has a row ----------------------------------------------------------------
+def test_every_module_is_on_the_map():
+    """``docs/map.md`` names every module of the package (its path, or its name in the row
+    of its folder), so that a reader finds each one."""
+    text = (PACKAGE.parent / "docs" / "map.md").read_text()
+    missing = [str(path.relative_to(PACKAGE.parent)) for path in sorted(PACKAGE.rglob("*.py"))
+               if path.name != "__init__.py" and not _on_the_map(path, text)]
+    assert not missing, f"modules with no row in docs/map.md: {missing}"
+
+
+def _on_the_map(path, text):
+    relative = path.relative_to(PACKAGE.parent)
+    folder = relative.parent.as_posix()
+    return (f"`{relative.as_posix()}`" in text or f"`{relative.relative_to('minitorch_attn').as_posix()}`" in text
+            or any(f"`{path.name}`" in row and f"`{folder}/" in row for row in text.splitlines()))

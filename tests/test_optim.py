@@ -281,7 +281,7 @@ def test_a_step_on_two_threads_gives_the_numbers_of_one_thread(monkeypatch, name
     """The pool's threads take the parameters one at a time (largest first): the same
     weights and moments to the last bit as one after the other, groups and all; a
     parameter without a gradient is left alone, and a step with none at all does nothing."""
-    from minitorch_attn import threads
+    from minitorch_attn.speed import threads
 
     rng = np.random.default_rng(5)
     shapes = [(7, 5), (3,), (40, 2), (1,), (6, 6)]

@@ -12,7 +12,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import nn, optim, threads
+from minitorch_attn import nn, optim
+from minitorch_attn.speed import threads
 from minitorch_attn.train import next_char_loss
 from tests.conftest import float64_tolerance
 
@@ -129,15 +130,15 @@ def test_work_split_over_the_pool_from_inside_a_job_of_the_pool_does_not_wait_fo
     script = textwrap.dedent("""
         import numpy as np
         import minitorch_attn as mt, minitorch_attn.functional as F
-        from minitorch_attn import nn, threads
-        from minitorch_attn.functional import _parallel
-        _parallel.PARALLEL_BYTES = 0
+        from minitorch_attn import nn
+        from minitorch_attn.speed import pool, rows, threads
+        rows.SPLITS["GELU"] = rows.Split(from_bytes=0)
         threads.set_num_threads(2)
         model = nn.Linear(4, 1)
         x = mt.tensor(np.random.default_rng(0).standard_normal((6, 4), dtype=np.float32))
         nn.SplitBatch(model, lambda m, x, y: ((F.gelu(m(x)) - y) ** 2).mean()).backward(x, mt.zeros((6, 1)))
-        outer = lambda: sum(_parallel._run(2, [lambda: 1, lambda: 2]))
-        assert _parallel._run(2, [outer, outer]) == [3, 3]
+        outer = lambda: sum(pool.run_on_threads(2, [lambda: 1, lambda: 2]))
+        assert pool.run_on_threads(2, [outer, outer]) == [3, 3]
         print("no wait")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -1,6 +1,7 @@
-"""BLAS threads decided by the library (minitorch_attn.threads), the busy-machine helper, the
-normalizations computed in chunks of rows on the pool (functional._parallel.by_row_chunks),
-and GELU and attention in chunks of their first axis (functional._parallel.on_threads)."""
+"""BLAS threads decided by the library (minitorch_attn.speed.threads), the busy-machine helper,
+and the Functions that declare themselves row-wise run in chunks of rows on the pool
+(minitorch_attn.speed.rows): the normalizations by rows, GELU, SiLU and attention by their
+first axis."""
 
 import os
 import signal
@@ -14,8 +15,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import measure, nn, optim, threads
-from minitorch_attn.functional import _parallel
+from minitorch_attn import measure, nn, optim
+from minitorch_attn.speed import rows, threads
 from tests.conftest import float64_tolerance
 
 
@@ -180,6 +181,18 @@ def test_alternating_medians_warms_up_finds_each_functions_threads_and_alternate
     assert [count for name, count in calls[10:] if name == "a"] == [chosen["a"]] * 3
 
 
+# ---- row-wise Functions in chunks of rows -----------------------------------------------------------
+def _split_from(monkeypatch, from_bytes, chunk_bytes=None):
+    """Every row-wise Function runs on the pool from ``from_bytes`` of its first input on."""
+    for name in list(rows.SPLITS):
+        monkeypatch.setitem(rows.SPLITS, name, rows.Split(from_bytes, chunk_bytes))
+
+
+def _in_chunks(y):
+    """Whether the call that made ``y`` ran in chunks of rows."""
+    return "row_chunks" in vars(y.grad_fn.ctx)
+
+
 # ---- normalizations by chunks of rows ---------------------------------------------------------------
 @pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("normalized_shape", [(8,), (2, 4)])
@@ -192,16 +205,17 @@ def test_norms_in_row_chunks_on_threads_equal_one_call(monkeypatch, rng, norm, n
     params = [rng.standard_normal(normalized_shape) for _ in range(2 if norm == "layer_norm" else 1)]
 
     def run(chunk_bytes):
-        monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", chunk_bytes)
+        _split_from(monkeypatch, 2 * chunk_bytes + 1, chunk_bytes)
         x = mt.tensor(x_data, requires_grad=True)
         ps = [mt.tensor(p, requires_grad=True) for p in params]
         y = getattr(F, norm)(x, normalized_shape, *ps)
         y.backward(upstream)
         return y, [x.grad.numpy()] + [p.grad.numpy() for p in ps]
 
+    norm_class = {"layer_norm": "LayerNorm", "rms_norm": "RMSNorm"}
     (y_chunked, grads_chunked), (y_whole, grads_whole) = run(3 * 8 * 8), run(10**9)
-    assert y_chunked.grad_fn.function is _parallel._RowChunks
-    assert y_whole.grad_fn.function is not _parallel._RowChunks
+    assert _in_chunks(y_chunked) and not _in_chunks(y_whole)
+    assert y_chunked.grad_fn.function is y_whole.grad_fn.function is getattr(F.normalization, norm_class[norm])
     np.testing.assert_array_equal(y_chunked.numpy(), y_whole.numpy())
     np.testing.assert_array_equal(grads_chunked[0], grads_whole[0])
     for chunked, whole in zip(grads_chunked[1:], grads_whole[1:]):
@@ -209,9 +223,10 @@ def test_norms_in_row_chunks_on_threads_equal_one_call(monkeypatch, rng, norm, n
 
 
 def test_row_chunks_free_their_saved_arrays_with_the_graph(monkeypatch, rng):
-    monkeypatch.setattr(_parallel, "ROW_CHUNK_BYTES", 64)
+    _split_from(monkeypatch, 129, 64)
     x = mt.tensor(rng.standard_normal((6, 8)), requires_grad=True)
     y = F.layer_norm(x, 8)
+    assert _in_chunks(y)
     y.backward(mt.ones_like(y))
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward(mt.ones_like(y))
@@ -242,12 +257,12 @@ def test_gelu_and_attention_on_threads_equal_one_call(monkeypatch, rng, case):
                                                             enable_gqa="GQA" in case)
         out_shape = (5, 2, 6, 3)
     upstream = rng.standard_normal(out_shape)
-    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+    _split_from(monkeypatch, 0)
     y_chunked, grads_chunked = _forward_backward(fn, arrays, upstream)
-    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 10**12)
+    _split_from(monkeypatch, 10**12)
     y_whole, grads_whole = _forward_backward(fn, arrays, upstream)
-    assert y_chunked.grad_fn.function is _parallel._RowChunks
-    assert y_whole.grad_fn.function is not _parallel._RowChunks
+    assert _in_chunks(y_chunked) and not _in_chunks(y_whole)
+    assert y_chunked.grad_fn.function is y_whole.grad_fn.function
     np.testing.assert_array_equal(y_chunked.numpy(), y_whole.numpy())
     for chunked, whole in zip(grads_chunked, grads_whole):
         np.testing.assert_array_equal(chunked, whole)
@@ -257,12 +272,12 @@ def test_attention_with_dropout_or_a_mask_runs_in_one_call(monkeypatch, rng):
     """Dropout draws its mask from one seeded stream, in one order: never split over threads
     (a mask, which may have a batch dim of its own, is not split either)."""
     monkeypatch.setattr(threads, "_requested", 2)
-    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+    _split_from(monkeypatch, 0)
     q, k, v = (mt.tensor(rng.standard_normal((4, 2, 5, 3)), requires_grad=True) for _ in range(3))
-    assert F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).grad_fn.function is not _parallel._RowChunks
+    assert not _in_chunks(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
     mask = mt.tensor(rng.standard_normal((4, 2, 5, 5)) > 0)
-    assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).grad_fn.function is not _parallel._RowChunks
-    assert F.scaled_dot_product_attention(q, k, v).grad_fn.function is _parallel._RowChunks
+    assert not _in_chunks(F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert _in_chunks(F.scaled_dot_product_attention(q, k, v))
 
 
 def test_the_pool_runs_the_thread_count_that_fastest_threads_chose():
@@ -295,7 +310,7 @@ def test_the_pools_jobs_keep_the_callers_errstate(monkeypatch, work):
     variable, which a new thread would not see): ``ignore`` stays silent there (the suite
     turns a RuntimeWarning into an error) and ``raise`` raises FloatingPointError from it."""
     monkeypatch.setattr(threads, "_requested", 2)
-    monkeypatch.setattr(_parallel, "PARALLEL_BYTES", 0)
+    _split_from(monkeypatch, 0)
 
     def run():
         if work == "optimizer step":
@@ -321,9 +336,9 @@ def test_a_ctrl_c_while_the_caller_takes_a_jobs_lock_leaves_the_pool_working():
     end only after the Ctrl-C."""
     script = textwrap.dedent("""
         import signal, sys, threading, time
-        from minitorch_attn.functional import _parallel
+        from minitorch_attn.speed import pool as parallel
         signal.signal(signal.SIGINT, signal.default_int_handler)   # as at a terminal
-        main, futures, pool, go = threading.main_thread().ident, [], _parallel._pool(2), threading.Event()
+        main, futures, pool, go = threading.main_thread().ident, [], parallel._pool(2), threading.Event()
 
         def blocked(frame):           # in concurrent.futures (or threading, called from there)
             return frame.f_code.co_filename.endswith("_base.py") or (
@@ -348,13 +363,13 @@ def test_a_ctrl_c_while_the_caller_takes_a_jobs_lock_leaves_the_pool_working():
                     threading.Thread(target=hold, args=(max(futures, key=id),)).start()
                 return futures[-1]
 
-        _parallel._pool = lambda threads: Recording()
+        parallel._pool = lambda threads: Recording()
         try:
-            _parallel._run(2, [lambda: go.wait() and 1, lambda: go.wait() and 2])
+            parallel.run_on_threads(2, [lambda: go.wait() and 1, lambda: go.wait() and 2])
         except KeyboardInterrupt:
             print("interrupted", [f.done() for f in futures])
-        _parallel._pool = lambda threads: pool
-        print("then", _parallel._run(2, [lambda: 3, lambda: 4]))
+        parallel._pool = lambda threads: pool
+        print("then", parallel.run_on_threads(2, [lambda: 3, lambda: 4]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -364,16 +379,16 @@ def test_a_ctrl_c_while_the_caller_takes_a_jobs_lock_leaves_the_pool_working():
 def test_a_ctrl_c_while_the_pool_hands_out_jobs_leaves_the_pool_working():
     """A Ctrl-C (a real SIGINT) that lands inside ``submit`` just as it takes a lock of
     ``threading`` (the pool's idle-thread semaphore) is noted, not raised there: the
-    KeyboardInterrupt comes from ``_run`` once its jobs have ended, and the next jobs run.
+    KeyboardInterrupt comes from ``run_on_threads`` once its jobs have ended, and the next jobs run.
     Raised there, it left that lock held and the next hand-out waited for ever. The signal
     is sent from a profile hook as the C call that takes the lock returns, so that Python
     handles it right after the lock is taken; in its own process, with a time limit."""
     script = textwrap.dedent("""
         import signal, sys, threading, time
-        from minitorch_attn.functional import _parallel
+        from minitorch_attn.speed import pool
         signal.signal(signal.SIGINT, signal.default_int_handler)   # as at a terminal
         job = lambda: time.sleep(0.001)
-        _parallel._run(2, [job] * 4)                                 # the pool's threads exist
+        pool.run_on_threads(2, [job] * 4)                                 # the pool's threads exist
         enter, acquire, sent = threading.Condition.__enter__.__code__, threading.Semaphore.acquire.__code__, []
 
         def profile(frame, event, arg):   # just after the C call that took the lock returned
@@ -383,12 +398,12 @@ def test_a_ctrl_c_while_the_pool_hands_out_jobs_leaves_the_pool_working():
 
         sys.setprofile(profile)
         try:
-            _parallel._run(2, [job] * 4)
+            pool.run_on_threads(2, [job] * 4)
             print("not interrupted")
         except KeyboardInterrupt:
             print("interrupted")
         sys.setprofile(None)
-        print("sent", len(sent), "then", _parallel._run(2, [lambda: 3, lambda: 4]))
+        print("sent", len(sent), "then", pool.run_on_threads(2, [lambda: 3, lambda: 4]))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -420,3 +435,98 @@ def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it():
     finally:
         threads._set_blas = real_set
         threads._restore_blas(outside)
+
+
+# ---- the graph names the op at any thread count -------------------------------------------------------
+ROW_WISE = {   # every Function that declares row_wise: (call, input shapes, the input its backward saves)
+    "GELU": (lambda x: F.gelu(x, approximate="tanh"), [(6, 3, 4)], 0),
+    "SiLU": (F.silu, [(6, 3, 4)], 0),
+    "ScaledDotProductAttention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                  [(6, 2, 5, 4)] * 3, 0),
+    "LayerNorm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [(6, 3, 4), (4,), (4,)], 1),
+    "RMSNorm": (lambda x, w: F.rms_norm(x, (4,), w), [(6, 3, 4), (4,)], 1),
+}
+
+
+def _row_wise_functions():
+    """The names of every Function of the package that declares ``row_wise``."""
+    found, stack = set(), [mt.Function]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if cls.row_wise is not None and cls.__module__.startswith("minitorch_attn."):
+            found.add(cls.__name__)
+    return found
+
+
+def test_every_row_wise_function_is_checked_here():
+    assert _row_wise_functions() == set(ROW_WISE)
+
+
+@pytest.mark.parametrize("name", sorted(ROW_WISE))
+def test_in_chunks_on_two_threads_the_graph_records_the_op_itself(monkeypatch, rng, name):
+    """At 2 threads, run in chunks of rows, the output's ``grad_fn`` is the op's own node (as
+    at one thread), and an in-place write to what it saved names that op in the error."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    _split_from(monkeypatch, 0)
+    fn, shapes, saved = ROW_WISE[name]
+    tensors = [mt.tensor(rng.standard_normal(s), requires_grad=True) for s in shapes]
+    y = fn(*tensors)
+    assert _in_chunks(y) and repr(y.grad_fn) == f"<{name}Backward>" and y.grad_fn.function.__name__ == name
+    with mt.no_grad():
+        tensors[saved].add_(1.0)
+    with pytest.raises(RuntimeError, match=f"argument {saved} of <{name}Backward>"):
+        y.backward(mt.ones_like(y))
+
+
+SAME_AT_ANY_THREADS = dict(ROW_WISE, **{
+    "softmax": (lambda x: F.softmax(x, dim=-1), [(6, 3, 4)], None),
+    "log_softmax": (lambda x: F.log_softmax(x, dim=1), [(6, 3, 4)], None),
+    "logsumexp": (lambda x: mt.logsumexp(x, dim=-1), [(6, 3, 4)], None),
+    "flash": (lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
+              [(6, 2, 5, 4)] * 3, None),
+})
+
+
+@pytest.mark.parametrize("name", sorted(SAME_AT_ANY_THREADS))
+def test_two_threads_give_the_numbers_of_one(monkeypatch, rng, name):
+    """Each op at 2 threads, in chunks where it has any (every pool threshold at 0), gives
+    the output and the inputs' gradients of one thread bit for bit; a norm's gain and bias,
+    summed over the chunks of rows, to rounding."""
+    fn, shapes, _ = SAME_AT_ANY_THREADS[name]
+    arrays = [rng.standard_normal(s) for s in shapes]
+    _split_from(monkeypatch, 0)
+    results = []
+    for count in (1, 2):
+        monkeypatch.setattr(threads, "_requested", count)
+        tensors = [mt.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(*tensors)
+        y.backward(mt.tensor(np.random.default_rng(1).standard_normal(y.shape)))
+        results.append([y.numpy()] + [t.grad.numpy() for t in tensors])
+    (one, *grads_one), (two, *grads_two) = results
+    np.testing.assert_array_equal(two, one)
+    np.testing.assert_array_equal(grads_two[0], grads_one[0])
+    for shared_two, shared_one in zip(grads_two[1:], grads_one[1:]):
+        if name in ("LayerNorm", "RMSNorm"):
+            np.testing.assert_allclose(shared_two, shared_one, rtol=0,
+                                       atol=float64_tolerance(shared_one, n_ops=35, dtype="float64"))
+        else:
+            np.testing.assert_array_equal(shared_two, shared_one)
+
+
+def test_attention_of_a_query_without_a_batch_axis_runs_whole(monkeypatch, rng):
+    """A 2-d query ``(N_q, E)`` has no batch axis: its first axis is the queries, the keys'
+    is the keys. Split by the same rows they gave a wrong output at two threads (rows of
+    the query beside the wrong keys: off by 1.4 at (4096, 64) with 100 keys); now such a
+    call runs whole. 3-d with grouped-query heads neither (its first axis is the heads)."""
+    monkeypatch.setattr(threads, "_requested", 2)
+    _split_from(monkeypatch, 0)
+    q, k, v = (mt.tensor(rng.standard_normal(s), requires_grad=True) for s in [(12, 4), (5, 4), (5, 4)])
+    y = F.scaled_dot_product_attention(q, k, v)
+    assert not _in_chunks(y)
+    monkeypatch.setattr(threads, "_requested", 1)
+    np.testing.assert_allclose(y.numpy(), F.scaled_dot_product_attention(q, k, v).numpy(), rtol=1e-12)
+    monkeypatch.setattr(threads, "_requested", 2)
+    q = mt.tensor(rng.standard_normal((4, 6, 3)), requires_grad=True)
+    k, v = (mt.tensor(rng.standard_normal((2, 5, 3)), requires_grad=True) for _ in range(2))
+    assert not _in_chunks(F.scaled_dot_product_attention(q, k, v, enable_gqa=True))

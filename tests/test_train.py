@@ -9,7 +9,8 @@ import pytest
 
 import minitorch_attn as mt
 from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import cli, data, nn, optim, sampling, threads, train
+from minitorch_attn import cli, data, nn, optim, sampling, train
+from minitorch_attn.speed import threads
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ Read it in this order:
 
 1. :mod:`.backend`   -- one array namespace per device (NumPy, CuPy, array-api-strict) and
    the few kernels the array API standard lacks;
-2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
+2. :mod:`.autograd`  -- :class:`Function` and the engine that walks the graph (:mod:`.context`:
+   what one call keeps for its backward; :mod:`.inplace`: in-place writes and the version
+   counts that backward checks);
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
 4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.arithmetic`: their
    functional spellings, with ``alpha`` and ``rounding_mode``; :mod:`.power`: powers

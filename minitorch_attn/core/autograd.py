@@ -1,4 +1,4 @@
-"""Reverse-mode automatic differentiation: ``Function``, its context, and the engine.
+"""Reverse-mode automatic differentiation: ``Function`` and the engine.
 
 An operation is a subclass of :class:`Function` with two static methods on raw arrays::
 
@@ -53,7 +53,7 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    arrays unless ``retain_graph=True``.
 
 Before a node's backward reads what its forward saved, the engine checks that none of
-those tensors was written in place since (their versions, :func:`record_versions`): a
+those tensors was written in place since (their versions, :mod:`.inplace`): a
 changed one would give a wrong gradient without a word, so it is PyTorch's
 "modified by an inplace operation" error instead. Whether a call is recorded at all is
 the grad mode of the calling thread (:mod:`.grad_mode`).
@@ -66,52 +66,12 @@ from __future__ import annotations
 
 import numbers
 
+from ..speed import backward_in_rows, forward_in_rows
 from . import grad_mode
 from .backend import backend_of
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
-
-class Context:
-    """What one call of a Function keeps for its backward.
-
-    Attributes:
-        xp: the array namespace of the inputs (NumPy, CuPy or array-api-strict).
-        backend: the :class:`~minitorch_attn.backend.Backend` (for erf, index_add, random).
-        needs_input_grad: a bool per positional argument of ``forward``.
-        saved_tensors: the arrays given to :meth:`save_for_backward` (raises after release).
-    Any other attribute (a shape, a dim, a flag) may be set freely in ``forward``.
-    """
-
-    def __init__(self, backend, needs_input_grad):
-        self.backend = backend
-        self.xp = backend.xp
-        self.needs_input_grad = needs_input_grad
-        self._saved = ()
-        self._released = False
-        self._versions = ()  # (tensor, its version counter, the version it had), see record_versions
-
-    def save_for_backward(self, *arrays):
-        """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
-        self._saved = arrays
-
-    @property
-    def saved_tensors(self):
-        if self._released:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time (or to read saved arrays "
-                "after they were freed). Pass retain_graph=True to the first backward() call "
-                "if you need to backward through the graph twice."
-            )
-        return self._saved
-
-    def release(self):
-        """Drop the saved arrays and any other array attributes kept for backward."""
-        self._saved = ()
-        self._versions = ()
-        self._released = True
-        attributes = vars(self)
-        if len(attributes) > len(_CONTEXT_OWN):       # speed: most forwards set nothing else
-            for key in [key for key in attributes if key not in _CONTEXT_OWN and _is_array(attributes[key])]:
-                del attributes[key]
+from .context import Context  # noqa: F401 (re-exported: a Function's forward and backward get one)
+from .inplace import check_versions, record_versions
 
 
 class Node:
@@ -148,13 +108,20 @@ class Function:
 
     A Function whose output is a view of its first input (reshape, permute, slicing)
     sets ``is_view = True``: the output shares the input's version counter, so an
-    in-place write to either is seen through both (see :func:`record_versions`).
+    in-place write to either is seen through both (see :mod:`.inplace`).
+
+    A Function whose output for each row of its inputs depends on that row alone (GELU,
+    LayerNorm, attention over a batch) sets ``row_wise = RowWise(...)``
+    (:class:`minitorch_attn.speed.RowWise`): its forward and backward may then run on
+    chunks of rows on the pool's threads, with the same numbers, and the graph still
+    records one node of the Function itself.
 
     Raises:
         ValueError: if the tensor arguments live on different devices.
     """
 
     is_view = False
+    row_wise = None
 
     @staticmethod
     def forward(ctx, *args, **options):
@@ -192,7 +159,10 @@ class Function:
 
         record = grad_mode._mode.enabled and True in needs_input_grad
         ctx = Context(backend, tuple(needs_input_grad))
-        result = cls.forward(ctx, *raw, **options)
+        if cls.row_wise is None:
+            result = cls.forward(ctx, *raw, **options)
+        else:
+            result = forward_in_rows(cls, ctx, raw, options)        # the same, maybe in chunks of rows
 
         outputs = result if isinstance(result, tuple) else (result,)
         node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs)) if record else None
@@ -206,105 +176,13 @@ class Function:
                 tensor._output_nr = index
             wrapped.append(tensor)
         if record:
-            record_versions(ctx, args, wrapped)
+            ctx._versions = record_versions(ctx.kept(), args, wrapped)
         return tuple(wrapped) if isinstance(result, tuple) else wrapped[0]
 
 
 _PLAIN = frozenset((int, float, bool, str, tuple, type(None)))
 """speed: argument types that are passed to ``forward`` as they are, without the slower
 check for a NumPy scalar (``isinstance(arg, numbers.Number)`` goes through an ABC)."""
-
-
-def _is_array(value):
-    """Whether ``value`` is an array of a backend (what :meth:`Context.release` drops)."""
-    return hasattr(value, "__array_namespace__") or type(value).__module__.split(".")[0] in ("numpy", "cupy")
-
-
-def _memory_root(array):
-    """The array that owns ``array``'s memory (itself, or the base of a view)."""
-    base = getattr(array, "base", None)
-    while base is not None and base is not array and hasattr(base, "dtype"):
-        array, base = base, getattr(base, "base", None)
-    return array
-
-
-_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions"))
-"""The attributes every Context has; any other one was set by a forward."""
-
-
-def record_versions(ctx, inputs, outputs):
-    """Remember the version of every input or output Tensor whose memory ``ctx`` keeps for
-    backward (in ``save_for_backward`` or as an attribute, also in the Contexts it saves),
-    so that :func:`check_versions` can tell when an in-place write changed it since.
-
-    An in-place write (``add_``, ``zero_``, ``copy_``, ``x[i] = v``, an optimizer step)
-    adds 1 to the version of the tensor it writes; views share one counter. Backward
-    would otherwise read the new values and return a wrong gradient without a word.
-    speed: about 3 µs per recorded call that saved something (see :func:`_owner`)."""
-    if not ctx._saved and len(ctx.__dict__) == len(_CONTEXT_OWN):
-        return                                              # speed: nothing kept (add, reshape, ...)
-    kept = list(ctx._saved)
-    if len(ctx.__dict__) > len(_CONTEXT_OWN):
-        kept += [value for key, value in ctx.__dict__.items() if key not in _CONTEXT_OWN]
-    versions, seen = [], set()   # seen: ids (a Tensor's == compares values)
-    for value in kept:
-        if type(value) in _PLAIN:                          # speed: None, a shape, a flag, a number
-            continue
-        if type(value) is Context:                         # a Function that runs others (row chunks)
-            kept.extend(v for v in value._saved if v is not None)   # looked at by this same loop
-            continue
-        found = _owner(value, inputs, outputs)
-        if found is None or id(found[1]) in seen:
-            continue
-        index, tensor = found
-        seen.add(id(tensor))
-        counter = tensor._version_counter
-        # an input is kept by the node anyway; an output only by its description (no reference cycle)
-        about = tensor if index is not None else (tensor._output_nr, tensor.dtype, tensor.shape)
-        versions.append((index, about, counter, counter[0]))
-    ctx._versions = tuple(versions)
-
-
-def _owner(value, inputs, outputs):
-    """``(index of the input, or None for an output; the Tensor)`` whose memory ``value``
-    is or views, else None. speed: identity first (a saved input or output is that very
-    array); the memory roots only for a saved view."""
-    for tensor in outputs:
-        if tensor.data is value:
-            return None, tensor
-    for index, tensor in enumerate(inputs):
-        if isinstance(tensor, Tensor) and tensor.data is value:
-            return index, tensor
-    if getattr(value, "base", None) is None or not hasattr(value, "dtype"):
-        return None                     # memory of its own (or a number, a shape, a dtype)
-    root = _memory_root(value)
-    for index, tensor in enumerate(inputs):
-        if isinstance(tensor, Tensor) and _memory_root(tensor.data) is root:
-            return index, tensor
-    for tensor in outputs:
-        if _memory_root(tensor.data) is root:
-            return None, tensor
-    return None
-
-
-def check_versions(node):
-    """Raise if a tensor ``node`` saved for backward was written in place since its
-    forward (PyTorch's error, with its wording, naming the operation and the tensor)."""
-    for index, about, counter, version in node.ctx._versions:
-        if counter[0] != version:
-            if index is None:
-                output_nr, dtype, shape = about
-                what = f"{dtype} tensor of shape {shape}], which is output {output_nr} of {node!r},"
-            else:
-                made_by = "a leaf" if about.grad_fn is None else f"output {about._output_nr} of {about.grad_fn!r}"
-                what = (f"{about.dtype} tensor of shape {about.shape}], argument {index} of {node!r} "
-                        f"({made_by}),")
-            raise RuntimeError(
-                f"one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: [{what} is at version {counter[0]}; expected version {version} instead. Hint: "
-                f"an in-place write (an optimizer step, add_, zero_, copy_, x[i] = v) changed it after "
-                f"the forward saved it; do the write after backward(), or write into a copy (.clone())"
-            )
 
 
 def sum_to_shape(xp, grad, shape):
@@ -419,7 +297,11 @@ def run_backward(seeds, retain_graph=False):
             received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
             for i, (shape, dtype) in enumerate(node.output_meta)
         ]
-        input_grads = node.function.backward(ctx, *grad_outputs)
+        function = node.function
+        if function.row_wise is None:
+            input_grads = function.backward(ctx, *grad_outputs)
+        else:
+            input_grads = backward_in_rows(function, ctx, grad_outputs)   # as its forward ran
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         if len(input_grads) != len(node.inputs):

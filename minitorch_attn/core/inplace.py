@@ -23,6 +23,11 @@ The rules, as PyTorch's:
 
 ``x[key] = value`` records no graph: with a graph involved it raises (build the tensor
 with ``where`` or ``cat`` instead).
+
+The other half of the bookkeeping is here too: when a call is recorded, the engine notes
+the version of every tensor whose memory it kept for its backward
+(:func:`record_versions`), and before that backward runs it checks that none has changed
+(:func:`check_versions`).
 """
 
 from __future__ import annotations
@@ -139,3 +144,87 @@ class InPlaceMethods:
             raise type(error)(f"cannot write a value of shape {getattr(value, 'shape', ())} into the "
                               f"tensor of shape {self.shape} at {key!r}: {error}") from None
         self._version_counter[0] += 1
+
+
+# ---- versions: what backward checks --------------------------------------------------------------
+_NOT_MEMORY = frozenset((int, float, bool, str, tuple, type(None)))
+"""speed: types of kept values that own no array memory (a shape, a flag, a number)."""
+
+
+def _memory_root(array):
+    """The array that owns ``array``'s memory (itself, or the base of a view)."""
+    base = getattr(array, "base", None)
+    while base is not None and base is not array and hasattr(base, "dtype"):
+        array, base = base, getattr(base, "base", None)
+    return array
+
+
+def record_versions(kept, inputs, outputs):
+    """The versions to remember for a recorded call: of every input or output Tensor whose
+    memory the call ``kept`` for its backward (``Context.kept()``: its saved arrays and
+    attributes), so that :func:`check_versions` can tell when an in-place write changed
+    one since. Returns a tuple of ``(input index or None, the tensor or, for an output,
+    its description, its version counter, the version it had)``.
+
+    An in-place write (``add_``, ``zero_``, ``copy_``, ``x[i] = v``, an optimizer step)
+    adds 1 to the version of the tensor it writes; views share one counter. Backward
+    would otherwise read the new values and return a wrong gradient without a word.
+    speed: about 3 µs per recorded call that saved something (see :func:`_owner`)."""
+    if not kept:
+        return ()                                           # speed: nothing kept (add, reshape, ...)
+    versions, seen = [], set()   # seen: ids (a Tensor's == compares values)
+    for value in kept:
+        if type(value) in _NOT_MEMORY:                     # speed: None, a shape, a flag, a number
+            continue
+        found = _owner(value, inputs, outputs)
+        if found is None or id(found[1]) in seen:
+            continue
+        index, tensor = found
+        seen.add(id(tensor))
+        counter = tensor._version_counter
+        # an input is kept by the node anyway; an output only by its description (no reference cycle)
+        about = tensor if index is not None else (tensor._output_nr, tensor.dtype, tensor.shape)
+        versions.append((index, about, counter, counter[0]))
+    return tuple(versions)
+
+
+def _owner(value, inputs, outputs):
+    """``(index of the input, or None for an output; the Tensor)`` whose memory ``value``
+    is or views, else None. speed: identity first (a saved input or output is that very
+    array); the memory roots only for a saved view."""
+    for tensor in outputs:
+        if tensor.data is value:
+            return None, tensor
+    for index, tensor in enumerate(inputs):
+        if isinstance(tensor, InPlaceMethods) and tensor.data is value:
+            return index, tensor
+    if getattr(value, "base", None) is None or not hasattr(value, "dtype"):
+        return None                     # memory of its own (or a number, a shape, a dtype)
+    root = _memory_root(value)
+    for index, tensor in enumerate(inputs):
+        if isinstance(tensor, InPlaceMethods) and _memory_root(tensor.data) is root:
+            return index, tensor
+    for tensor in outputs:
+        if _memory_root(tensor.data) is root:
+            return None, tensor
+    return None
+
+
+def check_versions(node):
+    """Raise if a tensor ``node`` saved for backward was written in place since its
+    forward (PyTorch's error, with its wording, naming the operation and the tensor)."""
+    for index, about, counter, version in node.ctx._versions:
+        if counter[0] != version:
+            if index is None:
+                output_nr, dtype, shape = about
+                what = f"{dtype} tensor of shape {shape}], which is output {output_nr} of {node!r},"
+            else:
+                made_by = "a leaf" if about.grad_fn is None else f"output {about._output_nr} of {about.grad_fn!r}"
+                what = (f"{about.dtype} tensor of shape {about.shape}], argument {index} of {node!r} "
+                        f"({made_by}),")
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{what} is at version {counter[0]}; expected version {version} instead. Hint: "
+                f"an in-place write (an optimizer step, add_, zero_, copy_, x[i] = v) changed it after "
+                f"the forward saved it; do the write after backward(), or write into a copy (.clone())"
+            )

@@ -28,10 +28,9 @@ operations, written from the catalogue on the documentation site, lists them all
 
 Private helpers: :mod:`._checks` (argument checks), :mod:`._attention_common` (what the two
 attention kernels share: argument checks, the causal rule, the grouped-query layout, and
-their notation), flash attention's :mod:`._flash_tiles` and :mod:`._flash_dropout`,
-:mod:`._parallel` (the pool of threads: flash attention's chunks, the rows of large norms,
-GELU and dense attention in chunks of their first axis) and :mod:`._sums` (sums along
-short rows and down columns as products with ones).
+their notation), flash attention's :mod:`._flash_tiles` and :mod:`._flash_dropout`. What makes them fast
+without changing a number (the pool of threads, chunks of rows, sums as products with
+ones) is :mod:`minitorch_attn.speed`, read after the course.
 
 Conventions: ``grad_output`` is the upstream gradient ``dL/d(output)`` (``dO`` inside the
 attention kernels, where the papers' names rule); sequence lengths are ``N_q`` (queries)

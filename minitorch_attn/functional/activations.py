@@ -10,8 +10,7 @@ import math
 
 from ..core.autograd import Function
 from ._checks import _check_flag, _check_float, _check_probability, as_float
-from ._into import exp_
-from ._parallel import on_threads
+from ..speed import RowWise, exp_
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
@@ -89,6 +88,8 @@ class GELU(Function):
     one core (the default GPT's MLP).
     """
 
+    row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
+
     @staticmethod
     def forward(ctx, x, approximate="none"):
         xp = ctx.xp
@@ -142,7 +143,7 @@ def gelu(x, approximate="none"):
     _check_float(x, "gelu")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return on_threads(GELU, (x,), approximate=approximate)   # speed: large inputs on the pool (_parallel.py)
+    return GELU.apply(x, approximate=approximate)
 
 
 class Sigmoid(Function):
@@ -221,6 +222,8 @@ class SiLU(Function):
     place: the same numbers, 0.92 -> 0.70 ms for that gate.
     """
 
+    row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
+
     @staticmethod
     def forward(ctx, x):
         # BEGIN SOLUTION 6.1
@@ -254,7 +257,7 @@ def silu(x):
     Catalogue record: ``opinfo/activations.py`` (its samples, references and checks).
     """
     _check_float(x, "silu")
-    return on_threads(SiLU, (x,))   # speed: large inputs on the pool (_parallel.py), as gelu
+    return SiLU.apply(x)
 
 
 class ReLU(Function):

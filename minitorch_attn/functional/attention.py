@@ -12,8 +12,7 @@ from ..core.autograd import Function
 from ..core.ops import matmul_transposed
 from ..core.tensor import Tensor
 from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
-from ._into import fill_where_not_
-from ._parallel import on_threads
+from ..speed import RowWise, fill_where_not_
 from .activations import _dropout_scale
 from .softmax import _shifted_exp
 
@@ -70,6 +69,13 @@ def _scores_backward(xp, dP, P, q, k, scale, D):
     # END SOLUTION
 
 
+def _entries_apart(query, key, value, attn_mask, dropout_p=0.0, groups=1, **_):
+    """Whether each entry of the first axis of query, key and value attends on its own: a
+    batch (or heads) axis of all three (4-d, or 3-d without grouped-query heads), no mask
+    (it may have a batch axis of its own) and no dropout (whose draws come in one order)."""
+    return attn_mask is None and dropout_p == 0 and (query.ndim >= 4 or (query.ndim == 3 and groups == 1))
+
+
 class ScaledDotProductAttention(Function):
     r"""Attention ``O = dropout(softmax(scale · Q Kᵀ + mask)) V`` (Vaswani et al. 2017,
     arXiv:1706.03762, eq. 1), in numbered passes.
@@ -112,6 +118,8 @@ class ScaledDotProductAttention(Function):
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
     (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
     """
+
+    row_wise = RowWise(inputs=3, when=_entries_apart)   # each entry of a batch on its own (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, query, key, value, attn_mask, scale=1.0, dropout_p=0.0, causal_offset=None, groups=1):
@@ -188,11 +196,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
     options = dict(scale=setup.scale, dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
                    groups=setup.groups)
-    if attn_mask is None and dropout_p == 0 and (query.ndim >= 4 or setup.groups == 1):
-        # speed: the batch (or the heads) on the pool's threads, each entry attending on its own
-        # (_parallel.py); not with dropout, whose draws must come in one order
-        return on_threads(ScaledDotProductAttention, (query, key, value), (attn_mask,),
-                          out_trailing=query.shape[1:-1] + value.shape[-1:], **options)
     return ScaledDotProductAttention.apply(query, key, value, attn_mask, **options)
 
 

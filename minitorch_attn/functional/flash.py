@@ -61,8 +61,9 @@ Speed choices (all optional for correctness; each is marked "speed:" in the code
 * on NumPy the independent (batch, head) slices are split over a small thread pool:
   NumPy releases the GIL inside BLAS and ufuncs, so the blocks of different heads run
   on different cores. The pool has one thread per core (``minitorch_attn.set_num_threads``
-  changes that) and BLAS runs one thread while it works (:mod:`minitorch_attn.threads`);
-  CuPy and array-api-strict run the same code in one thread.
+  changes that) and BLAS runs one thread while it works (:mod:`minitorch_attn.speed`);
+  a call whose scores are too small for the pool to pay (``speed.SPLITS``) runs as at one
+  thread; CuPy and array-api-strict run the same code in one thread.
 
 Measured at B=1, H=8, N=2048, d=64, float32 on 2 idle CPU cores, forward+backward takes
 1.1-1.3 times as long as PyTorch's own CPU kernel; its matrix products alone take about
@@ -80,11 +81,10 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.ops import transposed_copy
+from ..speed import batch_chunks, exp_, join, run_on_threads, take, threads_for
 from ._attention_common import attention_setup, broadcast_batch, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
 from ._flash_tiles import _add_tile, _check_block_size, _join_blocks, _scores, _tile_visibility
-from ._into import exp_
-from ._parallel import _chunks, _concat, _run, _take, _thread_count
 
 
 # ---- public API -----------------------------------------------------------------------------------
@@ -159,10 +159,16 @@ def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_a
         block_q=_check_block_size(block_size_q, default_q, "block_size_q"),
         block_k=_check_block_size(block_size_k, default_k, "block_size_k"),
         groups=setup.groups,
-        threads=_thread_count(backend),
+        threads=threads_for("FlashAttention", backend, _scores_bytes(query, key)),   # speed: the pool where it pays
     )
     out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
     return (out, lse) if return_lse else out
+
+
+def _scores_bytes(query, key):
+    """The bytes of the scores ``S`` that a call never forms, ``(..., H_q, N_q, N_k)``: its
+    work, the measure by which the speed layer decides whether the pool pays."""
+    return math.prod(query.shape[:-1]) * key.shape[-2] * (8 if query.dtype == "float64" else 4)
 
 
 def default_block_sizes(N_q, N_k):
@@ -248,12 +254,12 @@ class FlashAttention(Function):
         Q = Q * plan.scale   # speed: scale Q once instead of every tile S_ij = scale Q_i K_jᵀ
         row_keys = _row_keys(xp, ctx.backend.device, plan.seed, Q.shape[:-2] + (1, 1)) \
             if plan.dropout_p > 0 else None
-        chunks = _chunks(Q.shape[:-3], plan.threads)
-        results = _run(plan.threads, [
+        chunks = batch_chunks(Q.shape[:-3], plan.threads)
+        results = run_on_threads(plan.threads, [
             functools.partial(_forward_chunk, xp, ctx.backend.device, plan,
-                              *(_take(a, c) for a in (Q, K, V, mask_g, row_keys)))
+                              *(take(a, c) for a in (Q, K, V, mask_g, row_keys)))
             for c in chunks])
-        O, lse = (_concat(xp, [r[n] for r in results], chunks) for n in range(2))
+        O, lse = (join(xp, [r[n] for r in results], chunks) for n in range(2))
 
         ctx.plan, ctx.shapes = plan, (query.shape, key.shape, value.shape)
         ctx.mask_shape = None if mask is None else mask.shape
@@ -274,20 +280,20 @@ class FlashAttention(Function):
         # which is the same as subtracting dlse_i from D_i.
         D = xp.sum(dO * O, axis=-1, keepdims=True) - xp.reshape(dlse, lse.shape)
         mask_needs_grad = ctx.needs_input_grad[3]
-        chunks = _chunks(Q.shape[:-3], plan.threads)
-        results = _run(plan.threads, [
+        chunks = batch_chunks(Q.shape[:-3], plan.threads)
+        results = run_on_threads(plan.threads, [
             functools.partial(_backward_chunk, xp, ctx.backend.device, plan,
-                              *(_take(a, c) for a in (Q, K, V, mask_g, row_keys, lse, dO, D)),
+                              *(take(a, c) for a in (Q, K, V, mask_g, row_keys, lse, dO, D)),
                               mask_needs_grad)
             for c in chunks])
-        dQ, dK, dV = (_concat(xp, [r[n] for r in results], chunks) for n in range(3))
+        dQ, dK, dV = (join(xp, [r[n] for r in results], chunks) for n in range(3))
         dQ = dQ * plan.scale  # S = (scale Q) Kᵀ  =>  dQ = scale dS K  (the scale was left out of the loop)
         dmask = None
         if mask_needs_grad:
             parts = [r[3] for r in results]
             # a mask shared by all chunks (size 1 on the chunk axis) sums their gradients
             shared = len(parts) > 1 and mask_g.shape[chunks[0].axis] == 1
-            dmask = functools.reduce(lambda a, b: a + b, parts) if shared else _concat(xp, parts, chunks)
+            dmask = functools.reduce(lambda a, b: a + b, parts) if shared else join(xp, parts, chunks)
             dmask = xp.reshape(dmask, ctx.mask_shape)
         return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape),
                 dmask)

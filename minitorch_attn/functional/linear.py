@@ -9,7 +9,7 @@ from ..core.backend import backend_of
 from ..core.shape_ops import Take, where
 from ..core.tensor import Tensor, _is_int
 from ._checks import _check_float
-from ._sums import column_sums
+from ..speed import column_sums
 
 
 class Linear(Function):
@@ -58,7 +58,7 @@ class Linear(Function):
         G = xp.reshape(grad_output, (rows.shape[0], weight.shape[0]))   # (M, out)
         grad_x = xp.reshape(xp.matmul(G, weight), ctx.x_shape) if need_x else None   # 2, 1
         grad_w = xp.matmul(xp.matrix_transpose(G), rows) if need_w else None
-        grad_b = column_sums(xp, G) if need_b else None                  # speed: see _sums.py
+        grad_b = column_sums(xp, G) if need_b else None                  # speed: see speed/sums.py
         return grad_x, grad_w, grad_b
 
 

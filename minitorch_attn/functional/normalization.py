@@ -20,8 +20,7 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
-from ._parallel import by_row_chunks
-from ._sums import column_sums, last_axis_sums
+from ..speed import RowWise, column_sums, last_axis_sums
 
 
 class _Rows:
@@ -40,12 +39,12 @@ class _Rows:
 
     def mean(self, a):
         """``mean(a)`` over each row, kept as size-1 dims so that it broadcasts back."""
-        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))   # speed: see _sums.py
+        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))   # speed: see speed/sums.py
         return _reshape(self.xp, sums, self.kept) / self.n
 
     def total(self, a):
         """``sum_rows(a)``: the sum over all rows, shaped like one row (a gain's gradient)."""
-        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))        # speed: see _sums.py
+        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))        # speed: see speed/sums.py
         return _reshape(self.xp, sums, self.row_shape)
 
 
@@ -169,6 +168,8 @@ class LayerNorm(Function):
     gradient is amplified by ``1/sqrt(eps)`` (316 at the default eps = 1e-5; tested).
     """
 
+    row_wise = RowWise(row_axes="axes")   # each row (the trailing axes) on its own (minitorch_attn.speed)
+
     @staticmethod
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
         rows = ctx.rows = _Rows(ctx.xp, x.shape, axes)
@@ -217,7 +218,7 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     Catalogue record: ``opinfo/normalization.py`` (its samples, references and checks).
     """
     axes = _normalized_axes(x, normalized_shape, weight, bias, "layer_norm")
-    return by_row_chunks(LayerNorm, x, weight, bias, axes=axes, eps=_check_eps(eps, "layer_norm", x.dtype))  # speed: see there
+    return LayerNorm.apply(x, weight, bias, axes=axes, eps=_check_eps(eps, "layer_norm", x.dtype))
 
 
 class RMSNorm(Function):
@@ -255,6 +256,8 @@ class RMSNorm(Function):
     ``1/sqrt(eps)``. At :func:`rms_norm`'s default eps (the dtype's machine epsilon) that
     is 2.9e3 in float32 and 6.7e7 in float64 (tested).
     """
+
+    row_wise = RowWise(row_axes="axes")   # each row (the trailing axes) on its own (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x, weight, axes=(-1,), eps=None):
@@ -295,7 +298,7 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
     axes = _normalized_axes(x, normalized_shape, weight, None, "rms_norm")
     if eps is None:
         eps = float(backend_of(x.data).xp.finfo(x.data.dtype).eps)
-    return by_row_chunks(RMSNorm, x, weight, axes=axes, eps=_check_eps(eps, "rms_norm", x.dtype))  # speed: see there
+    return RMSNorm.apply(x, weight, axes=axes, eps=_check_eps(eps, "rms_norm", x.dtype))
 
 
 __all__ = ["layer_norm", "rms_norm"]  # what minitorch_attn.functional exports

@@ -21,8 +21,7 @@ from ..core.autograd import Function
 from ..core.ops import _check_keepdim, _normalize_dims
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _axis, _check_float, _check_probability, as_float
-from ._into import exp_
-from ._sums import last_axis_sums
+from ..speed import exp_, last_axis_sums
 
 
 def _shifted_logsumexp(xp, x, axis):

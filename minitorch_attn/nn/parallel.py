@@ -41,8 +41,7 @@ from ..core import autograd
 from ..core.autograd import is_grad_enabled
 from ..core.backend import backend_of
 from ..core.tensor import Tensor
-from ..functional._parallel import _run
-from ..threads import get_num_threads
+from ..speed import get_num_threads, run_on_threads
 from .layers import Dropout, Embedding
 from .module import Module, Parameter
 
@@ -135,7 +134,7 @@ class SplitBatch:
             return share * loss.item()
 
         try:
-            losses = _run(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)])
+            losses = run_on_threads(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)])
         except BaseException:
             for p, grad in zip(params, before):
                 p.grad = grad                    # what part 0 added goes (the engine adds out of place)

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 
 import minitorch_attn as mt
-from minitorch_attn.core import autograd
+from minitorch_attn.core import autograd, context
 from minitorch_attn.core.ops import Div, Exp, Log, MatMul, Mul, Pow, Sqrt, Tanh
 from minitorch_attn.core.reductions import Max, Mean, Sum, Var
 from minitorch_attn.functional.attention import AttentionWeights, ScaledDotProductAttention
@@ -168,7 +168,7 @@ def student_context(student, ctx):
     theirs.save_for_backward(*(_as_array(a) for a in ctx.saved_tensors))
     assign = student.module("builtins").setattr
     for name, value in vars(ctx).items():
-        if name not in autograd._CONTEXT_OWN:
+        if name not in context._CONTEXT_OWN:
             assign(theirs, name, _rebuilt(student, value, f"{name} of the Context"))
     return theirs
 
@@ -224,10 +224,12 @@ def _expect_same(before, after, what):
 
 
 def _asked(student, function):
-    """A stand-in for ``function`` on this process's graph: its backward is the student's."""
+    """A stand-in for ``function`` on this process's graph: its backward is the student's
+    (run as the engine runs ``function``'s: chunk by chunk if its forward ran in chunks of
+    rows, ``row_wise``)."""
     def backward(ctx, *grad_outputs):
         return student_backward(student, function, ctx, grad_outputs)
-    return type(function.__name__, (), {"backward": staticmethod(backward)})
+    return type(function.__name__, (), {"backward": staticmethod(backward), "row_wise": function.row_wise})
 
 
 def _checked_sum(student, summed, grad, shape):

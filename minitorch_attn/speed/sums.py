@@ -5,7 +5,7 @@ classes of a logits row, the 128 features of a LayerNorm row) goes row by row. A
 product of each row with ones (``vecdot``) adds the same numbers in another order
 (equal to rounding), and like ``sum`` it gives each row the same result whatever rows
 are beside it (a row's sum does not depend on the batch, nor on how the rows are cut
-into chunks, :mod:`._parallel`). Down the columns (the gradient of a bias or a gain,
+into chunks, :mod:`.rows`). Down the columns (the gradient of a bias or a gain,
 summed over every row) a matrix product with a row of ones, one BLAS call, is faster
 still; there the order of the rows changes the rounding anyway. Measured on one core,
 float32, the default GPT's arrays:

@@ -8,7 +8,7 @@ Two layers of threads can run this package's NumPy work on the ``"cpu"`` device:
   time on each thread, flash attention independent (batch, head) chunks, LayerNorm
   and RMSNorm of large inputs chunks of rows, and GELU, SiLU and dense attention of
   large inputs chunks of their first axis, in a pool of Python threads
-  (:mod:`minitorch_attn.functional._parallel`); NumPy releases the GIL inside BLAS and
+  (:mod:`.pool`, :mod:`.rows`); NumPy releases the GIL inside BLAS and
   ufuncs, so the chunks really run on different cores. A job of the pool runs what it
   calls on its own thread (:func:`alone`): an op inside a part of a batch does not
   split itself again.
@@ -90,7 +90,7 @@ def set_num_threads(n):
 
 
 def get_num_threads():
-    """The threads the library uses on the CPU (the size of the pool, :mod:`._parallel`):
+    """The threads the library uses on the CPU (the size of the pool, :mod:`.pool`):
     the number given to :func:`set_num_threads`, else, inside a repetition run by
     :class:`FastestThreads`, the count it runs that repetition with, else one per
     available core. Inside a job of the pool (:func:`alone`) it is 1: a job's work runs on
