@@ -116,7 +116,7 @@ _namespaces = None
 
 def what_python_sees(python):
     """``({reference library: [its folders or file]}, [folders python runs from])`` as
-    ``python`` reports them (its prefixes, its executable's folder, its ``sys.path``); the
+    ``python`` reports them (its prefixes, its executable's folder, its module search path); the
     libraries are found, not imported."""
     script = ("import importlib.util, json, os, sys\n"
               "found = {}\n"
@@ -124,7 +124,7 @@ def what_python_sees(python):
               "    spec = importlib.util.find_spec(name)\n"
               "    if spec is not None:\n"
               "        found[name] = [os.path.realpath(p) for p in spec.submodule_search_locations or [spec.origin] if p]\n"
-              "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path[1:]]\n"
+              "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *vars(sys)['path'][1:]]\n"
               "print(json.dumps([found, [os.path.realpath(p) for p in own if p and os.path.isabs(p)]]))")
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, cwd="/", env={"PATH": os.defpath})
     if done.returncode != 0:
