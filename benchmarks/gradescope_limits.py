@@ -125,6 +125,7 @@ def submissions(tree, number, folder):
     """``[(kind, folder, {task id: expected points})]``: the reference, the stubs, one mistake."""
     tasks = markers.assignment_by_number(tree.manifest, number)["tasks"]
     full = {t["id"]: t["points"] for t in tasks}
+    folder.mkdir(mode=0o700)   # the reference is in it: no student process may read it
     reference = folder / "reference"
     shutil.copytree(tree.root / "minitorch_attn", reference / "minitorch_attn",
                     ignore=shutil.ignore_patterns("__pycache__"))

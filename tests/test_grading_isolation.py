@@ -210,7 +210,8 @@ def test_the_instructor_tree_cannot_be_read_nor_written(isolated, private_tree):
     p = scope['p']
     """
     result = graded(isolated, cheating(steal))
-    assert result.score == 0 and "PermissionError" in "\n".join(c.message for c in result.failures)
+    text = "\n".join(c.message for c in result.failures)
+    assert result.score == 0 and ("PermissionError" in text or "FileNotFoundError" in text)   # closed, or not in sight
     assert target.read_text() == before
 
 
@@ -749,13 +750,16 @@ def test_hiding_covers_a_checkout_and_binds_back_the_python_inside_it(tmp_path):
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text("torch")
     (site / "numpy.py").write_text("numpy")
+    shared = pathlib.Path("/dev/shm") / f"minitorch-attn-test-{os.getpid()}"   # another grading's leftover
+    shared.write_text("left by an earlier grading")
     readable, writable = os.pipe()
     pid = os.fork()
     if pid == 0:   # the child, as a student process would be before it becomes the student
         try:
-            hiding.hide((str(root), str(site / "torch")), (str(root / ".venv"),))
+            hiding.hide((str(root), str(site / "torch"), "/dev/shm"), (str(root / ".venv"),))
             seen = {"root": sorted(os.listdir(root)), "site": sorted(os.listdir(site)),
-                    "torch": os.listdir(site / "torch"), "numpy": (site / "numpy.py").read_text()}
+                    "torch": os.listdir(site / "torch"), "numpy": (site / "numpy.py").read_text(),
+                    "shared": shared.exists()}
             try:
                 (root / "mine").write_text("x")
                 seen["writable"] = True
@@ -767,8 +771,61 @@ def test_hiding_covers_a_checkout_and_binds_back_the_python_inside_it(tmp_path):
     os.close(writable)
     os.waitpid(pid, 0)
     seen = json.loads(os.read(readable, 100_000) or b"{}")
-    assert seen == {"root": [".venv"], "site": ["numpy.py", "torch"], "torch": [], "numpy": "numpy", "writable": False}
+    shared.unlink()
+    assert seen == {"root": [".venv"], "site": ["numpy.py", "torch"], "torch": [], "numpy": "numpy", "shared": False,
+                    "writable": False}
     assert (root / "minitorch_attn" / "softmax.py").read_text() == "reference"   # outside, nothing changed
+
+
+def test_the_plan_hides_every_folder_of_the_machine_but_the_systems_and_keeps_the_python(student_python):
+    # a teacher's machine held other copies of the references (worktrees, scratch copies in
+    # /tmp) and other environments with PyTorch: only the checkout and one environment's
+    # libraries were covered, and a student read the reference from a worktree
+    hidden, kept = hiding.plan(student_python, ())
+    tops = {path for path in hidden if path.count("/") == 1}
+    assert {"/tmp", "/root"} <= tops and not tops & {f"/{name}" for name in hiding.VISIBLE}
+    assert os.path.realpath(pathlib.Path(student_python).parent.parent) in kept or any(
+        os.path.realpath(student_python).startswith(k + "/") for k in kept) or "/tmp" not in tops
+
+
+def test_a_region_that_does_not_compile_for_any_reason_is_that_task_s_zero():
+    # 200,000 additions made compile() raise RecursionError, which stopped the whole grading
+    from minitorch_attn.homework.instructor import SubmissionProblem
+
+    for text in ["x = " + "1+" * 200_000 + "1", "x = 1\0"]:
+        with pytest.raises(SubmissionProblem, match="task 2.1"):
+            Grader._compile({"softmax.py": text}, "2.1")
+
+
+def test_the_grader_reads_no_named_pipe_left_where_its_report_goes(tmp_path):
+    # student code put a FIFO in place of the report: the root grader's read blocked for ever
+    fifo = tmp_path / ".grading-report.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        sandbox.open_private(fifo)
+
+
+def test_a_python_behind_a_private_folder_is_not_reachable_through_its_link(tmp_path):
+    # venv/bin/python links to /usr/bin/python3, but a private folder above the venv stops
+    # the student's account on the way: it was judged reachable, and the run crashed
+    private = tmp_path / "private"
+    (private / "venv" / "bin").mkdir(parents=True)
+    link = private / "venv" / "bin" / "python"
+    link.symlink_to(os.path.realpath(sys.executable))
+    for folder in (tmp_path, private / "venv", private / "venv" / "bin"):
+        os.chmod(folder, 0o755)
+    os.chmod(private, 0o700)
+    assert not sandbox.reachable(link)
+
+
+def test_no_held_out_test_reaches_the_student_s_copy_as_bytecode():
+    from minitorch_attn.homework.instructor import Workspace
+
+    with Workspace(TREE) as workspace:
+        folder = workspace.graded_base(TREE.tasks_of(2))
+        compiled = {p.name.split(".")[0] for p in (folder / "tests").rglob("*.pyc")}
+    held_out = {pathlib.Path(p).stem for p in TREE.manifest["held_out"]}
+    assert compiled and not compiled & held_out
 
 
 @pytest.fixture(scope="module")
@@ -790,7 +847,7 @@ def covered(readable_tree, student_python):
     if not hiding.mount_namespaces():
         pytest.skip("the kernel gives this grader no mount namespace: it refuses instead (tested above)")
     with Grader(readable_tree, budget=400, python=student_python, require_isolation=True) as grader:
-        assert grader.confinement.hidden and str(readable_tree) in grader.confinement.hidden, grader.isolation
+        assert any(str(readable_tree).startswith(h + "/") for h in grader.confinement.hidden), grader.isolation
         yield quick(grader)
 
 

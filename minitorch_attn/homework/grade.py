@@ -265,6 +265,9 @@ class Grader:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
                 raise SubmissionProblem(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
                                         f"at the line `{line}`") from None
+            except (RecursionError, MemoryError, OverflowError, ValueError) as error:   # nested too deep, a NUL byte
+                raise SubmissionProblem(f"your code for task {task_id} in {rel} cannot be compiled "
+                                        f"({type(error).__name__}: {str(error)[:200]})") from None
 
     @property
     def account(self):

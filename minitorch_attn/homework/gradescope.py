@@ -221,9 +221,10 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, stop_on_signal)
     results = root / "results" / "results.json"
     if os.geteuid() == 0:
-        for private in (root / "source", root / "submission"):
+        for private, mode in ((root / "source", 0o700), (root / "submission", 0o700),
+                              (root / "submission_metadata.json", 0o600)):   # earlier submissions' feedback
             if private.exists():
-                os.chmod(private, 0o700)
+                os.chmod(private, mode)
         results.parent.mkdir(parents=True, exist_ok=True)
         os.chown(results.parent, 0, 0)
         os.chmod(results.parent, 0o755)   # root's: the student's account cannot write results.json

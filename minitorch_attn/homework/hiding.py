@@ -40,7 +40,7 @@ import tempfile
 
 REFERENCE_LIBRARIES = ("torch", "functorch", "torchgen", "jax", "jaxlib", "flax", "tensorflow", "keras", "autograd",
                        "mxnet", "paddle", "mlx", "chainer", "tinygrad", "micrograd", "minitorch", "theano", "aesara",
-                       "pytensor", "mygrad", "tangent", "thunder", "nnabla", "dynet")
+                       "pytensor", "mygrad", "tangent", "thunder", "nnabla", "dynet", "sympy")
 """Top-level modules that compute the tasks' forward and backward passes for the student."""
 
 GUARD = '''"""Run by the minitorch-attn grader before student code: no reference library may be imported."""
@@ -62,10 +62,12 @@ class NoReferenceLibrary:
 sys.meta_path.insert(0, NoReferenceLibrary())
 '''
 
-CLONE_NEWNS = 0x00020000
+CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
+VISIBLE = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "dev", "proc", "sys"}
+"""What stays in sight at the top of the file system: what programs run with, nothing of a user's."""
+WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")
+"""Folders every user may write in: each student process gets empty ones of its own."""
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
-MNT_DETACH = 2
-STAGE = "/run/minitorch-attn" if os.path.isdir("/run") else "/var/run/minitorch-attn"   # root's own (sandbox)
 
 
 def guard_folder():
@@ -90,7 +92,7 @@ def mount_namespaces():
     with ``CAP_SYS_ADMIN``; a container usually refuses). Asked once (:func:`refused`)."""
     global _namespaces
     if _namespaces is None:
-        _namespaces = sys.platform.startswith("linux") and os.geteuid() == 0 and refused(CLONE_NEWNS) == 0
+        _namespaces = sys.platform.startswith("linux") and os.geteuid() == 0 and refused(CLONE_NEWNS | CLONE_NEWIPC) == 0
     return _namespaces
 
 
@@ -133,46 +135,45 @@ def what_python_sees(python):
     return found, own
 
 
-def plan(python, private):
-    """``(hidden, kept)`` for student processes run by ``python``: the folders in ``private``
-    (the instructor's checkout) and those of the reference libraries, to cover; the folders
-    inside a covered one that ``python`` needs, to bind back (:func:`hide`)."""
+def plan(python, private=()):
+    """``(hidden, kept)`` for student processes run by ``python``. Hidden: every entry at the
+    top of the file system but the system's own (``VISIBLE``: programs, libraries,
+    configuration, devices), so that no copy of a reference anywhere on the machine (a
+    teacher's checkout, its worktrees, a scratch copy in ``/tmp``, ``private``) is in sight;
+    and the folders of the reference libraries ``python`` could import. Kept, bound back in:
+    the folders ``python`` runs from (its prefixes and module search path) that a hidden one
+    holds. The folder a process runs in and the guard's are kept too (:func:`hide`)."""
     found, own = what_python_sees(python)
-    libraries = [path for paths in found.values() for path in paths]
-    roots = [os.path.realpath(p) for p in private if os.path.exists(p)]
-    kept = sorted({p for p in own if any(_inside(p, root) and p != root for root in roots) and os.path.isdir(p)})
-    kept = [p for p in kept if not any(_inside(p, other) and p != other for other in kept)]   # outermost only
-    return tuple(roots + sorted(set(libraries))), tuple(kept)
+    libraries = sorted({path for paths in found.values() for path in paths})
+    tops = sorted(os.path.join("/", name) for name in os.listdir("/")
+                  if name not in VISIBLE and not os.path.islink(os.path.join("/", name)))
+    private = [os.path.realpath(p) for p in private if os.path.exists(p)]
+    hidden = tops + [p for p in private if not any(_inside(p, top) for top in tops)] + libraries
+    return tuple(dict.fromkeys(hidden + [p for p in WRITABLE if os.path.isdir(p)])), tuple(_outermost(own))
 
 
 def hide(hidden, kept):
-    """In the child, before it becomes the student: a mount namespace of its own in which each
-    of ``hidden`` is an empty read-only folder (a file: ``/dev/null``), except the folders of
-    ``kept``, bound back where they were. Raises OSError when the kernel refuses."""
-    unshare(CLONE_NEWNS)
+    """In the child, before it becomes the student: mount and IPC namespaces of its own in
+    which each of ``hidden`` is an empty read-only folder (a file: ``/dev/null``; the shared
+    folders of ``WRITABLE``, an empty writable one that vanishes with the process), except
+    the folders of ``kept`` that a hidden one holds, bound back where they were. Raises
+    OSError when the kernel refuses."""
+    unshare(CLONE_NEWNS | CLONE_NEWIPC)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    staged = []
-    for number, path in enumerate(kept):   # bound aside first: covering their parent hides them
-        stage = os.path.join(STAGE, f"stage-{os.getpid()}-{number}")
-        os.makedirs(stage, mode=0o700, exist_ok=True)
-        _mount(path, stage, None, MS_BIND | MS_REC)
-        staged.append((stage, path))
-    covered = []
-    for path in hidden:
-        if any(_inside(path, keep) for keep in kept):
-            continue   # a library inside a kept folder: covered once that folder is back
-        covered.append(path)
-        _cover(path, writable=True)
-    for stage, path in staged:
-        os.makedirs(path, exist_ok=True)
-        _mount(stage, path, None, MS_BIND | MS_REC)
-        _umount(stage)
-        os.rmdir(stage)
-    for path in hidden:
-        if path not in covered:
-            _cover(path, writable=False)
+    kept = [p for p in _outermost(kept) if any(_inside(p, h) and p != h for h in hidden)]
+    handles = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}   # reachable once covered
+    inside_kept = [p for p in hidden if any(_inside(p, k) for k in kept)]   # covered once their folder is back
+    covered = [p for p in hidden if p not in inside_kept]
     for path in covered:
-        if os.path.isdir(path):
+        _cover(path, writable=True)
+    for path, handle in handles.items():
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
+        os.close(handle)
+    for path in inside_kept:
+        _cover(path, writable=False)
+    for path in covered:
+        if os.path.isdir(path) and path not in WRITABLE:
             _mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
@@ -203,10 +204,16 @@ def _inside(path, folder):
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def _outermost(paths):
+    paths = sorted({p for p in paths if os.path.isdir(p)})
+    return [p for p in paths if not any(_inside(p, other) and p != other for other in paths)]
+
+
 def _cover(path, writable):
     if os.path.isdir(path):
         flags = MS_NOSUID | MS_NODEV | (0 if writable else MS_RDONLY)
-        _mount("tmpfs", path, "tmpfs", flags, "mode=0755,size=64k")
+        size = "mode=1777,size=256m" if path in WRITABLE else "mode=0755,size=1m"
+        _mount("tmpfs", path, "tmpfs", flags, size)
     elif os.path.exists(path):
         _mount("/dev/null", path, None, MS_BIND)
 
@@ -228,12 +235,6 @@ def _mount(source, target, kind, flags, data=None):
     if _libc().mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"mount {target}: {os.strerror(error)}")
-
-
-def _umount(target):
-    if _libc().umount2(target.encode(), MNT_DETACH) != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"umount {target}: {os.strerror(error)}")
 
 
 def unshare(flags):

@@ -226,6 +226,8 @@ class Workspace:
                     shutil.rmtree(path)
                 else:
                     path.unlink(missing_ok=True)
+                    for compiled in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):   # its bytecode too
+                        compiled.unlink()
             self._bases[key] = folder
         return self._bases[key]
 
@@ -238,6 +240,7 @@ class Workspace:
         os.chmod(holder, 0o711)
         folder = holder / "tree"
         shutil.copytree(self.graded_base(stubbed), folder)
+        os.chmod(folder, 0o700)   # closed until it is handed to the student's account (sandbox.hand_over)
         for rel, text in sources.items():
             _write_source(folder / rel, text)
         return folder

@@ -119,7 +119,8 @@ class Confinement:
                  else f"student code ran as the grader's own user: {who}",
                  "without network" if cut else f"with the grader's network ({no_cut})",
                  f"with at most {memory >> 20} MB of memory per process",
-                 "with no file of the instructor's and no reference library in sight" if hidden
+                 "with only the system's folders and its own in sight (no file of the instructor's, no "
+                 "reference library)" if hidden
                  else "with reference libraries refused at import"]
         return cls(account, memory, cut, "; ".join(parts), hidden, kept, hiding.guard_folder())
 
@@ -227,10 +228,11 @@ def _make_account(name):
 def reachable(path):
     """Whether any user may run the program at ``path`` (it and every folder above it can be
     entered and read by others): the student's account needs its Python."""
-    path = pathlib.Path(os.path.realpath(path))
-    if not path.is_file() or path.stat().st_mode & 0o005 != 0o005:
+    real = pathlib.Path(os.path.realpath(path))
+    if not real.is_file() or real.stat().st_mode & 0o005 != 0o005:
         return False
-    return all(parent.stat().st_mode & 0o001 for parent in path.parents)
+    given = pathlib.Path(os.path.abspath(path))   # a link's own folders are walked too (a venv's bin/python)
+    return all(parent.stat().st_mode & 0o001 for parent in {*real.parents, *given.parents})
 
 
 def hand_over(folder, account):
@@ -317,7 +319,7 @@ def start(command, folder, confinement=NONE, environment=None, pass_fds=(), also
     try:
         process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL, stdout=sink,
                                    stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds,
-                                   preexec_fn=_child_setup(confinement))
+                                   preexec_fn=_child_setup(confinement, folder))
     except BaseException:
         sink.close()
         raise
@@ -346,8 +348,15 @@ def read_tail(file, size=TAIL_BYTES):
 
 def open_private(path):
     """``path`` opened for reading without following a symbolic link (one that student code
-    left where the grader reads would make it read another file with its own rights)."""
-    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+    left where the grader reads would make it read another file with its own rights), and
+    only when it is a regular file: a named pipe put there would block the grader's read
+    for ever. Raises OSError otherwise."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise OSError(f"{path} is not a regular file")
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
 
 
 def clean_up(process, account, before=()):
@@ -416,7 +425,7 @@ def remove_files_of(account, folders=None):
                         os.unlink(entry.path)
 
 
-def _child_setup(confinement):
+def _child_setup(confinement, folder):
     """What the child does between fork and exec (see the module docstring)."""
     def setup():
         os.setsid()
@@ -426,8 +435,8 @@ def _child_setup(confinement):
             resource.setrlimit(resource.RLIMIT_DATA, (confinement.memory, confinement.memory))
         if confinement.cut_network:
             hiding.unshare(CLONE_NEWNET)   # before the switch of user: it needs root
-        if confinement.hidden:
-            hiding.hide(confinement.hidden, confinement.kept)   # likewise
+        if confinement.hidden:   # likewise; the folder it runs in and the guard stay in sight
+            hiding.hide(confinement.hidden, (*confinement.kept, str(folder), confinement.guard or "/"))
         if confinement.account is not None:
             uid, gid = confinement.account
             os.setgroups([])
