@@ -52,6 +52,10 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
+Hooks (:mod:`.hooks`): a node's complete gradients pass through the hooks of its outputs
+(``t.register_hook``, ``t.retain_grad``) before its backward runs; a leaf with hooks has
+its terms summed and its hooks run on the sum, before it is added to ``leaf.grad``.
+
 Before a node's backward reads what its forward saved, the engine checks that none of
 those tensors was written in place since (their versions, :func:`record_versions`): a
 changed one would give a wrong gradient without a word, so it is PyTorch's
@@ -68,6 +72,7 @@ import numbers
 
 from . import grad_mode
 from .backend import backend_of
+from .hooks import hold, release_held, run_output_hooks
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
 
 class Context:
@@ -88,6 +93,13 @@ class Context:
         self._saved = ()
         self._released = False
         self._versions = ()  # (tensor, its version counter, the version it had), see record_versions
+
+    materialize_grads = True
+
+    def set_materialize_grads(self, value):
+        """Whether backward gets zeros (True, the default) or None (False) for an output
+        that received no gradient, as ``torch.autograd.Function``'s ``ctx.set_materialize_grads``."""
+        self.materialize_grads = bool(value)
 
     def save_for_backward(self, *arrays):
         """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
@@ -117,13 +129,14 @@ class Context:
 class Node:
     """One recorded call of a Function: the graph edge from its outputs back to its inputs."""
 
-    __slots__ = ("function", "ctx", "inputs", "output_meta")
+    __slots__ = ("function", "ctx", "inputs", "output_meta", "hooks")
 
     def __init__(self, function, ctx, inputs, output_meta):
         self.function = function    # the Function subclass
         self.ctx = ctx              # its Context
         self.inputs = inputs        # positional arguments (Tensors or plain values)
         self.output_meta = output_meta  # (shape, dtype) of each output, to make zero gradients
+        self.hooks = None           # {output index: its hooks.OutputHooks}, once one is registered
 
     def __repr__(self):
         return f"<{self.function.__name__}Backward>"
@@ -376,13 +389,16 @@ def run_backward(seeds, retain_graph=False):
     """
     # 0. seeds that are leaves receive their gradient directly
     grads = {}
+    held = {}   # leaves with hooks: the sum of their terms, for the hooks (see hooks.hold)
     for root, grad in seeds:
-        if root.grad_fn is None:
+        if root.grad_fn is None and root._backward_hooks is not None:
+            hold(held, root, grad)
+        elif root.grad_fn is None:
             _accumulate(root, grad, backend_of(root.data).xp)
         else:
             _send(grads, root, grad)
     if not grads:
-        return
+        return release_held(held, _accumulate, Tensor)
 
     # 1. count, for each node, the edges arriving from nodes that depend on it
     pending = dict.fromkeys(grads, 0)
@@ -411,12 +427,15 @@ def run_backward(seeds, retain_graph=False):
                 "if you need to backward through it twice."
             )
         received = grads.pop(node, None)
+        if node.hooks is not None:              # its outputs' hooks and retained gradients
+            received = run_output_hooks(node, received, Tensor)
         if received is None:  # every consumer returned None for it: all its terms are zero
             _finish(node, parents.pop(node), pending, ready, retain_graph)
             continue
         check_versions(node)
         grad_outputs = [
-            received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
+            received[i] if i in received else (
+                ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device) if ctx.materialize_grads else None)
             for i, (shape, dtype) in enumerate(node.output_meta)
         ]
         input_grads = node.function.backward(ctx, *grad_outputs)
@@ -431,6 +450,9 @@ def run_backward(seeds, retain_graph=False):
             if g is None or not (isinstance(tensor, Tensor) and tensor._requires_grad):
                 continue
             g = _gradient_for(node, tensor, g)
+            if tensor._backward_hooks is not None and tensor.grad_fn is None:
+                hold(held, tensor, g)
+                continue
             # BEGIN SOLUTION 1.1
             if tensor.grad_fn is None:
                 _accumulate(tensor, g, ctx.xp)
@@ -438,6 +460,7 @@ def run_backward(seeds, retain_graph=False):
                 _send(grads, tensor, g)
             # END SOLUTION
         _finish(node, parents.pop(node), pending, ready, retain_graph)
+    release_held(held, _accumulate, Tensor)
 
 
 def _finish(node, parents, pending, ready, retain_graph):

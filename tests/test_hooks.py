@@ -1,0 +1,207 @@
+"""Hooks and intermediate gradients, as PyTorch's: ``Tensor.register_hook``, ``retain_grad``,
+the warning on reading a computed tensor's ``.grad``, and the forward and backward hooks of
+modules. Each rule is stated with its values (no torch needed) and replayed against
+PyTorch side by side (skipped without it)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import minitorch_attn as mt
+import minitorch_attn.functional as F
+from minitorch_attn import nn
+
+
+def _scenario(lib):
+    """Hooks on a computed tensor (three, the second replacing the gradient), retain_grad,
+    a leaf hook, and a second backward after one hook is removed. Returns what was seen."""
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    z = y * y
+    seen = []
+    y.register_hook(lambda g: seen.append(("h1", g.tolist())))
+    h2 = y.register_hook(lambda g: (seen.append(("h2", g.tolist())), g * 10)[1])
+    y.register_hook(lambda g: seen.append(("h3", g.tolist())))
+    y.retain_grad()
+    x.register_hook(lambda g: seen.append(("hx", g.tolist(), None if x.grad is None else x.grad.tolist())))
+    z.sum().backward(retain_graph=True)
+    first = (list(seen), y.grad.tolist(), x.grad.tolist(), y.retains_grad, x.retains_grad)
+    seen.clear()
+    h2.remove()
+    h2.remove()                                  # a second remove does nothing
+    z.sum().backward()
+    return first, (list(seen), y.grad.tolist(), x.grad.tolist())
+
+
+SCENARIO = (
+    ([("h1", [4.0, 8.0]), ("h2", [4.0, 8.0]), ("h3", [40.0, 80.0]), ("hx", [80.0, 160.0], None)],
+     [40.0, 80.0], [80.0, 160.0], True, False),
+    ([("h1", [4.0, 8.0]), ("h3", [4.0, 8.0]), ("hx", [8.0, 16.0], [80.0, 160.0])], [44.0, 88.0], [88.0, 176.0]),
+)
+
+
+def test_hooks_order_replacement_retain_and_removal():
+    """In registration order; a returned tensor replaces the gradient for the next hooks, the
+    retained ``.grad`` and the graph below; a leaf's hook runs before ``.grad`` is added to;
+    ``retain_grad`` sums over backward calls; a removed hook is not called again."""
+    assert _scenario(mt) == SCENARIO
+
+
+def test_hooks_scenario_as_pytorch(torch):
+    assert _scenario(torch) == SCENARIO
+
+
+def test_a_leaf_used_twice_has_its_hook_called_once_with_the_sum():
+    a = mt.tensor([1.0], requires_grad=True)
+    calls = []
+    a.register_hook(lambda g: calls.append(g.item()))
+    (a * 3 + a * 4).sum().backward()
+    assert calls == [7.0] and a.grad.item() == 7.0
+    calls.clear()
+    a.grad = None
+    a.backward(mt.tensor([5.0]))                 # a leaf as the root: its hooks run too
+    assert calls == [5.0] and a.grad.item() == 5.0
+
+
+def test_a_leaf_hook_replaces_what_is_accumulated():
+    w = mt.tensor([1.0, -2.0], requires_grad=True)
+    w.register_hook(lambda g: g.clamp(min=0.0))
+    (w * mt.tensor([3.0, -4.0])).sum().backward()
+    assert w.grad.tolist() == [3.0, 0.0]
+
+
+def test_the_root_and_an_output_that_received_nothing():
+    c = mt.tensor([1.0, 2.0], requires_grad=True)
+    d = (c * 2).sum()
+    seen = []
+    d.register_hook(lambda g: seen.append(g.item()))
+    d.backward()
+    assert seen == [1.0]
+    u0, u1 = mt.split(c, 1)
+    u1.register_hook(lambda g: seen.append(g))
+    u1.retain_grad()
+    u0.retain_grad()
+    (u0 * 3).sum().backward()
+    assert seen[-1] is None and u1.grad is None and u0.grad.tolist() == [3.0]
+
+
+class _NoGradient(mt.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return None
+
+
+def test_a_hook_on_a_tensor_whose_consumers_send_nothing_gets_none():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    seen = []
+    y.register_hook(seen.append)
+    _NoGradient.apply(y).sum().backward()
+    assert seen == [None] and x.grad is None
+
+
+def test_hooks_run_with_grad_mode_off_and_get_a_plain_tensor():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    (x * 2).register_hook(lambda g: seen.append((mt.is_grad_enabled(), g.requires_grad)))
+    y = x * 2
+    y.register_hook(lambda g: seen.append((mt.is_grad_enabled(), g.requires_grad)))
+    y.sum().backward()
+    assert seen == [(False, False)]
+
+
+def test_a_handle_as_a_context_manager_removes_its_hook():
+    x = mt.tensor([1.0], requires_grad=True)
+    y = x * 2
+    seen = []
+    with y.register_hook(seen.append) as handle:
+        assert isinstance(handle.id, int)
+    y.sum().backward()
+    assert seen == []
+
+
+def test_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        mt.tensor([1.0]).register_hook(lambda g: None)
+    with pytest.raises(RuntimeError, match="requires_grad=False"):
+        mt.tensor([1.0]).retain_grad()
+    for hook, error, match in [(lambda g: g[:1], RuntimeError, "changed the size"),
+                               (lambda g: 3, TypeError, "hook returned 'int'"),
+                               (lambda g: g.double(), RuntimeError, "changed the type")]:
+        c = mt.tensor([1.0, 2.0], requires_grad=True)
+        d = c * 2
+        d.register_hook(hook)
+        with pytest.raises(error, match=match):
+            d.sum().backward()
+    with pytest.raises(TypeError, match="callable"):
+        mt.tensor([1.0], requires_grad=True).register_hook(3)
+
+
+def test_reading_grad_of_a_computed_tensor_warns_unless_retained():
+    x = mt.tensor([1.0], requires_grad=True)
+    y = x * 2
+    with pytest.warns(UserWarning, match=r"not a leaf Tensor.*retain_grad\(\)"):
+        assert y.grad is None
+    y.retain_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert y.grad is None and x.grad is None     # retained, and a leaf: no warning
+    assert x.retains_grad is False
+    x.retain_grad()                                  # a no-op on a leaf
+    assert x.retains_grad is False
+
+
+def test_the_warning_as_pytorch(torch):
+    for lib in (mt, torch):
+        y = lib.tensor([1.0], requires_grad=True) * 2
+        with pytest.warns(UserWarning, match="is not a leaf Tensor is being accessed"):
+            y.grad
+
+
+def test_retain_grad_does_not_keep_the_tensor_alive():
+    """The graph node refers to the tensor that retains its gradient weakly (no cycle)."""
+    import gc
+    import weakref
+
+    x = mt.tensor([1.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    node, ref = y.grad_fn, weakref.ref(y)
+    del y
+    gc.collect()
+    assert ref() is None and node.hooks[0].retain() is None
+
+
+def test_a_hook_on_a_dropped_intermediate_still_runs():
+    """The hook lives on the graph node, as PyTorch's does on ``grad_fn``."""
+    x = mt.tensor([1.0], requires_grad=True)
+    seen = []
+    y = x * 2
+    y.register_hook(lambda g: seen.append(g.item()))
+    z = y * 5
+    del y
+    z.sum().backward()
+    assert seen == [5.0]
+
+
+def test_hooks_watch_the_gradients_reaching_q_k_v(torch):
+    """The demo's use: the norms of the gradients flowing into Q, K and V of attention."""
+    rng = np.random.default_rng(0)
+    q, k, v, upstream = (rng.standard_normal((1, 2, 4, 3)) for _ in range(4))
+    norms = {}
+    for lib in (mt, torch):
+        seen = norms[lib.__name__] = {}
+        leaves = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+        projected = [t * 1.5 for t in leaves]
+        for name, t in zip("qkv", projected):
+            t.register_hook(lambda g, name=name: seen.update({name: float((g * g).sum()) ** 0.5}))
+        attention = F.scaled_dot_product_attention if lib is mt else lib.nn.functional.scaled_dot_product_attention
+        attention(*projected, is_causal=True).backward(lib.tensor(upstream))
+    assert norms["minitorch_attn"].keys() == {"q", "k", "v"}
+    for name in "qkv":
+        assert norms["minitorch_attn"][name] == pytest.approx(norms["torch"][name], rel=1e-12)
