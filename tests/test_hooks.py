@@ -205,3 +205,125 @@ def test_hooks_watch_the_gradients_reaching_q_k_v(torch):
     assert norms["minitorch_attn"].keys() == {"q", "k", "v"}
     for name in "qkv":
         assert norms["minitorch_attn"][name] == pytest.approx(norms["torch"][name], rel=1e-12)
+
+
+# ---- module hooks ---------------------------------------------------------------------------------
+def _module_scenario(lib, nn_lib):
+    """Forward pre-hooks (one replacing the input), forward hooks, full backward hooks on a
+    Linear fed data that requires no grad and then data that does (backward run twice),
+    a hook replacing grad_input, and a module of two inputs and two outputs."""
+    seen = []
+
+    def values(grads):
+        return [None if g is None else g.tolist() for g in grads]
+
+    lin = nn_lib.Linear(2, 2)
+    with (mt.no_grad() if lib is mt else lib.no_grad()):
+        lin.weight.copy_(lib.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        lin.bias.copy_(lib.tensor([0.5, -0.5]))
+    lin.register_forward_pre_hook(lambda m, args: seen.append(("pre", type(args).__name__, len(args))))
+    lin.register_forward_pre_hook(lambda m, args: args[0] * 2)
+    lin.register_forward_hook(lambda m, args, out: seen.append(("forward", args[0].tolist(), tuple(out.shape))))
+    lin.register_full_backward_hook(lambda m, gi, go: seen.append(("backward", values(gi), values(go))))
+    with pytest.warns(UserWarning, match="no inputs require gradients"):
+        lin(lib.tensor([[1.0, 2.0]])).sum().backward()
+    x = lib.tensor([[1.0, 2.0]], requires_grad=True)
+    out = lin(x).sum()
+    out.backward(retain_graph=True)
+    out.backward()
+    seen.append(("x.grad", x.grad.tolist()))
+
+    zeroing = nn_lib.Linear(2, 2)
+    zeroing.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0,))
+    x = lib.tensor([[1.0, 2.0]], requires_grad=True)
+    zeroing(x).sum().backward()
+    seen.append(("replaced", x.grad.abs().tolist(), zeroing.weight.grad.tolist()))
+
+    class Two(nn_lib.Module):
+        def forward(self, a, b, k=3):
+            return a * b * k, a + 1
+
+    two = Two()
+    two.register_full_backward_hook(lambda m, gi, go: seen.append(("two", values(gi), values(go))))
+    two.register_full_backward_pre_hook(lambda m, go: seen.append(("two pre", values(go))))
+    a = lib.tensor([1.0], requires_grad=True)
+    first, _ = two(a, lib.tensor([2.0]))                 # b requires no grad: zeros; the 2nd output unused: None
+    first.sum().backward()
+    first, second = two(a, 3.0, k=1)                     # a number: None
+    (first + second).sum().backward()
+    two.register_forward_pre_hook(lambda m, args, kwargs: seen.append(("kwargs", len(args), kwargs)), with_kwargs=True)
+    handle = two.register_forward_hook(lambda m, args, kwargs, out: (out[0] * 0, out[1]), with_kwargs=True)
+    seen.append(("zeroed by a forward hook", two(a, 1.0, k=4)[0].tolist()))
+    handle.remove()
+    seen.append(("after remove", two(a, 1.0, k=4)[0].tolist()))
+    return seen
+
+
+MODULE_SCENARIO = [
+    ("pre", "tuple", 1), ("forward", [[2.0, 4.0]], (1, 2)), ("backward", [None], [[[1.0, 1.0]]]),
+    ("pre", "tuple", 1), ("forward", [[2.0, 4.0]], (1, 2)),
+    ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]), ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]),
+    ("x.grad", [[16.0, 24.0]]),
+    ("replaced", [[0.0, 0.0]], [[1.0, 2.0], [1.0, 2.0]]),
+    ("two pre", [[1.0], None]), ("two", [[6.0], [0.0]], [[1.0], None]),
+    ("two pre", [[1.0], [1.0]]), ("two", [[4.0], None], [[1.0], [1.0]]),
+    ("kwargs", 2, {"k": 4}), ("zeroed by a forward hook", [0.0]),
+    ("kwargs", 2, {"k": 4}), ("after remove", [4.0]),
+]
+
+
+def test_module_hooks():
+    assert _module_scenario(mt, nn) == MODULE_SCENARIO
+
+
+def test_module_hooks_as_pytorch(torch):
+    assert _module_scenario(torch, torch.nn) == MODULE_SCENARIO
+
+
+def test_module_hook_errors_and_order():
+    lin = nn.Linear(2, 2)
+    order = []
+    lin.register_forward_hook(lambda m, args, out: order.append("second"))
+    lin.register_forward_hook(lambda m, args, out: order.append("first"), prepend=True)
+    lin(mt.ones(1, 2))
+    assert order == ["first", "second"]
+    with pytest.raises(TypeError, match="callable"):
+        lin.register_forward_hook(None)
+    bad = nn.Linear(2, 2)
+    bad.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match="invalid number of grad_input, got 2, but expected 1"):
+        bad(mt.ones(1, 2, requires_grad=True)).sum().backward()
+    pre = nn.Linear(2, 2)
+    pre.register_forward_pre_hook(lambda m, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"tuple of \(new_args, new_kwargs\)"):
+        pre(mt.ones(1, 2))
+
+
+def test_always_call_runs_a_forward_hook_when_forward_raises():
+    lin = nn.Linear(2, 2)
+    seen = []
+    lin.register_forward_hook(lambda m, args, out: seen.append(out), always_call=True)
+    with pytest.raises(ValueError):
+        lin(mt.ones(1, 3))
+    assert seen == [None]
+
+
+def test_no_hooks_in_no_grad_and_gradients_unchanged_by_watching():
+    """A backward hook that returns nothing changes no gradient; under no_grad nothing is wrapped."""
+    mt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.GELU(), nn.Linear(4, 2))
+    x = mt.randn(5, 3, requires_grad=True)
+    model(x).sum().backward()
+    plain = [p.grad.numpy().copy() for p in model.parameters()] + [x.grad.numpy().copy()]
+    model.zero_grad()
+    x.grad = None
+    norms = []
+    for layer in model:
+        layer.register_full_backward_hook(lambda m, gi, go: norms.append(float((go[0] * go[0]).sum())))
+    model(x).sum().backward()
+    watched = [p.grad.numpy() for p in model.parameters()] + [x.grad.numpy()]
+    for a, b in zip(plain, watched, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len(norms) == 3
+    with mt.no_grad():
+        assert model(x).grad_fn is None and len(norms) == 3
