@@ -43,6 +43,16 @@ def _cross_entropy(lib, x, target, **kw):
     return fn(x, lib.tensor(target), **kw)
 
 
+def _nll_loss(lib, x, target, **kw):
+    fn = F.nll_loss if lib is mt else lib.nn.functional.nll_loss
+    return fn(x, lib.tensor(target), **kw)
+
+
+def _w(lib):
+    """Class weights that give class 1 no weight."""
+    return lib.tensor(np.array([1.0, 0.0]))
+
+
 def _layer_norm(lib, x):
     return (F if lib is mt else lib.nn.functional).layer_norm(x, (x.shape[-1],))
 
@@ -92,6 +102,15 @@ CASES = [
     ("cross_entropy, a -inf logit not the target", lambda lib, x: _cross_entropy(lib, x, [0, 0]),
      [[0.0, -inf], [1.0, -inf]], 1.0, 0.0, [[[0.0, 0.0], [0.0, 0.0]]], False),
     ("cross_entropy, every target ignored", lambda lib, x: _cross_entropy(lib, x, [-100, -100]),
+     [[0.0, 1.0], [1.0, 2.0]], 1.0, nan, [[[0.0, 0.0], [0.0, 0.0]]], True),
+    ("cross_entropy, the targets left weigh 0", lambda lib, x: _cross_entropy(lib, x, [1, 1, -100], weight=_w(lib)),
+     [[0.0, 1.0], [1.0, 2.0], [3.0, -1.0]], 1.0, nan, [[[nan, nan], [nan, nan], [0.0, 0.0]]], True),
+    ("cross_entropy, weigh 0, smoothing", lambda lib, x: _cross_entropy(lib, x, [1, -100], weight=_w(lib),
+                                                                         label_smoothing=0.2),
+     [[0.0, 1.0], [1.0, 2.0]], 1.0, nan, [[[nan, nan], [0.0, 0.0]]], True),
+    ("nll_loss, the targets left weigh 0", lambda lib, x: _nll_loss(lib, x, [1, 1, -100], weight=_w(lib)),
+     [[0.0, 1.0], [1.0, 2.0], [3.0, -1.0]], 1.0, nan, [[[0.0, nan], [0.0, nan], [0.0, 0.0]]], True),
+    ("nll_loss, every target ignored", lambda lib, x: _nll_loss(lib, x, [-100, -100]),
      [[0.0, 1.0], [1.0, 2.0]], 1.0, nan, [[[0.0, 0.0], [0.0, 0.0]]], True),
     ("layer_norm of a constant row", _layer_norm, [[2.0, 2.0, 2.0]], [[1.0, 2.0, 4.0]], [[0.0, 0.0, 0.0]],
      [[[(1 - 7 / 3) / math.sqrt(1e-5), (2 - 7 / 3) / math.sqrt(1e-5), (4 - 7 / 3) / math.sqrt(1e-5)]]], False),

@@ -312,8 +312,9 @@ class CrossEntropy(Function):
     are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
     nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
     than multiplied by a ``-inf`` logp. When the targets' weights sum to 0, the mean is NaN
-    (0 / 0) and the gradient 0: as PyTorch when every target is ignored (PyTorch's gradient
-    is NaN instead when the targets left have weight 0).
+    (0 / 0 whatever the logits): its gradient is NaN on every row not ignored (as PyTorch's;
+    the mean is undefined, so is its derivative) and 0 on the ignored rows, which add
+    nothing (PyTorch's 0 when every target is ignored).
     """
 
     @staticmethod
@@ -350,6 +351,7 @@ class CrossEntropy(Function):
         if reduction == "sum":
             return xp.sum(loss)
         ctx.total_weight = xp.sum(onehot if weight is None else onehot * weight)   # Σ_i w_{t_i}
+        ctx.valid = valid
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
@@ -364,8 +366,11 @@ class CrossEntropy(Function):
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
         p = xp.exp(logp)                                                        # 2-1
-        return (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor, None, None
+        grad = (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor
         # END SOLUTION
+        if ctx.reduction == "mean":                     # weights summing to 0: 0 / 0, NaN on the rows counted
+            grad = xp.where((ctx.total_weight == 0) & ctx.valid[:, None], math.nan, grad)
+        return grad, None, None
 
 
 class SoftCrossEntropy(Function):
