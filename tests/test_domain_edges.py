@@ -197,3 +197,21 @@ def test_clip_grad_norm_of_zero_gradients_leaves_them_zero():
     p.grad = mt.zeros(3)
     assert clip_grad_norm_([p], 1.0) == 0.0
     np.testing.assert_array_equal(p.grad.numpy(), [0.0, 0.0, 0.0])
+
+
+def test_soft_targets_count_zero_times_log_zero_as_zero():
+    """``0 · log 0 = 0``: a target of 0 on a ``-inf`` logit adds nothing (PyTorch: NaN)."""
+    logits = mt.tensor([[0.0, -inf], [1.0, 2.0]], dtype="float64", requires_grad=True)
+    target = mt.tensor([[1.0, 0.0], [0.5, 0.5]], dtype="float64")
+    loss = F.cross_entropy(logits, target)
+    loss.backward()
+    p = 1 / (1 + math.exp(1.0))                         # softmax([1, 2])[0]
+    assert loss.item() == pytest.approx((-math.log(p) - math.log(1 - p)) / 4, rel=1e-12)
+    np.testing.assert_allclose(logits.grad.numpy(), [[0.0, 0.0], [(p - 0.5) / 2, (0.5 - p) / 2]], rtol=1e-12)
+
+
+def test_soft_targets_zero_times_log_zero_in_torch_is_nan(torch):
+    """The difference of docs/pytorch-differences.md, pinned: drop it when PyTorch changes."""
+    logits = torch.tensor([[0.0, -inf], [1.0, 2.0]], dtype=torch.float64)
+    target = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+    assert math.isnan(torch.nn.functional.cross_entropy(logits, target).item())

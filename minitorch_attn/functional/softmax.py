@@ -391,6 +391,10 @@ class SoftCrossEntropy(Function):
         \frac{\partial\,\mathrm{loss}_i}{\partial t_{ic}} = -(1-\varepsilon)\,w_c\,\mathrm{logp}_{ic}
 
     3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
+
+    A term with :math:`r_{ic} = 0` counts 0 even where ``logp`` is ``-inf`` (a target of 0
+    on a masked class): :math:`0 \log 0 = 0`, the limit, as in the cross-entropy's
+    definition. PyTorch's loss is NaN there (``0 · -inf``); its gradient is the same.
     """
 
     @staticmethod
