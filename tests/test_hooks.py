@@ -327,3 +327,28 @@ def test_no_hooks_in_no_grad_and_gradients_unchanged_by_watching():
     assert len(norms) == 3
     with mt.no_grad():
         assert model(x).grad_fn is None and len(norms) == 3
+
+
+class _TwoOutputs(mt.Function):
+    @staticmethod
+    def forward(ctx, x, materialize=True):
+        ctx.set_materialize_grads(materialize)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, grad_a, grad_b):
+        _TwoOutputs.seen = (grad_a, grad_b)
+        return grad_a * 2 + (0 if grad_b is None else grad_b * 3)
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+def test_set_materialize_grads(materialize):
+    """As ``torch.autograd.Function``'s: an output that received nothing is zeros, or None."""
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    a, _ = _TwoOutputs.apply(x, materialize=materialize)
+    a.sum().backward()
+    grad_b = _TwoOutputs.seen[1]
+    assert (grad_b is None) is (not materialize)
+    if materialize:
+        assert grad_b.tolist() == [0.0, 0.0]
+    assert x.grad.tolist() == [2.0, 2.0]

@@ -5,7 +5,7 @@ Read it in this order:
 1. :mod:`.backend`   -- one array namespace per device (NumPy, CuPy, array-api-strict) and
    the few kernels the array API standard lacks;
 2. :mod:`.autograd`  -- :class:`Function`, its context, and the engine that walks the graph;
-   :mod:`.hooks` -- ``register_hook`` and ``retain_grad``: gradients watched as they pass;
+   :mod:`~minitorch_attn.core.hooks` -- ``register_hook`` and ``retain_grad``: gradients watched as they pass;
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
 4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.arithmetic`: their
    functional spellings, with ``alpha`` and ``rounding_mode``; :mod:`.power`: powers

@@ -52,7 +52,7 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
-Hooks (:mod:`.hooks`): a node's complete gradients pass through the hooks of its outputs
+Hooks (:mod:`~minitorch_attn.core.hooks`): a node's complete gradients pass through the hooks of its outputs
 (``t.register_hook``, ``t.retain_grad``) before its backward runs; a leaf with hooks has
 its terms summed and its hooks run on the sum, before it is added to ``leaf.grad``.
 

@@ -30,7 +30,7 @@ class Tensor(InPlaceMethods, HookMethods):
         data: the backend array (NumPy, CuPy or array-api-strict).
         requires_grad: whether operations on it are recorded for :meth:`backward`.
         grad: a Tensor of the same shape and dtype, filled by backward (leaves, and computed
-            tensors after :meth:`retain_grad`; see :mod:`.hooks` for ``register_hook``).
+            tensors after :meth:`retain_grad`; see :mod:`~minitorch_attn.core.hooks` for ``register_hook``).
         grad_fn: the graph node that produced it (None for leaves).
         _version: the number of in-place writes so far (see :mod:`minitorch_attn.core.inplace`).
 

@@ -48,7 +48,7 @@ class Module(ModuleHookMethods):
     Subclasses call ``super().__init__()`` first, assign Parameters and Modules as
     attributes, and define ``forward``; ``module(x)`` calls ``forward(x)``, with the
     module's forward and backward hooks around it when it has some
-    (``register_forward_hook``, ``register_full_backward_hook``, ...: see :mod:`.hooks`).
+    (``register_forward_hook``, ``register_full_backward_hook``, ...: see :mod:`~minitorch_attn.nn.hooks`).
 
     Attributes:
         training: True after :meth:`train` (the default), False after :meth:`eval`;
