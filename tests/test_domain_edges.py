@@ -68,6 +68,21 @@ def _attention_masked_row(lib, q):
     return fn(q, q, q, attn_mask=mask)
 
 
+def _flash_masked_row(lib, q):
+    """As :func:`_attention_masked_row`, through flash attention (PyTorch: its SDPA)."""
+    if lib is not mt:
+        return _attention_masked_row(lib, q)
+    mask = lib.tensor([[True, False], [False, False]])
+    return F.flash_attention(q, q, q, attn_mask=mask)
+
+
+def _attention_float_mask_row(lib, q):
+    """A float mask whose second row is all ``-inf``: the same fully masked row."""
+    mask = lib.tensor(np.array([[0.0, -inf], [-inf, -inf]]))
+    fn = F.scaled_dot_product_attention if lib is mt else lib.nn.functional.scaled_dot_product_attention
+    return fn(q, q, q, attn_mask=mask)
+
+
 # (id, function(lib, *inputs), inputs, upstream gradient, expected output, expected gradients,
 #  whether inf/NaN arise (then NumPy's RuntimeWarning is expected and silenced))
 CASES = [
@@ -120,6 +135,10 @@ CASES = [
      [[[2.0 ** 26, -(2.0 ** 27)]]], False),
     ("attention, a fully masked row", _attention_masked_row, [[[1.0, 2.0], [3.0, -1.0]]], [[[1.0, 1.0], [1.0, 1.0]]],
      [[[1.0, 2.0], [0.0, 0.0]]], [[[[1.0, 1.0], [0.0, 0.0]]]], False),
+    ("attention, a row of -inf in a float mask", _attention_float_mask_row, [[[1.0, 2.0], [3.0, -1.0]]],
+     [[[1.0, 1.0], [1.0, 1.0]]], [[[1.0, 2.0], [0.0, 0.0]]], [[[[1.0, 1.0], [0.0, 0.0]]]], False),
+    ("flash attention, a fully masked row", _flash_masked_row, [[[1.0, 2.0], [3.0, -1.0]]],
+     [[[1.0, 1.0], [1.0, 1.0]]], [[[1.0, 2.0], [0.0, 0.0]]], [[[[1.0, 1.0], [0.0, 0.0]]]], False),
 ]
 IDS = [case[0] for case in CASES]
 
