@@ -352,3 +352,24 @@ def test_set_materialize_grads(materialize):
     if materialize:
         assert grad_b.tolist() == [0.0, 0.0]
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def _in_place_after_hooks(lib):
+    x = lib.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    seen = []
+    y.register_hook(lambda g: seen.append(g.tolist()))
+    y.mul_(3)
+    (y * y).sum().backward()
+    return y.grad.tolist(), seen, y.retains_grad
+
+
+def test_an_in_place_write_after_retain_grad_and_a_hook():
+    """The retained gradient is the new value's; a hook registered before the write gets
+    the old value's (PyTorch's rule)."""
+    assert _in_place_after_hooks(mt) == ([12.0, 24.0], [[36.0, 72.0]], True)
+
+
+def test_an_in_place_write_after_retain_grad_and_a_hook_as_pytorch(torch):
+    assert _in_place_after_hooks(torch) == _in_place_after_hooks(mt)
