@@ -13,7 +13,8 @@ Three tools a learner uses to *see* backpropagation, with PyTorch's names and ru
   summed over backward calls as a leaf's is; it is filled after every hook of ``t`` has
   run (PyTorch runs the retain hook last too), so it holds the replaced gradient.
   ``t.retains_grad`` says whether it was asked. On a leaf it does nothing (a leaf keeps
-  its gradient anyway).
+  its gradient anyway). After an in-place write to ``t`` it keeps the new value's
+  gradient, while the hooks registered before the write get the old value's (PyTorch's rule).
 - Reading ``t.grad`` of a computed tensor that does not retain it gives PyTorch's
   UserWarning (it is None: backward fills leaves only), pointing at ``retain_grad()``.
 
