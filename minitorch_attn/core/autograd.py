@@ -52,9 +52,10 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
-Hooks (:mod:`~minitorch_attn.core.hooks`): a node's complete gradients pass through the hooks of its outputs
-(``t.register_hook``, ``t.retain_grad``) before its backward runs; a leaf with hooks has
-its terms summed and its hooks run on the sum, before it is added to ``leaf.grad``.
+Hooks (:mod:`~minitorch_attn.core.hooks`): a node's complete gradients pass through the
+hooks of its outputs (``t.register_hook``, ``t.retain_grad``) before its backward runs; a
+leaf with hooks has its terms summed and its hooks run on the sum, before it is added to
+``leaf.grad``.
 
 Before a node's backward reads what its forward saved, the engine checks that none of
 those tensors was written in place since (their versions, :func:`record_versions`): a
