@@ -58,8 +58,7 @@ class NLLLoss(Function):
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.total_weight = xp.sum(picked)                                       # Σ_i w_{t_i}
-        ctx.hit = hit
+        ctx.total_weight, ctx.counted = xp.sum(picked), hit                    # Σ_i w_{t_i}
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
@@ -72,10 +71,19 @@ class NLLLoss(Function):
             row_factor = xp.where(total != 0, grad_output / xp.where(total != 0, total, 1.0), 0.0)
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
-        grad = -picked * row_factor                                             # 1-1
-        if ctx.reduction == "mean":                     # weights summing to 0: 0 / 0, NaN at the picked entries
-            grad = xp.where((ctx.total_weight == 0) & ctx.hit, math.nan, grad)
-        return grad, None, None
+        return undefined_mean(xp, ctx, -picked * row_factor), None, None    # 1-1
+
+
+def undefined_mean(xp, ctx, grad):
+    """The gradient of a weighted mean whose weights sum to 0 (``ctx.total_weight``): that
+    mean is ``0 / 0`` whatever the input, undefined, and so is its derivative: NaN where
+    ``ctx.counted`` (the rows that were not ignored: their picked entry for
+    :class:`NLLLoss`, the whole row for cross-entropy), as PyTorch's; 0 elsewhere, so 0
+    everywhere when every target is ignored (PyTorch's 0 there). Other reductions and
+    means keep ``grad``."""
+    if ctx.reduction != "mean":
+        return grad
+    return xp.where((ctx.total_weight == 0) & ctx.counted, math.nan, grad)
 
 
 def _class_rows(input, target, weight, what):

@@ -23,6 +23,7 @@ from ..core.tensor import FLOAT_DTYPES, Tensor, dtype_name
 from ._checks import _axis, _check_float, _check_probability, as_float
 from ._into import exp_
 from ._sums import last_axis_sums
+from .losses import undefined_mean
 
 
 def _shifted_logsumexp(xp, x, axis):
@@ -312,9 +313,7 @@ class CrossEntropy(Function):
     are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
     nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
     than multiplied by a ``-inf`` logp. When the targets' weights sum to 0, the mean is NaN
-    (0 / 0 whatever the logits): its gradient is NaN on every row not ignored (as PyTorch's;
-    the mean is undefined, so is its derivative) and 0 on the ignored rows, which add
-    nothing (PyTorch's 0 when every target is ignored).
+    (0 / 0) and so is its gradient on the rows not ignored (``losses.undefined_mean``).
     """
 
     @staticmethod
@@ -350,8 +349,7 @@ class CrossEntropy(Function):
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.total_weight = xp.sum(onehot if weight is None else onehot * weight)   # Σ_i w_{t_i}
-        ctx.valid = valid
+        ctx.total_weight, ctx.counted = xp.sum(onehot if weight is None else onehot * weight), valid[:, None]  # Σ w_t
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
@@ -368,9 +366,7 @@ class CrossEntropy(Function):
         p = xp.exp(logp)                                                        # 2-1
         grad = (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor
         # END SOLUTION
-        if ctx.reduction == "mean":                     # weights summing to 0: 0 / 0, NaN on the rows counted
-            grad = xp.where((ctx.total_weight == 0) & ctx.valid[:, None], math.nan, grad)
-        return grad, None, None
+        return undefined_mean(xp, ctx, grad), None, None
 
 
 class SoftCrossEntropy(Function):
@@ -390,11 +386,7 @@ class SoftCrossEntropy(Function):
         \qquad
         \frac{\partial\,\mathrm{loss}_i}{\partial t_{ic}} = -(1-\varepsilon)\,w_c\,\mathrm{logp}_{ic}
 
-    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
-
-    A term with :math:`r_{ic} = 0` counts 0 even where ``logp`` is ``-inf`` (a target of 0
-    on a masked class): :math:`0 \log 0 = 0`, the limit, as in the cross-entropy's
-    definition. PyTorch's loss is NaN there (``0 · -inf``); its gradient is the same.
+    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none). 0 log 0 = 0 (PyTorch: NaN).
     """
 
     @staticmethod
