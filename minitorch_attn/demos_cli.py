@@ -56,6 +56,7 @@ DEMO_SECTIONS = {
     "mistakes": (16,),
     "graph": (9,),        # the autograd graph of section 9's LayerNorm
     "modern_block": (11,),  # section 11's RMSNorm in the LLaMA-style block around it
+    "hooks": (4, 12),     # the gradients of section 4's attention and section 12's stack, watched by hooks
 }
 
 # The kernel a written notebook asks for: the Python that Jupyter runs it with.

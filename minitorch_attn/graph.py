@@ -77,8 +77,8 @@ def _role(t, output):
 def _tensor_label(t, role, name, show_grad):
     lines = [f"{role} {name}" if name else role] if role != "intermediate" else ([name] if name else [])
     lines.append(f"{t.shape} {t.dtype}")
-    if show_grad and t.grad is not None:
-        g = t.grad.numpy().astype("float64")
+    if show_grad and t._grad is not None:           # a leaf's, or a retained one (no warning to read)
+        g = t._grad.numpy().astype("float64")
         lines.append(f"|grad| = {math.sqrt(float((g * g).sum())):.3g}")
     return "\n".join(lines)
 
@@ -92,7 +92,8 @@ def draw_graph(output, path=None, show_grad=False, params=None):
             it (needs Graphviz's ``dot`` program; without it the ``.dot`` file is written
             beside, with a warning that says how to render it); a ``.dot`` or ``.gv`` file
             to write the DOT source. Written atomically.
-        show_grad: add ``|grad|``, the norm of each leaf's gradient (after ``backward()``).
+        show_grad: add ``|grad|``, the norm of each leaf's gradient (after ``backward()``),
+            and of each intermediate's that ``retain_grad()`` kept.
         params: names for the boxes: a :class:`~minitorch_attn.nn.Module` (its
             ``named_parameters()``) or a dict ``{name: Tensor}``. A leaf found there is
             drawn as a parameter with its name.

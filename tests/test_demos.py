@@ -96,6 +96,13 @@ EXPECTED = {
                          "  2 kv heads:    7,936 bytes for 31 positions = 256 bytes per token (2 x 1 x 2 x 16 x 4 = 256)",
                          "  1 kv heads:    3,968 bytes for 31 positions = 128 bytes per token (2 x 1 x 1 x 16 x 4 = 128)"],
                         ["modern_block.png"]),
+    "15_hooks": (["1. hooks on the projections of one causal attention layer",
+                  "under the causal mask key/value 0 is read by all 8 queries, key/value 7 by one",
+                  "||dL/dQ|| at position 0 is 0.000",
+                  "q.grad, k.grad, v.grad (retain_grad) equal what the hooks saw: True",
+                  "with a hook returning zeros on V: ||W_v.grad|| = 0.000",
+                  "3. full backward hooks on each block of a GPT"],
+                 ["hooks.png"]),
     "train_gpt": (["corpus: 20,000 characters", "model: GPT with 28,000 parameters (2 layers, d_model 32",
                    "step 15: validation"],
                   ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
@@ -243,7 +250,7 @@ def test_demo_list_shows_the_sections_of_each_demo_and_a_demo_for_every_section(
     index = dict(re.findall(r"^ +(\d+)\. .*? {2,}(\S.*)$", text, re.M))
     assert sorted(map(int, index)) == list(range(1, 17)), text
     assert "(no demo)" not in text, text
-    assert index["4"] == "attention, scaling" and index["16"] == "scaling, mistakes"
+    assert index["4"] == "attention, scaling, hooks" and index["16"] == "scaling, mistakes"
 
 
 @pytest.mark.parametrize("sections, label", [((1,), "§1"), ((2, 3, 4), "§2-4"), ((4, 16), "§4, 16"),

@@ -204,6 +204,8 @@ NOT_OPERATIONS = {
     "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
     "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
     "Tensor.long", "Tensor.contiguous",
+    # hooks watch gradients, they are no operation (tests/test_hooks.py)
+    "Tensor.register_hook", "Tensor.retain_grad", "Tensor.retains_grad",
     # writes of constants: what they overwrite gets no gradient (tests/test_inplace_versions.py)
     "Tensor.zero_", "Tensor.fill_",
     # x[key] = v records no graph: with one involved it raises (minitorch_attn/core/inplace.py)

@@ -229,7 +229,8 @@ def test_a_part_that_fails_leaves_no_gradient_and_the_next_step_is_right(rng):
 
 
 @pytest.mark.parametrize("why", ["one thread", "one row", "grad mode off", "dropout while training",
-                                 "dropout of a submodule in training", "an embedding with max_norm"])
+                                 "dropout of a submodule in training", "an embedding with max_norm",
+                                 "a module's backward hook", "a module's forward hook", "a parameter's hook"])
 def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_result(rng, why):
     threads.set_num_threads(1 if why == "one thread" else 2)
     model = tiny_gpt(dropout=0.5 if "dropout" in why else 0.0)
@@ -238,6 +239,13 @@ def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_r
         model.blocks[0].train()
     if why.startswith("an embedding"):
         model.token_embedding.max_norm = 1.0
+    handle = None
+    if why == "a module's backward hook":
+        handle = model.blocks[0].register_full_backward_hook(lambda module, grad_input, grad_output: None)
+    if why == "a module's forward hook":
+        handle = model.blocks[0].register_forward_hook(lambda module, args, output: None)
+    if why == "a parameter's hook":
+        handle = model.token_embedding.weight.register_hook(lambda grad: None)
     x, _ = batch(rng, 1 if why == "one row" else 4)
     split = nn.SplitBatch(model, next_char_loss)
     if why == "grad mode off":
@@ -247,6 +255,9 @@ def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_r
                 split.backward(*batch(rng, 4))
         return
     assert split.parts(x) == [(0, x.shape[0])]
+    if handle is not None:                                            # each hook sees the whole batch once
+        handle.remove()
+        assert split.parts(x) == [(0, 2), (2, 4)]
     if why == "dropout while training":
         model.eval()
         assert split.parts(x) == [(0, 2), (2, 4)]                    # in eval mode dropout draws nothing

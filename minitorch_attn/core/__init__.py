@@ -7,6 +7,7 @@ Read it in this order:
 2. :mod:`.autograd`  -- :class:`Function` and the engine that walks the graph (:mod:`.context`:
    what one call keeps for its backward; :mod:`.inplace`: in-place writes and the version
    counts that backward checks);
+   :mod:`~minitorch_attn.core.hooks` -- ``register_hook`` and ``retain_grad``: gradients watched as they pass;
 3. :mod:`.tensor`    -- :class:`Tensor`, and :mod:`.factories` (``tensor``, ``zeros``, ``randn``, ...);
 4. :mod:`.ops`       -- the arithmetic, elementwise and matmul operations (:mod:`.arithmetic`: their
    functional spellings, with ``alpha`` and ``rounding_mode``; :mod:`.power`: powers
@@ -22,7 +23,7 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 
 from . import backend
 from . import autograd  # before tensor: see the docstring
-from . import tensor, ops, minmax, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
+from . import hooks, tensor, ops, minmax, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
 
-__all__ = ["backend", "autograd", "tensor", "factories", "ops", "minmax", "power", "reductions", "shape_ops",
+__all__ = ["backend", "autograd", "hooks", "tensor", "factories", "ops", "minmax", "power", "reductions", "shape_ops",
            "indexing", "einsum", "arithmetic"]

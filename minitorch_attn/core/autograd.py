@@ -52,6 +52,11 @@ producer's own backward runs, and (b) do it once per node. Hence ``run_backward`
    PyTorch, until ``zero_grad()`` or ``grad = None``), and releases each node's saved
    arrays unless ``retain_graph=True``.
 
+Hooks (:mod:`~minitorch_attn.core.hooks`): a node's complete gradients pass through the
+hooks of its outputs (``t.register_hook``, ``t.retain_grad``) before its backward runs; a
+leaf with hooks has its terms summed and its hooks run on the sum, before it is added to
+``leaf.grad``.
+
 Before a node's backward reads what its forward saved, the engine checks that none of
 those tensors was written in place since (their versions, :mod:`.inplace`): a
 changed one would give a wrong gradient without a word, so it is PyTorch's
@@ -69,6 +74,7 @@ import numbers
 from ..speed import backward_in_rows, forward_in_rows
 from . import grad_mode
 from .backend import backend_of
+from .hooks import hold, release_held, run_output_hooks
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
 from .context import Context  # noqa: F401 (re-exported: a Function's forward and backward get one)
 from .inplace import check_versions, record_versions
@@ -77,13 +83,14 @@ from .inplace import check_versions, record_versions
 class Node:
     """One recorded call of a Function: the graph edge from its outputs back to its inputs."""
 
-    __slots__ = ("function", "ctx", "inputs", "output_meta")
+    __slots__ = ("function", "ctx", "inputs", "output_meta", "hooks")
 
     def __init__(self, function, ctx, inputs, output_meta):
         self.function = function    # the Function subclass
         self.ctx = ctx              # its Context
         self.inputs = inputs        # positional arguments (Tensors or plain values)
         self.output_meta = output_meta  # (shape, dtype) of each output, to make zero gradients
+        self.hooks = None           # {output index: its hooks.OutputHooks}, once one is registered
 
     def __repr__(self):
         return f"<{self.function.__name__}Backward>"
@@ -254,13 +261,16 @@ def run_backward(seeds, retain_graph=False):
     """
     # 0. seeds that are leaves receive their gradient directly
     grads = {}
+    held = {}   # leaves with hooks: the sum of their terms, for the hooks (see hooks.hold)
     for root, grad in seeds:
-        if root.grad_fn is None:
+        if root.grad_fn is None and root._backward_hooks is not None:
+            hold(held, root, grad)
+        elif root.grad_fn is None:
             _accumulate(root, grad, backend_of(root.data).xp)
         else:
             _send(grads, root, grad)
     if not grads:
-        return
+        return release_held(held, _accumulate, Tensor)
 
     # 1. count, for each node, the edges arriving from nodes that depend on it
     pending = dict.fromkeys(grads, 0)
@@ -289,12 +299,15 @@ def run_backward(seeds, retain_graph=False):
                 "if you need to backward through it twice."
             )
         received = grads.pop(node, None)
+        if node.hooks is not None:              # its outputs' hooks and retained gradients
+            received = run_output_hooks(node, received, Tensor)
         if received is None:  # every consumer returned None for it: all its terms are zero
             _finish(node, parents.pop(node), pending, ready, retain_graph)
             continue
         check_versions(node)
         grad_outputs = [
-            received[i] if i in received else ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device)
+            received[i] if i in received else (
+                ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device) if ctx.materialize_grads else None)
             for i, (shape, dtype) in enumerate(node.output_meta)
         ]
         function = node.function
@@ -313,6 +326,9 @@ def run_backward(seeds, retain_graph=False):
             if g is None or not (isinstance(tensor, Tensor) and tensor._requires_grad):
                 continue
             g = _gradient_for(node, tensor, g)
+            if tensor._backward_hooks is not None and tensor.grad_fn is None:
+                hold(held, tensor, g)
+                continue
             # BEGIN SOLUTION 1.1
             if tensor.grad_fn is None:
                 _accumulate(tensor, g, ctx.xp)
@@ -320,6 +336,7 @@ def run_backward(seeds, retain_graph=False):
                 _send(grads, tensor, g)
             # END SOLUTION
         _finish(node, parents.pop(node), pending, ready, retain_graph)
+    release_held(held, _accumulate, Tensor)
 
 
 def _finish(node, parents, pending, ready, retain_graph):

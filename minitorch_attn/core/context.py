@@ -29,6 +29,13 @@ class Context:
         self._released = False
         self._versions = ()  # (tensor, its version counter, the version it had), see inplace.record_versions
 
+    materialize_grads = True
+
+    def set_materialize_grads(self, value):
+        """Whether backward gets zeros (True, the default) or None (False) for an output
+        that received no gradient, as ``torch.autograd.Function``'s ``ctx.set_materialize_grads``."""
+        self.materialize_grads = bool(value)
+
     def save_for_backward(self, *arrays):
         """Keep arrays for the backward; they are freed after it unless ``retain_graph``."""
         self._saved = arrays
@@ -61,7 +68,7 @@ class Context:
                 del attributes[key]
 
 
-_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions"))
+_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions", "materialize_grads"))
 """The attributes every Context has; any other one was set by a forward."""
 
 

@@ -60,10 +60,16 @@ class InPlaceMethods:
             result = result.to(dtype=self.dtype)
         self.data[...] = result.data
         self._version_counter[0] += 1
+        retained = self._retains_grad and (result.requires_grad or recording)
+        if retained:                            # retain_grad keeps the new value's gradient, as PyTorch
+            self.grad_fn.hooks[self._output_nr].retain = None
+            self._retains_grad = False
         if result.requires_grad:
             self.grad_fn, self._output_nr, self._requires_grad = result.grad_fn, result._output_nr, True
         elif recording and self.grad_fn is not None:  # overwritten by constants: no path back
             self.grad_fn, self._output_nr, self._requires_grad = None, 0, False
+        if retained and self.grad_fn is not None:
+            self.retain_grad()
         return self
 
     def _wrap(self, array):

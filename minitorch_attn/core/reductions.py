@@ -121,9 +121,13 @@ class Var(Function):
         \frac{\partial v}{\partial x_i} = \frac{2}{n - c}\Big((x_i - m) - \frac1n \sum_j (x_j - m)\Big)
             = \frac{2\,(x_i - m)}{n - c}
 
-    and :math:`dx_i = g\,\partial v/\partial x_i`. With no degrees of freedom
-    (``n <= correction``) v is NaN, or inf where the squares sum to more than 0 (as
-    PyTorch), and the gradient NaN."""
+    and :math:`dx_i = g\,\partial v/\partial x_i`.
+
+    With no degrees of freedom (``n <= correction``) PyTorch takes ``n - c`` as 0: v is
+    NaN (0 / 0) for a constant row, else inf, and ``2 / (n - c)`` is inf, so the gradient
+    is ``±inf`` with the sign of ``g (x_i - m)``, NaN where ``x_i = m`` (``0 · inf``), as
+    PyTorch's with ``dim``. PyTorch's full reduction (``dim=None``) gives ``+inf`` to every
+    element whatever the sign of ``x_i - m``; that sign is wrong, and this follows the math."""
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
@@ -132,7 +136,8 @@ class Var(Function):
         n = math.prod(x.shape[a] for a in axes)
         centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
-        ctx.axes, ctx.denominator = axes, n - correction if n > correction else math.nan
+        ctx.axes, ctx.denominator = axes, n - correction if n > correction else 0.0
+        ctx.scale = 2.0 / ctx.denominator if n > correction else math.inf         # 2 / (n - c); no dof: 2 / 0
         squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
         if n <= correction:
             return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
@@ -143,8 +148,43 @@ class Var(Function):
         # BEGIN SOLUTION 1.4
         (centered,) = ctx.saved_tensors
         grad_output = ctx.xp.reshape(grad_output, _keepdim_shape(centered.shape, ctx.axes))
-        return grad_output * centered * (2.0 / ctx.denominator)
+        return grad_output * centered * ctx.scale
         # END SOLUTION
+
+
+class Std(Var):
+    r"""Standard deviation ``s = sqrt(v)`` over ``dim``, ``v`` the :class:`Var` with ``correction``.
+
+    Backward, by the chain rule through the root and then :class:`Var`'s backward:
+
+    .. math::
+
+        \frac{\partial s}{\partial x_i} = \frac{1}{2s}\,\frac{\partial v}{\partial x_i}
+            = \frac{x_i - m}{(n - c)\,s}
+
+    At ``s = 0`` (a constant row, or one element with ``correction=0``) ``s`` has a corner,
+    as ``|t|`` at 0: ``s`` is a norm of the centered row, ``‖x - m‖ / sqrt(n - c)``, and a
+    norm is not differentiable where it vanishes. The formula would give ``0 / 0 = NaN``;
+    the gradient there is 0 instead, as PyTorch's (``std_backward`` masks it so), and 0
+    is a subgradient (``s`` is convex and has its minimum there). With no degrees of
+    freedom (``n <= c``) ``s`` is inf or NaN and so is the gradient, NaN, as PyTorch's.
+    """
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, correction=1):
+        v = Var.forward(ctx, x, dim=dim, keepdim=keepdim, correction=correction)
+        s = ctx.xp.sqrt(v)
+        ctx.save_for_backward(ctx.saved_tensors[0], s)          # centered, s
+        return s
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        centered, s = ctx.saved_tensors
+        xp, shape = ctx.xp, _keepdim_shape(centered.shape, ctx.axes)
+        s, grad_output = xp.reshape(s, shape), xp.reshape(grad_output, shape)
+        corner = s == 0                                          # a constant row: the subgradient 0
+        ds_dv = xp.where(corner, 0.0, 0.5 / xp.where(corner, 1.0, s))        # 1 / (2s)
+        return grad_output * ds_dv * centered * ctx.scale                     # (1 / 2s) · 2 (x - m) / (n - c)
 
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
@@ -231,9 +271,17 @@ amin = min
 
 def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     """Standard deviation over ``dim``, ``sqrt(var(x, dim, correction))`` (as torch.std).
-    Backward by the chain rule through :class:`Var` and ``sqrt``:
-    ``dx = g (x - mean) / ((n - correction) std)``; NaN where the std is 0, as PyTorch.
+    Shapes, dtypes and arguments as :func:`var`. Backward (:class:`Std`):
+    ``dx = g (x - mean) / ((n - correction) std)``, and 0 where the std is 0 (a constant
+    row, one element with ``correction=0``), as PyTorch.
+
+    Raises:
+        TypeError: as :func:`var`.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
-    return var(x, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased).sqrt()
+    _check_float_input(x, "std")
+    dim, correction = _legacy_correction(dim, correction, unbiased)
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"std: correction must be a number (or None for 1), got {correction!r}")
+    return Std.apply(x, dim=dim, keepdim=keepdim, correction=correction)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import warnings
 
 from . import autograd
 from .backend import backend_of, get_backend
@@ -18,16 +19,18 @@ from .dtypes import (  # noqa: F401 (re-exported: the package imports them from 
     DTYPES, FLOAT_DTYPES, _is_int, _is_size, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
     get_default_dtype, int32, int64, result_dtype, set_default_dtype,
 )
+from .hooks import NON_LEAF_GRAD_WARNING, HookMethods
 from .inplace import InPlaceMethods
 
 
-class Tensor(InPlaceMethods):
+class Tensor(InPlaceMethods, HookMethods):
     """An n-dimensional array with an optional gradient.
 
     Attributes:
         data: the backend array (NumPy, CuPy or array-api-strict).
         requires_grad: whether operations on it are recorded for :meth:`backward`.
-        grad: a Tensor of the same shape and dtype, filled by backward (leaves only).
+        grad: a Tensor of the same shape and dtype, filled by backward (leaves, and computed
+            tensors after :meth:`retain_grad`; see :mod:`~minitorch_attn.core.hooks` for ``register_hook``).
         grad_fn: the graph node that produced it (None for leaves).
         _version: the number of in-place writes so far (see :mod:`minitorch_attn.core.inplace`).
 
@@ -115,7 +118,10 @@ class Tensor(InPlaceMethods):
     # ---- autograd ---------------------------------------------------------------------
     @property
     def grad(self):
-        """The gradient accumulated by :meth:`backward` (None until the first one)."""
+        """The gradient accumulated by :meth:`backward` (None until the first one). Read on a
+        computed tensor that does not :meth:`retain_grad`, it warns as PyTorch does."""
+        if self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter

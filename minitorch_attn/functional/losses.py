@@ -34,8 +34,9 @@ class NLLLoss(Function):
 
     2-1: times :math:`g` (sum), :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none).
 
-    An ignored row has gradient 0. With every target ignored (or weights summing to 0),
-    the mean is NaN (0 / 0) and its gradient 0, as :func:`cross_entropy`'s.
+    An ignored row has gradient 0. With the targets' weights summing to 0 the mean is NaN
+    (0 / 0 whatever ``logp``) and the gradient NaN at each picked entry of a row not
+    ignored, 0 elsewhere, as PyTorch's (so 0 everywhere when every target is ignored).
     """
 
     @staticmethod
@@ -46,7 +47,8 @@ class NLLLoss(Function):
         ctx.backend.check(valid & ((target < 0) | (target >= C)), lambda: ValueError(   # see core/backend.py
             f"nll_loss: targets must be class indices in [0, {C}) or ignore_index={ignore_index}"))
         classes = xp.arange(C, device=ctx.backend.device)
-        picked = xp.astype((target[:, None] == classes[None, :]) & valid[:, None], logp.dtype)   # one-hot
+        hit = (target[:, None] == classes[None, :]) & valid[:, None]
+        picked = xp.astype(hit, logp.dtype)                                      # one-hot
         if weight is not None:
             picked = picked * weight                                            # w_{t_i} at (i, t_i)
         loss = -xp.sum(xp.where(picked != 0, logp, 0.0) * picked, axis=1)       # 1
@@ -56,7 +58,7 @@ class NLLLoss(Function):
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.total_weight = xp.sum(picked)                                       # Σ_i w_{t_i}
+        ctx.total_weight, ctx.counted = xp.sum(picked), hit                    # Σ_i w_{t_i}
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
@@ -69,7 +71,19 @@ class NLLLoss(Function):
             row_factor = xp.where(total != 0, grad_output / xp.where(total != 0, total, 1.0), 0.0)
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
-        return -picked * row_factor, None, None                                 # 1-1
+        return undefined_mean(xp, ctx, -picked * row_factor), None, None    # 1-1
+
+
+def undefined_mean(xp, ctx, grad):
+    """The gradient of a weighted mean whose weights sum to 0 (``ctx.total_weight``): that
+    mean is ``0 / 0`` whatever the input, undefined, and so is its derivative: NaN where
+    ``ctx.counted`` (the rows that were not ignored: their picked entry for
+    :class:`NLLLoss`, the whole row for cross-entropy), as PyTorch's; 0 elsewhere, so 0
+    everywhere when every target is ignored (PyTorch's 0 there). Other reductions and
+    means keep ``grad``."""
+    if ctx.reduction != "mean":
+        return grad
+    return xp.where((ctx.total_weight == 0) & ctx.counted, math.nan, grad)
 
 
 def _class_rows(input, target, weight, what):

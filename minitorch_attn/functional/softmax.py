@@ -22,6 +22,7 @@ from ..core.ops import _check_keepdim, _normalize_dims
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _axis, _check_float, _check_probability, as_float
 from ..speed import exp_, last_axis_sums
+from .losses import undefined_mean
 
 
 def _shifted_logsumexp(xp, x, axis):
@@ -312,8 +313,7 @@ class CrossEntropy(Function):
     are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
     nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
     than multiplied by a ``-inf`` logp. When the targets' weights sum to 0, the mean is NaN
-    (0 / 0) and the gradient 0: as PyTorch when every target is ignored (PyTorch's gradient
-    is NaN instead when the targets left have weight 0).
+    (0 / 0) and so is its gradient on the rows not ignored (``losses.undefined_mean``).
     """
 
     @staticmethod
@@ -348,7 +348,7 @@ class CrossEntropy(Function):
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.total_weight = xp.sum(onehot if weight is None else onehot * weight)   # Σ_i w_{t_i}
+        ctx.total_weight, ctx.counted = xp.sum(onehot if weight is None else onehot * weight), valid[:, None]  # Σ w_t
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
@@ -363,8 +363,9 @@ class CrossEntropy(Function):
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
         p = xp.exp(logp)                                                        # 2-1
-        return (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor, None, None
+        grad = (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor
         # END SOLUTION
+        return undefined_mean(xp, ctx, grad), None, None
 
 
 class SoftCrossEntropy(Function):
@@ -384,7 +385,7 @@ class SoftCrossEntropy(Function):
         \qquad
         \frac{\partial\,\mathrm{loss}_i}{\partial t_{ic}} = -(1-\varepsilon)\,w_c\,\mathrm{logp}_{ic}
 
-    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
+    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none). 0 log 0 = 0 (PyTorch: NaN).
     """
 
     @staticmethod

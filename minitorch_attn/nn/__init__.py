@@ -8,7 +8,8 @@ autograd differentiates a whole Transformer through them.
 
 One module per topic, in reading order:
 
-1. :mod:`.module`: :class:`Parameter`, :class:`Module`, :class:`Sequential`, :class:`ModuleList`
+1. :mod:`.module`: :class:`Parameter`, :class:`Module`, :class:`Sequential`, :class:`ModuleList`;
+   :mod:`~minitorch_attn.nn.hooks`: a module's forward and backward hooks (``register_forward_hook``, ...)
 2. :mod:`.layers`: :class:`Linear`, :class:`Embedding`, :class:`Dropout`, :class:`GELU`,
    :class:`SiLU`, :class:`LayerNorm`, :class:`RMSNorm`
 3. :mod:`.attention`: :class:`MultiHeadAttention` (self-, cross-, causal, grouped-query, fused QKV, a

@@ -13,6 +13,7 @@ from typing import NamedTuple
 from ..core.backend import backend_of, get_backend
 from ..core.factories import tensor
 from ..core.tensor import Tensor, _is_int
+from .hooks import ModuleHookMethods, call_with_hooks
 
 
 class IncompatibleKeys(NamedTuple):
@@ -41,11 +42,13 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-class Module:
+class Module(ModuleHookMethods):
     """Base class of every layer (as ``torch.nn.Module``).
 
     Subclasses call ``super().__init__()`` first, assign Parameters and Modules as
-    attributes, and define ``forward``; ``module(x)`` calls ``forward(x)``.
+    attributes, and define ``forward``; ``module(x)`` calls ``forward(x)``, with the
+    module's forward and backward hooks around it when it has some
+    (``register_forward_hook``, ``register_full_backward_hook``, ...: see :mod:`~minitorch_attn.nn.hooks`).
 
     Attributes:
         training: True after :meth:`train` (the default), False after :meth:`eval`;
@@ -56,6 +59,7 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
+        self._init_hooks()
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
@@ -77,6 +81,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
+            return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     # ---- walking the tree ---------------------------------------------------------------

@@ -74,8 +74,10 @@ class SplitBatch:
     change what is computed: one thread, fewer than two rows, grad mode off, a device
     other than the CPU (CuPy and array-api-strict run in the calling thread), a Dropout
     of ``p > 0`` in training mode (the parts would draw their masks from the one
-    generator in an order that depends on the threads' timing), or an Embedding with
-    ``max_norm`` (its forward rescales the shared weight in place).
+    generator in an order that depends on the threads' timing), an Embedding with
+    ``max_norm`` (its forward rescales the shared weight in place), or hooks on a module
+    or a parameter (each hook sees the whole batch once, as with ``loss.backward()``;
+    a replica's parameters are new tensors, without the hooks).
 
     Raises:
         TypeError: if ``model`` is not a Module or ``loss_fn`` is not callable; from
@@ -147,7 +149,9 @@ class SplitBatch:
 
     def _runs_whole(self):
         return any((isinstance(m, Dropout) and m.training and m.p > 0)
-                   or (isinstance(m, Embedding) and m.max_norm is not None) for m in self.model.modules())
+                   or (isinstance(m, Embedding) and m.max_norm is not None)
+                   or m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks or m._backward_hooks
+                   for m in self.model.modules()) or any(p._backward_hooks for p in self.model.parameters())
 
 
 def _replica(module, memo):
