@@ -118,7 +118,9 @@ class Sample:
             graph, a reseeded dropout); such a sample is checked by finite differences only.
         tasks: the homework tasks its gradient check counts for (None: the record's task).
         fast_mode: an option of the gradient check (one random direction per input).
-        tolerances: options of the gradient check, per dtype.
+        n_ops: the rounding steps of a composition ``fn`` whose rounding is not the op's
+            (``x + 100`` before a LayerNorm of ``x`` at scale 0.1 loses 100 / 0.1 = 1000
+            times the LayerNorm's own); None: the record's ``n_ops``.
         torch_wrong: where PyTorch's answer is wrong for this sample, why (its comparison
             with PyTorch is then skipped with that reason; the NumPy reference still holds).
     """
@@ -131,7 +133,7 @@ class Sample:
     fn: Optional[Callable] = None
     tasks: Optional[tuple] = None
     fast_mode: bool = False
-    tolerances: dict = dataclasses.field(default_factory=dict)
+    n_ops: Optional[int] = None
     torch_wrong: Optional[str] = None
 
     def __post_init__(self):
@@ -151,16 +153,18 @@ class Sample:
         return (record.task,) if record.task else ()
 
     def rounding_steps(self, record, dtype, backward=False):
-        """How many roundings of ``dtype`` its results may be off by: the record's count, plus,
+        """How many roundings of ``dtype`` its results may be off by: the record's count (or the
+        sample's own, for a composition), plus,
         for extreme logits, one per unit of logit spread (the condition number of exp at
         ``s - max`` is ``|s - max|``, at most twice the extreme value) in the forward, and
         twice that in the backward, where the softmax's output enters twice
         (``dS = P ∘ (dP - D)``: through the product and through ``D = rowsum(dP ∘ P)``) and
         its two errors add. With one count for both, the exact float64 reference gradient of
         attention's keys failed at one seed in 300 (an error of 2,200 roundings)."""
+        n_ops = self.n_ops if self.n_ops is not None else record.n_ops
         if "extreme" in self.edges:
-            return record.n_ops + (4 if backward else 2) * int(Inputs.EXTREME[dtype])
-        return record.n_ops
+            return n_ops + (4 if backward else 2) * int(Inputs.EXTREME[dtype])
+        return n_ops
 
     def call(self, op):
         """The function the checks run: ``fn``, or ``op`` with this sample's options."""
