@@ -19,6 +19,7 @@ import numpy as np
 
 import minitorch_attn as mt
 from ..core.factories import tensor
+from .gradients import BY_LINEARITY, by_linearity
 
 # The edge cases the engine promises, as tags a sample carries. An ordinary sample has none.
 EDGES = {
@@ -235,6 +236,8 @@ class OpInfo:
         ref_backward: ``ref_backward(grad_outputs, *arrays, **kwargs)``, the gradients of
             the inputs (None where there is none) in closed form, float64 NumPy; it lets the
             backward be checked where PyTorch is not installed (the grader's machine).
+            :data:`~.gradients.BY_LINEARITY` for an op affine in each input: the exact
+            Jacobian of ``ref``, column by column (see :mod:`.gradients`).
         task: the homework task that writes its backward (``"3.1"``), or None;
             ``forward_task`` the one that writes its forward, when another (``"4.1"``).
         differentiable_in: the parameters it has a gradient for; ``not_differentiable_in``
@@ -268,6 +271,10 @@ class OpInfo:
     exponentiates: bool = False
     no_empty: Optional[str] = None
     one_input: Optional[OneInput] = None
+
+    def __post_init__(self):
+        if self.ref_backward is BY_LINEARITY:
+            object.__setattr__(self, "ref_backward", by_linearity(self.ref))
 
     @property
     def module(self):
