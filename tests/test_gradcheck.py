@@ -204,6 +204,8 @@ def test_pytorch_tolerances_let_a_backward_0_1_percent_off_pass_and_derived_ones
     report = mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True)
     assert not report.passed and "allowed" in report.failure and "step" in report.failure
     assert not mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True, fast_mode=True).passed
+    with pytest.raises(GradcheckError, match="allowed"):
+        mt.gradcheck(TanhOffBy0_1Percent.apply, [x], derived=True)
 
 
 def test_derived_tolerances_pass_a_correct_backward_with_room_and_are_tight(device):

@@ -85,7 +85,8 @@ class GradcheckReport:
         return self.failure is None
 
 
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nondet_tol=0.0, seed=0):
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nondet_tol=0.0, seed=0,
+              derived=False, n_ops=16):
     """Check the gradients of ``fn`` at ``inputs`` against central finite differences.
 
     Args:
@@ -98,6 +99,10 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nonde
             every element (for large inputs).
         nondet_tol: how far two backward runs on the same inputs may differ (0: identical).
         seed: seeds the random upstream gradient ``v`` and directions ``u``.
+        derived: instead of ``eps``, ``atol`` and ``rtol`` (PyTorch's defaults, which let a
+            backward 0.1% off pass), pick the step and each element's tolerance from the
+            error analysis of the module docstring, as the gradient-check suite does.
+        n_ops: with ``derived``, the rounding steps the function's results may be off by.
 
     Returns:
         True when every check passes.
@@ -110,7 +115,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nonde
     are too coarse for the default tolerances.
     """
     report = check_gradients(fn, inputs, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode,
-                             nondet_tol=nondet_tol, seed=seed)
+                             nondet_tol=nondet_tol, seed=seed, derived=derived, n_ops=n_ops)
     if not report.passed:
         raise GradcheckError(report.failure)
     return True
