@@ -1,5 +1,7 @@
 """The checker itself: it must catch the usual mistakes in a hand-written backward."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -231,3 +233,10 @@ def test_gradcheck_keeps_pytorch_defaults():
         defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
         assert (defaults["eps"], defaults["atol"], defaults["rtol"]) == (1e-6, 1e-5, 1e-3)
     assert inspect.signature(mt.check_gradients).parameters["derived"].default is False
+
+
+def test_zero_tolerances_are_allowed_and_say_where_the_backward_is_off():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # no division by a zero tolerance
+        report = mt.check_gradients(TanhOffBy0_1Percent.apply, [f64(3)], atol=0.0, rtol=0.0)
+    assert not report.passed and report.error_ratio == float("inf")

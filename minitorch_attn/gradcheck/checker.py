@@ -257,14 +257,15 @@ def check_gradients(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False,
             tiny = atol
 
         error = numpy.abs(analytic_values - numeric)
+        share = numpy.divide(error, allowed, out=numpy.where(error > 0, numpy.inf, 0.0), where=allowed > 0)
         max_abs = max(max_abs, float(error.max(initial=0.0)))
         max_rel = max(max_rel, float((error / numpy.maximum(numpy.abs(numeric), tiny)).max(initial=0.0))
                       if error.size else 0.0)
-        ratio = max(ratio, float((error / allowed).max(initial=0.0)) if error.size else 0.0)
+        ratio = max(ratio, float(share.max(initial=0.0)))
         largest_allowed = max(largest_allowed, float(allowed.max(initial=0.0)) if error.size else 0.0)
         largest_step = max(largest_step, h)
         if not numpy.all(error <= allowed):
-            worst = int(numpy.argmax(error / allowed))
+            worst = int(numpy.argmax(share))
             where = positions[0] if positions else f"element {tuple(int(k) for k in numpy.unravel_index(worst, inputs[i].shape))}"
             rule = (f"allowed {allowed[worst]:.3e} = 2 (truncation {truncation[worst]:.3e} + rounding "
                     f"{3 * delta / h:.3e}) + floor {floor:.3e}, step {h:.3g}" if derived else
