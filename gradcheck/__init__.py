@@ -5,6 +5,6 @@ the gradient-check samples of the catalogue of operations (``minitorch_attn/opin
 module per topic); this folder only runs it.
 """
 
-from minitorch_attn.gradcheck.suite import TOLERANCES, Entry, Inputs, entries
+from minitorch_attn.gradcheck.suite import DTYPES, Entry, Inputs, entries
 
-__all__ = ["TOLERANCES", "Entry", "Inputs", "entries"]
+__all__ = ["DTYPES", "Entry", "Inputs", "entries"]

@@ -1,5 +1,7 @@
 """The checker itself: it must catch the usual mistakes in a hand-written backward."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,67 @@ def test_user_gradients_are_left_untouched():
     x.grad = mt.ones(3, dtype="float64")
     mt.gradcheck(Square.apply, [x])
     np.testing.assert_array_equal(x.grad.numpy(), np.ones(3))
+
+
+# ---- the tolerances derived from the error of the differences (what the suite uses) ----
+class Tanh(Function):
+    """y = tanh x, correct backward: (1 - y²) g; ``OFF_BY`` scales it (1 when right)."""
+
+    OFF_BY = 1.0
+
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.xp.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return (1 - y * y) * grad_output * cls.OFF_BY
+
+
+class TanhOffBy0_1Percent(Tanh):
+    OFF_BY = 1.001
+
+
+def test_pytorch_tolerances_let_a_backward_0_1_percent_off_pass_and_derived_ones_do_not():
+    x = f64(4, 3)
+    assert mt.gradcheck(TanhOffBy0_1Percent.apply, [x])          # rtol=1e-3: PyTorch's defaults, kept for users
+    report = mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True)
+    assert not report.passed and "allowed" in report.failure and "step" in report.failure
+    assert not mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True, fast_mode=True).passed
+    with pytest.raises(GradcheckError, match="allowed"):
+        mt.gradcheck(TanhOffBy0_1Percent.apply, [x], derived=True)
+
+
+def test_derived_tolerances_pass_a_correct_backward_with_room_and_are_tight(device):
+    x = f64(4, 3, device=device)
+    report = mt.check_gradients(Tanh.apply, [x], derived=True)
+    assert report.passed, report.failure
+    assert report.error_ratio < 0.1                                   # robust: a tenth of its allowance at most
+    gradient_size = float(np.max(np.abs(1 - np.tanh(x.numpy()) ** 2)))
+    assert report.max_tolerance < 1e-6 * gradient_size              # tight: far below 0.1% of the gradient
+    assert 1e-6 <= report.step <= 1e-3
+
+
+def test_the_derived_step_balances_truncation_against_rounding():
+    """A linear function has no truncation error: the largest step; a curved one a smaller step."""
+    assert mt.check_gradients(lambda x: x * 3.0, [f64(5)], derived=True).step == 1e-3
+    assert mt.check_gradients(Tanh.apply, [f64(5)], derived=True).step < 1e-3
+
+
+def test_gradcheck_keeps_pytorch_defaults():
+    import inspect
+
+    for function in (mt.gradcheck, mt.check_gradients):
+        defaults = {k: p.default for k, p in inspect.signature(function).parameters.items()}
+        assert (defaults["eps"], defaults["atol"], defaults["rtol"]) == (1e-6, 1e-5, 1e-3)
+    assert inspect.signature(mt.check_gradients).parameters["derived"].default is False
+
+
+def test_zero_tolerances_are_allowed_and_say_where_the_backward_is_off():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # no division by a zero tolerance
+        report = mt.check_gradients(TanhOffBy0_1Percent.apply, [f64(3)], atol=0.0, rtol=0.0)
+    assert not report.passed and report.error_ratio == float("inf")

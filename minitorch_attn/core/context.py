@@ -68,7 +68,7 @@ class Context:
                 del attributes[key]
 
 
-_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions", "materialize_grads"))
+_CONTEXT_OWN = frozenset(("backend", "xp", "needs_input_grad", "_saved", "_released", "_versions"))
 """The attributes every Context has; any other one was set by a forward."""
 
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+import minitorch_attn as mt
 import minitorch_attn.functional as F
 
 from .record import TORCH_KEEPS_INTS, OneInput, OpInfo, Sample, register, seeded
@@ -24,9 +25,28 @@ def np_gelu(x, approximate="none"):
     return x * 0.5 * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
 
 
+def np_gelu_backward(grads, x, approximate="none"):
+    """d/dx x Φ(x) = Φ(x) + x φ(x); of the tanh form 0.5 x (1 + tanh u), u = c (x + 0.044715 x³):
+    0.5 (1 + tanh u) + 0.5 x (1 - tanh² u) c (1 + 3 · 0.044715 x²)."""
+    x = np.asarray(x, dtype=np.float64)
+    if approximate == "tanh":
+        c = math.sqrt(2 / math.pi)
+        t = np.tanh(c * (x + 0.044715 * x ** 3))
+        return [grads[0] * (0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x ** 2))]
+    cdf = 0.5 * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))
+    return [grads[0] * (cdf + x * np.exp(-x ** 2 / 2) / math.sqrt(2 * math.pi))]
+
+
 def np_sigmoid(x):
     """σ(x) in float64 without overflow: exp(-log(1 + e^-x))."""
     return np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=np.float64)))
+
+
+def np_dropout_backward(grads, x, p=0.5):
+    """dx = g m / (1 - p), m the forward's mask: random, so read from the output of the seeded
+    forward (the same draw as the op's; the inputs are drawn nonzero)."""
+    kept = seeded(F.dropout)(mt.tensor(x), p).numpy() != 0
+    return [grads[0] * kept / (1 - p), None]
 
 
 def swiglu_from_ops(x, w1, w3, w2):
@@ -44,7 +64,7 @@ RECORDS = register(__name__, [
             Sample("gelu (0-d)", lambda d: [d.randn()], edges=SCALAR),
             Sample("gelu (large |x|)", lambda d: [d.values([-40.0, -10.0, 10.0, 40.0])], edges=NONFINITE)),
            "Hendrycks & Gimpel 2016 (arXiv:1606.08415): x Φ(x), d/dx = Φ(x) + x φ(x); the tanh form of GPT-2",
-           ref=np_gelu,
+           ref=np_gelu, ref_backward=np_gelu_backward,
            torch_ref=lambda torch, x, approximate="none": torch.nn.functional.gelu(x, approximate=approximate),
            task=None, n_ops=32,
            one_input=OneInput(F.gelu, lambda torch, x: torch.nn.functional.gelu(x), of_ints="TypeError")),
@@ -80,7 +100,7 @@ RECORDS = register(__name__, [
             Sample("relu (0-d)", lambda d: [d.values(0.7)], edges=SCALAR),
             Sample("relu (inf)", lambda d: [d.values([-np.inf, np.inf, 1.0])], edges=NONFINITE)),
            "max(x, 0): d/dx = 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch)",
-           ref=lambda x: np.maximum(x, 0.0), torch_ref=lambda torch, x: torch.relu(x), task=None,
+           ref=lambda x: np.maximum(x, 0.0), ref_backward=lambda grads, x: [grads[0] * (x > 0)], torch_ref=lambda torch, x: torch.relu(x), task=None,
            one_input=OneInput(F.relu, lambda torch, x: torch.nn.functional.relu(x), of_ints="TypeError",
                               torch_differs=TORCH_KEEPS_INTS)),
     OpInfo("dropout", seeded(F.dropout), ("F.dropout",),
@@ -89,7 +109,7 @@ RECORDS = register(__name__, [
             Sample("dropout (empty)", lambda d: [d.randn(0, 3), 0.5], edges=EMPTY),
             Sample("dropout (0-d)", lambda d: [d.randn(), 0.2], edges=SCALAR)),
            "Srivastava et al. 2014 (JMLR 15, eq. in §10, inverted): y = x m / (1-p); dx = g m / (1-p), same mask",
-           ref=None, torch_ref=None, task=None, not_differentiable_in=("p",),
+           ref=None, ref_backward=np_dropout_backward, torch_ref=None, task=None, not_differentiable_in=("p",),
            one_input=OneInput(lambda x: F.dropout(x, 0.0), lambda torch, x: torch.nn.functional.dropout(x, 0.0),
                               of_ints="TypeError", torch_differs=dict(TORCH_KEEPS_INTS, bool="PyTorch computes it in bools; ours refuses (TypeError)"))),
 ])

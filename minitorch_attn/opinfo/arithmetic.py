@@ -9,6 +9,7 @@ import numpy as np
 
 import minitorch_attn as mt
 
+from .gradients import BY_LINEARITY, unbroadcast
 from .record import OneInput, OpInfo, register, Sample
 
 EMPTY = frozenset({"empty"})
@@ -48,21 +49,64 @@ def positive(d, *shape):
     return d.uniform(*shape, low=0.5, high=2.0)
 
 
+def np_div_backward(grads, a, b, rounding_mode=None):
+    """d(a/b) = g / b for a, -g a / b² for b; a rounded quotient is a step function: 0."""
+    g = grads[0]
+    with np.errstate(all="ignore"):
+        da, db = (g / b, -g * a / (b * b)) if rounding_mode is None else (0 * g, 0 * g)
+    return [unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
+            unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None]
+
+
+def np_pow_backward(grads, a, b):
+    """y = a^b: da = g b a^(b-1) (0 where b = 0), db = g a^b log a (0 where a = 0 <= b)."""
+    g = grads[0]
+    with np.errstate(all="ignore"):
+        da = np.where(np.asarray(b) == 0, 0.0, g * b * np.power(a, np.asarray(b) - 1.0))
+        db = np.where((np.asarray(a) == 0) & (np.asarray(b) >= 0), 0.0, g * np.power(a, b) * np.log(a))
+    return [unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
+            unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None]
+
+
+def np_extremum_backward(larger):
+    """d max(a, b) = g to the larger (half each at a tie); min with ``larger=False``."""
+    def ref_backward(grads, a, b):
+        g = grads[0]
+        wins = (a > b) if larger else (a < b)
+        tie = 0.5 * (a == b)
+        da, db = g * (wins + tie), g * ((~wins & (a != b)) + tie)
+        return [unbroadcast(da, np.shape(a)), unbroadcast(db, np.shape(b))]
+    return ref_backward
+
+
+def np_clamp_backward(grads, x, *bounds, **kwargs):
+    """dx = g inside [min, max] (bounds included); a tensor bound gets g where it is the result."""
+    min, max = (list(bounds) + [kwargs.get("min"), kwargs.get("max")][len(bounds):])[:2]
+    g = grads[0]
+    below = x < (-np.inf if min is None else min)
+    above = (x > (np.inf if max is None else max)) & ~below
+    bound_grads = [unbroadcast(g * hit, np.shape(bound)) if isinstance(bound, np.ndarray) else None
+                   for bound, hit in ((min, below), (max, above))]
+    return [unbroadcast(g * ~(below | above), x.shape)] + bound_grads[:len(bounds)]
+
+
 RECORDS = register(__name__, [
     OpInfo("add", lambda a, b: a + b, ("Tensor.__add__", "Tensor.__radd__"),
            binary_samples("add (broadcast)", lambda d: [d.randn(3, 4), d.randn(4)]),
            "d(a + b) = da + db; broadcasting undone by summing over the broadcast axes",
-           ref=np.add, torch_ref=lambda torch, a, b: a + b, task="1.3", differentiable_in=("self", "other")),
+           ref=np.add, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a + b, task="1.3",
+           differentiable_in=("self", "other")),
     OpInfo("sub", lambda a, b: a - b, ("Tensor.__sub__", "Tensor.__rsub__"),
            binary_samples("sub (broadcast)", lambda d: [d.randn(2, 1, 3), d.randn(4, 1)]),
-           "d(a - b) = da - db", ref=np.subtract, torch_ref=lambda torch, a, b: a - b, task="1.3",
+           "d(a - b) = da - db", ref=np.subtract,
+           ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a - b, task="1.3",
            differentiable_in=("self", "other")),
     OpInfo("mul", lambda a, b: a * b, ("Tensor.__mul__", "Tensor.__rmul__"),
            binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)],
                           tasks=("1.2", "1.3"))      # the product rule (1.2) and the sum over broadcast dims (1.3)
            + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a),),
            "product rule: d(ab) = b da + a db; a tensor used twice gets both gradients added (task 1.1)",
-           ref=np.multiply, torch_ref=lambda torch, a, b: a * b, task="1.2",
+           ref=np.multiply, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a * b, task="1.2",
            differentiable_in=("self", "other")),
     OpInfo("div", lambda a, b: a / b, ("Tensor.__truediv__", "Tensor.__rtruediv__"),
            (Sample("div", lambda d: [d.randn(3, 4), positive(d, 3, 4)]),
@@ -70,10 +114,12 @@ RECORDS = register(__name__, [
             Sample("div (0-d and 2-D)", lambda d: [d.randn(), positive(d, 2, 3)], edges=SCALAR | BROADCAST),
             Sample("div (by zero and inf)", lambda d: [d.values([1.0, -1.0, 2.0]), d.values([0.0, np.inf, 0.5])],
                    edges=NONFINITE)),
-           "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide, torch_ref=lambda torch, a, b: a / b,
+           "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide,
+           ref_backward=np_div_backward, torch_ref=lambda torch, a, b: a / b,
            task="1.2", differentiable_in=("self", "other")),
     unary("neg", lambda a: -a, np.negative, lambda torch, a: -a, "d(-x) = -dx",
           lambda d: [d.randn(5)], nonfinite=[np.inf, -np.inf, np.nan], task=None, covers=("Tensor.__neg__",),
+          ref_backward=BY_LINEARITY,
           one_input=OneInput(lambda a: -a, lambda torch, a: -a, refuses=("bool",))),
     OpInfo("pow", mt.pow, ("mt.pow", "Tensor.pow", "Tensor.__pow__"),
            (Sample("pow (scalar exponent)", lambda d: [positive(d, 4, 3), 2.5]),
@@ -83,7 +129,7 @@ RECORDS = register(__name__, [
             Sample("pow (0-d)", lambda d: [positive(d), 0.5], edges=SCALAR),
             Sample("pow (exponent 0 at 0)", lambda d: [d.values([0.0, 1.0, -2.0]), 0], edges=NONFINITE)),
            "power rule: d(x^p) = p x^(p-1) dx, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
-           ref=np.power, torch_ref=lambda torch, x, p: x ** p, task="1.2",
+           ref=np.power, ref_backward=np_pow_backward, torch_ref=lambda torch, x, p: x ** p, task="1.2",
            differentiable_in=("self",), not_differentiable_in=("exponent",),
            one_input=OneInput(lambda x: mt.pow(x, 0.5), lambda torch, x: torch.pow(x, 0.5), of_ints="float")),
     OpInfo("pow (tensor exponent)", mt.pow, ("mt.pow", "Tensor.__pow__"),
@@ -96,7 +142,8 @@ RECORDS = register(__name__, [
             Sample("pow (tensor exponent, empty)", lambda d: [positive(d, 0, 2), d.randn(0, 2)], edges=EMPTY),
             Sample("pow (tensor exponent, 0-d)", lambda d: [positive(d), d.randn()], edges=SCALAR)),
            "y = a^b: da = b a^(b-1) g, db = y log(a) g (0 where a = 0 <= b, as PyTorch)",
-           ref=lambda a, b: np.power(a, b), torch_ref=lambda torch, a, b: torch.pow(a, b), task=None,
+           ref=lambda a, b: np.power(a, b), ref_backward=np_pow_backward,
+           torch_ref=lambda torch, a, b: torch.pow(a, b), task=None,
            differentiable_in=("self", "exponent")),
     OpInfo("__rpow__", lambda x, base: base ** x, ("Tensor.__rpow__",),
            (Sample("__rpow__ (2 ** x)", lambda d: [d.randn(3, 4)], kwargs=dict(base=2.0)),
@@ -107,7 +154,9 @@ RECORDS = register(__name__, [
             Sample("__rpow__ (inf exponents)", lambda d: [d.values([-np.inf, 0.0, np.inf])], kwargs=dict(base=2.0),
                    edges=NONFINITE)),
            "y = c^x: dx = y log(c) g",
-           ref=lambda x, base: np.power(base, x), torch_ref=lambda torch, x, base: base ** x, task=None,
+           ref=lambda x, base: np.power(base, x),
+           ref_backward=lambda grads, x, base: [grads[0] * np.power(base, x) * np.log(base)],
+           torch_ref=lambda torch, x, base: base ** x, task=None,
            differentiable_in=("self",)),
     OpInfo("einsum", lambda *xs, equation: mt.einsum(equation, *xs), ("mt.einsum",),
            (Sample("einsum (matmul)", lambda d: [d.randn(3, 4), d.randn(4, 5)], kwargs=dict(equation="ij,jk->ik")),
@@ -124,7 +173,7 @@ RECORDS = register(__name__, [
             Sample("einsum (an empty contracted dim)", lambda d: [d.randn(3, 0), d.randn(0, 2)],
                    kwargs=dict(equation="ij,jk->ik"), edges=EMPTY)),
            "out = Σ Π_k a_k over the letters not kept; da_k = einsum(g and the other operands -> a_k's letters)",
-           ref=lambda *xs, equation: np.einsum(equation, *xs),
+           ref=lambda *xs, equation: np.einsum(equation, *xs), ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, *xs, equation: torch.einsum(equation, *xs), task=None,
            differentiable_in=("operands",),
            one_input=OneInput(lambda x: mt.einsum("ij,kj->ik", x, x), lambda torch,
@@ -137,7 +186,7 @@ RECORDS = register(__name__, [
             Sample("add (alpha, empty)", lambda d: [d.randn(0, 3), d.randn(3)], kwargs=dict(alpha=3.0), edges=EMPTY),
             Sample("add (alpha, 0-d)", lambda d: [d.randn(), d.randn()], kwargs=dict(alpha=0.5), edges=SCALAR)),
            "a + alpha b: da = g, db = alpha g",
-           ref=lambda a, b, alpha=1: a + alpha * np.asarray(b),
+           ref=lambda a, b, alpha=1: a + alpha * np.asarray(b), ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, a, b, alpha=1: torch.add(a, b, alpha=alpha),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.add(x, x, alpha=2), lambda torch, x: torch.add(x, x, alpha=2))),
@@ -147,7 +196,7 @@ RECORDS = register(__name__, [
             Sample("sub (alpha 1)", lambda d: [d.randn(2, 3), d.randn(2, 3)]),
             Sample("sub (alpha, empty)", lambda d: [d.randn(0, 3), d.randn(3)], kwargs=dict(alpha=3.0), edges=EMPTY)),
            "a - alpha b: da = g, db = -alpha g",
-           ref=lambda a, b, alpha=1: a - alpha * np.asarray(b),
+           ref=lambda a, b, alpha=1: a - alpha * np.asarray(b), ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, a, b, alpha=1: torch.sub(a, b, alpha=alpha),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.sub(x, x, alpha=2), lambda torch, x: torch.sub(x, x, alpha=2),
@@ -165,19 +214,25 @@ RECORDS = register(__name__, [
            "true division as a / b; rounded ('trunc', 'floor') a step function: gradients 0, as PyTorch",
            ref=lambda a, b, rounding_mode=None: {None: np.divide, "floor": lambda x, y: np.floor(x / y),
                                                  "trunc": lambda x, y: np.trunc(x / y)}[rounding_mode](a, b),
+           ref_backward=np_div_backward,
            torch_ref=lambda torch, a, b, rounding_mode=None: torch.div(a, b, rounding_mode=rounding_mode),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float")),
     unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
-          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan]),
+          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan],
+          ref_backward=lambda grads, x: [grads[0] * np.exp(x)]),
     unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
-          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan]),
+          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan],
+          ref_backward=lambda grads, x: [grads[0] / x]),
     unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "d(√x) = dx / (2√x)",
-          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0]),
+          lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0],
+          ref_backward=lambda grads, x: [grads[0] / (2 * np.sqrt(x))]),
     unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
-          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0]),
+          lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0],
+          ref_backward=lambda grads, x: [grads[0] * (1 - np.tanh(x) ** 2)]),
     unary("abs", mt.abs, np.abs, lambda torch, x: x.abs(), "d|x| = sign(x) dx (0 at x = 0, as PyTorch)",
           lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None,
+          ref_backward=lambda grads, x: [grads[0] * np.sign(x)],
           one_input=OneInput(mt.abs, lambda torch, x: x.abs(),
                              torch_differs={"bool": "PyTorch refuses abs of bools; ours keeps them, as NumPy"})),
     OpInfo("maximum", mt.maximum, ("mt.maximum", "Tensor.maximum"),
@@ -187,7 +242,8 @@ RECORDS = register(__name__, [
             Sample("maximum (ties, inf)", lambda d: [d.values([1.0, np.inf, -np.inf]), d.values([1.0, 2.0, 0.0])],
                    edges=NONFINITE)),
            "d max(a, b) = da where a > b, db where b > a, half each at a tie (as PyTorch)",
-           ref=np.maximum, torch_ref=lambda torch, a, b: torch.maximum(a, b), task=None,
+           ref=np.maximum, ref_backward=np_extremum_backward(larger=True),
+           torch_ref=lambda torch, a, b: torch.maximum(a, b), task=None,
            differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.maximum(x, 0.5), lambda torch, x: torch.maximum(x, torch.tensor(0.5)),
                               of_ints="float")),
@@ -197,7 +253,8 @@ RECORDS = register(__name__, [
             Sample("minimum (empty)", lambda d: [d.randn(0, 3), d.randn(3)], edges=EMPTY | BROADCAST),
             Sample("minimum (ties, inf)", lambda d: [d.values([1.0, np.inf, -np.inf]), d.values([1.0, 2.0, 0.0])],
                    edges=NONFINITE)),
-           "min(a, b) = -max(-a, -b)", ref=np.minimum, torch_ref=lambda torch, a, b: torch.minimum(a, b),
+           "min(a, b) = -max(-a, -b)", ref=np.minimum,
+           ref_backward=np_extremum_backward(larger=False), torch_ref=lambda torch, a, b: torch.minimum(a, b),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.minimum(x, 0.5), lambda torch, x: torch.minimum(x, torch.tensor(0.5)),
                               of_ints="float")),
@@ -215,6 +272,7 @@ RECORDS = register(__name__, [
            "gets the gradient where it is the result",
            ref=lambda x, min=None, max=None: np.minimum(np.maximum(x, -np.inf if min is None else min),
                                                         np.inf if max is None else max),
+           ref_backward=np_clamp_backward,
            torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max), task=None,
            differentiable_in=("input", "min", "max"),
            one_input=OneInput(lambda x: mt.clamp(x, min=0.5), lambda torch, x: torch.clamp(x, min=0.5),
@@ -229,7 +287,7 @@ RECORDS = register(__name__, [
             Sample("matmul (inner dim 0)", lambda d: [d.randn(3, 0), d.randn(0, 2)], edges=EMPTY),
             Sample("matmul (empty batch)", lambda d: [d.randn(0, 3, 4), d.randn(4, 2)], edges=EMPTY | BROADCAST)),
            "d(AB) = dA B + A dB, so dA = G Bᵀ and dB = Aᵀ G, summed over broadcast batch dims",
-           ref=np.matmul, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
+           ref=np.matmul, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
            differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.matmul(x, x.T), lambda torch, x: torch.matmul(x, x.T),
                               torch_differs={"bool": "PyTorch has no bool matmul; ours keeps bools, as NumPy"})),

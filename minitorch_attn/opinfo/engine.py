@@ -4,6 +4,7 @@
 
 import minitorch_attn as mt
 
+from .gradients import BY_LINEARITY
 from .record import OpInfo, Sample, register
 
 
@@ -38,17 +39,18 @@ RECORDS = register(__name__, [
             Sample("cast to float32", lambda d: [d.randn(2, 3), "float32"], gradcheck=False),
             Sample("cast (empty)", lambda d: [d.randn(0, 2), "float64"], edges=frozenset({"empty"}))),
            "the identity on values: the gradient is cast back to the input's dtype",
-           ref=lambda x, dtype: x.astype(dtype), torch_ref=lambda torch, x, dtype: x.to(getattr(torch, dtype)),
+           ref=lambda x, dtype: x.astype(dtype), ref_backward=lambda grads, x, dtype: [grads[0].astype(dtype), None],
+           torch_ref=lambda torch, x, dtype: x.to(getattr(torch, dtype)),
            task=None, not_differentiable_in=("dtype",), keeps_dtype=False),
     OpInfo("clone", lambda x: x.clone(), ("Tensor.clone",),
            (Sample("clone", lambda d: [d.randn(3, 2)]),
             Sample("clone (empty)", lambda d: [d.randn(0, 2)], edges=frozenset({"empty"})),
             Sample("clone (0-d)", lambda d: [d.randn()], edges=frozenset({"0-d"}))),
            "a copy in memory of its own: the identity on values and gradients",
-           ref=lambda x: x.copy(), torch_ref=lambda torch, x: x.clone(), task=None),
+           ref=lambda x: x.copy(), ref_backward=BY_LINEARITY, torch_ref=lambda torch, x: x.clone(), task=None),
     OpInfo("custom Function", first_only_of_a_non_leaf, ("Function.apply",),
            (Sample("custom Function returning None", lambda d: [d.randn(2, 3), d.randn(2, 3)]),),
            "a backward may return None for an input: a zero gradient, never an error",
-           ref=lambda a, b: 2 * a + b, torch_ref=lambda torch, a, b: 2 * a + b, task=None,
+           ref=lambda a, b: 2 * a + b, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: 2 * a + b, task=None,
            differentiable_in=("a", "b"), no_empty="a test of the engine's routing, not of an operation"),
 ])

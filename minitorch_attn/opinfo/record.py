@@ -19,6 +19,7 @@ import numpy as np
 
 import minitorch_attn as mt
 from ..core.factories import tensor
+from .gradients import BY_LINEARITY, by_linearity
 
 # The edge cases the engine promises, as tags a sample carries. An ordinary sample has none.
 EDGES = {
@@ -118,7 +119,9 @@ class Sample:
             graph, a reseeded dropout); such a sample is checked by finite differences only.
         tasks: the homework tasks its gradient check counts for (None: the record's task).
         fast_mode: an option of the gradient check (one random direction per input).
-        tolerances: options of the gradient check, per dtype.
+        n_ops: the rounding steps of a composition ``fn`` whose rounding is not the op's
+            (``x + 100`` before a LayerNorm of ``x`` at scale 0.1 loses 100 / 0.1 = 1000
+            times the LayerNorm's own); None: the record's ``n_ops``.
         torch_wrong: where PyTorch's answer is wrong for this sample, why (its comparison
             with PyTorch is then skipped with that reason; the NumPy reference still holds).
     """
@@ -131,7 +134,7 @@ class Sample:
     fn: Optional[Callable] = None
     tasks: Optional[tuple] = None
     fast_mode: bool = False
-    tolerances: dict = dataclasses.field(default_factory=dict)
+    n_ops: Optional[int] = None
     torch_wrong: Optional[str] = None
 
     def __post_init__(self):
@@ -151,16 +154,18 @@ class Sample:
         return (record.task,) if record.task else ()
 
     def rounding_steps(self, record, dtype, backward=False):
-        """How many roundings of ``dtype`` its results may be off by: the record's count, plus,
+        """How many roundings of ``dtype`` its results may be off by: the record's count (or the
+        sample's own, for a composition), plus,
         for extreme logits, one per unit of logit spread (the condition number of exp at
         ``s - max`` is ``|s - max|``, at most twice the extreme value) in the forward, and
         twice that in the backward, where the softmax's output enters twice
         (``dS = P ∘ (dP - D)``: through the product and through ``D = rowsum(dP ∘ P)``) and
         its two errors add. With one count for both, the exact float64 reference gradient of
         attention's keys failed at one seed in 300 (an error of 2,200 roundings)."""
+        n_ops = self.n_ops if self.n_ops is not None else record.n_ops
         if "extreme" in self.edges:
-            return record.n_ops + (4 if backward else 2) * int(Inputs.EXTREME[dtype])
-        return record.n_ops
+            return n_ops + (4 if backward else 2) * int(Inputs.EXTREME[dtype])
+        return n_ops
 
     def call(self, op):
         """The function the checks run: ``fn``, or ``op`` with this sample's options."""
@@ -231,6 +236,8 @@ class OpInfo:
         ref_backward: ``ref_backward(grad_outputs, *arrays, **kwargs)``, the gradients of
             the inputs (None where there is none) in closed form, float64 NumPy; it lets the
             backward be checked where PyTorch is not installed (the grader's machine).
+            :data:`~.gradients.BY_LINEARITY` for an op affine in each input: the exact
+            Jacobian of ``ref``, column by column (see :mod:`.gradients`).
         task: the homework task that writes its backward (``"3.1"``), or None;
             ``forward_task`` the one that writes its forward, when another (``"4.1"``).
         differentiable_in: the parameters it has a gradient for; ``not_differentiable_in``
@@ -264,6 +271,10 @@ class OpInfo:
     exponentiates: bool = False
     no_empty: Optional[str] = None
     one_input: Optional[OneInput] = None
+
+    def __post_init__(self):
+        if self.ref_backward is BY_LINEARITY:
+            object.__setattr__(self, "ref_backward", by_linearity(self.ref))
 
     @property
     def module(self):

@@ -10,6 +10,7 @@ import numpy as np
 
 import minitorch_attn as mt
 
+from .gradients import BY_LINEARITY
 from .record import OneInput, OpInfo, Sample, register
 
 EMPTY, SCALAR, ONE, DIM = (frozenset({e}) for e in ("empty", "0-d", "one-element", "dim"))
@@ -33,6 +34,37 @@ def np_max(x, dim=None, keepdim=False):
 
 def np_var(x, dim=None, keepdim=False, correction=1):
     return np.var(x, axis=_axes(dim), keepdims=keepdim, ddof=correction)
+
+
+def _upstream(g, x, dim, keepdim):
+    """The upstream gradient with the reduced axes put back (size 1), and those axes."""
+    axes = tuple(range(np.ndim(x))) if dim is None else tuple(d % np.ndim(x) for d in np.atleast_1d(dim))
+    return (np.asarray(g) if keepdim else np.expand_dims(g, axes)), axes
+
+
+def np_extremum_backward(reduce):
+    """d max(x) = g shared equally among the elements equal to the maximum (``reduce`` = np.max;
+    np.min for min)."""
+    def ref_backward(grads, x, dim=None, keepdim=False):
+        g, axes = _upstream(grads[0], x, dim, keepdim)
+        hits = x == reduce(x, axis=axes, keepdims=True)
+        return [g * hits / np.maximum(hits.sum(axis=axes, keepdims=True), 1)]
+    return ref_backward
+
+
+def np_var_backward(grads, x, dim=None, keepdim=False, correction=1):
+    """dx = 2 (x - mean) g / (n - c)."""
+    g, axes = _upstream(grads[0], x, dim, keepdim)
+    n = int(np.prod([np.shape(x)[a] for a in axes]))
+    return [2 * (x - x.mean(axis=axes, keepdims=True)) * g / (n - correction)]
+
+
+def np_std_backward(grads, x, dim=None, keepdim=False, correction=1):
+    """dx = (x - mean) g / ((n - c) std)."""
+    g, axes = _upstream(grads[0], x, dim, keepdim)
+    n = int(np.prod([np.shape(x)[a] for a in axes]))
+    std = np.std(x, axis=axes, keepdims=True, ddof=correction)
+    return [(x - x.mean(axis=axes, keepdims=True)) * g / ((n - correction) * std)]
 
 
 def torch_amin(torch, x, dim=None, keepdim=False):
@@ -66,7 +98,8 @@ RECORDS = register(__name__, [
             Sample("sum (one element)", lambda d: [d.randn(4, 1)], kwargs=dict(dim=-1), edges=ONE),
             Sample("sum (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "every summed element receives the upstream gradient: dx = broadcast(g)",
-           ref=np_sum, torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None
+           ref=np_sum,
+           ref_backward=BY_LINEARITY, torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None
            else x.sum(dim, keepdim), task="1.4",
            one_input=OneInput(mt.sum, lambda torch, x: torch.sum(x), of_ints="int64")),
     OpInfo("mean", mt.mean, ("mt.mean", "Tensor.mean"),
@@ -76,7 +109,7 @@ RECORDS = register(__name__, [
             Sample("mean (empty batch)", lambda d: [d.randn(0, 3)], kwargs=dict(dim=1), edges=EMPTY),
             Sample("mean (one element)", lambda d: [d.randn(1, 3)], kwargs=dict(dim=0), edges=ONE),
             Sample("mean (0-d)", lambda d: [d.randn()], edges=SCALAR)),
-           "mean = sum / n, so dx = broadcast(g) / n", ref=np_mean,
+           "mean = sum / n, so dx = broadcast(g) / n", ref=np_mean, ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, x, dim=None, keepdim=False: x.mean() if dim is None else x.mean(dim, keepdim),
            task="1.4",
            one_input=OneInput(mt.mean, lambda torch, x: torch.mean(x), of_ints="TypeError")),
@@ -90,7 +123,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
             Sample("max (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "the gradient goes to the maximal elements, shared equally among ties (as torch.amax)",
-           ref=np_max, torch_ref=torch_amax, task="1.4",
+           ref=np_max, ref_backward=np_extremum_backward(np.max), torch_ref=torch_amax, task="1.4",
            one_input=OneInput(lambda x: mt.max(x, dim=-1), lambda torch, x: torch.amax(x, dim=-1),
                               nan_gradient_differs=MAX_AT_NAN)),
     OpInfo("var", mt.var, ("mt.var", "Tensor.var"),
@@ -102,7 +135,7 @@ RECORDS = register(__name__, [
             Sample("var (one element, biased)", lambda d: [d.randn(3, 1)], kwargs=dict(dim=1, correction=0),
                    edges=ONE)),
            "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
-           ref=np_var, torch_ref=torch_var, task="1.4",
+           ref=np_var, ref_backward=np_var_backward, torch_ref=torch_var, task="1.4",
            one_input=OneInput(mt.var, lambda torch, x: torch.var(x), of_ints="TypeError")),
     OpInfo("min", mt.min, ("mt.min", "mt.amin", "Tensor.min", "Tensor.amin"),
            (Sample("min (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
@@ -115,7 +148,8 @@ RECORDS = register(__name__, [
                    kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
             Sample("min (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "min(x) = -max(-x): the gradient goes to the minimal elements, shared equally among ties (as torch.amin)",
-           ref=lambda x, dim=None, keepdim=False: np.min(x, axis=_axes(dim), keepdims=keepdim), torch_ref=torch_amin,
+           ref=lambda x, dim=None, keepdim=False: np.min(x, axis=_axes(dim), keepdims=keepdim),
+           ref_backward=np_extremum_backward(np.min), torch_ref=torch_amin,
            task=None,
            one_input=OneInput(lambda x: mt.min(x, dim=-1), lambda torch, x: torch.amin(x, dim=-1),
                               nan_gradient_differs=MAX_AT_NAN)),
@@ -128,6 +162,7 @@ RECORDS = register(__name__, [
            "std = sqrt(var): dx = g (x - mean) / ((n - c) std), by the chain rule through var and sqrt",
            ref=lambda x, dim=None, keepdim=False, correction=1: np.std(x, axis=_axes(dim), keepdims=keepdim,
                                                                        ddof=correction),
+           ref_backward=np_std_backward,
            torch_ref=torch_std, task=None,
            one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError")),
 ])

@@ -6,6 +6,7 @@ import numpy as np
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 
+from .gradients import BY_LINEARITY
 from .record import OneInput, OpInfo, Sample, register
 
 EMPTY, BROADCAST = frozenset({"empty"}), frozenset({"broadcast"})
@@ -35,7 +36,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(interleaved=True), edges=BROADCAST, gradcheck=True),
             Sample("rotary (no positions)", lambda d: [d.randn(2, 0, 4)], edges=EMPTY)),
            "Su et al. 2021 (arXiv:2104.09864, §3.4.2, eq. 34): a rotation R(mθ); its backward is R(-mθ) g",
-           ref=np_rotary, torch_ref=None, task=None, n_ops=64, not_differentiable_in=("positions",),
+           ref=np_rotary, ref_backward=BY_LINEARITY, torch_ref=None, task=None, n_ops=64, not_differentiable_in=("positions",),
            one_input=OneInput(lambda x: F.rotary_embedding(mt.concat([x, x], dim=1).reshape(1, 2, 6)),
                               of_ints="TypeError")),
 ])
