@@ -133,19 +133,28 @@ class Submission:
 
 def ungraded_notice(ungraded, task_files=None):
     """The lines a student reads about the code that is outside the SOLUTION regions
-    (``ungraded`` as :meth:`Submission.ungraded` gives it), for the files in ``task_files``
-    (default: all); empty when there is none."""
+    (``ungraded`` as :meth:`Submission.ungraded` gives it), one per run of consecutive lines
+    (a helper function is one note), for the files in ``task_files`` (default: all); empty
+    when there is none."""
     notes = []
     for rel, (where, lines) in ungraded.items():
         if task_files is not None and rel not in task_files:
             continue
-        for number, line in lines[:5]:
-            notes.append(f"{where} line {number}, `{line[:80]}`, is outside the SOLUTION lines and is not graded: "
-                         f"the grader takes only the code between `# BEGIN SOLUTION` and `# END SOLUTION` and "
-                         f"the rest of the file as handed out. Move it between the SOLUTION lines of the task "
-                         f"that uses it (an import or a helper may go there too).")
-        if len(lines) > 5:
-            notes.append(f"{where}: {len(lines) - 5} more line(s) outside the SOLUTION lines are not graded either.")
+        runs = []
+        for number, line in lines:
+            if runs and number <= runs[-1][1] + 2:   # a blank or comment line between is the same run
+                runs[-1][1] = number
+            else:
+                runs.append([number, number, line])
+        for first, last, line in runs[:5]:
+            span = f"line {first}" if first == last else f"lines {first}-{last}"
+            notes.append(f"{where} {span}, `{line[:80]}`{' ...' if first != last else ''}, is outside the SOLUTION "
+                         f"lines and is not graded: the grader takes only the code between `# BEGIN SOLUTION` and "
+                         f"`# END SOLUTION` and the rest of the file as handed out. Move it between the SOLUTION "
+                         f"lines of the task that uses it (an import or a helper may go there too).")
+        if len(runs) > 5:
+            notes.append(f"{where}: {len(runs) - 5} more piece(s) of code outside the SOLUTION lines are not graded "
+                         f"either.")
     return notes
 
 
