@@ -145,3 +145,19 @@ def test_a_student_tree_is_graded_against_its_handout_not_its_edited_files(tmp_p
     assert graded.source == tree.resolve() and graded.root != graded.source
     assert (graded.root / "tests" / "conftest.py").read_text() != "import pytest\npytest.exit('mine')\n"
     assert InstructorTree(ROOT).root == ROOT.resolve()   # the instructor's own tree is itself
+
+
+def test_zips_inside_a_zip_share_one_budget(tmp_path, monkeypatch):
+    # each zip was held to 200 MB alone: an outer zip of many inner ones could fill the disk
+    from minitorch_attn.homework import submission
+
+    monkeypatch.setattr(submission, "MAX_UNZIPPED_BYTES", 3_000)
+    inner = tmp_path / "inner.zip"
+    with zipfile.ZipFile(inner, "w") as archive:
+        archive.writestr("a.py", "x = 1\n" * 300)   # 1,800 bytes: one fits, two do not
+    outer = tmp_path / "outer.zip"
+    with zipfile.ZipFile(outer, "w") as archive:
+        archive.write(inner, "one.zip")
+        archive.write(inner, "two.zip")
+    with pytest.raises(ValueError, match="unpack to more than"):
+        Submission.from_path(outer, TREE)

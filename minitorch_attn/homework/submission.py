@@ -166,17 +166,20 @@ def _blocks(rel, regions):
     return blocks
 
 
-def _python_files(path, scratch, depth=0):
+def _python_files(path, scratch, depth=0, budget=None):
     """``[(path inside the submission, text)]`` of every Python file of the submission;
-    zip files (the submission itself or inside it, two levels deep) are unpacked into ``scratch``."""
+    zip files (the submission itself or inside it, two levels deep) are unpacked into
+    ``scratch``, all of them together at most ``MAX_UNZIPPED_BYTES`` (``budget``: what is left)."""
+    budget = [MAX_UNZIPPED_BYTES] if budget is None else budget
     if path.is_file() and zipfile.is_zipfile(path):
-        path = _unzip(path, scratch / "submission")
+        path = _unzip(path, scratch / "submission", budget)
     if path.is_file():
         return [(pathlib.PurePath(path.name), _read(path))] if path.suffix == ".py" and not path.is_symlink() else []
     found = []
     for number, inner in enumerate(sorted(_walk(path, ".zip"))):
         if depth < 2 and zipfile.is_zipfile(inner):
-            inside = _python_files(_unzip(inner, scratch / f"zip{number}"), scratch / f"in{number}", depth + 1)
+            inside = _python_files(_unzip(inner, scratch / f"zip{number}", budget), scratch / f"in{number}", depth + 1,
+                                   budget)
             found += [(pathlib.PurePath(inner.name) / p, text) for p, text in inside]
     return found + [(p.relative_to(path), _read(p)) for p in sorted(_walk(path, ".py"))]
 
@@ -197,11 +200,13 @@ def _read(path):
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
-def _unzip(path, target):
+def _unzip(path, target, budget):
     try:
         with zipfile.ZipFile(path) as archive:
-            if sum(info.file_size for info in archive.infolist()) > MAX_UNZIPPED_BYTES:
-                raise ValueError(f"{path} unpacks to more than {MAX_UNZIPPED_BYTES >> 20} MB")
+            budget[0] -= sum(info.file_size for info in archive.infolist())
+            if budget[0] < 0:
+                raise ValueError(f"the submission's zip files unpack to more than {MAX_UNZIPPED_BYTES >> 20} MB "
+                                 f"together ({path.name} among them)")
             archive.extractall(target)   # zipfile drops absolute paths and '..' parts
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{path} is not a readable zip file: {exc}") from None
