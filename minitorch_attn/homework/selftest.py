@@ -89,6 +89,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
     mutants = load_mutants(tree)
     ok = True
     caught = []   # (mutant name, its task, the checks of its task that failed)
+    public_only = 0   # mistakes that no held-back check catches
     with Grader(tree, timeout) as grader:
         reference = Submission.reference(grader.tree)
         stubs = Submission.stubs(grader.tree)
@@ -124,6 +125,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
                     if verdict.startswith("ok") and kind != ALONE:
                         caught.append((name, own, [c.nodeid for c in result.failures]))
                 ok &= verdict.startswith("ok")
+                public_only += "WARNING: by public checks only" in verdict
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
             if len(mine) < MIN_MUTANTS:
@@ -137,6 +139,9 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
         record = patterns.record(caught)
         record["patterns"] = [e for e in patterns.load(tree.root) if e["task"] not in graded_tasks] + record["patterns"]
         print(f"wrote {patterns.write(tree.root, record)}", file=file)
+    if public_only:
+        print(f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
+              f"their report, so add a held-back check for each", file=file)
     print("\nselftest: " + ("ok" if ok else "FAILED"), file=file)
     return ok
 
@@ -162,6 +167,9 @@ def _verdict(name, own, graded, kind="-"):
     mine = next(r for r in graded if r.task_id == own)
     if mine.passed:
         return "ESCAPED: no check of its task fails"
+    if mine.problem is None and not any(c.held_back for c in mine.failures):
+        # the public tests run in the student's own process, whose report can be forged
+        return f"ok, caught by {_first(mine)}; WARNING: by public checks only, no held-back one"
     return f"ok, caught by {_first(mine)}"
 
 
