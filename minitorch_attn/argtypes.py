@@ -13,7 +13,7 @@ import math
 import os
 import sys
 
-from .core.backend import DeviceUnavailableError, get_backend
+from .core.backend import DEVICES, DeviceUnavailableError, get_backend
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -51,12 +51,26 @@ positive_fraction = _checked(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
 
 
-def usable_device(text):
+def device_type(devices=DEVICES):
     """An argparse ``type=`` for ``--device`` (here, in the demos and in the benchmarks): the
-    name of a device whose library and hardware are present, else the backend's message
-    (with the install command for ``cuda``) as the flag's error."""
-    try:
-        get_backend(text)
-    except (ValueError, TypeError, DeviceUnavailableError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
+    name of one of ``devices`` whose library and hardware are present. An unknown name's error
+    lists ``devices`` (the same list as the flag's help, :func:`device_help`), a missing
+    library's names the extra that installs it (the backend's message)."""
+    def device(text):
+        if text.split(":")[0] not in devices:  # "cuda:0" as PyTorch users write it
+            raise argparse.ArgumentTypeError(f"unknown device {text!r}; expected one of {', '.join(devices)}")
+        try:
+            get_backend(text)
+        except (ValueError, TypeError, DeviceUnavailableError) as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return text
+
+    return device
+
+
+def device_help(devices=DEVICES):
+    """The devices of a ``--device`` flag in words: ``"cpu, cuda or strict"``."""
+    return " or ".join([", ".join(devices[:-1]), devices[-1]]) if len(devices) > 1 else devices[0]
+
+
+usable_device = device_type()

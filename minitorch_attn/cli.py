@@ -27,7 +27,7 @@ import time
 from . import __version__
 from .allocator import keep_freed_memory
 from .argtypes import (
-    CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
+    CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
     positive_int, probability, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
@@ -82,7 +82,7 @@ def add_train(subparsers):
                            "when --out names it")
     run = p.add_argument_group("how long and where")
     run.add_argument("--device", type=usable_device, default=None,
-                     help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
+                     help=f"{device_help()} (default: $MINITORCH_ATTN_DEVICE or cpu)")
     run.add_argument("--steps", type=positive_int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
                      "the run stops at whichever limit comes first")
     run.add_argument("--time-budget", type=non_negative_float, default=240.0,
@@ -197,7 +197,7 @@ def add_sample(subparsers):
                         "(the one that crosses P included; after --top-k)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
-    p.add_argument("--device", type=usable_device, default=None, help="cpu, cuda or strict")
+    p.add_argument("--device", type=usable_device, default=None, help=device_help())
     p.set_defaults(run=_run_sample)
 
 

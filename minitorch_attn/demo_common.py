@@ -29,11 +29,12 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn.allocator import keep_freed_memory
-from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.argtypes import device_help, device_type, positive_int
 from minitorch_attn.data import load_corpus
 from minitorch_attn.measure import alternate
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
+DEMO_DEVICES = ("cpu", "cuda")  # the devices of --device (the strict device proves the engine, not the demos)
 MIN_POINTS = 8  # the smallest text in a picture, in points at its saved size
 
 
@@ -64,8 +65,9 @@ def setup(doc, name, argv=None, extra=None):
     """
     parser = argparse.ArgumentParser(prog=f"demos/{name}.py", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", type=usable_device, choices=("cpu", "cuda"), default="cpu",
-                        help="where the tensors live")
+    parser.add_argument("--device", type=device_type(DEMO_DEVICES), default="cpu", metavar="{cpu,cuda}",
+                        help=f"where the tensors live: {device_help(DEMO_DEVICES)} (cuda needs CuPy: "
+                             f"pip install -e \".[cuda]\")")
     parser.add_argument("--quick", action="store_true", help="small and fast (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
     parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),

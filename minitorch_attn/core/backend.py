@@ -42,6 +42,7 @@ class DeviceUnavailableError(RuntimeError):
 
 
 CUDA_INSTALL_HINT = 'pip install -e ".[cuda]" (in the project\'s source checkout)'
+STRICT_INSTALL_HINT = 'pip install -e ".[strict]" (in the project\'s source checkout)'
 
 
 class Backend:
@@ -200,7 +201,7 @@ class StrictBackend(Backend):
             import array_api_strict as xp
         except ImportError as exc:
             raise DeviceUnavailableError(
-                "device 'strict' needs array-api-strict: pip install array-api-strict"
+                f"device 'strict' needs array-api-strict, which is not installed. Install it with: {STRICT_INSTALL_HINT}"
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
 

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..argtypes import CommandParser
+from ..argtypes import CommandParser, device_help
 from ..core.backend import DeviceUnavailableError, get_backend
 from .suite import TOLERANCES, entries
 
@@ -28,7 +28,7 @@ def main(argv=None, prog="python -m gradcheck"):
 
 def _run(argv, prog):
     parser = CommandParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu (NumPy), strict (array-api-strict) or cuda (CuPy)")
+    parser.add_argument("--device", default="cpu", help=f"{device_help()} (NumPy, CuPy, array-api-strict)")
     parser.add_argument("--dtype", default="float64", choices=sorted(TOLERANCES))
     parser.add_argument("--only", default=None, help="run only entries whose name contains this text")
     parser.add_argument("--seed", type=int, default=0)
