@@ -289,6 +289,8 @@ def _final_results(args, job, log, results):
         results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
     print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
           f"(bigram baseline {job.baseline:.3f})")
+    if job.history["val_bpc"]:
+        print(_estimates_against_the_whole_split(job, args, results["val_bpc"]))
     print("sample:")
     results["sample"] = generate(job.model, job.vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
                                  temperature=0.8, top_p=args.top_p, seed=args.seed, device=args.device,
@@ -296,6 +298,21 @@ def _final_results(args, job, log, results):
     print()
     results["plots"] = write_plots(args.out, job.history, job.baseline, job.model, job.vocab, args.device, log,
                                    final=(job.step, results["val_bpc"]), windows=args.eval_windows)
+
+
+def _estimates_against_the_whole_split(job, args, val_bpc):
+    """Why the whole split's bits/char differ from the last periodic estimate: the estimates
+    score ``--eval-windows`` windows at the same places of the split every time
+    (:func:`evaluate_bpc` spreads them evenly), so their gap to the whole split is the
+    difficulty of those places of the text, about the same at every step, not a change of
+    the model."""
+    scored = min(len(job.val_ids) - 1, args.eval_windows * (job.block_size - job.block_size // 2))
+    gap = job.history["val_bpc"][-1] - val_bpc
+    return (f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
+            f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, "
+            f"{job.history['val_bpc'][-1]:.3f} at step {job.history['val_step'][-1]}, is {abs(gap):.3f} "
+            f"{'below' if gap < 0 else 'above'} the whole split for the text at those places, not for a change "
+            f"of the model)")
 
 
 def _prepare(args, log):

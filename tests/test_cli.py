@@ -243,8 +243,21 @@ def test_quiet_still_prints_the_results(text, tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0] == f"checkpoint: {tmp_path / 'run' / 'checkpoint.npz'} (step 2)"
     assert lines[1].startswith("step 2: validation ") and "bits/char on the whole split" in lines[1]
-    assert lines[2] == "sample:" and lines[3].startswith("The ")
+    assert lines[2] == "sample:" and lines[3].startswith("The ")  # no estimate at step 2: nothing to explain
     assert lines[-1].startswith("2 steps, ") and lines[-1].endswith(f"outputs in {tmp_path / 'run'}")
+
+
+def test_the_final_validation_says_why_it_differs_from_the_last_estimate(text, tmp_path, capsys):
+    assert main(["train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", str(tmp_path / "run"),
+                 "--quiet", *TINY]) == 0  # an estimate at step 5 (--eval-interval 5) on 2 windows
+    lines = capsys.readouterr().out.splitlines()
+    final = float(re.search(r"step 5: validation ([0-9.]+) bits/char on the whole split", lines[1]).group(1))
+    history = ckpt.load(tmp_path / "run" / "checkpoint.npz")["extra"]["history"]
+    gap = abs(history["val_bpc"][-1] - final)
+    assert lines[2].startswith("  (the periodic estimates above score 2 windows, about 16 of the split's 299 characters, "
+                               "at the same places each time; the last, "), lines[2]
+    assert f"at step 5, is {gap:.3f} " in lines[2] and "the whole split for the text at those places" in lines[2]
+    assert lines[3] == "sample:"
 
 
 def test_grad_clip_0_turns_clipping_off(text, tmp_path, monkeypatch):
