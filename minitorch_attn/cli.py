@@ -13,8 +13,9 @@ with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit 
 argparse checks each flag's value (and points to ``--help`` instead of printing the usage),
 and :func:`main` turns the errors a command raises for bad input (ValueError, TypeError,
 OSError, DeviceUnavailableError) into that line; other errors, such as a homework stub's
-NotImplementedError, keep their traceback. Ctrl-C ends any command with "interrupted" and
-status 130 (as shells expect), after ``train`` has saved its checkpoint.
+NotImplementedError, keep their traceback. Ctrl-C, closing the terminal (SIGHUP) and
+``kill`` (SIGTERM) end any command with "interrupted" and status 130 (as shells expect),
+after ``train`` has saved its checkpoint (:mod:`minitorch_attn.stopping`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .export import run_export
 from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
 from .sampling import run_sample
+from .stopping import stop_as_ctrl_c
 from .threads import set_num_threads
 from .train import DEFAULT_BLOCK, run_training
 
@@ -231,6 +233,7 @@ SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, a
 
 def main(argv=None):
     keep_freed_memory()  # speed: a whole program of ours, so the process-wide malloc setting is ours to make
+    stop_as_ctrl_c()     # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     parser = CommandParser(prog="minitorch-attn", description="A readable autograd engine for attention.")
     parser.add_argument("--version", action="version", version=f"minitorch-attn {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)

@@ -30,8 +30,10 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn.allocator import keep_freed_memory
 from minitorch_attn.argtypes import device_help, device_type, positive_int
+from minitorch_attn.atomic import write_atomically
 from minitorch_attn.data import load_corpus
 from minitorch_attn.measure import alternate
+from minitorch_attn.stopping import stop_as_ctrl_c
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
 DEMO_DEVICES = ("cpu", "cuda")  # the devices of --device (the strict device proves the engine, not the demos)
@@ -78,6 +80,7 @@ def setup(doc, name, argv=None, extra=None):
         extra(parser)
     args = parser.parse_args(demo_argv() if argv is None else argv)
     keep_freed_memory()  # speed: see minitorch_attn/allocator.py
+    stop_as_ctrl_c()     # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
@@ -196,8 +199,7 @@ def save(fig, out, filename, dpi=100):
     for problem in picture_problems(fig)[:10]:
         print(f"picture check, {filename}: {problem}")
     path = os.path.join(out, filename)
-    fig.savefig(path + ".partial", dpi=dpi, format="png")   # written whole, then renamed
-    os.replace(path + ".partial", path)
+    write_atomically(path, lambda f: fig.savefig(f, dpi=dpi, format="png"), suffix=".png")
     pyplot().close(fig)
     print(f"picture: {path}")
     if in_notebook():

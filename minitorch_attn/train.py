@@ -23,7 +23,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 import time
 import types
@@ -41,6 +40,7 @@ from .core.factories import tensor
 from .core.tensor import _is_int
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
+from .stopping import stops_wait
 from .threads import FastestThreads
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
@@ -196,28 +196,11 @@ class _Progress:
 
 
 @contextlib.contextmanager
-def _ctrl_c_waits():
-    """Inside the block Ctrl-C (SIGINT) is noted instead of raising KeyboardInterrupt, so
-    the block always finishes (a checkpoint is written whole). Yields a list that holds
-    True once Ctrl-C was pressed."""
-    pressed = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(True))
-    except ValueError:  # not the main thread, which alone receives signals
-        yield pressed
-        return
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
 def _ctrl_c_lands_after():
-    """Inside the block Ctrl-C waits (:func:`_ctrl_c_waits`); it stops the program as
-    KeyboardInterrupt once the block is done. A block that must not be cut in half (an
+    """Inside the block Ctrl-C (and SIGHUP, SIGTERM) waits (:func:`~minitorch_attn.stopping.stops_wait`);
+    it stops the program as KeyboardInterrupt once the block is done. A block that must not be cut in half (an
     optimizer step and its bookkeeping) so either happens whole or not at all."""
-    with _ctrl_c_waits() as pressed:
+    with stops_wait() as pressed:
         yield
     if pressed:
         raise KeyboardInterrupt
@@ -246,7 +229,7 @@ def run_training(args):
               f"(Ctrl-C again skips it)")
 
     path = os.path.join(args.out, "checkpoint.npz")
-    with _ctrl_c_waits() as pressed:  # first the checkpoint, whatever happens next
+    with stops_wait() as pressed:  # first the checkpoint, whatever happens next
         ckpt.save(path, job.model, job.opt, config=job.config, vocab=job.vocab.chars, step=job.step,
                   history=job.history, seed=args.seed)
     print(f"checkpoint: {path} (step {job.step})")
@@ -274,7 +257,7 @@ def run_training(args):
         "resumed_from": args.resume, "blas_threads": job.blas.counts,
         "sample": results["sample"], "plots": results["plots"],
     }
-    with _ctrl_c_waits():
+    with stops_wait():
         write_atomically(os.path.join(args.out, "metrics.json"), json.dumps(metrics, indent=2).encode("utf-8"))
     print(f"{job.step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
           f"outputs in {args.out}")

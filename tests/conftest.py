@@ -73,12 +73,12 @@ def _signals_as_at_a_terminal():
     starts a background job (``pytest &``, a CI script's ``&``, ``nohup``) with SIGINT
     ignored, and Python then leaves it ignored, so ``_thread.interrupt_main()`` and a real
     SIGINT do nothing and a test of what Ctrl-C does would wait for ever. A test that
-    installs a handler (a command run in-process sets one for SIGTERM) must not leave it to
+    installs a handler (a command run in-process sets one for SIGHUP and SIGTERM) must not leave it to
     the tests after it on the same worker either."""
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         yield
         return
-    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield

@@ -290,14 +290,14 @@ class _Command:
     minitorch_attn.cli``), its output collected as it comes, so that a test can wait for a
     line and then press Ctrl-C (send SIGINT) at that point."""
 
-    def __init__(self, *args, cwd):
+    def __init__(self, *args, cwd, env=None):
         script = shutil.which("minitorch-attn", path=os.path.dirname(sys.executable))
         command = [script] if script else [sys.executable, "-m", "minitorch_attn.cli"]
         # Ctrl-C reaches the command as it reaches one typed in a terminal even when these tests
         # run in the background: a shell without job control starts background jobs with SIGINT
         # ignored, and a child would inherit that (Python then never raises KeyboardInterrupt)
         self.process = subprocess.Popen([*command, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
                                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.output = {"out": bytearray(), "err": bytearray()}
         self.readers = [threading.Thread(target=self._read, args=(stream, self.output[name]), daemon=True)

@@ -24,6 +24,7 @@ import threading
 
 from ..core.autograd import Context, Function
 from ..core.backend import backend_of
+from ..stopping import STOP_SIGNALS, raises_keyboard_interrupt
 from ..threads import alone, blas_threads, get_num_threads, in_a_job
 
 ROW_CHUNK_BYTES = 2**20
@@ -118,39 +119,41 @@ _NOTICE_SECONDS = 0.05
 
 
 class _CtrlCNoted:
-    """Inside the ``with`` block a Ctrl-C (SIGINT) is noted instead of handled; after it,
-    :meth:`deliver` hands what was noted to the handler that was in place (Python's own
-    raises KeyboardInterrupt). ``stops`` is True once a Ctrl-C was noted under Python's own
-    handler, whose KeyboardInterrupt will stop the caller: the jobs not started are then
-    dropped. Only the main thread receives signals; elsewhere, or under a handler that is
-    not a Python function (ignored, the default action), nothing changes."""
+    """Inside the ``with`` block a Ctrl-C (SIGINT, and the SIGHUP and SIGTERM that stop a
+    command as it does, :mod:`minitorch_attn.stopping`) is noted instead of handled; after
+    it, :meth:`deliver` hands what was noted to the handler that was in place (Python's own
+    raises KeyboardInterrupt). ``stops`` is True once a signal was noted whose handler will
+    stop the caller with KeyboardInterrupt: the jobs not started are then dropped. Only the
+    main thread receives signals; elsewhere, or under a handler that is not a Python
+    function (ignored, the default action), nothing changes."""
 
     def __init__(self):
-        self.pressed, self.previous = 0, None
+        self.noted, self.previous = [], {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            handler = signal.getsignal(signal.SIGINT)
-            if callable(handler):
-                self.previous = handler
-                signal.signal(signal.SIGINT, self._note)
+            for signum in STOP_SIGNALS:
+                handler = signal.getsignal(signum)
+                if callable(handler):
+                    self.previous[signum] = handler
+                    signal.signal(signum, self._note)
         return self
 
     def _note(self, signum, frame):
-        self.pressed += 1
+        self.noted.append(signum)
 
     @property
     def stops(self):
-        return self.pressed > 0 and self.previous is signal.default_int_handler
+        return any(raises_keyboard_interrupt(self.previous[signum]) for signum in self.noted)
 
     def __exit__(self, *error):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
         return False
 
     def deliver(self):
-        for _ in range(self.pressed):
-            self.previous(signal.SIGINT, None)
+        for signum in self.noted:
+            self.previous[signum](signum, None)
 
 
 def _alone(job):

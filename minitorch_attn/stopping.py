@@ -1,0 +1,73 @@
+"""Stopping a command: Ctrl-C (SIGINT), closing its terminal (SIGHUP) and ``kill`` (SIGTERM).
+
+All three stop a command the same way: Python raises KeyboardInterrupt where the program
+is, so every ``try``/``finally`` runs, an atomic write (:mod:`minitorch_attn.atomic`)
+removes its temporary file, and ``train`` saves its checkpoint and metrics. Without
+:func:`stop_as_ctrl_c`, SIGHUP and SIGTERM end the process at once and leave half-made
+files behind. After SIGHUP the terminal is gone, so the output that went to it goes to
+``os.devnull`` from then on (writing to a closed terminal fails).
+
+:func:`stops_wait` holds the three back around a block that must finish (a checkpoint
+being written) and hands them on after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGHUP", "SIGTERM") if hasattr(signal, name))
+"""The signals that stop a command as Ctrl-C does (Windows has no SIGHUP)."""
+
+
+def hang_up(signum, frame):
+    """The handler of SIGHUP: what went to the closed terminal goes to ``os.devnull``, then
+    the command stops as with Ctrl-C."""
+    _leave_the_terminal()
+    signal.default_int_handler(signum, frame)
+
+
+def _leave_the_terminal():
+    """Send standard output and error to ``os.devnull`` where they went to a terminal."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a stream without a file descriptor, or one already closed
+            if os.isatty(stream.fileno()):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def stop_as_ctrl_c():
+    """Make SIGHUP and SIGTERM raise KeyboardInterrupt, as Ctrl-C does (every command and
+    demo calls this first). Only the main thread can set handlers; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        if signum != signal.SIGINT and signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's stays ignored
+            signal.signal(signum, hang_up if signum == getattr(signal, "SIGHUP", None) else signal.default_int_handler)
+
+
+def raises_keyboard_interrupt(handler):
+    """Whether the signal ``handler`` stops the program with KeyboardInterrupt."""
+    return handler in (signal.default_int_handler, hang_up)
+
+
+@contextlib.contextmanager
+def stops_wait():
+    """Inside the block Ctrl-C, SIGHUP and SIGTERM are noted instead of handled, so the block
+    always finishes (a checkpoint is written whole). Yields the list of the signals noted;
+    after the block their handlers are back in place (the caller decides what a noted
+    stop means). Only the main thread receives signals: elsewhere nothing changes."""
+    noted = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = {signum: signal.signal(signum, lambda got, frame: noted.append(got)) for signum in STOP_SIGNALS}
+    try:
+        yield noted
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if getattr(signal, "SIGHUP", None) in noted:
+            _leave_the_terminal()
