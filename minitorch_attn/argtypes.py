@@ -3,7 +3,8 @@ value where it is read.
 
 Each type is an argparse ``type=`` that converts the text and accepts it only when it is
 valid, so a bad value ends the command with one line naming the flag and what was
-expected (:class:`CommandParser` prints that line and a pointer to ``--help``).
+expected (:class:`CommandParser` prints that line and a pointer to ``--help``, with
+:func:`print_error`, which prints the errors raised while a command runs the same way).
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ class CommandParser(argparse.ArgumentParser):
     Subcommands' parsers are of the same class."""
 
     def error(self, message):
-        print(f"{self.prog}: error: {message}\nsee '{self.prog} --help' for every flag", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(print_error(self.prog, message))
+
+
+def print_error(prog, message):
+    """Print a command's error as every command does, a bad flag's or one raised while it
+    runs: ``PROG: error: MESSAGE`` and a pointer to ``PROG --help`` (on stderr). Returns 2,
+    the exit status of a command that stopped on an error."""
+    print(f"{prog}: error: {message}\nsee '{prog} --help' for every flag", file=sys.stderr)
+    return 2
 
 
 def _checked(convert, ok, expected):

@@ -9,7 +9,8 @@
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
 arguments and the function that runs it. Bad arguments and unusable files end a command
-with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit status 2:
+with one line ``minitorch-attn <command>: error: <what was wrong>`` and a pointer to its
+``--help`` on stderr, and exit status 2:
 argparse checks each flag's value (and points to ``--help`` instead of printing the usage),
 and :func:`main` turns the errors a command raises for bad input (ValueError, TypeError,
 OSError, DeviceUnavailableError) into that line; other errors, such as a homework stub's
@@ -29,7 +30,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .argtypes import (
     CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
-    positive_int, probability, unit_interval, usable_device,
+    positive_int, print_error, probability, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
@@ -224,8 +225,7 @@ def _run_export(args):
     try:
         return run_export(args)
     except ImportError as error:  # the optional safetensors package: one line, as bad input
-        print(f"minitorch-attn export: {error}", file=sys.stderr)
-        return 2
+        return print_error("minitorch-attn export", error)
 
 
 SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, add_demo]
@@ -248,8 +248,7 @@ def main(argv=None):
         args.extra = extra
         return args.run(args) or 0
     except (ValueError, TypeError, OSError, DeviceUnavailableError) as error:  # bad input (CheckpointError is a ValueError)
-        print(f"{name}: {_describe(error)}", file=sys.stderr)
-        return 2
+        return print_error(name, _describe(error))
     except KeyboardInterrupt:  # Ctrl-C: a clean stop (train saves its checkpoint itself before this)
         sys.stdout.flush()
         print(f"\n{name}: interrupted", file=sys.stderr)

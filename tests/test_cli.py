@@ -46,19 +46,18 @@ def test_ci_builds_the_site_with_the_readme_docs_command_word_for_word():
 
 
 def _fails_with_status_2(argv, capsys):
-    """Run the command; return its one stderr line after checking the status is 2 (and that
-    a flag argparse refused is followed only by the pointer to --help, not the usage block)."""
+    """Run the command; return its one stderr line after checking the status is 2 and that
+    the line, a refused flag's or an error raised while running, says "error:" and is
+    followed only by the pointer to --help (not argparse's usage block)."""
     try:
         status = main(argv)
     except SystemExit as stop:  # argparse rejecting a flag's value
         status = stop.code
     assert status == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    if ": error: " in lines[0]:
-        command = lines[0].split(": error: ")[0]
-        assert lines == [lines[0], f"see '{command} --help' for every flag"], lines
-        return lines[0]
-    assert len(lines) == 1, lines
+    assert ": error: " in lines[0], lines
+    command = lines[0].split(": error: ")[0]
+    assert lines == [lines[0], f"see '{command} --help' for every flag"], lines
     return lines[0]
 
 
@@ -87,6 +86,7 @@ def test_sample_rejects_bad_numbers(flag, value, capsys):
 
 
 def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
+    # every error, a flag's or one raised while running, says "error:" and points to --help
     text = tmp_path / "corpus.txt"
     text.write_text("abc " * 100, encoding="utf-8")
     binary = tmp_path / "binary.txt"
@@ -95,19 +95,19 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
     a_file.write_text("")
     run = ["--steps", "1", "--out", str(tmp_path / "run"), "--quiet"]
     cases = [
-        (["train", "--time-budget", "0"], "minitorch-attn train: --time-budget 0 means no time limit: give --steps"),
-        (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: No such file or directory"),
-        (["train", "--text", str(binary), *run], "minitorch-attn train: " + repr(str(binary)) + " is not UTF-8 text"),
-        (["train", "--text", str(tmp_path), *run], "minitorch-attn train: Is a directory: " + repr(str(tmp_path))),
-        (["train", "--text", str(a_file), *run], "minitorch-attn train: the text has 0 characters, too few"),
+        (["train", "--time-budget", "0"], "minitorch-attn train: error: --time-budget 0 means no time limit: give --steps"),
+        (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: error: No such file or directory"),
+        (["train", "--text", str(binary), *run], "minitorch-attn train: error: " + repr(str(binary)) + " is not UTF-8 text"),
+        (["train", "--text", str(tmp_path), *run], "minitorch-attn train: error: Is a directory: " + repr(str(tmp_path))),
+        (["train", "--text", str(a_file), *run], "minitorch-attn train: error: the text has 0 characters, too few"),
         (["train", "--text", str(text), "--steps", "1", "--out", str(a_file)], "minitorch-attn train: error: argument --out"),
         (["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
-         "minitorch-attn train: no checkpoint at"),
+         "minitorch-attn train: error: no checkpoint at"),
         (["train", "--text", str(text), "--device", "gpu", *run],
          "minitorch-attn train: error: argument --device: unknown device 'gpu'"),
         (["sample", "--checkpoint", str(text), "--device", "gpu"],
          "minitorch-attn sample: error: argument --device: unknown device 'gpu'"),
-        (["sample", "--checkpoint", str(text)], "minitorch-attn sample: " + repr(str(text)) + " is not a readable checkpoint"),
+        (["sample", "--checkpoint", str(text)], "minitorch-attn sample: error: " + repr(str(text)) + " is not a readable checkpoint"),
         (["homework", "make", "--out", str(a_file)], "minitorch-attn homework make: error: argument --out"),
     ]
     for argv, start in cases:
@@ -199,7 +199,7 @@ def test_every_size_requirement_is_checked_before_training(tmp_path, capsys):
 def test_out_refuses_a_folder_with_files_unless_asked(trained, text, tmp_path, capsys):
     before = (trained / "checkpoint.npz").read_bytes()
     line = _fails_with_status_2(["train", "--text", str(text), "--steps", "1", "--out", str(trained), *TINY], capsys)
-    assert line.startswith(f"minitorch-attn train: --out {trained} already holds files (attention.png, "
+    assert line.startswith(f"minitorch-attn train: error: --out {trained} already holds files (attention.png, "
                            "checkpoint.npz, loss.png, metrics.json)")
     assert "--resume" in line and "--overwrite" in line
     assert (trained / "checkpoint.npz").read_bytes() == before
@@ -395,3 +395,13 @@ def test_sample_prints_as_it_generates_and_ctrl_c_stops_it_cleanly(trained, tmp_
     assert run.finish() == 130
     assert run.text().startswith("The ")
     assert run.text("err").strip() == "minitorch-attn sample: interrupted"
+
+
+def test_errors_raised_while_running_say_error_and_point_to_help_in_every_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert _fails_with_status_2(["demo", "no_such_demo"], capsys).startswith(
+        "minitorch-attn demo: error: no demo called 'no_such_demo'")
+    assert _fails_with_status_2(["gradcheck", "--only", "no such op"], capsys) == (
+        "minitorch-attn gradcheck: error: no gradcheck entry matches 'no such op'")
+    assert _fails_with_status_2(["export", "--checkpoint", str(tmp_path / "none.npz"), "--out",
+                                 str(tmp_path / "m.safetensors")], capsys).startswith("minitorch-attn export: error: ")

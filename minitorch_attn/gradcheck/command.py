@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from ..argtypes import CommandParser, device_help
+from ..argtypes import CommandParser, device_help, print_error
 from ..core.backend import DeviceUnavailableError, get_backend
 from .suite import TOLERANCES, entries
 
@@ -37,12 +37,10 @@ def _run(argv, prog):
     try:
         get_backend(args.device)  # a missing CuPy or array-api-strict: one message, not one per row
     except (DeviceUnavailableError, ValueError, TypeError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
+        return print_error(prog, exc)
     selected = [e for e in entries() if args.only is None or args.only in e.name]
     if not selected:
-        print(f"no gradcheck entry matches {args.only!r}", file=sys.stderr)
-        return 2
+        return print_error(prog, f"no gradcheck entry matches {args.only!r}")
     print(f"gradcheck on device={args.device} dtype={args.dtype}")
     print(f"{'op':<40} {'max abs err':>12} {'max rel err':>12}  result")
     failures = []
