@@ -401,3 +401,17 @@ def test_errors_raised_while_running_say_error_and_point_to_help_in_every_comman
         "minitorch-attn gradcheck: error: no gradcheck entry matches 'no such op'")
     assert _fails_with_status_2(["export", "--checkpoint", str(tmp_path / "none.npz"), "--out",
                                  str(tmp_path / "m.safetensors")], capsys).startswith("minitorch-attn export: error: ")
+
+
+def test_the_readme_says_what_the_main_job_writes_and_what_to_run_next(trained):
+    from minitorch_attn import demos_cli
+
+    readme = (ROOT / "README.md").read_text()
+    written = sorted(p.name for p in trained.iterdir())
+    assert written == ["attention.png", "checkpoint.npz", "loss.png", "metrics.json"]
+    assert all(f"`{name}`" in readme for name in written), written
+    assert "`runs/<date-time>/`" in readme  # the default --out
+    assert "minitorch-attn sample --checkpoint runs/<date-time>/checkpoint.npz" in readme
+    for name in re.findall(r"`minitorch-attn demo (\w+)`", readme):
+        assert demos_cli.find_demo(name, demos_cli.available_demos(ROOT / "demos")) is not None, name
+    assert "tutorial on multi-head attention and layer normalization" in readme
