@@ -8,7 +8,7 @@ files behind. After SIGHUP the terminal is gone, so the output that went to it g
 ``os.devnull`` from then on (writing to a closed terminal fails).
 
 :func:`stops_wait` holds the three back around a block that must finish (a checkpoint
-being written) and hands them on after it.
+being written) and says which came, for the caller to act on after it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGHUP", "SIGTERM") if hasattr(signal, name))
@@ -31,11 +30,15 @@ def hang_up(signum, frame):
 
 
 def _leave_the_terminal():
-    """Send standard output and error to ``os.devnull`` where they went to a terminal."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a stream without a file descriptor, or one already closed
-            if os.isatty(stream.fileno()):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    """Send standard output and error to ``os.devnull`` where they went to the terminal
+    (as :func:`stop_as_ctrl_c` found them: a terminal that hung up no longer says it is one)."""
+    for fd in _terminal_fds:
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+
+
+_terminal_fds = []
+"""The file descriptors of standard output and error that are a terminal (set by :func:`stop_as_ctrl_c`)."""
 
 
 def stop_as_ctrl_c():
@@ -43,6 +46,7 @@ def stop_as_ctrl_c():
     demo calls this first). Only the main thread can set handlers; elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _terminal_fds[:] = [fd for fd in (1, 2) if os.isatty(fd)]
     for signum in STOP_SIGNALS:
         if signum != signal.SIGINT and signal.getsignal(signum) is not signal.SIG_IGN:  # nohup's stays ignored
             signal.signal(signum, hang_up if signum == getattr(signal, "SIGHUP", None) else signal.default_int_handler)

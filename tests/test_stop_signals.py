@@ -139,3 +139,37 @@ def test_export_stopped_while_writing_leaves_no_half_file(signum, text, tmp_path
     _stop(run, signum, tmp_path)
     assert run.finish() == 130, run.text("err")
     assert list(work.iterdir()) == []
+
+
+def test_after_sighup_the_output_that_went_to_the_closed_terminal_goes_nowhere(tmp_path):
+    # the command's output is a terminal (a pseudo-terminal), closed, then SIGHUP, as when its
+    # window is closed: writing on must not fail (a closed terminal answers EIO)
+    import pty
+    import subprocess
+    import sys
+
+    report = tmp_path / "report"
+    code = textwrap.dedent(f"""
+        import os, sys, time
+        from minitorch_attn.stopping import stop_as_ctrl_c
+        stop_as_ctrl_c()
+        try:
+            print("ready", flush=True)
+            while True:
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            pass
+        print("after the hang-up", flush=True)
+        print("and on stderr", file=sys.stderr, flush=True)
+        open({str(report)!r}, "w").write(f"{{os.isatty(1)}} {{os.isatty(2)}}")
+    """)
+    master, slave = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = b""
+    while b"ready" not in seen:
+        seen += os.read(master, 1024)
+    os.close(master)  # the terminal is gone
+    child.send_signal(signal.SIGHUP)
+    assert child.wait(timeout=60) == 0
+    assert report.read_text() == "False False"
