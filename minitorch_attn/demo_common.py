@@ -80,7 +80,8 @@ def setup(doc, name, argv=None, extra=None):
         extra(parser)
     args = parser.parse_args(demo_argv() if argv is None else argv)
     keep_freed_memory()  # speed: see minitorch_attn/allocator.py
-    stop_as_ctrl_c()     # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
+    if not in_notebook():  # a kernel has its own ways to stop
+        stop_as_ctrl_c()   # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
