@@ -286,16 +286,19 @@ def _final_results(args, job, log, results):
 def _estimates_against_the_whole_split(job, args, val_bpc):
     """Why the whole split's bits/char differ from the last periodic estimate: the estimates
     score ``--eval-windows`` windows at the same places of the split every time
-    (:func:`evaluate_bpc` spreads them evenly), so their gap to the whole split is the
-    difficulty of those places of the text, about the same at every step, not a change of
-    the model."""
+    (:func:`evaluate_bpc` spreads them evenly), so their gap to the whole split is mostly how
+    hard the text at those places is against the split's average, about the same at every
+    step; training after the last estimate can only lower the final figure."""
     scored = min(len(job.val_ids) - 1, args.eval_windows * (job.block_size - job.block_size // 2))
-    gap = job.history["val_bpc"][-1] - val_bpc
+    last, last_step = job.history["val_bpc"][-1], job.history["val_step"][-1]
+    gap = last - val_bpc
+    if gap < 0:
+        why = "the text at those places is easier than the split's average (the model did not get worse)"
+    else:
+        why = "the text at those places" + (", and the steps since" if last_step < job.step else "")
     return (f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
-            f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, "
-            f"{job.history['val_bpc'][-1]:.3f} at step {job.history['val_step'][-1]}, is {abs(gap):.3f} "
-            f"{'below' if gap < 0 else 'above'} the whole split for the text at those places, not for a change "
-            f"of the model)")
+            f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, {last:.3f} at step "
+            f"{last_step}, is {abs(gap):.3f} {'below' if gap < 0 else 'above'} the whole split: {why})")
 
 
 def _prepare(args, log):
