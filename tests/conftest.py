@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(items):
 
 
 LONG_FILES = ("tests/test_homework.py", "tests/test_grading_isolation.py", "tests/test_demos.py",
-              "tests/test_train.py", "tests/test_cli.py")
+              "tests/test_train.py", "tests/test_cli.py", "tests/test_stop_signals.py")
 """The files of the suite that run longest, longest first (``pytest --durations``)."""
 
 
