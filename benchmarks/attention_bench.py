@@ -49,7 +49,7 @@ import subprocess
 import sys
 import time
 
-from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.argtypes import device_type, positive_int
 from minitorch_attn.measure import busy, busy_flag, synchronize
 
 IMPLEMENTATIONS = ("naive", "flash", "products", "torch")
@@ -219,7 +219,7 @@ def measure(args, impl):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu", type=device_type(("cpu", "cuda")), help="cpu or cuda")
     parser.add_argument("--batch", type=positive_int, default=1)
     parser.add_argument("--heads", type=positive_int, default=8)
     parser.add_argument("--seq", type=positive_int, default=2048)

@@ -33,7 +33,7 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.argtypes import device_type, positive_int
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.measure import PeakMeter, busy, busy_flag
 
@@ -61,7 +61,7 @@ def run_once(impl, N, mode, args, meter=True):
 def main(argv=None):
     keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", type=usable_device, choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu", type=device_type(("cpu", "cuda")), help="cpu or cuda")
     parser.add_argument("--batch", type=positive_int, default=1)
     parser.add_argument("--heads", type=positive_int, default=8)
     parser.add_argument("--dim", type=positive_int, default=64)

@@ -1,4 +1,5 @@
-"""``python -m gradcheck``: a short name, from the project root, for the gradient-check suite.
+"""``python -m gradcheck``: a short name for the gradient-check suite, installed with the package
+(so it runs from any folder, as ``minitorch-attn gradcheck`` does).
 
 The suite itself lives in the package, :mod:`minitorch_attn.gradcheck`, and its entries are
 the gradient-check samples of the catalogue of operations (``minitorch_attn/opinfo/``, one

@@ -3,7 +3,8 @@ value where it is read.
 
 Each type is an argparse ``type=`` that converts the text and accepts it only when it is
 valid, so a bad value ends the command with one line naming the flag and what was
-expected (:class:`CommandParser` prints that line and a pointer to ``--help``).
+expected (:class:`CommandParser` prints that line and a pointer to ``--help``, with
+:func:`print_error`, which prints the errors raised while a command runs the same way).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import os
 import sys
 
-from .core.backend import DeviceUnavailableError, get_backend
+from .core.backend import DEVICES, DeviceUnavailableError, get_backend
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -22,8 +23,15 @@ class CommandParser(argparse.ArgumentParser):
     Subcommands' parsers are of the same class."""
 
     def error(self, message):
-        print(f"{self.prog}: error: {message}\nsee '{self.prog} --help' for every flag", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(print_error(self.prog, message))
+
+
+def print_error(prog, message):
+    """Print a command's error as every command does, a bad flag's or one raised while it
+    runs: ``PROG: error: MESSAGE`` and a pointer to ``PROG --help`` (on stderr). Returns 2,
+    the exit status of a command that stopped on an error."""
+    print(f"{prog}: error: {message}\nsee '{prog} --help' for every flag", file=sys.stderr)
+    return 2
 
 
 def _checked(convert, ok, expected):
@@ -50,12 +58,26 @@ positive_fraction = _checked(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
 folder = _checked(str, lambda v: not os.path.exists(v) or os.path.isdir(v), "a folder (this is an existing file)")
 
 
-def usable_device(text):
+def device_type(devices=DEVICES):
     """An argparse ``type=`` for ``--device`` (here, in the demos and in the benchmarks): the
-    name of a device whose library and hardware are present, else the backend's message
-    (with the install command for ``cuda``) as the flag's error."""
-    try:
-        get_backend(text)
-    except (ValueError, TypeError, DeviceUnavailableError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
+    name of one of ``devices`` whose library and hardware are present. An unknown name's error
+    lists ``devices`` (the same list as the flag's help, :func:`device_help`), a missing
+    library's names the extra that installs it (the backend's message)."""
+    def device(text):
+        if text.split(":")[0] not in devices:  # "cuda:0" as PyTorch users write it
+            raise argparse.ArgumentTypeError(f"unknown device {text!r}; expected one of {', '.join(devices)}")
+        try:
+            get_backend(text)
+        except (ValueError, TypeError, DeviceUnavailableError) as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return text
+
+    return device
+
+
+def device_help(devices=DEVICES):
+    """The devices of a ``--device`` flag in words: ``"cpu, cuda or strict"``."""
+    return " or ".join([", ".join(devices[:-1]), devices[-1]]) if len(devices) > 1 else devices[0]
+
+
+usable_device = device_type()

@@ -35,7 +35,7 @@ def write_atomically(path, content, suffix=""):
                 content(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; a saved file gets the usual mode
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private; a saved file gets the usual mode
         os.replace(tmp, path)
     except BaseException:
         if tmp is not None and os.path.exists(tmp):
@@ -43,7 +43,8 @@ def write_atomically(path, content, suffix=""):
         raise
 
 
-def _umask():
+def current_umask():
+    """The process's file-mode creation mask (reading it means setting it: set back at once)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -9,12 +9,14 @@
 
 Each subcommand is one ``add_<name>(subparsers)`` function below that registers its
 arguments and the function that runs it. Bad arguments and unusable files end a command
-with one line ``minitorch-attn <command>: <what was wrong>`` on stderr and exit status 2:
+with one line ``minitorch-attn <command>: error: <what was wrong>`` and a pointer to its
+``--help`` on stderr, and exit status 2:
 argparse checks each flag's value (and points to ``--help`` instead of printing the usage),
 and :func:`main` turns the errors a command raises for bad input (ValueError, TypeError,
 OSError, DeviceUnavailableError) into that line; other errors, such as a homework stub's
-NotImplementedError, keep their traceback. Ctrl-C ends any command with "interrupted" and
-status 130 (as shells expect), after ``train`` has saved its checkpoint.
+NotImplementedError, keep their traceback. Ctrl-C, closing the terminal (SIGHUP) and
+``kill`` (SIGTERM) end any command with "interrupted" and status 130 (as shells expect),
+after ``train`` has saved its checkpoint (:mod:`minitorch_attn.stopping`).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import time
 from . import __version__
 from .speed import keep_freed_memory
 from .argtypes import (
-    CommandParser, folder, non_negative_float, non_negative_int, open_fraction, positive_float, positive_fraction,
-    positive_int, unit_interval, usable_device,
+    CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float,
+    positive_fraction, positive_int, print_error, probability, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
@@ -37,6 +39,7 @@ from .gradcheck.command import main as gradcheck_main
 from .homework.command import add_homework
 from .sampling import run_sample
 from .speed import set_num_threads
+from .stopping import stop_as_ctrl_c
 from .train import DEFAULT_BLOCK, run_training
 
 
@@ -82,7 +85,7 @@ def add_train(subparsers):
                            "when --out names it")
     run = p.add_argument_group("how long and where")
     run.add_argument("--device", type=usable_device, default=None,
-                     help="cpu, cuda or strict (default: $MINITORCH_ATTN_DEVICE or cpu)")
+                     help=f"{device_help()} (default: $MINITORCH_ATTN_DEVICE or cpu)")
     run.add_argument("--steps", type=positive_int, default=None, help="number of optimizer steps (default: as many as --time-budget allows); "
                      "the run stops at whichever limit comes first")
     run.add_argument("--time-budget", type=non_negative_float, default=240.0,
@@ -197,7 +200,7 @@ def add_sample(subparsers):
                         "(the one that crosses P included; after --top-k)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--seed", type=non_negative_int, default=None, help="seed for reproducible samples")
-    p.add_argument("--device", type=usable_device, default=None, help="cpu, cuda or strict")
+    p.add_argument("--device", type=usable_device, default=None, help=device_help())
     p.set_defaults(run=_run_sample)
 
 
@@ -222,8 +225,7 @@ def _run_export(args):
     try:
         return run_export(args)
     except ImportError as error:  # the optional safetensors package: one line, as bad input
-        print(f"minitorch-attn export: {error}", file=sys.stderr)
-        return 2
+        return print_error("minitorch-attn export", error)
 
 
 SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, add_demo]
@@ -231,6 +233,7 @@ SUBCOMMANDS = [add_gradcheck, add_train, add_sample, add_export, add_homework, a
 
 def main(argv=None):
     keep_freed_memory()  # speed: a whole program of ours, so the process-wide malloc setting is ours to make
+    stop_as_ctrl_c()     # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     parser = CommandParser(prog="minitorch-attn", description="A readable autograd engine for attention.")
     parser.add_argument("--version", action="version", version=f"minitorch-attn {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -245,8 +248,7 @@ def main(argv=None):
         args.extra = extra
         return args.run(args) or 0
     except (ValueError, TypeError, OSError, DeviceUnavailableError) as error:  # bad input (CheckpointError is a ValueError)
-        print(f"{name}: {_describe(error)}", file=sys.stderr)
-        return 2
+        return print_error(name, _describe(error))
     except KeyboardInterrupt:  # Ctrl-C: a clean stop (train saves its checkpoint itself before this)
         sys.stdout.flush()
         print(f"\n{name}: interrupted", file=sys.stderr)

@@ -29,11 +29,14 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn.speed import keep_freed_memory
-from minitorch_attn.argtypes import positive_int, usable_device
+from minitorch_attn.argtypes import device_help, device_type, positive_int
+from minitorch_attn.atomic import write_atomically
 from minitorch_attn.data import load_corpus
 from minitorch_attn.measure import alternate
+from minitorch_attn.stopping import stop_as_ctrl_c
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
+DEMO_DEVICES = ("cpu", "cuda")  # the devices of --device (the strict device proves the engine, not the demos)
 MIN_POINTS = 8  # the smallest text in a picture, in points at its saved size
 
 
@@ -64,8 +67,9 @@ def setup(doc, name, argv=None, extra=None):
     """
     parser = argparse.ArgumentParser(prog=f"demos/{name}.py", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", type=usable_device, choices=("cpu", "cuda"), default="cpu",
-                        help="where the tensors live")
+    parser.add_argument("--device", type=device_type(DEMO_DEVICES), default="cpu", metavar="{cpu,cuda}",
+                        help=f"where the tensors live: {device_help(DEMO_DEVICES)} (cuda needs CuPy: "
+                             f"pip install -e \".[cuda]\")")
     parser.add_argument("--quick", action="store_true", help="small and fast (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
     parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),
@@ -76,6 +80,8 @@ def setup(doc, name, argv=None, extra=None):
         extra(parser)
     args = parser.parse_args(demo_argv() if argv is None else argv)
     keep_freed_memory()  # speed: see minitorch_attn/speed/allocator.py
+    if not in_notebook():  # a kernel has its own ways to stop
+        stop_as_ctrl_c()   # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
@@ -194,8 +200,7 @@ def save(fig, out, filename, dpi=100):
     for problem in picture_problems(fig)[:10]:
         print(f"picture check, {filename}: {problem}")
     path = os.path.join(out, filename)
-    fig.savefig(path + ".partial", dpi=dpi, format="png")   # written whole, then renamed
-    os.replace(path + ".partial", path)
+    write_atomically(path, lambda f: fig.savefig(f, dpi=dpi, format="png"), suffix=".png")
     pyplot().close(fig)
     print(f"picture: {path}")
     if in_notebook():

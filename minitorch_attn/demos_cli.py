@@ -14,10 +14,12 @@ cells, ``# %% [markdown]`` prose), so the same file is also a notebook.
 from __future__ import annotations
 
 import ast
-import os
 import runpy
 import sys
 from pathlib import Path
+
+from .argtypes import print_error
+from .atomic import write_atomically
 
 # The tutorial's sections, in our own short words.
 SECTIONS = {
@@ -121,8 +123,8 @@ def run_demo(path, argv):
     try:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as stop:  # argparse's errors and --help, or a script's sys.exit(status)
-        if isinstance(stop.code, str):
-            print(stop.code, file=sys.stderr)
+        if isinstance(stop.code, str):   # a message, e.g. the install command of a missing package
+            print_error(f"minitorch-attn demo {path.stem}", stop.code)
             return 1
         return stop.code or 0
     finally:
@@ -158,15 +160,12 @@ def write_notebooks(demos, out):
     try:
         import jupytext
     except ImportError:
-        print('minitorch-attn demo --notebooks: needs jupytext: pip install -e ".[notebooks]"', file=sys.stderr)
-        return 2
+        return print_error("minitorch-attn demo", 'writing notebooks (--notebooks) needs jupytext: pip install -e ".[notebooks]"')
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for stem, path in demos.items():
         target = out / f"{stem}.ipynb"
-        partial = out / f"{stem}.ipynb.partial"   # written whole, then renamed: never half a notebook
-        partial.write_text(jupytext.writes(notebook(path), fmt="ipynb"), encoding="utf-8")
-        os.replace(partial, target)
+        write_atomically(target, jupytext.writes(notebook(path), fmt="ipynb").encode("utf-8"))  # never half a notebook
         print(f"notebook: {target}")
     print("in a notebook the demo's flags come from $MINITORCH_ATTN_DEMO_FLAGS, e.g. "
           "MINITORCH_ATTN_DEMO_FLAGS=--quick jupyter lab")
@@ -187,18 +186,16 @@ def add_demo(subparsers):
 def _run_demo(args):
     folder = demos_folder()
     if folder is None:
-        print("minitorch-attn demo: no demos/ folder found. The demos ship with the source, not with "
-              "the installed package: run this from the project's root folder (a clone of the "
-              "repository, installed with pip install -e \".[demos]\").", file=sys.stderr)
-        return 2
+        return print_error("minitorch-attn demo", "no demos/ folder found. The demos ship with the source, not "
+                           "with the installed package: run this from the project's root folder (a clone of "
+                           "the repository, installed with pip install -e \".[demos]\").")
     demos = available_demos(folder)
     if args.notebooks is not None:
         return write_notebooks(demos, args.notebooks)
     if args.list or args.name is None:
         asked_help = "-h" in args.extra or "--help" in args.extra
         if args.name is None and not args.list and not asked_help:
-            print("minitorch-attn demo: give a demo's NAME, or --list", file=sys.stderr)
-            return 2
+            return print_error("minitorch-attn demo", "give a demo's NAME, or --list")
         if asked_help:
             print("usage: minitorch-attn demo --list | --notebooks DIR | NAME [--device cpu|cuda] [--quick] "
                   "[--seed N] [--out DIR] ...\n")
@@ -206,7 +203,5 @@ def _run_demo(args):
         return 0
     path = find_demo(args.name, demos)
     if path is None:
-        print(f"minitorch-attn demo: no demo called {args.name!r}; the demos are: {', '.join(demos)}",
-              file=sys.stderr)
-        return 2
+        return print_error("minitorch-attn demo", f"no demo called {args.name!r}; the demos are: {', '.join(demos)}")
     return run_demo(path, args.extra)

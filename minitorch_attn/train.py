@@ -23,7 +23,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import sys
 import time
 import types
@@ -42,6 +41,7 @@ from .core.tensor import _is_int
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
 from .speed import FastestThreads
+from .stopping import stops_wait
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 
@@ -196,28 +196,11 @@ class _Progress:
 
 
 @contextlib.contextmanager
-def _ctrl_c_waits():
-    """Inside the block Ctrl-C (SIGINT) is noted instead of raising KeyboardInterrupt, so
-    the block always finishes (a checkpoint is written whole). Yields a list that holds
-    True once Ctrl-C was pressed."""
-    pressed = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(True))
-    except ValueError:  # not the main thread, which alone receives signals
-        yield pressed
-        return
-    try:
-        yield pressed
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextlib.contextmanager
 def _ctrl_c_lands_after():
-    """Inside the block Ctrl-C waits (:func:`_ctrl_c_waits`); it stops the program as
-    KeyboardInterrupt once the block is done. A block that must not be cut in half (an
+    """Inside the block Ctrl-C (and SIGHUP, SIGTERM) waits (:func:`~minitorch_attn.stopping.stops_wait`);
+    it stops the program as KeyboardInterrupt once the block is done. A block that must not be cut in half (an
     optimizer step and its bookkeeping) so either happens whole or not at all."""
-    with _ctrl_c_waits() as pressed:
+    with stops_wait() as pressed:
         yield
     if pressed:
         raise KeyboardInterrupt
@@ -246,7 +229,7 @@ def run_training(args):
               f"(Ctrl-C again skips it)")
 
     path = os.path.join(args.out, "checkpoint.npz")
-    with _ctrl_c_waits() as pressed:  # first the checkpoint, whatever happens next
+    with stops_wait() as pressed:  # first the checkpoint, whatever happens next
         ckpt.save(path, job.model, job.opt, config=job.config, vocab=job.vocab.chars, step=job.step,
                   history=job.history, seed=args.seed)
     print(f"checkpoint: {path} (step {job.step})")
@@ -274,7 +257,7 @@ def run_training(args):
         "resumed_from": args.resume, "blas_threads": job.blas.counts,
         "sample": results["sample"], "plots": results["plots"],
     }
-    with _ctrl_c_waits():
+    with stops_wait():
         write_atomically(os.path.join(args.out, "metrics.json"), json.dumps(metrics, indent=2).encode("utf-8"))
     print(f"{job.step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
           f"outputs in {args.out}")
@@ -289,6 +272,8 @@ def _final_results(args, job, log, results):
         results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
     print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
           f"(bigram baseline {job.baseline:.3f})")
+    if job.history["val_bpc"]:
+        print(_estimates_against_the_whole_split(job, args, results["val_bpc"]))
     print("sample:")
     results["sample"] = generate(job.model, job.vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
                                  temperature=0.8, top_p=args.top_p, seed=args.seed, device=args.device,
@@ -296,6 +281,24 @@ def _final_results(args, job, log, results):
     print()
     results["plots"] = write_plots(args.out, job.history, job.baseline, job.model, job.vocab, args.device, log,
                                    final=(job.step, results["val_bpc"]), windows=args.eval_windows)
+
+
+def _estimates_against_the_whole_split(job, args, val_bpc):
+    """Why the whole split's bits/char differ from the last periodic estimate: the estimates
+    score ``--eval-windows`` windows at the same places of the split every time
+    (:func:`evaluate_bpc` spreads them evenly), so their gap to the whole split is mostly how
+    hard the text at those places is against the split's average, about the same at every
+    step; training after the last estimate can only lower the final figure."""
+    scored = min(len(job.val_ids) - 1, args.eval_windows * (job.block_size - job.block_size // 2))
+    last, last_step = job.history["val_bpc"][-1], job.history["val_step"][-1]
+    gap = last - val_bpc
+    if gap < 0:
+        why = "the text at those places is easier than the split's average (the model did not get worse)"
+    else:
+        why = "the text at those places" + (", and the steps since" if last_step < job.step else "")
+    return (f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
+            f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, {last:.3f} at step "
+            f"{last_step}, is {abs(gap):.3f} {'below' if gap < 0 else 'above'} the whole split: {why})")
 
 
 def _prepare(args, log):

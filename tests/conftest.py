@@ -76,12 +76,12 @@ def _signals_as_at_a_terminal():
     starts a background job (``pytest &``, a CI script's ``&``, ``nohup``) with SIGINT
     ignored, and Python then leaves it ignored, so ``_thread.interrupt_main()`` and a real
     SIGINT do nothing and a test of what Ctrl-C does would wait for ever. A test that
-    installs a handler (a command run in-process sets one for SIGTERM) must not leave it to
+    installs a handler (a command run in-process sets one for SIGHUP and SIGTERM) must not leave it to
     the tests after it on the same worker either."""
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         yield
         return
-    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(items):
 
 
 LONG_FILES = ("tests/test_homework.py", "tests/test_grading_isolation.py", "tests/test_demos.py",
-              "tests/test_train.py", "tests/test_cli.py")
+              "tests/test_train.py", "tests/test_cli.py", "tests/test_stop_signals.py")
 """The files of the suite that run longest, longest first (``pytest --durations``)."""
 
 

@@ -27,6 +27,25 @@ def test_cuda_without_cupy_says_how_to_install(monkeypatch):
         mt.zeros(2, device="cuda")
 
 
+def test_strict_without_array_api_strict_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "array_api_strict", None)
+    monkeypatch.delitem(backend._backends, "strict", raising=False)
+    with pytest.raises(RuntimeError, match=r'pip install -e "\.\[strict\]"'):
+        mt.zeros(2, device="strict")
+
+
+def test_every_device_flag_lists_the_devices_it_accepts(capsys):
+    from minitorch_attn.cli import main
+
+    for command in (["train"], ["sample", "--checkpoint", "c.npz"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        assert "cpu, cuda or strict" in " ".join(capsys.readouterr().out.split())
+        with pytest.raises(SystemExit):
+            main([*command, "--device", "gpu"])
+        assert "unknown device 'gpu'; expected one of cpu, cuda, strict" in capsys.readouterr().err
+
+
 def test_default_device_from_environment(monkeypatch):
     monkeypatch.setattr(backend, "_default_device", None)
     monkeypatch.setenv("MINITORCH_ATTN_DEVICE", "strict")

@@ -28,37 +28,32 @@ def test_gradcheck_subcommand_runs_the_suite(capsys, monkeypatch):
     assert "0 failed" in capsys.readouterr().out
 
 
-def test_ci_runs_the_readme_test_command_word_for_word():
+def test_ci_runs_every_readme_command_word_for_word():
+    """.ci/run reads its commands from README.md's bash blocks (and runs each in a fresh copy)."""
     readme = (ROOT / "README.md").read_text()
-    commands = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
-    test_command = next(c for c in commands if c.rstrip().endswith("pytest"))
-    install_and_test = test_command.split("&& ", 2)[-1]  # after creating and activating the venv
-    assert install_and_test in (ROOT / ".ci" / "run").read_text()
-
-
-def test_ci_builds_the_site_with_the_readme_docs_command_word_for_word():
-    readme = (ROOT / "README.md").read_text()
-    commands = re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)
-    docs_command = next(c for c in commands if "sphinx-build" in c)
-    install_and_build = docs_command.split("&& ", 2)[-1]  # after creating and activating the venv
-    assert install_and_build in (ROOT / ".ci" / "run").read_text()
-    assert "pytest tests/test_docs_site.py" in (ROOT / ".ci" / "run").read_text()
+    commands = [c.strip() for c in re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)]
+    listed = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--list"], capture_output=True, text=True, check=True)
+    assert listed.stdout.splitlines() == commands
+    assert any(c.endswith("minitorch-attn train") for c in commands)          # the main job
+    assert any(c.endswith("&& pytest") for c in commands)                     # the tests
+    assert any("sphinx-build -W" in c for c in commands)                      # the site
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "minitorch-attn homework selftest" in ci and "pytest tests/test_docs_site.py" in ci
 
 
 def _fails_with_status_2(argv, capsys):
-    """Run the command; return its one stderr line after checking the status is 2 (and that
-    a flag argparse refused is followed only by the pointer to --help, not the usage block)."""
+    """Run the command; return its one stderr line after checking the status is 2 and that
+    the line, a refused flag's or an error raised while running, says "error:" and is
+    followed only by the pointer to --help (not argparse's usage block)."""
     try:
         status = main(argv)
     except SystemExit as stop:  # argparse rejecting a flag's value
         status = stop.code
     assert status == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    if ": error: " in lines[0]:
-        command = lines[0].split(": error: ")[0]
-        assert lines == [lines[0], f"see '{command} --help' for every flag"], lines
-        return lines[0]
-    assert len(lines) == 1, lines
+    assert ": error: " in lines[0], lines
+    command = lines[0].split(": error: ")[0]
+    assert lines == [lines[0], f"see '{command} --help' for every flag"], lines
     return lines[0]
 
 
@@ -87,6 +82,7 @@ def test_sample_rejects_bad_numbers(flag, value, capsys):
 
 
 def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
+    # every error, a flag's or one raised while running, says "error:" and points to --help
     text = tmp_path / "corpus.txt"
     text.write_text("abc " * 100, encoding="utf-8")
     binary = tmp_path / "binary.txt"
@@ -95,19 +91,19 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
     a_file.write_text("")
     run = ["--steps", "1", "--out", str(tmp_path / "run"), "--quiet"]
     cases = [
-        (["train", "--time-budget", "0"], "minitorch-attn train: --time-budget 0 means no time limit: give --steps"),
-        (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: No such file or directory"),
-        (["train", "--text", str(binary), *run], "minitorch-attn train: " + repr(str(binary)) + " is not UTF-8 text"),
-        (["train", "--text", str(tmp_path), *run], "minitorch-attn train: Is a directory: " + repr(str(tmp_path))),
-        (["train", "--text", str(a_file), *run], "minitorch-attn train: the text has 0 characters, too few"),
+        (["train", "--time-budget", "0"], "minitorch-attn train: error: --time-budget 0 means no time limit: give --steps"),
+        (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: error: No such file or directory"),
+        (["train", "--text", str(binary), *run], "minitorch-attn train: error: " + repr(str(binary)) + " is not UTF-8 text"),
+        (["train", "--text", str(tmp_path), *run], "minitorch-attn train: error: Is a directory: " + repr(str(tmp_path))),
+        (["train", "--text", str(a_file), *run], "minitorch-attn train: error: the text has 0 characters, too few"),
         (["train", "--text", str(text), "--steps", "1", "--out", str(a_file)], "minitorch-attn train: error: argument --out"),
         (["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
-         "minitorch-attn train: no checkpoint at"),
+         "minitorch-attn train: error: no checkpoint at"),
         (["train", "--text", str(text), "--device", "gpu", *run],
          "minitorch-attn train: error: argument --device: unknown device 'gpu'"),
         (["sample", "--checkpoint", str(text), "--device", "gpu"],
          "minitorch-attn sample: error: argument --device: unknown device 'gpu'"),
-        (["sample", "--checkpoint", str(text)], "minitorch-attn sample: " + repr(str(text)) + " is not a readable checkpoint"),
+        (["sample", "--checkpoint", str(text)], "minitorch-attn sample: error: " + repr(str(text)) + " is not a readable checkpoint"),
         (["homework", "make", "--out", str(a_file)], "minitorch-attn homework make: error: argument --out"),
     ]
     for argv, start in cases:
@@ -199,7 +195,7 @@ def test_every_size_requirement_is_checked_before_training(tmp_path, capsys):
 def test_out_refuses_a_folder_with_files_unless_asked(trained, text, tmp_path, capsys):
     before = (trained / "checkpoint.npz").read_bytes()
     line = _fails_with_status_2(["train", "--text", str(text), "--steps", "1", "--out", str(trained), *TINY], capsys)
-    assert line.startswith(f"minitorch-attn train: --out {trained} already holds files (attention.png, "
+    assert line.startswith(f"minitorch-attn train: error: --out {trained} already holds files (attention.png, "
                            "checkpoint.npz, loss.png, metrics.json)")
     assert "--resume" in line and "--overwrite" in line
     assert (trained / "checkpoint.npz").read_bytes() == before
@@ -243,8 +239,24 @@ def test_quiet_still_prints_the_results(text, tmp_path, capsys):
     lines = out.splitlines()
     assert lines[0] == f"checkpoint: {tmp_path / 'run' / 'checkpoint.npz'} (step 2)"
     assert lines[1].startswith("step 2: validation ") and "bits/char on the whole split" in lines[1]
-    assert lines[2] == "sample:" and lines[3].startswith("The ")
+    assert lines[2] == "sample:" and lines[3].startswith("The ")  # no estimate at step 2: nothing to explain
     assert lines[-1].startswith("2 steps, ") and lines[-1].endswith(f"outputs in {tmp_path / 'run'}")
+
+
+def test_the_final_validation_says_why_it_differs_from_the_last_estimate(text, tmp_path, capsys):
+    assert main(["train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", str(tmp_path / "run"),
+                 "--quiet", *TINY]) == 0  # an estimate at step 5 (--eval-interval 5) on 2 windows
+    lines = capsys.readouterr().out.splitlines()
+    final = float(re.search(r"step 5: validation ([0-9.]+) bits/char on the whole split", lines[1]).group(1))
+    history = ckpt.load(tmp_path / "run" / "checkpoint.npz")["extra"]["history"]
+    gap = abs(history["val_bpc"][-1] - final)
+    assert lines[2].startswith("  (the periodic estimates above score 2 windows, about 16 of the split's 299 characters, "
+                               "at the same places each time; the last, "), lines[2]
+    assert f"at step 5, is {gap:.3f} " in lines[2]
+    assert lines[2].endswith("the whole split: the text at those places is easier than the split's average (the "
+                             "model did not get worse))" if history["val_bpc"][-1] < final else
+                             "the whole split: the text at those places)")  # the estimate is of step 5 too
+    assert lines[3] == "sample:"
 
 
 def test_grad_clip_0_turns_clipping_off(text, tmp_path, monkeypatch):
@@ -277,14 +289,14 @@ class _Command:
     minitorch_attn.cli``), its output collected as it comes, so that a test can wait for a
     line and then press Ctrl-C (send SIGINT) at that point."""
 
-    def __init__(self, *args, cwd):
+    def __init__(self, *args, cwd, env=None):
         script = shutil.which("minitorch-attn", path=os.path.dirname(sys.executable))
         command = [script] if script else [sys.executable, "-m", "minitorch_attn.cli"]
         # Ctrl-C reaches the command as it reaches one typed in a terminal even when these tests
         # run in the background: a shell without job control starts background jobs with SIGINT
         # ignored, and a child would inherit that (Python then never raises KeyboardInterrupt)
         self.process = subprocess.Popen([*command, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
                                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.output = {"out": bytearray(), "err": bytearray()}
         self.readers = [threading.Thread(target=self._read, args=(stream, self.output[name]), daemon=True)
@@ -382,3 +394,27 @@ def test_sample_prints_as_it_generates_and_ctrl_c_stops_it_cleanly(trained, tmp_
     assert run.finish() == 130
     assert run.text().startswith("The ")
     assert run.text("err").strip() == "minitorch-attn sample: interrupted"
+
+
+def test_errors_raised_while_running_say_error_and_point_to_help_in_every_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert _fails_with_status_2(["demo", "no_such_demo"], capsys).startswith(
+        "minitorch-attn demo: error: no demo called 'no_such_demo'")
+    assert _fails_with_status_2(["gradcheck", "--only", "no such op"], capsys) == (
+        "minitorch-attn gradcheck: error: no gradcheck entry matches 'no such op'")
+    assert _fails_with_status_2(["export", "--checkpoint", str(tmp_path / "none.npz"), "--out",
+                                 str(tmp_path / "m.safetensors")], capsys).startswith("minitorch-attn export: error: ")
+
+
+def test_the_readme_says_what_the_main_job_writes_and_what_to_run_next(trained):
+    from minitorch_attn import demos_cli
+
+    readme = (ROOT / "README.md").read_text()
+    written = sorted(p.name for p in trained.iterdir())
+    assert written == ["attention.png", "checkpoint.npz", "loss.png", "metrics.json"]
+    assert all(f"`{name}`" in readme for name in written), written
+    assert "`runs/<date-time>/`" in readme  # the default --out
+    assert "minitorch-attn sample --checkpoint runs/<date-time>/checkpoint.npz" in readme
+    for name in re.findall(r"`minitorch-attn demo (\w+)`", readme):
+        assert demos_cli.find_demo(name, demos_cli.available_demos(ROOT / "demos")) is not None, name
+    assert "tutorial on multi-head attention and layer normalization" in readme

@@ -443,3 +443,14 @@ def test_a_missing_checkpoint_is_refused_before_the_heatmaps_demo_draws(tmp_path
                                                           "--out", str(out)])
     assert status == 2 and "no checkpoint at" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_device_flag_help_choices_and_errors_agree(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        demo_common.setup("A demo.", "x", argv=["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--device {cpu,cuda}" in help_text and "cpu or cuda" in help_text
+    for device in ("strict", "gpu"):  # strict proves the engine's portability, not the demos'
+        with pytest.raises(SystemExit):
+            demo_common.setup("A demo.", "x", argv=["--device", device, "--out", str(tmp_path)])
+        assert f"unknown device '{device}'; expected one of cpu, cuda\n" in capsys.readouterr().err

@@ -53,6 +53,16 @@ def test_ctrl_c_is_a_clean_stop_with_status_130(capsys, monkeypatch):
     assert "interrupted" in capsys.readouterr().err
 
 
+def test_python_m_gradcheck_runs_from_any_folder(tmp_path):
+    """The documented command is installed with the package, not only found in the project root."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "gradcheck", "--only", "matmul"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "0 failed" in done.stdout, done.stderr
+
+
 def test_a_reader_that_stops_early_gets_no_traceback():
     """``python -m gradcheck | head -1``: the pipe closes under the table."""
     import subprocess

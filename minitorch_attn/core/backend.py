@@ -57,6 +57,7 @@ class DeviceUnavailableError(RuntimeError):
 
 CUDA_INSTALL_HINT = ('pip install -e ".[cuda12]" for CUDA 12, or -e ".[cuda13]" for CUDA 13 '
                      '(in the project\'s source checkout; docs/devices.md says which)')
+STRICT_INSTALL_HINT = 'pip install -e ".[strict]" (in the project\'s source checkout)'
 
 
 class Backend:
@@ -268,7 +269,7 @@ class StrictBackend(Backend):
             import array_api_strict as xp
         except ImportError as exc:
             raise DeviceUnavailableError(
-                "device 'strict' needs array-api-strict: pip install array-api-strict"
+                f"device 'strict' needs array-api-strict, which is not installed. Install it with: {STRICT_INSTALL_HINT}"
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
 

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from ..argtypes import CommandParser
+from ..argtypes import CommandParser, device_help, print_error
 from ..core.backend import DeviceUnavailableError, get_backend
 from .suite import DTYPES, entries
 
@@ -33,7 +33,7 @@ def main(argv=None, prog="python -m gradcheck"):
 
 def _run(argv, prog):
     parser = CommandParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", help="cpu (NumPy), strict (array-api-strict) or cuda (CuPy)")
+    parser.add_argument("--device", default="cpu", help=f"{device_help()} (NumPy, CuPy, array-api-strict)")
     parser.add_argument("--dtype", default="float64", choices=DTYPES)
     parser.add_argument("--only", default=None, help="run only entries whose name contains this text")
     parser.add_argument("--seed", type=int, default=0)
@@ -42,12 +42,10 @@ def _run(argv, prog):
     try:
         get_backend(args.device)  # a missing CuPy or array-api-strict: one message, not one per row
     except (DeviceUnavailableError, ValueError, TypeError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
+        return print_error(prog, exc)
     selected = [e for e in entries() if args.only is None or args.only in e.name]
     if not selected:
-        print(f"no gradcheck entry matches {args.only!r}", file=sys.stderr)
-        return 2
+        return print_error(prog, f"no gradcheck entry matches {args.only!r}")
     print(f"gradcheck on device={args.device} dtype={args.dtype}; tolerances derived per entry "
           f"(see `python -c 'help(\"minitorch_attn.gradcheck.checker\")'`)")
     print(f"{'op':<40} {'step':>8} {'tolerance':>10} {'max abs err':>12} {'err/tol':>8}  result")

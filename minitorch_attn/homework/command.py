@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
 import sys
 
 from ..argtypes import folder, positive_float, positive_int
 from . import markers
-from .gradescope import stop_on_signal, write_autograder
+from .gradescope import write_autograder
 from .instructor import INSTRUCTOR_TESTS, InstructorTree
 from .make import make
 from .markers import check
@@ -87,7 +86,6 @@ def _make(args):
 
 
 def _grade(args):
-    signal.signal(signal.SIGTERM, stop_on_signal)   # stopped from outside: stop the run in progress too, keep results.json
     path = pathlib.Path(args.path)
     results_path = args.results or (path / "results.json" if path.is_dir()
                                     else path.with_name(path.name + ".results.json"))

@@ -34,13 +34,13 @@ import os
 import pathlib
 import secrets
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
 import zipfile
 
 from ..argtypes import positive_float, positive_int
+from ..stopping import stop_as_ctrl_c
 from .grade import task_limits
 from .instructor import SECRET_FILE, GraderError, InstructorTree
 from .preflight import requirement_lines
@@ -205,7 +205,7 @@ def main(argv=None):
     the submission readable by root only, so that the student's account cannot read them.
     Exit status 0 when results.json was written; 2 when the grader could not grade: then
     results.json says so (its output starts with "The autograder could not grade") and
-    gives no score. A SIGTERM (the platform stopping the grader) stops the run in progress
+    gives no score. A SIGTERM (the platform stopping the grader) stops the run in progress, as Ctrl-C,
     and keeps the results.json of the tasks graded so far."""
     parser = argparse.ArgumentParser(prog="python -m minitorch_attn.homework.gradescope", description=main.__doc__)
     parser.add_argument("--assignment", type=positive_int, required=True)
@@ -218,7 +218,7 @@ def main(argv=None):
                         help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB})")
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
-    signal.signal(signal.SIGTERM, stop_on_signal)
+    stop_as_ctrl_c()   # SIGTERM (and SIGHUP) stop the grading as Ctrl-C does
     results = root / "results" / "results.json"
     if os.geteuid() == 0:
         for private, mode in ((root / "source", 0o700), (root / "submission", 0o700),
@@ -244,12 +244,6 @@ def write_grader_error(path, reason):
     write_results(path, {"output": f"The autograder could not grade this submission (this is not your grade; "
                                    f"your instructor will regrade it): {cap(reason)}", "output_format": "text",
                          "tests": []})
-
-
-def stop_on_signal(signum, frame):
-    """A signal handler (for SIGTERM) that stops the grader as Ctrl-C does: the run in
-    progress is stopped with everything it started, and the results written so far stay."""
-    raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
 if __name__ == "__main__":

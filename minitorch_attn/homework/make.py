@@ -15,10 +15,13 @@ For assignment N:
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
+import tempfile
 import zipfile
 
+from ..atomic import current_umask
 from ..opinfo import gradcheck_names_of_task
 from . import markers
 from .instructor import COPIED as GRADED
@@ -50,21 +53,33 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
     left_out = {pathlib.Path(p) for a in later for p in a.get("test_files", [])}
     left_out |= {pathlib.Path(p) for p in manifest.get("held_out", [])}
 
-    for name in COPIED:
-        source = project_root / name
-        if source.is_dir():
-            for path in sorted(source.rglob("*")):
-                relative = path.relative_to(project_root)
-                if path.is_dir() or "__pycache__" in relative.parts or _is_left_out(relative, left_out):
-                    continue
-                _write(path, relative, out_dir, stub_tasks, titles)
-        elif source.is_file():
-            _write(source, pathlib.Path(name), out_dir, stub_tasks, titles)
+    # the tree is made in a hidden folder beside out_dir and renamed into place once whole, so
+    # a make that is stopped (Ctrl-C, SIGHUP, SIGTERM) or fails leaves no half-made tree
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    building = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{out_dir.name}-", dir=out_dir.parent))
+    try:
+        building.chmod(0o777 & ~current_umask())  # mkdtemp's folder is private; a student tree is not
+        for name in COPIED:
+            source = project_root / name
+            if source.is_dir():
+                for path in sorted(source.rglob("*")):
+                    relative = path.relative_to(project_root)
+                    if path.is_dir() or "__pycache__" in relative.parts or _is_left_out(relative, left_out):
+                        continue
+                    _write(path, relative, building, stub_tasks, titles)
+            elif source.is_file():
+                _write(source, pathlib.Path(name), building, stub_tasks, titles)
 
-    readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
-                            project_root)
-    (out_dir / "README.md").write_text(readme)
-    write_handout(out_dir)
+        readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
+                                project_root)
+        (building / "README.md").write_text(readme)
+        write_handout(building)
+        if out_dir.exists():
+            out_dir.rmdir()   # empty (checked above)
+        os.replace(building, out_dir)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
     return sorted(t["id"] for t in chosen["tasks"])
 
 

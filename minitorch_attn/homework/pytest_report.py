@@ -28,7 +28,11 @@ import pathlib
 import pdb
 import sys
 
-import pytest
+try:
+    from pytest import hookimpl
+except ImportError:  # imported for its documentation (the site's API reference), not as a plugin
+    def hookimpl(**options):
+        return lambda hook: hook
 
 MAX_MESSAGE_CHARS = 4_000
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]   # the minitorch_attn this run imports
@@ -48,7 +52,7 @@ def pytest_addoption(parser):
                      help="write one JSON line per test to FILE (used by minitorch-attn homework grade)")
 
 
-@pytest.hookimpl(trylast=True)   # after pytest's own debugging plugin has set its hooks
+@hookimpl(trylast=True)   # after pytest's own debugging plugin has set its hooks
 def pytest_configure(config):
     path = config.getoption("--grading-report")
     if path:

@@ -114,40 +114,53 @@ _NOTICE_SECONDS = 0.05
 """How often the caller of the pool looks for a Ctrl-C while it waits for the jobs."""
 
 
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGHUP", "SIGTERM") if hasattr(signal, name))
+"""The signals that stop a command as Ctrl-C does (Windows has no SIGHUP): the pool's caller
+notes them while it hands out and waits (:class:`_CtrlCNoted`)."""
+
+
+def raises_keyboard_interrupt(handler):
+    """Whether the signal ``handler`` stops the program with KeyboardInterrupt: Python's own,
+    or one that says so (``handler.raises_keyboard_interrupt``, as ``stopping.hang_up``)."""
+    return handler is signal.default_int_handler or getattr(handler, "raises_keyboard_interrupt", False)
+
+
 class _CtrlCNoted:
-    """Inside the ``with`` block a Ctrl-C (SIGINT) is noted instead of handled; after it,
+    """Inside the ``with`` block a Ctrl-C (SIGINT, and the SIGHUP and SIGTERM that stop a
+    command as it does, ``STOP_SIGNALS``) is noted instead of handled; after it,
     :meth:`deliver` hands what was noted to the handler that was in place (Python's own
-    raises KeyboardInterrupt). ``stops`` is True once a Ctrl-C was noted under Python's own
-    handler, whose KeyboardInterrupt will stop the caller: the jobs not started are then
-    dropped. Only the main thread receives signals; elsewhere, or under a handler that is
-    not a Python function (ignored, the default action), nothing changes."""
+    raises KeyboardInterrupt). ``stops`` is True once a signal was noted whose handler will
+    stop the caller with KeyboardInterrupt: the jobs not started are then dropped. Only the
+    main thread receives signals; elsewhere, or under a handler that is not a Python
+    function (ignored, the default action), nothing changes."""
 
     def __init__(self):
-        self.pressed, self.previous = 0, None
+        self.noted, self.previous = [], {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            handler = signal.getsignal(signal.SIGINT)
-            if callable(handler):
-                self.previous = handler
-                signal.signal(signal.SIGINT, self._note)
+            for signum in STOP_SIGNALS:
+                handler = signal.getsignal(signum)
+                if callable(handler):
+                    self.previous[signum] = handler
+                    signal.signal(signum, self._note)
         return self
 
     def _note(self, signum, frame):
-        self.pressed += 1
+        self.noted.append(signum)
 
     @property
     def stops(self):
-        return self.pressed > 0 and self.previous is signal.default_int_handler
+        return any(raises_keyboard_interrupt(self.previous[signum]) for signum in self.noted)
 
     def __exit__(self, *error):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
         return False
 
     def deliver(self):
-        for _ in range(self.pressed):
-            self.previous(signal.SIGINT, None)
+        for signum in self.noted:
+            self.previous[signum](signum, None)
 
 
 def _alone(job):
