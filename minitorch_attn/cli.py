@@ -30,7 +30,7 @@ from . import __version__
 from .speed import keep_freed_memory
 from .argtypes import (
     CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float,
-    positive_fraction, positive_int, print_error, probability, unit_interval, usable_device,
+    positive_fraction, positive_int, print_error, unit_interval, usable_device,
 )
 from .core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
