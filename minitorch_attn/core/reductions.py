@@ -13,6 +13,8 @@ import builtins
 import math
 import numbers
 
+import numpy
+
 from .autograd import Function
 from .ops import _check_keepdim, _normalize_dims
 from .tensor import FLOAT_DTYPES, Tensor
@@ -187,6 +189,33 @@ class Std(Var):
         return grad_output * ds_dv * centered * ctx.scale                     # (1 / 2s) · 2 (x - m) / (n - c)
 
 
+class VarWithoutDegrees(Var):
+    """:class:`Var` where no degree of freedom is left (``n <= correction``): the same forward
+    and backward, but ``g (x_i - m) · 2 / (n - c)`` multiplies by an infinite ``2 / (n - c)``,
+    so ``0 · inf`` is NaN where ``x_i = m``, as meant: NumPy's warning about it is silenced."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        with numpy.errstate(invalid="ignore"):
+            return Var.backward(ctx, grad_output)
+
+
+class StdWithoutDegrees(Std):
+    """:class:`Std` where no degree of freedom is left: its NaN gradient, without NumPy's warning
+    (as :class:`VarWithoutDegrees`)."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        with numpy.errstate(invalid="ignore"):
+            return Std.backward(ctx, grad_output)
+
+
+def _no_degrees_left(x, dim, keepdim, correction):
+    """Whether ``var``/``std`` of ``x`` over ``dim`` has ``n <= correction`` (no degree of freedom)."""
+    shape = x.shape if isinstance(x, Tensor) else ()
+    return math.prod(shape[a] for a in _reduced_axes(dim, len(shape), keepdim)) <= correction
+
+
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def sum(x, dim=None, keepdim=False):
     """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range.
@@ -249,7 +278,8 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     dim, correction = _legacy_correction(dim, correction, unbiased)
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
         raise TypeError(f"var: correction must be a number (or None for 1), got {correction!r}")
-    return Var.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+    function = VarWithoutDegrees if _no_degrees_left(x, dim, keepdim, correction) else Var
+    return function.apply(x, dim=dim, keepdim=keepdim, correction=correction)
 
 
 def min(x, dim=None, keepdim=False):
@@ -284,4 +314,5 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
     dim, correction = _legacy_correction(dim, correction, unbiased)
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
         raise TypeError(f"std: correction must be a number (or None for 1), got {correction!r}")
-    return Std.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+    function = StdWithoutDegrees if _no_degrees_left(x, dim, keepdim, correction) else Std
+    return function.apply(x, dim=dim, keepdim=keepdim, correction=correction)

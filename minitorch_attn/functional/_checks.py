@@ -82,3 +82,10 @@ def _normalized_axes(x, normalized_shape, weight, bias, what):
             if p.dtype != x.dtype:
                 raise TypeError(f"{what}: {name} is {p.dtype} but the input is {x.dtype}")
     return tuple(range(x.ndim - len(shape), x.ndim))
+
+
+def _bad_targets(xp, target, valid, C, ignore_index):
+    """The ValueError of targets that are neither a class index nor ``ignore_index``."""
+    kept = xp.where(valid, target, xp.zeros_like(target))
+    return ValueError(f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
+                      f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}")

@@ -20,7 +20,7 @@ import math
 from ..core.autograd import Function
 from ..core.ops import _check_keepdim, _normalize_dims
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
-from ._checks import _axis, _check_float, _check_probability, as_float
+from ._checks import _axis, _bad_targets, _check_float, _check_probability, as_float
 from ..speed import exp_, last_axis_sums
 from .losses import undefined_mean
 
@@ -323,11 +323,8 @@ class CrossEntropy(Function):
         valid = target != ignore_index
         out_of_range = valid & ((target < 0) | (target >= C))
 
-        def bad_targets():
-            kept = xp.where(valid, target, xp.zeros_like(target))
-            return ValueError(f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
-                              f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}")
-        ctx.backend.check(out_of_range, bad_targets)      # on a device: read with the next copy to the host
+        ctx.backend.check(out_of_range,   # on a device: read with the next copy to the host
+                          lambda: _bad_targets(xp, target, valid, C, ignore_index))
         classes = xp.arange(C, device=ctx.backend.device)
         if not ctx.backend.all_false(~valid):             # speed: no copy when no row is ignored
             logits = xp.where(valid[:, None], logits, 0.0)   # an ignored row adds nothing, whatever its logits
