@@ -250,12 +250,30 @@ def test_a_daemon_that_left_the_session_is_killed(request, who):
         time.sleep(0.01)
     raise NotImplementedError('Task 2.1: not done')
     """
+    grader = request.getfixturevalue(who)
     try:
-        assert graded(request.getfixturevalue(who), cheating(daemon)).score == 0
-        pid = int(pid_file.read_text())
-        assert not _alive(pid), f"the daemon {pid} outlived the grading"
+        assert graded(grader, cheating(daemon)).score == 0
+        if grader.confinement.hidden:   # its /tmp was its own: look for any process of the student account
+            left = [pid for pid in _pids_of(grader.account[0]) if _alive(pid)]
+            assert not left, f"processes of the student account outlived the grading: {left}"
+        else:
+            pid = int(pid_file.read_text())
+            assert not _alive(pid), f"the daemon {pid} outlived the grading"
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def _pids_of(uid):
+    """The process ids whose real user is ``uid``, from /proc."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        try:
+            lines = (entry / "status").read_text().splitlines() if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if any(line.startswith("Uid:") and int(line.split()[1]) == uid for line in lines):
+            found.append(int(entry.name))
+    return found
 
 
 def test_a_file_the_grader_reads_is_never_read_through_a_link(plain, tmp_path):
