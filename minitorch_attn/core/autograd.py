@@ -58,7 +58,7 @@ leaf with hooks has its terms summed and its hooks run on the sum, before it is 
 ``leaf.grad``.
 
 Before a node's backward reads what its forward saved, the engine checks that none of
-those tensors was written in place since (their versions, :mod:`.inplace`): a
+those tensors was written in place since (their versions, :mod:`~minitorch_attn.core.inplace`): a
 changed one would give a wrong gradient without a word, so it is PyTorch's
 "modified by an inplace operation" error instead. Whether a call is recorded at all is
 the grad mode of the calling thread (:mod:`.grad_mode`).
@@ -115,7 +115,7 @@ class Function:
 
     A Function whose output is a view of its first input (reshape, permute, slicing)
     sets ``is_view = True``: the output shares the input's version counter, so an
-    in-place write to either is seen through both (see :mod:`.inplace`).
+    in-place write to either is seen through both (see :mod:`~minitorch_attn.core.inplace`).
 
     A Function whose output for each row of its inputs depends on that row alone (GELU,
     LayerNorm, attention over a batch) sets ``row_wise = RowWise(...)``

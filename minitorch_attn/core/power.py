@@ -60,7 +60,7 @@ class TensorPow(Broadcasting):
 def pow(input, exponent):
     """``input ** exponent`` elementwise, as ``torch.pow``: a tensor to a number power (see
     :class:`~.ops.Pow`), a tensor to a tensor power, or a number to a tensor power
-    (``mt.pow(2.0, t)``, also written ``2.0 ** t``), with broadcasting (see :class:`TensorPow`).
+    (``mt.pow(2.0, t)``, also written ``2.0 ** t``), with broadcasting (see ``TensorPow``).
     Integer tensors become float where PyTorch's promotion says so.
 
     Raises:

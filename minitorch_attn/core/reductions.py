@@ -190,9 +190,15 @@ class Std(Var):
 
 
 class VarWithoutDegrees(Var):
-    """:class:`Var` where no degree of freedom is left (``n <= correction``): the same forward
-    and backward, but ``g (x_i - m) · 2 / (n - c)`` multiplies by an infinite ``2 / (n - c)``,
-    so ``0 · inf`` is NaN where ``x_i = m``, as meant: NumPy's warning about it is silenced."""
+    r""":class:`Var` where no degree of freedom is left (``n <= correction``): the same forward
+    and backward,
+
+    .. math::
+
+        dx_i = g\,(x_i - m)\,\frac{2}{n - c}, \qquad \frac{2}{n - c} = \infty,
+
+    so :math:`0 \cdot \infty` is NaN where :math:`x_i = m`, as meant: NumPy's warning about it
+    is silenced."""
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -201,8 +207,9 @@ class VarWithoutDegrees(Var):
 
 
 class StdWithoutDegrees(Std):
-    """:class:`Std` where no degree of freedom is left: its NaN gradient, without NumPy's warning
-    (as :class:`VarWithoutDegrees`)."""
+    r""":class:`Std` where no degree of freedom is left: the same backward,
+    :math:`dx_i = g\,(x_i - m) / ((n - c)\,s)` with :math:`n - c = 0`, NaN, without NumPy's
+    warning (as :class:`VarWithoutDegrees`)."""
 
     @staticmethod
     def backward(ctx, grad_output):

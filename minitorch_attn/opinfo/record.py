@@ -236,7 +236,7 @@ class OpInfo:
         ref_backward: ``ref_backward(grad_outputs, *arrays, **kwargs)``, the gradients of
             the inputs (None where there is none) in closed form, float64 NumPy; it lets the
             backward be checked where PyTorch is not installed (the grader's machine).
-            :data:`~.gradients.BY_LINEARITY` for an op affine in each input: the exact
+            ``gradients.BY_LINEARITY`` for an op affine in each input: the exact
             Jacobian of ``ref``, column by column (see :mod:`.gradients`).
         task: the homework task that writes its backward (``"3.1"``), or None;
             ``forward_task`` the one that writes its forward, when another (``"4.1"``).

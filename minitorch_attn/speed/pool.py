@@ -39,7 +39,7 @@ class Chunk:
 
 
 CHUNKS_PER_THREAD = 2
-"""Flash attention's (batch, head) chunks per thread of the pool. speed: the pool hands the
+"""How many chunks of flash attention's batch and heads each thread of the pool gets. speed: the pool hands the
 next chunk to whichever thread is free, so with two per thread a thread whose core is
 shared with another program does fewer chunks instead of holding up the others; measured
 3-7% faster than one chunk per thread at B=1 H=8 N=2048 d=64, on an idle and a busy core."""

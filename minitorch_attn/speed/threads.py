@@ -93,7 +93,7 @@ def get_num_threads():
     """The threads the library uses on the CPU (the size of the pool, :mod:`.pool`):
     the number given to :func:`set_num_threads`, else, inside a repetition run by
     :class:`FastestThreads`, the count it runs that repetition with, else one per
-    available core. Inside a job of the pool (:func:`alone`) it is 1: a job's work runs on
+    available core. Inside a job of the pool (``alone``) it is 1: a job's work runs on
     its own thread, never on a pool of its own."""
     if in_a_job():
         return 1
