@@ -288,14 +288,14 @@ def _estimates_against_the_whole_split(job, args, val_bpc):
     score ``--eval-windows`` windows at the same places of the split every time
     (:func:`evaluate_bpc` spreads them evenly), so their gap to the whole split is mostly how
     hard the text at those places is against the split's average, about the same at every
-    step; training after the last estimate can only lower the final figure."""
+    step; the steps after the last estimate (a short ``--resume`` with its warm restart
+    among them) change the model too, for better or worse."""
     scored = min(len(job.val_ids) - 1, args.eval_windows * (job.block_size - job.block_size // 2))
     last, last_step = job.history["val_bpc"][-1], job.history["val_step"][-1]
     gap = last - val_bpc
-    if gap < 0:
-        why = "the text at those places is easier than the split's average (the model did not get worse)"
-    else:
-        why = "the text at those places" + (", and the steps since" if last_step < job.step else "")
+    why = f"the text at those places is {'easier' if gap < 0 else 'harder'} than the split's average"
+    if last_step < job.step:
+        why += f"; the model also changed in the {job.step - last_step} steps since"
     return (f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
             f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, {last:.3f} at step "
             f"{last_step}, is {abs(gap):.3f} {'below' if gap < 0 else 'above'} the whole split: {why})")
