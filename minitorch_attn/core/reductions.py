@@ -217,10 +217,17 @@ class StdWithoutDegrees(Std):
             return Std.backward(ctx, grad_output)
 
 
-def _no_degrees_left(x, dim, keepdim, correction):
-    """Whether ``var``/``std`` of ``x`` over ``dim`` has ``n <= correction`` (no degree of freedom)."""
+def _spread(name, function, without_degrees, x, dim, keepdim, correction, unbiased):
+    """``var`` or ``std`` (``name``) of ``x``: the arguments checked, then ``function``, or
+    ``without_degrees`` when ``n <= correction`` leaves no degree of freedom."""
+    _check_float_input(x, name)
+    dim, correction = _legacy_correction(dim, correction, unbiased)
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
+        raise TypeError(f"{name}: correction must be a number (or None for 1), got {correction!r}")
     shape = x.shape if isinstance(x, Tensor) else ()
-    return math.prod(shape[a] for a in _reduced_axes(dim, len(shape), keepdim)) <= correction
+    if math.prod(shape[a] for a in _reduced_axes(dim, len(shape), keepdim)) <= correction:
+        function = without_degrees
+    return function.apply(x, dim=dim, keepdim=keepdim, correction=correction)
 
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
@@ -281,12 +288,7 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
-    _check_float_input(x, "var")
-    dim, correction = _legacy_correction(dim, correction, unbiased)
-    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
-        raise TypeError(f"var: correction must be a number (or None for 1), got {correction!r}")
-    function = VarWithoutDegrees if _no_degrees_left(x, dim, keepdim, correction) else Var
-    return function.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+    return _spread("var", Var, VarWithoutDegrees, x, dim, keepdim, correction, unbiased)
 
 
 def min(x, dim=None, keepdim=False):
@@ -317,9 +319,4 @@ def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
-    _check_float_input(x, "std")
-    dim, correction = _legacy_correction(dim, correction, unbiased)
-    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
-        raise TypeError(f"std: correction must be a number (or None for 1), got {correction!r}")
-    function = StdWithoutDegrees if _no_degrees_left(x, dim, keepdim, correction) else Std
-    return function.apply(x, dim=dim, keepdim=keepdim, correction=correction)
+    return _spread("std", Std, StdWithoutDegrees, x, dim, keepdim, correction, unbiased)
