@@ -114,7 +114,10 @@ class Confinement:
         if account is not None and not reachable(python):
             account, who = None, f"{python} cannot be run by another user (a folder above it is private)"
         cut, no_cut = network_cut()
-        hidden, kept = hiding.plan(python, private) if account is not None and hiding.mount_namespaces() else ((), ())
+        hidden, kept = (), ()
+        if account is not None and hiding.mount_namespaces():
+            with contextlib.suppress(OSError):   # a Python that cannot say what it imports: nothing covered
+                hidden, kept = hiding.plan(python, private)
         parts = [f"student code ran as the user {pwd.getpwuid(account[0]).pw_name}" if account is not None
                  else f"student code ran as the grader's own user: {who}",
                  "without network" if cut else f"with the grader's network ({no_cut})",
