@@ -8,11 +8,15 @@ environments have one). The sandbox (:mod:`.sandbox`) keeps both out of every st
 process, in two layers:
 
 * **the files are not there.** When the grader is root on Linux and the kernel allows it,
-  each student process starts in a mount namespace of its own (``unshare(CLONE_NEWNS)``,
-  before the switch to the student's account, which cannot undo it): an empty read-only
-  ``tmpfs`` covers the instructor's checkout and every folder of a reference library that
-  the student's Python could import (:func:`hide`). Only what the student's Python itself
-  needs inside the checkout (a ``.venv`` made there) is bound back in.
+  each student process starts in mount and IPC namespaces of its own (``unshare``, before
+  the switch to the student's account, which cannot undo it) where every folder at the top
+  of the file system but the system's own (``VISIBLE``: ``/usr``, ``/etc``, ``/dev``,
+  ``/proc``, ``/sys``, ...) is an empty read-only ``tmpfs``, and ``/tmp`` and ``/dev/shm``
+  empty private ones (:func:`plan`, :func:`hide`): no copy of a reference anywhere on the
+  machine is in sight (the instructor's checkout, a worktree of it, a scratch copy), nor
+  what an earlier grading left. Only the folder the process runs in, the guard's, and the
+  folders its Python runs from are bound back in, with every folder of a reference library
+  that Python could import covered again.
 * **the import fails at once, with a reason.** Every student process starts with a guard
   (a ``sitecustomize`` module on its ``PYTHONPATH``, :func:`guard_folder`) that makes
   ``import torch`` (and the others of ``REFERENCE_LIBRARIES``) raise ``ModuleNotFoundError``
