@@ -43,6 +43,7 @@ from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.measure import synchronize
 from minitorch_attn.train import make_optimizer, next_char_loss
+import train_bench   # beside this script
 from step_profile import build_model, model_flags   # beside this script
 
 TARGET_FLASH = 3.0     # flash fwd+bwd over torch's SDPA at N = 8192
@@ -230,32 +231,9 @@ def step(args):
 
 
 def theirs(args, batches, model):
-    """The PyTorch twin of ``model`` (its weights) on the same device, with the same step."""
-    import torch
-
-    from minitorch_attn.export import torch_config
-    from minitorch_attn.torch_gpt import GPT
-
-    where = torch_device(args.device)
-    twin = GPT(**torch_config(model))
-    twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
-    twin.to(where)
-    decay = [p for p in twin.parameters() if p.ndim >= 2]
-    no_decay = [p for p in twin.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.99))
-    batches = [(torch.from_numpy(x).to(where), torch.from_numpy(y).to(where)) for x, y in batches]
-
-    def run(i):
-        x, y = batches[i % len(batches)]
-        loss = torch.nn.functional.cross_entropy(twin(x).reshape(-1, args.vocab), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(twin.parameters(), CLIP)
-        opt.step()
-        return loss.item()
-
-    return run
+    """The PyTorch twin of ``model`` (its weights) on the same device, with the same step
+    (``train_bench.theirs`` on this device)."""
+    return train_bench.theirs(args, batches, model, where=torch_device(args.device))
 
 
 # ---- output -------------------------------------------------------------------------------------------

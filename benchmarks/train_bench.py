@@ -90,8 +90,9 @@ def ours(args, batches):
     return step, model
 
 
-def theirs(args, batches, model):
-    """The PyTorch twin of ``model`` with its weights, and the same optimizer and step."""
+def theirs(args, batches, model, where="cpu"):
+    """The PyTorch twin of ``model`` with its weights, on the torch device ``where``, and the
+    same optimizer and step (``gpu_bench.py`` runs it on the GPU)."""
     import torch
 
     from minitorch_attn.export import torch_config
@@ -99,12 +100,13 @@ def theirs(args, batches, model):
 
     twin = GPT(**torch_config(model))   # as minitorch-attn export: the norms' epsilon too
     missing = twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
-    assert list(missing.missing_keys) == ["lm_head.weight"] and twin.lm_head.weight is twin.token_embedding.weight
+    assert not missing.missing_keys and twin.lm_head.weight is twin.token_embedding.weight   # tied, as ours
+    twin.to(where)
     decay = [p for p in twin.parameters() if p.ndim >= 2]
     no_decay = [p for p in twin.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
                              {"params": no_decay, "weight_decay": 0.0}], lr=LR, betas=(0.9, 0.99))
-    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+    batches = [(torch.from_numpy(x).to(where), torch.from_numpy(y).to(where)) for x, y in batches]
 
     def step(i):
         x, y = batches[i % len(batches)]
