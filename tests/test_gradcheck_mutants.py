@@ -17,7 +17,8 @@ from minitorch_attn import opinfo
 from minitorch_attn.gradcheck.suite import Entry
 from minitorch_attn.opinfo.record import Inputs
 from tests.conftest import float64_tolerance
-from tests.test_opinfo import reference_gradients, run
+from minitorch_attn.opinfo.held_back import HeldBack
+from tests.test_opinfo import raw_reference_gradients, run
 
 OFF_BY = 1.001
 
@@ -61,20 +62,24 @@ def test_a_backward_scaled_by_1_001_fails_the_suite(record, monkeypatch):
     entry = Entry(sample.name, sample.make, sample.call(record.op), sample.fast_mode,
                   sample.rounding_steps(record, "float64", backward=True))
     assert entry.run().passed, f"{sample.name}: fails before it is mutated"
-    assert sample.fn is not None or agrees_with_the_closed_form(record, sample)
+    assert sample.fn is not None or agrees_with_the_closed_form(record, sample) is not False
     for function in functions:
         monkeypatch.setattr(function, "backward", scaled(function.backward))
     report = entry.run()
     assert not report.passed, (f"{record.name}: a backward 0.1% off passes {sample.name!r} "
                                f"(largest share of its tolerance used: {report.error_ratio:.3g})")
     if sample.fn is None:
-        assert not agrees_with_the_closed_form(record, sample), f"{record.name}: the closed form misses it"
+        assert agrees_with_the_closed_form(record, sample) is not True, f"{record.name}: the closed form misses it"
 
 
 def agrees_with_the_closed_form(record, sample):
-    """Whether the backward equals ``record.ref_backward`` on ``sample``, as tests/test_opinfo.py asks."""
+    """Whether the backward equals ``record.ref_backward`` on ``sample``, as tests/test_opinfo.py
+    asks; None where that reference is a homework answer held back (a student's tree)."""
     inputs, _, grads, upstream = run(record, sample)
-    expected = reference_gradients(record, sample, inputs, upstream)
+    try:
+        expected = raw_reference_gradients(record, sample, inputs, upstream)
+    except HeldBack:
+        return None
     steps = sample.rounding_steps(record, "float64", backward=True)
     return all(np.allclose(g.numpy(), e, rtol=0, atol=float64_tolerance(e, steps, "float64"))
                for g, e in zip(grads, expected) if g is not None)

@@ -30,6 +30,7 @@ from minitorch_attn.homework.results import describe, grade_submission
 from minitorch_attn.homework.runner import Check, read_checks
 from minitorch_attn.homework.selftest import MIN_MUTANTS, load_mutants
 from minitorch_attn.homework.submission import Submission
+from minitorch_attn.opinfo.held_back import HeldBack
 
 ROOT = markers.PROJECT_ROOT
 MANIFEST = markers.load_manifest()
@@ -93,6 +94,46 @@ def test_unknown_task_ids_unmarked_tasks_and_unregistered_markers_are_reported(t
     assert any("no test carries @pytest.mark.task_1_2" in p for p in problems)
 
 
+REFERENCE_SOURCE = ('import numpy as np\n\n\n# BEGIN REFERENCE 2.1\ndef np_softmax_backward(grads, x):\n'
+                    '    return [grads[0]]\n\n\nnp_other = np_softmax_backward\n# END REFERENCE\n\n\n'
+                    '# BEGIN REFERENCE 1.4\ndef np_max_backward(grads, x):\n    return [x]\n# END REFERENCE\n'
+                    'RECORD = (np_softmax_backward, np_max_backward)\n')
+
+
+def test_a_reference_answer_is_held_back_where_its_task_is_to_do(tmp_path):
+    """The catalogue's answer of a task still to do becomes a stand-in of the same name that
+    raises HeldBack when called; a done task's answer stays, and no marker line is left."""
+    held = markers.hold_back(REFERENCE_SOURCE, "opinfo/m.py", {"2.1", "3.1"})
+    assert "REFERENCE" not in held and "grads[0]]" not in held and "return [x]" in held
+    namespace = {}
+    exec(compile(held, "m.py", "exec"), namespace)
+    for name in ("np_softmax_backward", "np_other"):
+        with pytest.raises(HeldBack, match=f"{name} is a reference answer of task 2.1, held back"):
+            namespace[name]([1.0], 2.0)
+    assert namespace["RECORD"][1]([1.0], 2.0) == [2.0]
+    assert markers.hold_back(REFERENCE_SOURCE, "opinfo/m.py", set()).count("def ") == 2
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("# BEGIN REFERENCE 2.1\nprint('hi')\n# END REFERENCE\n", "holds only definitions"),
+    ("def f():\n    # BEGIN REFERENCE 2.1\n    x = 1\n    # END REFERENCE\n", "must be at module level"),
+    ("# BEGIN REFERENCE 9.9\nx = 1\n# END REFERENCE\n", "task 9.9, which is not in the manifest"),
+    ("# BEGIN REFERENCE 2.1\nx = 1\n", "never closed"),
+])
+def test_broken_reference_regions_are_reported(tmp_path, source, problem):
+    package = tmp_path / "minitorch_attn" / "opinfo"
+    package.mkdir(parents=True)
+    (package / "m.py").write_text(source)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\nmarkers =\n")
+    assert any(problem in p for p in markers.check(MANIFEST, package.parent, tmp_path))
+
+
+def test_reference_regions_belong_in_the_catalogue(tmp_path):
+    (tmp_path / "m.py").write_text("# BEGIN REFERENCE 2.1\nx = 1\n# END REFERENCE\n")
+    assert any("belong in minitorch_attn/opinfo/" in p for p in markers.check(MANIFEST, tmp_path, tmp_path))
+
+
 def test_make_refuses_a_folder_with_files(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(ValueError, match="not empty"):
@@ -119,6 +160,13 @@ def test_student_tree_of_each_assignment(tmp_path, number):
             assert not leaked, f"{path.relative_to(tree)} contains solution code: {leaked[:3]}"
     assert not (tree / "tests" / "instructor").exists()
     assert not (tree / "minitorch_attn" / "homework" / "mutants.json").exists()
+    for path in sorted((ROOT / "minitorch_attn" / "opinfo").glob("*.py")):   # nor the catalogue's answers
+        theirs = (tree / path.relative_to(ROOT)).read_text()
+        assert not markers.find_references(path, theirs)
+        for region in markers.find_references(path):
+            for name in markers.defined_names(region):
+                held = f"{name} = held_back({region.task!r}, {name!r})"
+                assert (held in theirs) == (region.task in later), f"{path.name}: {name} of task {region.task}"
     readme = (tree / "README.md").read_text()
     for t in assignment["tasks"]:
         assert f"Task {t['id']}: {t['title']}" in readme and f"pytest -m {markers.marker_name(t['id'])}" in readme
@@ -226,6 +274,19 @@ def test_the_issue_escapes_lose_their_own_task(grader, name, task_id):
     planted = mutant(name).submission(REFERENCE, TREE)
     result = grader.grade_task(task(task_id), planted)
     assert result.score == 0 and result.failures, f"{name}: still {result.score}/{result.points}"
+
+
+def test_a_task_that_calls_the_catalogue_s_answer_gets_nothing_from_it(grader):
+    """The catalogue's closed forms of a task still to do are held back in the copy a student's
+    code runs in: a softmax that calls them fails its task, with a message that says so."""
+    forward, backward = REFERENCE.blocks[(SOFTMAX, "2.1")]
+    borrowed = ["from minitorch_attn.opinfo import softmax as answers",
+                "p = ctx.xp.asarray(answers.np_softmax(x, dim), dtype=x.dtype)"]
+    with Grader(TREE) as quick:     # a test of each file of the task's public ones is enough
+        quick._expected = {"task_2_1": _one_of_each_file(grader.expected("2.1", public_only=True))}
+        result = quick.grade_task(task("2.1"), REFERENCE.with_blocks(SOFTMAX, "2.1", [borrowed, backward]))
+    assert result.score == 0 and any("held back" in c.message for c in result.failures), \
+        [c.message for c in result.failures][:2]
 
 
 # ---- points land on the right task ---------------------------------------------------------------------

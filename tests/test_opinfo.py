@@ -29,6 +29,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import opinfo
 from minitorch_attn.opinfo.attention import NOT_TORCH
+from minitorch_attn.opinfo.held_back import HeldBack
 from minitorch_attn.opinfo.record import Inputs
 from minitorch_attn.opinfo.table import markdown_table
 from tests.conftest import float64_tolerance
@@ -99,7 +100,22 @@ def assert_close(ours, reference, n_ops, dtype, what):
                                err_msg=what)
 
 
+@contextlib.contextmanager
+def unless_held_back():
+    """Skip the test where the reference it needs is a homework answer held back in this
+    tree (a student's: ``minitorch_attn/opinfo/held_back.py``)."""
+    try:
+        yield
+    except HeldBack as exc:
+        pytest.skip(str(exc))
+
+
 def reference_outputs(record, sample, inputs):
+    with np.errstate(all="ignore"), unless_held_back():
+        return raw_reference_outputs(record, sample, inputs)
+
+
+def raw_reference_outputs(record, sample, inputs):
     with np.errstate(all="ignore"):
         return _outputs(record.ref(*host(inputs), **sample.kwargs))
 
@@ -116,6 +132,11 @@ def test_forward_matches_the_numpy_reference(record, sample, device):
 
 
 def reference_gradients(record, sample, inputs, upstream):
+    with unless_held_back():
+        return raw_reference_gradients(record, sample, inputs, upstream)
+
+
+def raw_reference_gradients(record, sample, inputs, upstream):
     with np.errstate(all="ignore"):
         return record.ref_backward([u for u in upstream], *host(inputs), **sample.kwargs)
 
@@ -177,7 +198,8 @@ def test_float32_stays_float32_and_agrees_with_float64(record, sample, device):
         return                                        # compositions (x + 100) round where the inputs do not
     rounded = host(inputs)          # the float32 values, exactly, in float64
     _, wide_outputs, wide_grads, _ = run(record, sample, device, "float64", host_inputs=rounded)
-    wide_outputs = [mt.tensor(r) for r in reference_outputs(record, sample, inputs)]
+    with contextlib.suppress(HeldBack):   # in a student's tree the float64 run stands in for the reference
+        wide_outputs = [mt.tensor(r) for r in raw_reference_outputs(record, sample, inputs)]
     steps = sample.rounding_steps(record, "float32")
     for i, (ours, wide) in enumerate(zip(outputs, wide_outputs, strict=True)):
         assert_close(ours.numpy(), wide.numpy(), steps, "float32", f"float32 output {i}")

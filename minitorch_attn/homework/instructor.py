@@ -84,6 +84,9 @@ class InstructorTree:
                 raise GraderError(f"the instructor's solution markers are broken: {exc}") from None
             if found:
                 self.regions[path.relative_to(self.root).as_posix()] = found
+        self.references = [path.relative_to(self.root).as_posix()                # files with REFERENCE regions
+                           for path in sorted((self.root / "minitorch_attn" / markers.REFERENCE_HOME).glob("*.py"))
+                           if markers.find_references(path)]
 
     def assignment(self, number):
         """The manifest entry of assignment ``number``, after checking that each of its
@@ -191,7 +194,8 @@ class Workspace:
     runs there (the grader collects the tests and runs the held-back ones in it). Each copy
     for student code is made from the *graded base* of an assignment (:meth:`graded_base`):
     ``base`` with every region of the ``stubbed`` tasks (that assignment's and the later
-    ones) replaced by its stub, and without the held-out files (``tests/instructor`` among
+    ones) replaced by its stub, their reference answers in the catalogue held back
+    (:func:`.markers.hold_back`), and without the held-out files (``tests/instructor`` among
     them), the selftest's catalogue and the release secret; the student's code is then
     written over it (:meth:`copy_with`). Use it as a context manager; it removes its folder."""
 
@@ -220,6 +224,8 @@ class Workspace:
                 if any(r.task in key for r in regions):
                     _write_source(folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key,
                                                            self.tree.titles))
+            for rel in self.tree.references:                         # the catalogue's answers of those tasks
+                _write_source(folder / rel, markers.hold_back((folder / rel).read_text(), rel, key))
             for rel in [*self.tree.manifest.get("held_out", []), INSTRUCTOR_TESTS, *NEVER_COPIED]:
                 path = folder / rel
                 if path.is_dir() and not path.is_symlink():

@@ -7,7 +7,8 @@ For assignment N:
 * the tasks of assignment N, and of every later assignment, become stubs that raise
   ``NotImplementedError("Task N.k: ...")`` between their two SOLUTION marker lines,
   which stay: the student writes there, and the grader reads each task's code from
-  there (no solution text is copied);
+  there (no solution text is copied); the catalogue's reference answers of those tasks
+  (its REFERENCE regions, :func:`.markers.hold_back`) are held back too;
 * the test files that belong to later assignments are left out, as are the
   instructor-only files the manifest lists;
 * a student README names the tasks in order, where each one is, and how to test it.
@@ -108,7 +109,8 @@ def _write(source, relative, out_dir, stub_tasks, titles):
     target = out_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     if relative.parts[0] == "minitorch_attn" and relative.suffix == ".py":
-        target.write_text(markers.strip_solutions(source.read_text(), source, stub_tasks, titles))
+        text = markers.strip_solutions(source.read_text(), source, stub_tasks, titles)
+        target.write_text(markers.hold_back(text, source, stub_tasks))
     else:
         shutil.copyfile(source, target)
 
@@ -133,7 +135,9 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
         "says what to compute and derives the backward pass; replace the `raise` with your code,",
         "**between the two SOLUTION lines**, and keep those lines: only the code between them is",
         "graded (a helper you need goes there too). Run a task's tests with the command under",
-        "it, and every gradient check with `python -m gradcheck`.",
+        "it, and every gradient check with `python -m gradcheck`. The catalogue's own answers for",
+        "these tasks (its closed-form references in `minitorch_attn/opinfo/`) are held back in this",
+        "folder and where your code is graded: the tests that compare with them are skipped here.",
         "",
     ]
     for task in chosen["tasks"]:

@@ -10,10 +10,18 @@ from there (:mod:`.submission`).
 Each task's tests carry the pytest marker ``task_<id with _ for .>`` (``task_2_1``),
 registered in ``setup.cfg``; :func:`check` says when a task has no region, no test or no
 registered marker.
+
+A *reference* region, between ``# BEGIN REFERENCE <task id>`` and ``# END REFERENCE`` at
+module level in ``minitorch_attn/opinfo/``, holds reference answers of a task that the
+catalogue uses to check it (a closed-form backward). :func:`hold_back` replaces each
+definition there by a stand-in of the same name that raises ``HeldBack`` when called
+(:mod:`minitorch_attn.opinfo.held_back`): student trees, and the copies a student's code is
+graded in, never hold the answers of the tasks still to do.
 """
 
 from __future__ import annotations
 
+import ast
 import configparser
 import dataclasses
 import difflib
@@ -27,6 +35,9 @@ MANIFEST_PATH = pathlib.Path(__file__).with_name("manifest.json")
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION (?P<task>\S+)\s*$")
 END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
+REFERENCE_BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN REFERENCE (?P<task>\S+)\s*$")
+REFERENCE_END = re.compile(r"^[ \t]*# END REFERENCE\s*$")
+REFERENCE_HOME = "opinfo"      # the package folder whose modules may hold reference regions
 DEFINITION = re.compile(r"^(?P<indent>[ \t]*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
 
 
@@ -88,10 +99,10 @@ def assignment_by_number(manifest, number):
     raise ValueError(f"no assignment {number}; the manifest has {', '.join(map(str, numbers))}")
 
 
-def find_regions(path, text=None):
-    """Every marked region of one source file (or of ``text``, named ``path``), in order.
-    Raises MarkerError for an END without BEGIN, a BEGIN inside a region, or a region
-    left open."""
+def find_regions(path, text=None, begin_marker=BEGIN, end_marker=END, kind="SOLUTION"):
+    """Every marked region of one source file (or of ``text``, named ``path``), in order
+    (SOLUTION regions; REFERENCE regions with :func:`find_references`). Raises MarkerError
+    for an END without BEGIN, a BEGIN inside a region, or a region left open."""
     path = pathlib.Path(path)
     lines = (path.read_text() if text is None else text).splitlines()
     regions, open_at, owners = [], None, []
@@ -100,21 +111,72 @@ def find_regions(path, text=None):
         if definition and open_at is None:
             depth = len(definition["indent"])
             owners = [(d, n) for d, n in owners if d < depth] + [(depth, definition["name"])]
-        begin, end = BEGIN.match(line), END.match(line)
+        begin, end = begin_marker.match(line), end_marker.match(line)
         if begin:
             if open_at is not None:
-                raise MarkerError(f"{path}:{number + 1}: BEGIN SOLUTION inside the region opened at line {open_at[0] + 1}")
+                raise MarkerError(f"{path}:{number + 1}: BEGIN {kind} inside the region opened at line {open_at[0] + 1}")
             open_at = (number, begin["task"], begin["indent"])
         elif end:
             if open_at is None:
-                raise MarkerError(f"{path}:{number + 1}: END SOLUTION without a BEGIN SOLUTION")
+                raise MarkerError(f"{path}:{number + 1}: END {kind} without a BEGIN {kind}")
             start, task, indent = open_at
             owner = ".".join(n for _, n in owners) or "<module>"
             regions.append(Region(path, task, start, number, indent, owner, lines[start + 1:number]))
             open_at = None
     if open_at is not None:
-        raise MarkerError(f"{path}:{open_at[0] + 1}: BEGIN SOLUTION {open_at[1]} is never closed")
+        raise MarkerError(f"{path}:{open_at[0] + 1}: BEGIN {kind} {open_at[1]} is never closed")
     return regions
+
+
+def find_references(path, text=None):
+    """Every reference region of one source file (see the module docstring), in order."""
+    return find_regions(path, text, REFERENCE_BEGIN, REFERENCE_END, "REFERENCE")
+
+
+def defined_names(region):
+    """The names a reference region defines at module level (functions, classes, assignments).
+
+    Raises:
+        MarkerError: if the region is indented, does not parse, or holds anything else.
+    """
+    if region.indent:
+        raise MarkerError(f"{region.where}: a REFERENCE region must be at module level")
+    try:
+        body = ast.parse("\n".join(region.code)).body
+    except SyntaxError as exc:
+        raise MarkerError(f"{region.where}: the REFERENCE region does not parse: {exc.msg}") from None
+    names = []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names += [t.id for t in node.targets]
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):   # a comment string is fine
+            raise MarkerError(f"{region.where}: a REFERENCE region holds only definitions "
+                              f"(line {region.begin + 1 + node.lineno})")
+    return names
+
+
+def hold_back(text, path, tasks):
+    """``text`` (of ``path``) with each reference region of a task in ``tasks`` replaced by
+    stand-ins of the names it defines (``name = held_back("2.1", "name")``, see
+    :mod:`minitorch_attn.opinfo.held_back`), and every REFERENCE marker line removed (the
+    code of the other reference regions kept)."""
+    regions = find_references(path, text)
+    if not regions:
+        return text
+    lines = text.splitlines()
+    out, cursor = [], 0
+    for region in regions:
+        out.extend(lines[cursor:region.begin])
+        if region.task in tasks:
+            out.append(f"from minitorch_attn.opinfo.held_back import held_back  # task {region.task}'s answers")
+            out += [f"{name} = held_back({region.task!r}, {name!r})" for name in defined_names(region)]
+        else:
+            out.extend(region.code)
+        cursor = region.end + 1
+    out.extend(lines[cursor:])
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
 
 def all_regions(package_root=PACKAGE_ROOT):
@@ -155,6 +217,19 @@ def check(manifest=None, package_root=PACKAGE_ROOT, project_root=PROJECT_ROOT):
     for region in regions:
         if region.task not in known:
             problems.append(f"{region.where}: task {region.task} is not in the manifest")
+    for path in sorted(pathlib.Path(package_root).rglob("*.py")):
+        try:
+            references = find_references(path)
+            for region in references:
+                defined_names(region)
+        except MarkerError as exc:
+            problems.append(str(exc))
+            continue
+        for region in references:
+            if region.task not in known:
+                problems.append(f"{region.where}: REFERENCE of task {region.task}, which is not in the manifest")
+            if path.parent.name != REFERENCE_HOME:
+                problems.append(f"{region.where}: REFERENCE regions belong in minitorch_attn/{REFERENCE_HOME}/")
     registered = registered_markers(pathlib.Path(project_root) / "setup.cfg")
     for task_id in known:
         if task_id not in marked:

@@ -49,6 +49,18 @@ def np_dropout_backward(grads, x, p=0.5):
     return [grads[0] * kept / (1 - p), None]
 
 
+
+# BEGIN REFERENCE 6.1
+def np_silu(x):
+    """x σ(x)."""
+    return x * np_sigmoid(x)
+
+
+def np_silu_backward(grads, x):
+    """d(x σ(x)) = σ(x) (1 + x (1 - σ(x))) dx, with 1 - σ(x) = σ(-x)."""
+    return [grads[0] * np_sigmoid(x) * (1 + x * np_sigmoid(-x))]
+# END REFERENCE
+
 def swiglu_from_ops(x, w1, w3, w2):
     """SwiGLU's gate and projections, ``w2(silu(w1 x) * w3 x)``, from the ops: a check of
     silu's backward inside the feed-forward it serves (the product rule around it)."""
@@ -91,8 +103,8 @@ RECORDS = register(__name__, [
             Sample("silu (large |x|, inf)", lambda d: [d.values([-800.0, -40.0, 40.0, 800.0, np.inf])],
                    edges=NONFINITE)),
            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x), d/dx = σ(x) (1 + x (1 - σ(x)))",
-           ref=lambda x: x * np_sigmoid(x), torch_ref=lambda torch, x: torch.nn.functional.silu(x),
-           ref_backward=lambda grads, x: [grads[0] * np_sigmoid(x) * (1 + x * np_sigmoid(-x))], task="6.1",
+           ref=np_silu, torch_ref=lambda torch, x: torch.nn.functional.silu(x),
+           ref_backward=np_silu_backward, task="6.1",
            one_input=OneInput(F.silu, lambda torch, x: torch.nn.functional.silu(x), of_ints="TypeError")),
     OpInfo("relu", F.relu, ("F.relu", "Tensor.relu"),
            (Sample("relu", lambda d: [d.away_from(4, 5)]),

@@ -49,6 +49,7 @@ def positive(d, *shape):
     return d.uniform(*shape, low=0.5, high=2.0)
 
 
+# BEGIN REFERENCE 1.2
 def np_div_backward(grads, a, b, rounding_mode=None):
     """d(a/b) = g / b for a, -g a / b² for b; a rounded quotient is a step function: 0."""
     g = grads[0]
@@ -67,6 +68,27 @@ def np_pow_backward(grads, a, b):
     return [unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
             unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None]
 
+
+
+def np_exp_backward(grads, x):
+    """d(e^x) = e^x dx."""
+    return [grads[0] * np.exp(x)]
+
+
+def np_log_backward(grads, x):
+    """d(log x) = dx / x."""
+    return [grads[0] / x]
+
+
+def np_sqrt_backward(grads, x):
+    """d(√x) = dx / (2√x)."""
+    return [grads[0] / (2 * np.sqrt(x))]
+
+
+def np_tanh_backward(grads, x):
+    """d(tanh x) = (1 - tanh² x) dx."""
+    return [grads[0] * (1 - np.tanh(x) ** 2)]
+# END REFERENCE
 
 def np_extremum_backward(larger):
     """d max(a, b) = g to the larger (half each at a tie); min with ``larger=False``."""
@@ -220,16 +242,16 @@ RECORDS = register(__name__, [
            one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float")),
     unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan],
-          ref_backward=lambda grads, x: [grads[0] * np.exp(x)]),
+          ref_backward=np_exp_backward),
     unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan],
-          ref_backward=lambda grads, x: [grads[0] / x]),
+          ref_backward=np_log_backward),
     unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "d(√x) = dx / (2√x)",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0],
-          ref_backward=lambda grads, x: [grads[0] / (2 * np.sqrt(x))]),
+          ref_backward=np_sqrt_backward),
     unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0],
-          ref_backward=lambda grads, x: [grads[0] * (1 - np.tanh(x) ** 2)]),
+          ref_backward=np_tanh_backward),
     unary("abs", mt.abs, np.abs, lambda torch, x: x.abs(), "d|x| = sign(x) dx (0 at x = 0, as PyTorch)",
           lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None,
           ref_backward=lambda grads, x: [grads[0] * np.sign(x)],

@@ -19,6 +19,7 @@ EMPTY, BROADCAST, EXTREME, NONFINITE = (frozenset({e}) for e in ("empty", "broad
 NOT_TORCH = NotImplemented   # what a torch reference returns for an option PyTorch lacks
 
 
+# BEGIN REFERENCE 4.1
 def np_scores(q, k, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, causal_alignment="top_left"):
     """The masked, scaled scores ``(..., H_q, N_q, N_k)`` in float64 (-inf where masked)."""
     if enable_gqa and q.ndim >= 3:
@@ -50,6 +51,7 @@ def np_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=
     if enable_gqa and q.ndim >= 3:
         v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
     return np_weights(q, k, attn_mask, is_causal, scale, enable_gqa, causal_alignment) @ v
+# END REFERENCE
 
 
 def np_flash(q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None, dropout_p=0.0,
@@ -65,6 +67,7 @@ def np_flash(q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_lef
     return out, np.where(np.isfinite(top[..., 0]), lse, np.inf)
 
 
+# BEGIN REFERENCE 4.2
 def sum_to_shape(a, shape):
     """``a`` summed over the axes that broadcasting added or stretched to reach its shape."""
     a = a.sum(axis=tuple(range(a.ndim - len(shape)))) if a.ndim > len(shape) else a
@@ -115,6 +118,7 @@ def np_attention_backward(grads, q, k, v, attn_mask=None, dropout_p=0.0, is_caus
         dS = dS + P * d_lse[..., None]
     dq, dk, dmask = _scores_backward(dS, q, k, attn_mask, scale, enable_gqa)
     return [dq, dk, dv] + ([dmask] if attn_mask is not None else [])
+# END REFERENCE
 
 
 def np_flash_backward(grads, q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None,

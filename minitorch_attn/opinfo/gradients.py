@@ -18,6 +18,7 @@ backward is checked exactly (up to rounding) where PyTorch is not installed. Two
 import numpy as np
 
 
+# BEGIN REFERENCE 1.3
 def unbroadcast(grad, shape):
     """``grad`` (of a broadcast shape) summed back to ``shape``: over the leading dims the
     input did not have and the dims where it had size 1."""
@@ -25,6 +26,7 @@ def unbroadcast(grad, shape):
     grad = grad.sum(axis=tuple(range(grad.ndim - len(shape)))) if grad.ndim > len(shape) else grad
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     return grad.sum(axis=axes, keepdims=True).reshape(shape) if axes else grad.reshape(shape)
+# END REFERENCE
 
 
 def _outputs(out):

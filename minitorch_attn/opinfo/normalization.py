@@ -20,6 +20,7 @@ def _axes(x, normalized_shape):
     return tuple(range(x.ndim - n, x.ndim))
 
 
+# BEGIN REFERENCE 3.1
 def np_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     axes = _axes(x, normalized_shape)
     if not x.size:
@@ -29,15 +30,19 @@ def np_layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         y = centred / np.sqrt((centred ** 2).mean(axis=axes, keepdims=True) + eps)
     y = y * weight if weight is not None else y
     return y + bias if bias is not None else y
+# END REFERENCE
 
 
+# BEGIN REFERENCE 3.2
 def np_rms_norm(x, normalized_shape, weight=None, eps=None):
     eps = np.finfo(x.dtype).eps if eps is None else eps
     axes = _axes(x, normalized_shape)
     y = x / np.sqrt((x ** 2).mean(axis=axes, keepdims=True) + eps) if x.size else x.copy()
     return y * weight if weight is not None else y
+# END REFERENCE
 
 
+# BEGIN REFERENCE 3.1
 def np_layer_norm_backward(grads, x, normalized_shape, *args, **kwargs):
     """n = (x - μ) r, r = 1/√(σ² + ε); dn = g w; dx = r (dn - mean(dn) - n mean(dn n)) (means
     over the normalized axes); dw = Σ g n, db = Σ g (over the other axes)."""
@@ -57,8 +62,10 @@ def np_layer_norm_backward(grads, x, normalized_shape, *args, **kwargs):
     dw = (g * n).sum(axis=others) if weight is not None else None
     db = g.sum(axis=others) if bias is not None else None
     return [dx, None, dw, db][:2 + len(args)]
+# END REFERENCE
 
 
+# BEGIN REFERENCE 3.2
 def np_rms_norm_backward(grads, x, normalized_shape, *args, **kwargs):
     """r = 1/√(mean(x²) + ε), n = x r; dn = g w; dx = r (dn - n mean(dn n)); dw = Σ g n."""
     options = dict(zip(("weight", "eps"), args), **kwargs)
@@ -75,6 +82,7 @@ def np_rms_norm_backward(grads, x, normalized_shape, *args, **kwargs):
         dx = r * (dn - n * (dn * n).mean(axis=axes, keepdims=True))
     dw = (g * n).sum(axis=tuple(range(x.ndim - len(axes)))) if weight is not None else None
     return [dx, None, dw][:2 + len(args)]
+# END REFERENCE
 
 
 def torch_rms_norm(torch, x, normalized_shape, weight=None, eps=None):

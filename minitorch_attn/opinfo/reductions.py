@@ -36,20 +36,27 @@ def np_var(x, dim=None, keepdim=False, correction=1):
     return np.var(x, axis=_axes(dim), keepdims=keepdim, ddof=correction)
 
 
+# BEGIN REFERENCE 1.4
 def _upstream(g, x, dim, keepdim):
     """The upstream gradient with the reduced axes put back (size 1), and those axes."""
     axes = tuple(range(np.ndim(x))) if dim is None else tuple(d % np.ndim(x) for d in np.atleast_1d(dim))
     return (np.asarray(g) if keepdim else np.expand_dims(g, axes)), axes
 
 
-def np_extremum_backward(reduce):
+def _extremum_backward(reduce, grads, x, dim, keepdim):
     """d max(x) = g shared equally among the elements equal to the maximum (``reduce`` = np.max;
     np.min for min)."""
-    def ref_backward(grads, x, dim=None, keepdim=False):
-        g, axes = _upstream(grads[0], x, dim, keepdim)
-        hits = x == reduce(x, axis=axes, keepdims=True)
-        return [g * hits / np.maximum(hits.sum(axis=axes, keepdims=True), 1)]
-    return ref_backward
+    g, axes = _upstream(grads[0], x, dim, keepdim)
+    hits = x == reduce(x, axis=axes, keepdims=True)
+    return [g * hits / np.maximum(hits.sum(axis=axes, keepdims=True), 1)]
+
+
+def np_max_backward(grads, x, dim=None, keepdim=False):
+    return _extremum_backward(np.max, grads, x, dim, keepdim)
+
+
+def np_min_backward(grads, x, dim=None, keepdim=False):
+    return _extremum_backward(np.min, grads, x, dim, keepdim)
 
 
 def np_var_backward(grads, x, dim=None, keepdim=False, correction=1):
@@ -57,6 +64,7 @@ def np_var_backward(grads, x, dim=None, keepdim=False, correction=1):
     g, axes = _upstream(grads[0], x, dim, keepdim)
     n = int(np.prod([np.shape(x)[a] for a in axes]))
     return [2 * (x - x.mean(axis=axes, keepdims=True)) * g / (n - correction)]
+# END REFERENCE
 
 
 def np_std_backward(grads, x, dim=None, keepdim=False, correction=1):
@@ -123,7 +131,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(dim=1), edges=frozenset({"nonfinite"})),
             Sample("max (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "the gradient goes to the maximal elements, shared equally among ties (as torch.amax)",
-           ref=np_max, ref_backward=np_extremum_backward(np.max), torch_ref=torch_amax, task="1.4",
+           ref=np_max, ref_backward=np_max_backward, torch_ref=torch_amax, task="1.4",
            one_input=OneInput(lambda x: mt.max(x, dim=-1), lambda torch, x: torch.amax(x, dim=-1),
                               nan_gradient_differs=MAX_AT_NAN)),
     OpInfo("var", mt.var, ("mt.var", "Tensor.var"),
@@ -149,7 +157,7 @@ RECORDS = register(__name__, [
             Sample("min (0-d)", lambda d: [d.randn()], edges=SCALAR)),
            "min(x) = -max(-x): the gradient goes to the minimal elements, shared equally among ties (as torch.amin)",
            ref=lambda x, dim=None, keepdim=False: np.min(x, axis=_axes(dim), keepdims=keepdim),
-           ref_backward=np_extremum_backward(np.min), torch_ref=torch_amin,
+           ref_backward=np_min_backward, torch_ref=torch_amin,
            task=None,
            one_input=OneInput(lambda x: mt.min(x, dim=-1), lambda torch, x: torch.amin(x, dim=-1),
                               nan_gradient_differs=MAX_AT_NAN)),

@@ -17,6 +17,7 @@ EMPTY, SCALAR, ONE, DIM, EXTREME, NONFINITE = (frozenset({e}) for e in (
     "empty", "0-d", "one-element", "dim", "extreme", "nonfinite"))
 
 
+# BEGIN REFERENCE 2.2
 def np_log_softmax(x, dim=-1):
     """``x - max - log Σ exp(x - max)`` in float64; NaN rows stay NaN, -inf entries -inf."""
     x = np.asarray(x, dtype=np.float64)
@@ -27,8 +28,10 @@ def np_log_softmax(x, dim=-1):
         top = np.where(top == -np.inf, 0.0, top)     # an all -inf row: NaN, as PyTorch; +inf or NaN: NaN
         shifted = x - top
         return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+# END REFERENCE
 
 
+# BEGIN REFERENCE 2.1
 def np_softmax(x, dim=-1):
     with np.errstate(invalid="ignore"):
         return np.exp(np_log_softmax(x, dim))
@@ -40,16 +43,20 @@ def np_softmax_backward(grads, x, dim=-1):
     if np.ndim(x) == 0:
         return [np.zeros_like(g)]
     return [p * (g - (g * p).sum(dim, keepdims=True))]
+# END REFERENCE
 
 
+# BEGIN REFERENCE 2.2
 def np_log_softmax_backward(grads, x, dim=-1):
     """``g - p Σ g``."""
     p, g = np_softmax(x, dim), grads[0]
     if np.ndim(x) == 0:
         return [np.zeros_like(g)]
     return [g - p * g.sum(dim, keepdims=True)]
+# END REFERENCE
 
 
+# BEGIN REFERENCE 2.3
 def np_cross_entropy_backward(grads, logits, target, weight=None, ignore_index=-100, label_smoothing=0.0,
                               reduction="mean"):
     """Per kept target: ``g_n ((1-ε) w_t + ε/C Σ_c w_c) p - g_n ((1-ε) w_t onehot + ε/C w)``, 0
@@ -102,6 +109,7 @@ def np_cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoot
         return loss.sum()
     with np.errstate(invalid="ignore"):
         return loss.sum() / np.where(keep, w[safe], 0.0).sum()
+# END REFERENCE
 
 
 def _nll_parts(logp, target, weight, ignore_index):
