@@ -28,7 +28,7 @@ from minitorch_attn.homework.instructor import GraderError, InstructorTree, Subm
 from minitorch_attn.homework.make import make
 from minitorch_attn.homework.results import describe, grade_submission
 from minitorch_attn.homework.runner import Check, read_checks
-from minitorch_attn.homework.selftest import MIN_MUTANTS, load_mutants
+from minitorch_attn.homework.selftest import MIN_MUTANTS, _verdict, load_mutants
 from minitorch_attn.homework.submission import Submission
 from minitorch_attn.opinfo.held_back import HeldBack
 
@@ -442,6 +442,16 @@ def test_a_skipped_test_counts_as_failed():
     run = read_checks(records, ["tests/t.py::a", "tests/t.py::b"], sandbox.Finished(0, None, ""))
     result = TaskResult("2.1", "softmax", 30, run.checks)
     assert [c.outcome for c in run.checks] == ["passed", "skipped"] and result.score == 0
+
+
+def test_a_mistake_caught_by_public_checks_only_fails_the_selftest():
+    """A student's process can forge the report of the public tests: a planted mistake needs a
+    held-back check (tests/instructor/) that catches it, or the self-test fails."""
+    public = Check("tests/test_ops.py::test_max", "failed", "differs")
+    held = Check("tests/instructor/test_shortcuts.py::test_task_1_4", "failed", "differs")
+    only_public = TaskResult("1.4", "reductions", 15, [public])
+    assert _verdict("max ties", "1.4", [only_public]).startswith("FAIL: caught by public checks only")
+    assert _verdict("max ties", "1.4", [TaskResult("1.4", "reductions", 15, [public, held])]).startswith("ok")
 
 
 def test_a_test_without_a_record_failed_and_records_of_other_tests_are_ignored():

@@ -125,7 +125,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
                     if verdict.startswith("ok") and kind != ALONE:
                         caught.append((name, own, [c.nodeid for c in result.failures]))
                 ok &= verdict.startswith("ok")
-                public_only += "WARNING: by public checks only" in verdict
+                public_only += "by public checks only" in verdict
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
                       + f"  {verdict}", file=file, flush=True)
             if len(mine) < MIN_MUTANTS:
@@ -141,7 +141,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, write_patterns=False)
         print(f"wrote {patterns.write(tree.root, record)}", file=file)
     if public_only:
         print(f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
-              f"their report, so add a held-back check for each", file=file)
+              f"their report, so add a held-back check (tests/instructor/) for each", file=file)
     print("\nselftest: " + ("ok" if ok else "FAILED"), file=file)
     return ok
 
@@ -169,7 +169,7 @@ def _verdict(name, own, graded, kind="-"):
         return "ESCAPED: no check of its task fails"
     if mine.problem is None and not any(c.held_back for c in mine.failures):
         # the public tests run in the student's own process, whose report can be forged
-        return f"ok, caught by {_first(mine)}; WARNING: by public checks only, no held-back one"
+        return f"FAIL: caught by public checks only ({_first(mine)}), no held-back one"
     return f"ok, caught by {_first(mine)}"
 
 

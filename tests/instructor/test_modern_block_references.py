@@ -232,6 +232,20 @@ def test_task_6_3_cached_generation_matches_the_papers_block_step_by_step(studen
 
 
 @pytest.mark.task_6_3
+def test_task_6_3_chunks_through_the_cache_see_the_last_window_of_keys(student, rng):
+    """Chunks of 3 tokens through the cache: from the second on, 3 queries attend over more
+    keys than the window, the queries being the last 3 positions (bottom-right aligned)."""
+    model, weights = modern_gpt(student, rng)
+    idx = rng.integers(0, 13, (2, 9))
+    expected = _reference(weights, idx)
+    cache = model.new_cache()
+    for start in (0, 3, 6):
+        expect_close(model(mt.tensor(idx[:, start:start + 3]), cache=cache), expected[:, start:start + 3],
+                     what=f"{WHAT}: logits of tokens {start} to {start + 2}, a chunk of 3 through the cache",
+                     n_ops=256)
+
+
+@pytest.mark.task_6_3
 def test_task_6_3_mlp_swiglu_gives_every_block_a_swiglu_network_of_d_ff(student):
     """``mlp="swiglu"`` builds ``SwiGLU(d_model, d_ff)`` in each block: checked with a
     stand-in for the class (Linear, no task's code), since SwiGLU itself is task 6.2's."""

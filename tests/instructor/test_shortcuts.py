@@ -84,6 +84,25 @@ def test_task_1_4_reductions_under_a_random_upstream_gradient(student, rng):
         close(a.grad, expected(), f"{name}(dim=1) gradient, input (3, 5) float64")
 
 
+@pytest.mark.task_1_4
+def test_task_1_4_max_shares_the_gradient_among_tied_maxima(student, rng):
+    """A row with k equal maxima sends each of them g / k, as ``torch.amax``: the row's
+    gradient still sums to its upstream gradient, whatever the ties."""
+    x = rng.standard_normal((4, 6))
+    for row, ties in enumerate((1, 2, 3, 6)):
+        x[row, rng.permutation(6)[:ties]] = x[row].max() + 1.0
+    hits = (x == x.max(1, keepdims=True)).astype(float)
+    g = rng.standard_normal(4)
+    a = our_leaf(x)
+    backward_of_task(student, "1.4", a.max(dim=1), [g])
+    close(a.grad, g[:, None] * hits / hits.sum(1, keepdims=True), "max(dim=1) gradient, rows with 1, 2, 3 and 6 "
+          "tied maxima, input (4, 6) float64")
+    top = (x == x.max()).astype(float)
+    a = our_leaf(x)
+    backward_of_task(student, "1.4", a.max(), [np.float64(g[0])])
+    close(a.grad, g[0] * top / top.sum(), f"max() gradient, {int(top.sum())} tied maxima, input (4, 6) float64")
+
+
 @pytest.mark.task_1_5
 def test_task_1_5_matmul_under_a_random_upstream_gradient(student, rng):
     x, w = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
