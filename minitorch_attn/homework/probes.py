@@ -6,7 +6,7 @@ inputs that isolate one term of the formula (LayerNorm: an upstream gradient wit
 term; attention: a scale that is not 1/sqrt(E) of 1, rows where ``rowsum(dO) = 0`` or
 ``rowsum(dO ∘ O) = 0``; softmax: rows where ``Σ g p = 0``). A probe that fails measures the
 difference against its isolated term ``T``: when it is ``c · T`` to rounding, its message
-ends with ``[probe ID: c = C]``. Those checks run in the grader's own process (the student's
+ends with ``[probe ID: c = C]`` (one tag per term when a probe fits several). Those checks run in the grader's own process (the student's
 code only computes, in its worker), so the tags are the grader's.
 
 :func:`diagnose` names the catalogued mistake of :data:`SIGNATURES` whose probes and
@@ -27,9 +27,16 @@ TAG = re.compile(r"\[probe (\S+): c = (-?[0-9.eE+-]+)\]")
 
 # mistake name (as in mutants.json) -> (task, {probe: the coefficient c its probe measures})
 SIGNATURES = {
+    "div backward forgets the factor a in d/db": ("1.2", {"1.2/div": -2 / 3}),
+    "tanh backward uses 1 - y instead of 1 - y²": ("1.2", {"1.2/tanh": -1 / 3}),
     "mean backward does not divide by the count": ("1.4", {"1.4/count": 4.0}),
+    "max backward gives every tie the whole gradient": ("1.4", {"1.4/ties": 1.0}),
+    "var backward divides by n - correction + 1": ("1.4", {"1.4/var": -0.2}),
+    "matmul backward: dB = A dC, A not transposed": ("1.5", {"1.5/transpose": -2.0}),
     "softmax backward without the row term": ("2.1", {"2.1/row": -1.0}),
     "log_softmax backward passes the upstream gradient through": ("2.2", {"2.2/row": -1.0}),
+    "cross_entropy mean gradient divided by every row, ignored ones too": ("2.3", {"2.3/mean/count": -0.4}),
+    "cross_entropy gives ignored rows a gradient": ("2.3", {"2.3/mean/ignored": 1.0, "2.3/sum/ignored": 1.0}),
     "layer_norm backward without the mean(dx̂) term": ("3.1", {"3.1/mean": -1.0}),
     "layer_norm backward without the x̂ mean(dx̂ x̂) term": ("3.1", {"3.1/xhat": -1.0}),
     "rms_norm backward without the x̂ term": ("3.2", {"3.2/xhat": -1.0}),
@@ -37,7 +44,13 @@ SIGNATURES = {
     "attention backward: dK without the scale": ("4.2", {"4.2/scale": 3.0}),
     "attention backward: D = rowsum(dO) instead of rowsum(dO ∘ O)": ("4.2", {"4.2/D": -1.0, "4.2/rowsum": 1.0}),
     "flash backward without the row term D": ("5.2", {"5.2/D": -1.0}),
+    "silu backward with σ (1 - σ) only: no product rule": ("6.1", {"6.1/at0": -0.5}),
 }
+# wrong terms of a backward formula in mutants.json that no probe isolates yet: they get no diagnosis
+NOT_PROBED = (
+    "attention backward: dV from the weights before dropout",
+    "flash backward: dV from the weights before dropout",
+)
 TOLERANCE = 0.01   # of a coefficient, relative to max(1, |c|)
 
 
@@ -51,10 +64,10 @@ def observed(checks):
     for check in probes:
         if check.passed:
             continue
-        tag = TAG.search(check.message or "")
-        if tag is None:
+        tags = TAG.findall(check.message or "")
+        if not tags:
             return None
-        found[tag.group(1)] = float(tag.group(2))
+        found.update((probe, float(c)) for probe, c in tags)
     return found
 
 

@@ -178,8 +178,8 @@ def accuracy_table(table, markdown):
                  "(`tests/instructor/test_probes.py`, `minitorch_attn/homework/probes.py`) named. A mistake that is "
                  "not a wrong term of a backward formula must get none.", "",
                  "| task | planted mistake | must get | got | |", "|---|---|---|---|---|"]
-        lines += [f"| {t} | {n} | {w or 'none'} | {g or 'none'} | {'ok' if w == g else 'WRONG'} |"
-                  for _, n, t, w, g in mutant_rows]
+        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in probes.NOT_PROBED else 'none')} "
+                  f"| {g or 'none'} | {'ok' if w == g else 'WRONG'} |" for _, n, t, w, g in mutant_rows]
         lines += ["", "| assignment | correct code or stubs | tasks graded | diagnoses given (must be 0) |",
                   "|---|---|---|---|"]
         lines += [f"| {n} | {k} | {c[0]} | {c[1]} |" for (n, k), c in sorted(clean.items())]

@@ -27,6 +27,12 @@ Probes (``T`` in the formula's own sign):
   ≠ 0``; ``T`` the part of dQ from ``D``: ``-scale · (P ∘ D) K``. ``4.2/rowsum``: ``D = 0`` and
   ``rowsum(dO) ≠ 0``; ``T = -scale · (P ∘ rowsum(dO)) K``, not in the formula (its coefficient
   should be 0). ``4.2/scale``: ``scale = 0.25``, ``D = rowsum(dO) = 0``; ``T`` is dK itself.
+* ``1.2/exp``, ``1.2/tanh``, ``1.2/div``, ``1.4/var``, ``1.4/ties``, ``6.1/at0``: a designed point
+  where the derivative is a known number (exp at log 2, tanh at atanh(1/2), d(a/b)/db at a = 3,
+  tied maxima, silu at 0); ``T`` the gradient itself, so ``c`` is the factor by which it is off.
+* ``1.5/transpose``: a square ``A = S + K``; ``T = -K dC``, the part of ``dB`` only ``Aᵀ`` gives.
+* ``2.3/mean``, ``2.3/sum``: two of five rows ignored; two terms, ``count`` (the gradient) and
+  ``ignored`` (the softmax of the ignored rows).
 """
 
 import numpy as np
@@ -44,10 +50,12 @@ EXPLAINED = 1e-6   # the part of a difference a multiple of the isolated term le
 
 def probe(probe_id, ours, expected, term, what):
     """Assert the student's ``ours`` equals ``expected``; else fail, tagged with the
-    coefficient ``c`` when ``ours - expected = c · term`` to rounding."""
+    coefficient ``c`` when ``ours - expected = c · term`` to rounding. ``term`` may be a dict
+    ``{name: array}`` of several terms: the difference is then fitted by least squares on
+    them, and each term of coefficient ``|c| > 1e-3`` gets the tag ``[probe ID/name: c = C]``."""
     if ours is None:
         raise AssertionError(f"probe {probe_id}, {what}: no gradient (None)")
-    got, expected, term = host(ours), np.asarray(expected, dtype=np.float64), np.asarray(term, dtype=np.float64)
+    got, expected = host(ours), np.asarray(expected, dtype=np.float64)
     if got.shape != expected.shape:
         raise AssertionError(f"probe {probe_id}, {what}: shape {got.shape}, expected {expected.shape}")
     error = got - expected
@@ -57,12 +65,15 @@ def probe(probe_id, ours, expected, term, what):
     worst = np.unravel_index(int(np.argmax(np.where(np.isfinite(error), np.abs(error), np.inf))), error.shape)
     message = (f"probe {probe_id}, {what}: worst at {tuple(int(i) for i in worst)}: yours {got[worst]:.10g}, "
                f"expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
-    norm = float(np.sum(term * term))
-    if np.all(np.isfinite(error)) and norm > 0:
-        c = float(np.sum(error * term)) / norm
-        rest = np.sqrt(np.sum((error - c * term) ** 2))
-        if rest <= EXPLAINED * np.sqrt(np.sum(error * error)) and abs(c) > 1e-3:
-            message += f" [probe {probe_id}: c = {c:.4g}]"
+    terms = term if isinstance(term, dict) else {"": term}
+    basis = np.stack([np.broadcast_to(np.asarray(a, dtype=np.float64), error.shape).ravel() for a in terms.values()],
+                     axis=1)
+    if np.all(np.isfinite(error)) and np.linalg.matrix_rank(basis) == basis.shape[1]:
+        c = np.linalg.lstsq(basis, error.ravel(), rcond=None)[0]
+        rest = np.sqrt(np.sum((error.ravel() - basis @ c) ** 2))
+        if rest <= EXPLAINED * np.sqrt(np.sum(error * error)):
+            message += "".join(f" [probe {probe_id}{'/' + name if name else ''}: c = {value:.4g}]"
+                               for name, value in zip(terms, c) if abs(value) > 1e-3)
     raise AssertionError(message)
 
 
@@ -191,3 +202,83 @@ def test_probe_attention(student, rng, probe_id):
         probe(probe_id, tq.grad, dq, -scale * (p * D) @ k, what + "q")
     else:
         probe(probe_id, tq.grad, dq, -scale * (p * rowsum) @ k, what + "q")
+
+
+@pytest.mark.task_1_2
+@pytest.mark.parametrize("op", ["exp", "tanh", "div"])
+def test_probe_1_2(student, rng, op):
+    """At a designed point each derivative is a known number: ``exp`` at ``log 2`` is 2,
+    ``tanh`` at ``atanh(1/2)`` is ``1 - 1/4``, ``d(a/b)/db`` at ``a = 3`` is ``-3/b²``;
+    a wrong derivative is then a wrong multiple of the gradient (``T``: the gradient itself)."""
+    g = rng.standard_normal((3, 4))
+    b_values = rng.uniform(0.5, 2.0, (3, 4))
+    if op == "div":
+        a, b = our_leaf(np.full((3, 4), 3.0)), our_leaf(b_values)
+        backward_of_task(student, "1.2", a / b, [g])
+        expected = -g * 3.0 / b_values ** 2
+        probe(f"1.2/{op}", b.grad, expected, expected, "a / b at a = 3: gradient of b")
+        return
+    x0 = {"exp": np.log(2.0), "tanh": np.arctanh(0.5)}[op]
+    a = our_leaf(np.full((3, 4), x0))
+    backward_of_task(student, "1.2", a.exp() if op == "exp" else a.tanh(), [g])
+    expected = g * (2.0 if op == "exp" else 0.75)
+    probe(f"1.2/{op}", a.grad, expected, expected, f"{op} at {x0:.6g}: gradient of x")
+
+
+@pytest.mark.task_1_4
+@pytest.mark.parametrize("op", ["var", "ties"])
+def test_probe_1_4(student, rng, op):
+    """var over 5 (correction 1): ``T`` the gradient ``g · 2 (x - μ) / 4``; max over rows with
+    two tied maxima: ``T`` the gradient, ``g / 2`` at each tie."""
+    g = rng.standard_normal(3)
+    x = rng.standard_normal((3, 5))
+    if op == "ties":
+        x[:, 1] = x[:, 3] = np.abs(x).max() + 1.0
+    a = our_leaf(x)
+    backward_of_task(student, "1.4", a.var(dim=1) if op == "var" else a.max(dim=1), [g])
+    if op == "var":
+        expected = g[:, None] * 2 * (x - x.mean(1, keepdims=True)) / 4
+    else:
+        expected = g[:, None] * (x == x.max(1, keepdims=True)) / 2
+    probe(f"1.4/{op}", a.grad, expected, expected, f"{op} over dim 1 of (3, 5): gradient of x")
+
+
+@pytest.mark.task_1_5
+def test_probe_1_5_transpose(student, rng):
+    """Square ``A = S + K`` (symmetric plus antisymmetric): ``dB = Aᵀ dC = S dC - K dC``;
+    ``T = -K dC``, the part that only the transpose gives."""
+    a0 = rng.standard_normal((4, 4))
+    sym, anti = (a0 + a0.T) / 2, (a0 - a0.T) / 2
+    b0, g = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    a, b = our_leaf(sym + anti), our_leaf(b0)
+    backward_of_task(student, "1.5", a @ b, [g])
+    probe("1.5/transpose", b.grad, (sym - anti) @ g, -anti @ g, "matmul (4, 4) @ (4, 3): gradient of b")
+
+
+@pytest.mark.task_2_3
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_probe_2_3(student, rng, reduction):
+    """Five rows, two of them ignored (``ignore_index``): ``T`` = ``count``, the gradient
+    itself (its mean divides by the 3 rows that count), and ``ignored``, the softmax of
+    the ignored rows (which get no gradient; the code outside the task sets their logits to 0,
+    so their softmax is 1/C)."""
+    x = rng.standard_normal((5, 4))
+    target = np.array([1, -100, 3, -100, 0])
+    t = leaf(student, x)
+    F = student.module("minitorch_attn.functional")
+    F.cross_entropy(t, mt.tensor(target), reduction=reduction).backward(mt.tensor(0.7, dtype="float64"))
+    valid = (target != -100)[:, None]
+    total = 3.0 if reduction == "mean" else 1.0
+    expected = 0.7 * valid * (softmax(x) - np.eye(4)[np.where(target < 0, 0, target)]) / total
+    terms = {"count": expected, "ignored": 0.7 * ~valid * np.full((5, 4), 0.25) / total}   # their logits count as 0
+    probe(f"2.3/{reduction}", t.grad, expected, terms, f"cross_entropy (5, 4), 2 rows ignored, {reduction}: "
+                                                          f"gradient of the logits")
+
+
+@pytest.mark.task_6_1
+def test_probe_6_1_at_zero(student, rng):
+    """silu at 0: σ = 1/2 and the derivative ``σ (1 + x (1 - σ))`` is 1/2; ``T`` the gradient."""
+    g = rng.standard_normal((3, 4))
+    t = leaf(student, np.zeros((3, 4)))
+    student.module("minitorch_attn.functional").silu(t).backward(mt.tensor(g))
+    probe("6.1/at0", t.grad, g / 2, g / 2, "silu at 0: gradient of x")
