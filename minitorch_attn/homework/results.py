@@ -137,8 +137,8 @@ def describe(result, public_only=False):
         lines.append(f"All {len(checks)} {scope} passed.")
     elif failures:
         lines.append(f"{len(failures)} of {len(checks)} {scope} failed:")
-    if not public_only and result.pattern:
-        lines.append(f"Your failures have the pattern of {result.pattern}.")
+    if not public_only and result.diagnosis:
+        lines.append(f"The probes of this task name the mistake: {result.diagnosis}.")
     groups = {}
     for check in failures:
         skipped = " (skipped, which counts as failed)" if check.outcome == "skipped" else ""
