@@ -130,8 +130,9 @@ def check_config(config):
         raise ValueError(f"Llama with hidden_act={config['hidden_act']!r} is not supported (only 'silu')")
     if config.get("mlp_bias"):
         raise ValueError("Llama with mlp_bias=true is not supported (our SwiGLU has no biases)")
-    width, heads = config["hidden_size"], config["num_attention_heads"]
-    if config.get("head_dim") not in (None, width // heads):
+    width, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if isinstance(width, int) and isinstance(heads, int) and heads > 0 and config.get("head_dim") not in (
+            None, width // heads):
         raise ValueError(f"head_dim={config['head_dim']} other than hidden_size / num_attention_heads "
                          f"= {width // heads} is not supported")
 
