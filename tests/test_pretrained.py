@@ -282,3 +282,23 @@ def test_sample_from_a_pretrained_folder_with_its_tokenizer(tmp_path, rng, capsy
     assert printed.startswith("The ") and len(printed) == len("The ") + 12 + 1
     assert cli.main(["sample", "--pretrained", str(tmp_path / "nowhere")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_pretrained_demo_reads_a_folder(tmp_path, capsys):
+    """demos/16_pretrained.py with --pretrained: a GPT-2 folder (random weights, our
+    character tokenizer) through from_pretrained, the folder's tokenizer and the fine-tuning."""
+    from pathlib import Path
+
+    from minitorch_attn import demos_cli
+
+    vocab = data.CharVocab.from_text(data.load_corpus())
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**dict(GPT2, vocab_size=len(vocab), n_positions=64)))
+    model.save_pretrained(tmp_path / "gpt2")
+    (tmp_path / "gpt2" / "tokenizer.json").write_text(hf_export.tokenizer_json(vocab))
+    demos = Path(__file__).resolve().parents[1] / "demos"
+    path = demos_cli.find_demo("pretrained", demos_cli.available_demos(demos))
+    assert demos_cli.run_demo(path, ["--quick", "--pretrained", str(tmp_path / "gpt2"), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "GPT.from_pretrained(" in printed and '"it" is token 42, "trophy" [4, 5, 6, 7, 8, 9]' in printed
+    assert "no evidence" not in printed and "(falls)" in printed
