@@ -233,3 +233,22 @@ def _on_the_map(path, text):
     folder = relative.parent.as_posix()
     return (f"`{relative.as_posix()}`" in text or f"`{relative.relative_to('minitorch_attn').as_posix()}`" in text
             or any(f"`{path.name}`" in row and f"`{folder}/" in row for row in text.splitlines()))
+
+
+# ---- the engine on one page -------------------------------------------------------------------------
+ENGINE = PACKAGE / "core" / "autograd.py"
+ENGINE_LINES = 400
+
+
+def test_the_engine_fits_on_one_page():
+    """The module of ``run_backward`` is the engine and nothing else: at most 400 lines, and
+    the version counting of in-place writes lives with them (``core/inplace.py``); the engine
+    only calls ``record_versions`` and ``check_versions``."""
+    text = ENGINE.read_text()
+    assert text.count("\n") <= ENGINE_LINES, f"core/autograd.py has {text.count(chr(10))} lines; the engine fits in 400"
+    defined = {node.name for node in ast.parse(text).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert "run_backward" in defined
+    assert not defined & {"record_versions", "check_versions"}, "version counting belongs in core/inplace.py"
+    inplace = {node.name for node in ast.parse((PACKAGE / "core" / "inplace.py").read_text()).body
+               if isinstance(node, ast.FunctionDef)}
+    assert {"record_versions", "check_versions"} <= inplace

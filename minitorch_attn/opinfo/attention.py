@@ -262,6 +262,17 @@ def _qkv(x):
     return (x.reshape(1, 2, 3),) * 3
 
 
+# BEGIN REFERENCE 4.2
+BACKWARD_SCALED_DOT_PRODUCT_ATTENTION = "dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+BACKWARD_ATTENTION_WEIGHTS = "dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 5.2
+BACKWARD_FLASH_ATTENTION = "per tile: P = exp(S - lse), dV += Pᵀ dO, dS = P ∘ (dO Vᵀ - D), dQ += scale dS K, dK += scale dSᵀ Q"
+# END REFERENCE
+
+
 RECORDS = register(__name__, [
     OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, ("F.scaled_dot_product_attention",),
            SDPA_SAMPLES,
@@ -271,7 +282,9 @@ RECORDS = register(__name__, [
            exponentiates=True, n_ops=64,
            differentiable_in=("query", "key", "value", "attn_mask"),
            one_input=OneInput(lambda x: F.scaled_dot_product_attention(*_qkv(x)), lambda torch,
-                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError"),
+           forward="O = P V, P = softmax(scale Q Kᵀ + mask)",
+           backward=BACKWARD_SCALED_DOT_PRODUCT_ATTENTION),
     OpInfo("attention_weights", F.attention_weights, ("F.attention_weights",),
            (Sample("attention_weights (GQA, causal)", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 1, 3, 4)],
                    kwargs=dict(is_causal=True, enable_gqa=True)),
@@ -288,7 +301,9 @@ RECORDS = register(__name__, [
            differentiable_in=("query", "key", "attn_mask"),
            one_input=OneInput(lambda x: F.attention_weights(*_qkv(x)[:2]), lambda torch,
                               x: torch.softmax(_qkv(x)[0] @ _qkv(x)[1].transpose(-1, -2) / 3 ** 0.5, -1),
-                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS)),
+                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS),
+           forward="P = softmax(scale Q Kᵀ + mask)",
+           backward=BACKWARD_ATTENTION_WEIGHTS),
     OpInfo("flash_attention", F.flash_attention, ("F.flash_attention",), FLASH_SAMPLES,
            "Dao 2023 (FlashAttention-2, arXiv:2307.08691, Algorithms 1 and 2): an online softmax over key "
            "blocks; the backward recomputes each tile's P from the saved log-sum-exp",
@@ -296,5 +311,7 @@ RECORDS = register(__name__, [
            exponentiates=True, n_ops=64,
            differentiable_in=("query", "key", "value", "attn_mask"),
            one_input=OneInput(lambda x: F.flash_attention(*_qkv(x)), lambda torch,
-                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError"),
+           forward="O = softmax(scale Q Kᵀ + mask) V, by key blocks with an online softmax",
+           backward=BACKWARD_FLASH_ATTENTION),
 ])

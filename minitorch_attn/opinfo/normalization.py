@@ -95,6 +95,16 @@ def torch_layer_norm(torch, x, normalized_shape, weight=None, bias=None, eps=1e-
     return torch.nn.functional.layer_norm(x, shape, weight, bias, eps)
 
 
+# BEGIN REFERENCE 3.1
+BACKWARD_LAYER_NORM = "ĝ = g w; dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), dw = Σ g x̂, db = Σ g"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 3.2
+BACKWARD_RMS_NORM = "ĝ = g w; dx = rstd (ĝ - x̂ mean(ĝ x̂)), dw = Σ g x̂"
+# END REFERENCE
+
+
 RECORDS = register(__name__, [
     OpInfo("layer_norm", F.layer_norm, ("F.layer_norm",),
            (Sample("layer_norm (weight, bias)", lambda d: [d.randn(3, 6), (6,), d.randn(6), d.randn(6)]),
@@ -112,7 +122,9 @@ RECORDS = register(__name__, [
            ref=np_layer_norm, ref_backward=np_layer_norm_backward, torch_ref=torch_layer_norm, task="3.1", n_ops=64,
            differentiable_in=("input", "weight", "bias"), not_differentiable_in=(),
            one_input=OneInput(lambda x: F.layer_norm(x, (3,)), lambda torch,
-                              x: torch.nn.functional.layer_norm(x, (3,)), of_ints="TypeError")),
+                              x: torch.nn.functional.layer_norm(x, (3,)), of_ints="TypeError"),
+           forward="y = x̂ w + b, x̂ = (x - mean) rstd, rstd = 1/√(var + ε)",
+           backward=BACKWARD_LAYER_NORM),
     OpInfo("rms_norm", F.rms_norm, ("F.rms_norm",),
            (Sample("rms_norm (weight)", lambda d: [d.randn(3, 6), (6,), d.randn(6)]),
             Sample("rms_norm (2 dims, eps, no weight)", lambda d: [d.randn(2, 2, 3), (2, 3)], kwargs=dict(eps=1e-5)),
@@ -124,5 +136,7 @@ RECORDS = register(__name__, [
            ref=np_rms_norm, ref_backward=np_rms_norm_backward, torch_ref=torch_rms_norm, task="3.2", n_ops=64,
            differentiable_in=("input", "weight"),
            one_input=OneInput(lambda x: F.rms_norm(x, (3,)), lambda torch, x: torch.nn.functional.rms_norm(x, (3,)),
-                              of_ints="TypeError")),
+                              of_ints="TypeError"),
+           forward="y = x̂ w, x̂ = x rstd, rstd = 1/√(mean(x²) + ε)",
+           backward=BACKWARD_RMS_NORM),
 ])
