@@ -31,7 +31,8 @@ decodes it without pickles and checks its form and its number; a malformed reply
 to another request, a process that ends or does not answer before the check's deadline
 each raise :class:`StudentError` in the check that asked (the worker is then ended, and
 the next check starts a new one; after ``MAX_STOPS_IN_A_ROW`` checks in a row whose worker
-was stopped, code that hangs or crashes every time, the next checks fail at once). So the checks (``tests/instructor/``) must decide from
+was stopped, code that hangs or crashes every time, the next checks fail at once). So the
+checks (``tests/instructor/``) must decide from
 what they chose themselves: the inputs, the shapes they expect, which gradients exist, how
 many outputs; a value of the student's is only ever compared with their own reference.
 
