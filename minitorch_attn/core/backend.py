@@ -291,7 +291,7 @@ def _check_device_name(device):
     return name
 
 
-_backends = {}  # device name -> Backend, made on first use
+_backends: dict[str, Backend] = {}  # device name -> Backend, made on first use
 _initial_seed = 0  # the last manual_seed, given to backends made later
 
 

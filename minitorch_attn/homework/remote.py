@@ -259,8 +259,8 @@ class Student:
             raise StudentError("the student's process answered another request than the one asked "
                                "(its replies were written by something else than the worker)")
         if "error" in reply:
-            error, where = _text(reply.get("error")), _text(reply.get("where"), 300)
-            raise StudentError(f"your code raised {error}" + (f" (at {where})" if where else ""))
+            raised, where = _text(reply.get("error")), _text(reply.get("where"), 300)
+            raise StudentError(f"your code raised {raised}" + (f" (at {where})" if where else ""))
         try:
             return self._decode(reply.get("value"))
         except StudentError:

@@ -112,6 +112,14 @@ def np_clamp_backward(grads, x, *bounds, **kwargs):
     return [unbroadcast(g * ~(below | above), x.shape)] + bound_grads[:len(bounds)]
 
 
+def np_div(a, b, rounding_mode=None):
+    """a / b, rounded down (``"floor"``) or toward zero (``"trunc"``) if asked."""
+    quotient = np.divide(a, b)
+    if rounding_mode is None:
+        return quotient
+    return {"floor": np.floor, "trunc": np.trunc}[rounding_mode](quotient)
+
+
 # one record a block, aligned by hand: the catalogue reads as a table
 # fmt: off
 RECORDS = register(__name__, [
@@ -236,8 +244,7 @@ RECORDS = register(__name__, [
             Sample("div (trunc, 0-d)", lambda d: [d.randn(scale=5.0), 2.0], kwargs=dict(rounding_mode="trunc"),
                    edges=SCALAR)),
            "true division as a / b; rounded ('trunc', 'floor') a step function: gradients 0, as PyTorch",
-           ref=lambda a, b, rounding_mode=None: {None: np.divide, "floor": lambda x, y: np.floor(x / y),
-                                                 "trunc": lambda x, y: np.trunc(x / y)}[rounding_mode](a, b),
+           ref=np_div,
            ref_backward=np_div_backward,
            torch_ref=lambda torch, a, b, rounding_mode=None: torch.div(a, b, rounding_mode=rounding_mode),
            task=None, differentiable_in=("input", "other"),

@@ -179,7 +179,7 @@ def flash_sample(name, make, edges=frozenset(), gradcheck=None, **options):
 
 
 # (name, make, options): the empty cases, each run densely and blockwise
-EMPTY_CASES = (
+EMPTY_CASES: tuple = (
     ("no keys", lambda d: [d.randn(1, 1), d.randn(0, 1), d.randn(0, 1)], {}),     # PyTorch: [[0.]]
     ("no keys, heads", lambda d: [d.randn(2, 3, 4, 5), d.randn(2, 3, 0, 5), d.randn(2, 3, 0, 6)], {}),
     ("no keys, causal bottom-right", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 2, 0, 4), d.randn(1, 2, 0, 4)],
