@@ -30,7 +30,8 @@ def hang_up(signum, frame):
     signal.default_int_handler(signum, frame)
 
 
-hang_up.raises_keyboard_interrupt = True   # the thread pool's caller asks (speed.raises_keyboard_interrupt)
+# the thread pool's caller asks (speed.raises_keyboard_interrupt)
+hang_up.raises_keyboard_interrupt = True  # type: ignore[attr-defined]
 
 
 def _leave_the_terminal():
@@ -44,7 +45,7 @@ def _leave_the_terminal():
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
 
-_terminal_fds = []
+_terminal_fds: list[int] = []
 """The file descriptors of standard output and error that are a terminal (set by :func:`stop_as_ctrl_c`)."""
 
 

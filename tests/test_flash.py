@@ -436,8 +436,10 @@ def test_dropout_mask_does_not_depend_on_the_tiling(device):
     results = []
     for blocks in ((1, 1), (2, 3), (4, 8), (64, 64)):
         mt.manual_seed(3)
-        results.append(_run(lambda q, k, v, m: flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0],
-                                                               block_size_k=blocks[1]), arrays, device))
+        def tiled(q, k, v, m, blocks=blocks):
+            return flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0], block_size_k=blocks[1])
+
+        results.append(_run(tiled, arrays, device))
     for other in results[1:]:
         _assert_close(other[0] + other[1], results[0][0] + results[0][1], names=_names(other))
 

@@ -143,7 +143,7 @@ def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, name
 def test_softmax_and_log_softmax_match_torch(rng, torch):
     x = rng.standard_normal((4, 6)) * 4
     for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
-        _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])
+        _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])  # noqa: B023
 
 
 @pytest.mark.task_2_1
@@ -216,8 +216,8 @@ def test_a_nan_or_plus_inf_entry_makes_its_whole_row_nan_as_in_torch(rng, device
 def test_softmax_family_with_nan_and_inf_matches_torch(torch):
     rows = np.array([[1.0, np.nan, 0.0], [0.0, np.inf, 1.0], [-np.inf, 0.0, 2.0], [1e308, -1e308, 0.0]])
     for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
-        out, grads = _run(lambda t: ours(t, dim=1), [rows], "cpu")
-        ref_out, ref_grads = _torch_run(torch, lambda t: theirs(t, dim=1), [rows])
+        out, grads = _run(lambda t: ours(t, dim=1), [rows], "cpu")  # noqa: B023 (run in this iteration)
+        ref_out, ref_grads = _torch_run(torch, lambda t: theirs(t, dim=1), [rows])  # noqa: B023
         np.testing.assert_array_equal(np.isnan(out), np.isnan(ref_out))
         np.testing.assert_array_equal(np.isnan(grads[0]), np.isnan(ref_grads[0]))
         np.testing.assert_allclose(out, ref_out, rtol=0, atol=float64_tolerance(1.0, 8, "float64"))

@@ -157,9 +157,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     N_k, E_v)`` -> ``(..., H_q, N_q, E_v)``; the batch dims (all but the last two, or
     three with GQA) broadcast between the three, as PyTorch's (query ``(4, 3, 8)`` with
     key and value ``(4, 4, 6, 8)``: output ``(4, 4, 3, 8)``; see
-    :func:`~._attention_common.broadcast_batch`); without GQA the heads dim is optional. Any size may be 0: with no keys (``N_k = 0``)
-    the output is 0, as PyTorch's. float32 or float64, output of the same dtype. (PyTorch's
-    docs call the lengths L and S.)
+    :func:`~._attention_common.broadcast_batch`); without GQA the heads dim is optional.
+    Any size may be 0: with no keys (``N_k = 0``) the output is 0, as PyTorch's. float32 or
+    float64, output of the same dtype. (PyTorch's docs call the lengths L and S.)
 
     Args:
         attn_mask: bool (True = takes part) or a float additive bias, broadcastable to

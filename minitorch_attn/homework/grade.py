@@ -39,7 +39,8 @@ hang costs its own task and the grading always ends in time. A task's public tes
 same for the same code, so a :class:`Grader` remembers it (the selftest grades many
 submissions that share most of their code).
 
-A missing library the tests need is a :class:`~minitorch_attn.homework.instructor.GraderError` (no score), never a 0. In a
+A missing library the tests need is a :class:`~minitorch_attn.homework.instructor.GraderError`
+(no score), never a 0. In a
 student's own tree (``homework grade .`` there: no held-back tests, and their code where the
 reference would be) only the public tests run.
 """

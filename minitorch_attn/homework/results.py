@@ -21,7 +21,8 @@ Each task gives two entries:
 The file is written atomically (a temporary file renamed over it), so a reader never
 sees half of one, after each task (so that a grading stopped from outside keeps what was
 earned), and it is removed before grading starts, so a grading that stops with a
-:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place. Every output is capped, and the
+:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place.
+Every output is capped, and the
 whole near ``MAX_RESULTS_CHARS``.
 """
 

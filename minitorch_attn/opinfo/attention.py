@@ -181,7 +181,7 @@ def flash_sample(name, make, edges=frozenset(), gradcheck=None, **options):
 
 
 # (name, make, options): the empty cases, each run densely and blockwise
-EMPTY_CASES = (
+EMPTY_CASES: tuple = (
     ("no keys", lambda d: [d.randn(1, 1), d.randn(0, 1), d.randn(0, 1)], {}),     # PyTorch: [[0.]]
     ("no keys, heads", lambda d: [d.randn(2, 3, 4, 5), d.randn(2, 3, 0, 5), d.randn(2, 3, 0, 6)], {}),
     ("no keys, causal bottom-right", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 2, 0, 4), d.randn(1, 2, 0, 4)],
@@ -273,6 +273,8 @@ BACKWARD_FLASH_ATTENTION = "per tile: P = exp(S - lse), dV += Pᵀ dO, dS = P �
 # END REFERENCE
 
 
+# one record a block, aligned by hand: the catalogue reads as a table
+# fmt: off
 RECORDS = register(__name__, [
     OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, ("F.scaled_dot_product_attention",),
            SDPA_SAMPLES,
@@ -315,3 +317,4 @@ RECORDS = register(__name__, [
            forward="O = softmax(scale Q Kᵀ + mask) V, by key blocks with an online softmax",
            backward=BACKWARD_FLASH_ATTENTION),
 ])
+# fmt: on
