@@ -31,7 +31,7 @@ import numpy
 
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
-from .speed import blas_threads, each_on_threads
+from .speed import blas_threads, each_on_threads, fused_kernels
 
 
 class Optimizer:
@@ -267,6 +267,10 @@ class Adam(Optimizer):
             p.data *= 1 - lr * decay                                               # 0 (AdamW): p = p (1 - lr λ)
         elif decay:
             grad = grad + decay * p.data                                           # 0 (Adam): g = g + λ p
+        kernels = fused_kernels()
+        if kernels is not None:          # speed: steps 1-4 written into m, v, p (minitorch_attn/speed/fused.py)
+            kernels.adam_steps_(xp, p.data, grad, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, t)
+            return
         m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad                # 1
         v = state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)  # 2
         sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps              # 3: sqrt(v̂) + ε
