@@ -1,6 +1,6 @@
 """``minitorch-attn homework``: make a student tree, grade one, check the grading, release it.
 
-    minitorch-attn homework make --out DIR --assignment N
+    minitorch-attn homework make --out DIR --assignment N [--hide-derivations]
     minitorch-attn homework grade PATH --assignment N [--results FILE] [--budget S] [--memory MB]
     minitorch-attn homework selftest [--assignment N] [--accuracy FILE]
     minitorch-attn homework autograder --assignment N --out FILE.zip
@@ -36,6 +36,9 @@ def add_homework(subparsers):
     make_parser = actions.add_parser("make", help="write the student tree of one assignment")
     make_parser.add_argument("--out", required=True, type=folder, help="a new (or empty) folder for the student tree")
     make_parser.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
+    make_parser.add_argument("--hide-derivations", action="store_true",
+                             help="derive mode: the docstrings keep the forward, the shapes and what the backward "
+                                  "returns, not the backward's formulas; derivations/task_<id>.md sheets to hand in")
     make_parser.set_defaults(run=_make)
 
     grade_parser = actions.add_parser(
@@ -80,8 +83,9 @@ def add_homework(subparsers):
 
 
 def _make(args):
-    tasks = make(args.out, args.assignment)  # bad input raises ValueError: main() reports it
-    print(f"wrote assignment {args.assignment} to {args.out}: tasks {', '.join(tasks)} are stubbed")
+    tasks = make(args.out, args.assignment, hide_derivations=args.hide_derivations)  # ValueError: main() reports it
+    mode = "derive mode: derivations to write in derivations/" if args.hide_derivations else "guided mode"
+    print(f"wrote assignment {args.assignment} to {args.out} ({mode}): tasks {', '.join(tasks)} are stubbed")
     return 0
 
 

@@ -128,7 +128,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
                     verdict = _verdict(name, own, [result], kind)
                     cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
                              else "· " for t in tasks]
-                    table.append((number, name, own, None if kind == ALONE else probes.expected(name),
+                    table.append((number, name, own, None if kind == ALONE else probes.expected(grader.signatures, name),
                                   result.diagnosis))
                 ok &= verdict.startswith("ok")
                 public_only += "by public checks only" in verdict
@@ -141,13 +141,13 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
             print(f"({time.monotonic() - start:.0f} s; = marks a result reused: the same code was graded "
                   f"before; · a task not graded for that mutant)", file=file)
     wrong = [row for row in table if row[3] != row[4]]
-    print("\n" + accuracy_table(table, markdown=False), file=file)
+    print("\n" + accuracy_table(table, markdown=False, not_probed=grader.not_probed), file=file)
     if wrong:
         ok = False
         for number, name, task, want, got in wrong:
             print(f"FAIL: {name} (task {task}) was diagnosed as {got or 'none'}, expected {want or 'none'}", file=file)
     if accuracy:
-        write_atomically(accuracy, accuracy_table(table, markdown=True).encode())
+        write_atomically(accuracy, accuracy_table(table, markdown=True, not_probed=grader.not_probed).encode())
         print(f"wrote {accuracy}", file=file)
     if public_only:
         print(f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
@@ -156,10 +156,11 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
     return ok
 
 
-def accuracy_table(table, markdown):
+def accuracy_table(table, markdown, not_probed=()):
     """The accuracy of the probes' diagnoses: one row per mutant (the diagnosis it must get,
     the one it got), then per assignment the number of diagnoses given to correct code and
-    to stubs (must be 0). ``table``: rows ``(assignment, case, task, expected, got)``."""
+    to stubs (must be 0). ``table``: rows ``(assignment, case, task, expected, got)``;
+    ``not_probed``: the wrong backward terms that no probe isolates yet."""
     mutant_rows = [r for r in table if r[1] not in ("reference", "stubs (as handed out)") and
                    not r[1].startswith("only ")]
     clean = {}
@@ -178,7 +179,7 @@ def accuracy_table(table, markdown):
                  "(`tests/instructor/test_probes.py`, `minitorch_attn/homework/probes.py`) named. A mistake that is "
                  "not a wrong term of a backward formula must get none.", "",
                  "| task | planted mistake | must get | got | |", "|---|---|---|---|---|"]
-        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in probes.NOT_PROBED else 'none')} "
+        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in not_probed else 'none')} "
                   f"| {g or 'none'} | {'ok' if w == g else 'WRONG'} |" for _, n, t, w, g in mutant_rows]
         lines += ["", "| assignment | correct code or stubs | tasks graded | diagnoses given (must be 0) |",
                   "|---|---|---|---|"]
