@@ -207,6 +207,11 @@ def test_derive_mode_hides_the_derivations_of_the_tasks_handed_out(tmp_path):
         derive.show(".. derivation 9.9 begin\n")
     submission = Submission.from_path(derived, TREE)
     assert not submission.ungraded(TREE, 3)
+    tasks = markers.assignment_by_number(MANIFEST, 3)["tasks"]   # what the autograder of the derive mode says
+    (derived / "derivations" / "task_3_1.md").write_text(derive.sheet(tasks[0], []) + "$$dx = ?$$\n")
+    (derived / "derivations" / "task_3_2.md").unlink()
+    notes = derive.sheet_notes(derived, tasks)
+    assert "handed in, 1 line(s) written" in notes["3.1"] and "not handed in" in notes["3.2"]
 
 
 # ---- reading a submission and splicing it --------------------------------------------------------

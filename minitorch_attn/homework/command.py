@@ -76,6 +76,9 @@ def add_homework(subparsers):
     zip_parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
                             help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB}); "
                                  f"each process of student code may use it less {GRADER_MEMORY_MB}")
+    zip_parser.add_argument("--hide-derivations", action="store_true",
+                            help="a release for a tree made with make --hide-derivations: the feedback also says "
+                                 "whether each task's derivation sheet was handed in")
     zip_parser.set_defaults(run=_autograder)
 
     check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
@@ -116,7 +119,8 @@ def _selftest(args):
 def _autograder(args):
     print("resolving the grader's libraries with pip (setup.cfg's install_requires and test extra), for setup.sh ...",
           flush=True)
-    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory)
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory,
+                             hide_derivations=args.hide_derivations)
     print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
           f"with a Gradescope timeout of {args.budget:g} s")
     return 0

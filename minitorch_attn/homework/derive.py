@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import zipfile
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*(?:#\s*)?)\.\. derivation (?P<task>\S+) begin\s*$")
 END = re.compile(r"^[ \t]*(?:#\s*)?\.\. derivation end\s*$")
@@ -121,3 +122,42 @@ def leaks(root, fingerprints):
         for number, line in enumerate(text.splitlines(), 1):
             found += [(path.relative_to(root).as_posix(), number, f) for f in fingerprints if f in line]
     return found
+
+
+MODE_FILE = "minitorch_attn/homework/derive_mode.txt"   # in an autograder zip of the derive mode
+
+
+def sheet_name(task_id):
+    """``task_3_1.md``: the file name of a task's derivation sheet."""
+    return f"task_{task_id.replace('.', '_')}.md"
+
+
+def sheet_notes(submission_path, tasks):
+    """``{task id: a sentence}`` saying whether the derivation sheet of each manifest task in
+    ``tasks`` was handed in (found anywhere in the submitted folder or zip) and written beyond
+    the blank sheet; the teacher grades the sheets."""
+    path = pathlib.Path(submission_path)
+    found = {}
+    if path.is_dir():
+        for file in path.rglob("task_*.md"):
+            if file.is_file() and not file.is_symlink():
+                found.setdefault(file.name, file.read_text(errors="replace"))
+    elif zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                name = pathlib.PurePosixPath(info.filename).name
+                if name.startswith("task_") and name.endswith(".md") and info.file_size < 2 ** 20:
+                    found.setdefault(name, archive.read(info).decode(errors="replace"))
+    notes = {}
+    for task in tasks:
+        text = found.get(sheet_name(task["id"]))
+        if text is None:
+            notes[task["id"]] = (f"Derivation sheet derivations/{sheet_name(task['id'])}: not handed in "
+                                 f"(your teacher grades the derivations).")
+        else:
+            blank = {line.strip() for line in sheet(task, []).splitlines()}
+            written = [line for line in text.splitlines() if line.strip() and line.strip() not in blank
+                       and not line.startswith("Where the code goes")]
+            notes[task["id"]] = (f"Derivation sheet derivations/{sheet_name(task['id'])}: handed in, "
+                                 f"{len(written)} line(s) written (your teacher grades the derivations).")
+    return notes

@@ -11,7 +11,8 @@ For assignment N:
   (its REFERENCE regions, :func:`.markers.hold_back`) are held back too;
 * the test files that belong to later assignments are left out, as are the
   instructor-only files the manifest lists;
-* a student README names the tasks in order, where each one is, and how to test it;
+* a student README names the tasks in order, where each one is, and how to test it, and
+  ``STUDENT.md`` (the teaching docs' student page) how to work and grade;
 * the derivations in docstrings (:mod:`.derive`) are shown (the guided mode, the default), or,
   with ``hide_derivations``, those of the tasks handed out are replaced by a request to derive
   them, and ``derivations/task_<id>.md`` sheets are written for the student to hand in; the
@@ -34,6 +35,7 @@ from .instructor import COPIED as GRADED
 from .instructor import HANDOUT
 from .markers import assignment_by_number
 
+STUDENT_PAGE = "docs/teaching/student.md"
 COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "benchmarks", "setup.cfg", "pyproject.toml", ".gitignore")
 
 
@@ -84,6 +86,11 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
         regions = markers.all_regions(project_root / "minitorch_attn")
         readme = student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_derivations)
         (building / "README.md").write_text(readme)
+        student_page = project_root / STUDENT_PAGE   # how to work, test and grade: in the tree itself
+        if student_page.is_file():
+            text = student_page.read_text()
+            text = derive.hide(text, stub_tasks) if hide_derivations else derive.show(text)
+            (building / "STUDENT.md").write_text(text)
         if hide_derivations:
             _write_sheets(building, chosen, regions, project_root)
             fingerprints = [f for task in stub_tasks for f in derive.fingerprints(project_root).get(task, [])]
@@ -209,5 +216,7 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_der
               "on tricky graphs, on inputs drawn anew for each submission). To see",
               "the table your instructor will see, minus the held-back tests:", "",
               "```bash", f"minitorch-attn homework grade . --assignment {chosen['number']}", "```", "",
-              "Hand in this folder (or a zip of it, or just the files you edited).", ""]
+              "Hand in this folder (or a zip of it, or just the files you edited"
+              + (", with `derivations/`)." if hide_derivations else ")."), "",
+              "How to work, test and grade: `STUDENT.md`.", ""]
     return "\n".join(lines)

@@ -128,8 +128,8 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
                     verdict = _verdict(name, own, [result], kind)
                     cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
                              else "· " for t in tasks]
-                    table.append((number, name, own, None if kind == ALONE else probes.expected(grader.signatures, name),
-                                  result.diagnosis))
+                    must = None if kind == ALONE else probes.expected(grader.signatures, name)
+                    table.append((number, name, own, must, result.diagnosis))
                 ok &= verdict.startswith("ok")
                 public_only += "by public checks only" in verdict
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
