@@ -65,6 +65,8 @@ def add_homework(subparsers):
     self_parser.add_argument("--accuracy", default=None, metavar="FILE",
                              help="also write the accuracy table of the probes' diagnoses (each catalogued mistake, "
                                   "the diagnosis it got) to FILE as Markdown, e.g. docs/teaching/accuracy.md")
+    self_parser.add_argument("--hide-derivations", action="store_true",
+                             help="also grade the reference typed into a derive-mode student tree of each assignment")
     self_parser.set_defaults(run=_selftest)
 
     zip_parser = actions.add_parser("autograder", help="write the Gradescope autograder zip of one assignment")
@@ -113,7 +115,8 @@ def _grade(args):
 def _selftest(args):
     tree = InstructorTree()
     numbers = [args.assignment] if args.assignment else [a["number"] for a in tree.manifest["assignments"]]
-    return 0 if selftest(tree, numbers, timeout=args.timeout, accuracy=args.accuracy) else 1
+    return 0 if selftest(tree, numbers, timeout=args.timeout, accuracy=args.accuracy,
+                         hide_derivations=args.hide_derivations) else 1
 
 
 def _autograder(args):
