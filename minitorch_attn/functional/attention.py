@@ -95,6 +95,13 @@ class ScaledDotProductAttention(Function):
         4. P_d = P ∘ M,  M = Z / (1-p): Z the 0/1 keep-mask, p the dropout probability
         5. O  = P_d V                                            (..., N_q, E_v)
 
+    Backward: ``(dQ, dK, dV, dbias)``, the gradients of the loss with respect to each input
+    (each of its input's shape in the GQA layout; None for one that needs none), from the
+    upstream gradient ``dO`` and what the forward saves (Q, K, V, P, the dropout scale, O).
+
+    .. derivation 4.2 begin
+    .. hint 4.2: walk the passes in reverse; pass 3 is the softmax of task 2.1, row by row.
+    .. hint 4.2: the softmax's row term can be computed from O and dO alone: show why.
     Backward, walking the passes in reverse::
 
         5. dV = P_dᵀ dO,   dP_d = dO Vᵀ               (the matmul rule of C = A B)
@@ -123,6 +130,7 @@ class ScaledDotProductAttention(Function):
     ``dP = dP_d ∘ M`` carry the same ``M``, so ``dP ∘ P = dP_d ∘ M ∘ P = dP_d ∘ P_d`` entry by
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
     (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
+    .. derivation end
     """
 
     row_wise = RowWise(inputs=3, when=_entries_apart)   # each entry of a batch on its own (minitorch_attn.speed)
