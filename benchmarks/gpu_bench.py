@@ -109,7 +109,7 @@ class PeakMemory:
 # ---- attention ----------------------------------------------------------------------------------------
 def attention(args):
     rng = numpy.random.default_rng(0)
-    rows, results = [], []
+    results = []
     for n in args.seq:
         shape = (args.batch, args.heads, n, args.dim)
         arrays = [rng.standard_normal(shape).astype(numpy.float32) for _ in range(4)]

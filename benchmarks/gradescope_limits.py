@@ -217,7 +217,8 @@ def report(rows, args):
         ok = got == list(expected.values())
         wrong += not ok
         peak_text = f"{peak:.0f}" if peak is not None else "-"
-        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} {wall:>7.0f} {peak_text:>8}  "
+        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} "
+              f"{wall:>7.0f} {peak_text:>8}  "
               + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})"))
         if not ok:
             print("    " + output.replace("\n", "\n    ")[:2000])

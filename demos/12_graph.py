@@ -94,7 +94,8 @@ def main(argv=None):
 
     if not primitives.endswith(".svg"):
         print(f"Graphviz's dot program is not installed: wrote .dot files into {out}; render one with "
-              f"dot -Tsvg FILE.dot -o FILE.svg (apt-get install graphviz, brew install graphviz or conda install graphviz)")
+              "dot -Tsvg FILE.dot -o FILE.svg "
+              "(apt-get install graphviz, brew install graphviz or conda install graphviz)")
         return 0
     plt = pyplot()  # 1 beside 2 in one picture
     images = []

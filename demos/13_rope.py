@@ -58,7 +58,7 @@ def draw(results, baseline, out):
     """Both validation curves: the periodic estimates as lines, the final full-split value as a star."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, (metrics, history)), colour in zip(results.items(), ("tab:blue", "tab:orange")):
+    for (name, (_metrics, history)), colour in zip(results.items(), ("tab:blue", "tab:orange")):
         steps, bpc = history["val_step"], history["val_bpc"]
         ax.plot(steps[:-1], bpc[:-1], "o-", color=colour, markersize=3, label=f"{name} positions (estimates)")
         ax.plot(steps[-1:], bpc[-1:], "*", color=colour, markersize=12,

@@ -1,4 +1,5 @@
-"""What the demos share: flags (on the command line and in notebooks), readable pictures, random inputs, the tutorial's LayerNorm.
+"""What the demos share: flags (on the command line and in notebooks), readable pictures,
+random inputs, the tutorial's LayerNorm.
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME")``. The flags are::
 

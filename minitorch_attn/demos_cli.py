@@ -59,6 +59,7 @@ DEMO_SECTIONS = {
     "graph": (9,),        # the autograd graph of section 9's LayerNorm
     "modern_block": (11,),  # section 11's RMSNorm in the LLaMA-style block around it
     "hooks": (4, 12),     # the gradients of section 4's attention and section 12's stack, watched by hooks
+    "pretrained": (1, 15),  # section 1's sentence read by the heads of a pretrained GPT-2, as section 15 reads heatmaps
 }
 
 # The kernel a written notebook asks for: the Python that Jupyter runs it with.

@@ -25,7 +25,9 @@ from .sampling import load_model
 
 def torch_config(model):
     """The arguments of ``torch_gpt.GPT`` that rebuild ``model`` (a :class:`~minitorch_attn.nn.GPT`)."""
-    config = {k: v for k, v in model.config.items() if k != "attn_impl"}
+    if model.config.get("bias"):
+        raise ValueError("torch_gpt.GPT has no biases on attention: export this model with --format transformers")
+    config = {k: v for k, v in model.config.items() if k not in ("attn_impl", "bias")}
     config["norm_eps"] = model.norm.eps
     return config
 

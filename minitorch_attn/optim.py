@@ -196,9 +196,15 @@ def _check_hyperparameters(lr, weight_decay, **others):
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, as ``torch.optim.SGD``.
 
-    ``g = grad + weight_decay * p``;  with momentum ``b = momentum * b + (1 - dampening) g``
-    (``b = g`` on the first step) and ``g = b`` (or ``g + momentum * b`` when
-    ``nesterov``);  ``p -= lr * g``.
+    With ``g`` the gradient, ``λ`` the weight decay and ``μ`` the momentum, each step::
+
+        1. g = g + λ p
+        2. b = μ b + (1 - dampening) g      (with momentum; b = g on the first step)
+        3. g = g + μ b if nesterov, else b   (with momentum)
+        4. p = p - lr g
+
+    ``p`` is written in place: the model's layers (and the replicas of
+    :class:`~minitorch_attn.nn.SplitBatch`) hold that very array.
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
@@ -209,23 +215,34 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov))
 
     def _update(self, p, grad, state, group):
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p.data
         momentum = group["momentum"]
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * p.data                           # 1
+        if momentum and "momentum_buffer" not in state:
+            state["momentum_buffer"] = grad + 0                                    # 2: b = g (a copy)
+        elif momentum:
+            state["momentum_buffer"] = momentum * state["momentum_buffer"] + (1 - group["dampening"]) * grad   # 2
         if momentum:
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = grad + 0  # a copy: grad may be the gradient itself
-            else:
-                buf = state["momentum_buffer"]
-                buf *= momentum
-                buf += (1 - group["dampening"]) * grad
             buf = state["momentum_buffer"]
-            grad = grad + momentum * buf if group["nesterov"] else buf
-        p.data -= group["lr"] * grad
+            grad = grad + momentum * buf if group["nesterov"] else buf             # 3
+        p.data -= group["lr"] * grad                                               # 4
 
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba, arXiv:1412.6980, Algorithm 1), as ``torch.optim.Adam``.
+
+    With ``g`` the gradient, ``t`` the step (from 1) and ``λ`` the weight decay, each step::
+
+        0. g = g + λ p                   (AdamW instead: p = p (1 - lr λ))
+        1. m = β1 m + (1 - β1) g
+        2. v = β2 v + (1 - β2) g²
+        3. m̂ = m / (1 - β1ᵗ),  v̂ = v / (1 - β2ᵗ)
+        4. p = p - lr m̂ / (sqrt(v̂) + ε)
+
+    Steps 3 and 4 are taken in PyTorch's order, ``p - (lr / (1 - β1ᵗ)) (m / (sqrt(v) /
+    sqrt(1 - β2ᵗ) + ε))``, so that the numbers are PyTorch's. ``p`` is written in place: the
+    model's layers (and the replicas of :class:`~minitorch_attn.nn.SplitBatch`) hold that
+    very array.
 
     ``weight_decay`` adds ``λ p`` to the gradient (an L2 penalty, coupled to the adaptive
     step); prefer :class:`AdamW` for decoupled decay. Moments are kept in the parameter's
@@ -243,31 +260,17 @@ class Adam(Optimizer):
     def _update(self, p, grad, state, group):
         xp = backend_of(p.data).xp
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if decay and self.decoupled:
-            p.data *= 1 - lr * decay                 # AdamW: shrink the weights directly
-        elif decay:
-            grad = grad + decay * p.data             # Adam: L2 penalty in the gradient
+        t = state["step"]
         if "exp_avg" not in state:
-            state["exp_avg"] = xp.zeros_like(p.data)
-            state["exp_avg_sq"] = xp.zeros_like(p.data)
-        m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-        m *= beta1
-        m += (1 - beta1) * grad                      # m = β1 m + (1-β1) g
-        v *= beta2
-        g2 = grad * grad
-        g2 *= 1 - beta2
-        v += g2                                      # v = β2 v + (1-β2) g²
-        bias1 = 1 - beta1 ** t                       # m̂ = m / (1-β1ᵗ),  v̂ = v / (1-β2ᵗ)
-        bias2 = 1 - beta2 ** t
-        denom = xp.sqrt(v)
-        denom /= math.sqrt(bias2)
-        denom += eps                                 # sqrt(v̂) + ε
-        step = m / denom
-        step *= lr / bias1
-        p.data -= step                               # p -= lr m̂ / (sqrt(v̂) + ε)
-        # speed: each line writes into its own fresh temporary (*=, /=, +=) where a
-        # formula would allocate one per operation; the same operations in the same
-        # order, so the same numbers (PyTorch's order: sqrt(v) / sqrt(1-β2ᵗ) + ε)
+            state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p.data), xp.zeros_like(p.data)
+        if decay and self.decoupled:
+            p.data *= 1 - lr * decay                                               # 0 (AdamW): p = p (1 - lr λ)
+        elif decay:
+            grad = grad + decay * p.data                                           # 0 (Adam): g = g + λ p
+        m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad                # 1
+        v = state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)  # 2
+        sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps              # 3: sqrt(v̂) + ε
+        p.data -= lr / (1 - beta1 ** t) * (m / sqrt_v_hat_eps)                     # 3, 4: lr m̂ / (sqrt(v̂) + ε)
 
 
 class AdamW(Adam):

@@ -247,14 +247,17 @@ def test_gelu_and_attention_on_threads_equal_one_call(monkeypatch, rng, case):
     monkeypatch.setattr(threads, "_requested", 2)
     if case.startswith("gelu"):
         arrays = [rng.standard_normal((5, 3, 4)) * 3]
-        fn = lambda x: F.gelu(x, approximate="tanh" if "tanh" in case else "none")
+        def fn(x):
+            return F.gelu(x, approximate="tanh" if "tanh" in case else "none")
+
         out_shape = (5, 3, 4)
     else:
         heads_kv = 1 if "GQA" in case else 2
         arrays = [rng.standard_normal((5, 2, 6, 4)), rng.standard_normal((5, heads_kv, 7, 4)),
                   rng.standard_normal((5, heads_kv, 7, 3))]
-        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case,
-                                                            enable_gqa="GQA" in case)
+        def fn(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case, enable_gqa="GQA" in case)
+
         out_shape = (5, 2, 6, 3)
     upstream = rng.standard_normal(out_shape)
     _split_from(monkeypatch, 0)

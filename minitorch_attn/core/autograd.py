@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import numbers
 
-from ..speed import backward_in_rows, forward_in_rows
+from ..speed import RowWise, backward_in_rows, forward_in_rows
 from . import grad_mode
 from .backend import backend_of
 from .hooks import hold, release_held, run_output_hooks
@@ -128,7 +128,7 @@ class Function:
     """
 
     is_view = False
-    row_wise = None
+    row_wise: RowWise | None = None
 
     @staticmethod
     def forward(ctx, *args, **options):

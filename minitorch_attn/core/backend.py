@@ -269,7 +269,8 @@ class StrictBackend(Backend):
             import array_api_strict as xp
         except ImportError as exc:
             raise DeviceUnavailableError(
-                f"device 'strict' needs array-api-strict, which is not installed. Install it with: {STRICT_INSTALL_HINT}"
+                "device 'strict' needs array-api-strict, which is not installed. "
+                f"Install it with: {STRICT_INSTALL_HINT}"
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
 
@@ -290,7 +291,7 @@ def _check_device_name(device):
     return name
 
 
-_backends = {}  # device name -> Backend, made on first use
+_backends: dict[str, Backend] = {}  # device name -> Backend, made on first use
 _initial_seed = 0  # the last manual_seed, given to backends made later
 
 

@@ -161,7 +161,8 @@ def _resolve(dtype, device):
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
-    """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); the default float dtype (float32) by default."""
+    """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); the default
+    float dtype (float32) by default."""
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.zeros(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
 

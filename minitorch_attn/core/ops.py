@@ -384,7 +384,8 @@ class MatMul(Function):
         if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
             raise ValueError(
                 f"matmul: inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)} "
-                f"(the last dim of the first must equal the {'second-to-last' if b.ndim > 1 else 'only'} dim of the second)"
+                f"(the last dim of the first must equal the {'second-to-last' if b.ndim > 1 else 'only'} dim "
+                "of the second)"
             )
         if b.ndim > 2:  # speed: see matmul_transposed (a batched right operand must be row-major)
             b = ctx.xp.reshape(b, b.shape, copy=True)

@@ -232,7 +232,8 @@ def _spread(name, function, without_degrees, x, dim, keepdim, correction, unbias
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
 def sum(x, dim=None, keepdim=False):
-    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``; ValueError if out of range.
+    """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``;
+    ValueError if out of range.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """

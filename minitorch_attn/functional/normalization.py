@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+import numpy
+
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
@@ -67,7 +69,8 @@ def _unit_rms(rows, a, eps):
     the data; on a device that check would wait for the device (``all_false``,
     core/backend.py), so the scaled ``r`` is computed for every row and kept where needed."""
     xp = rows.xp
-    ms = rows.mean(a * a)
+    with numpy.errstate(over="ignore"):   # an overflowing a² is expected here and taken care of below
+        ms = rows.mean(a * a)
     r = 1.0 / xp.sqrt(ms + eps)
     finite = xp.isfinite(ms)
     if not backend_of(ms).all_false(~finite):   # a row that overflowed (or a device)

@@ -21,7 +21,7 @@ from ..core.autograd import Function
 from ..core.ops import _check_keepdim, _normalize_dims
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _axis, _bad_targets, _check_float, _check_probability, as_float
-from ..speed import exp_, last_axis_sums
+from ..speed import last_axis_sums
 from .losses import undefined_mean
 
 
@@ -49,18 +49,15 @@ def _shifted_logsumexp(xp, x, axis):
     return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
 
 
-def _shifted_exp(xp, x, axis, overwrite=False):
+def _shifted_exp(xp, x, axis):
     """``(z, e, total)`` for a raw array: ``z = x - m`` (``m`` the row maximum along
     ``axis``, or 0 for a row of ``-inf`` or of length 0, as in :func:`_shifted_logsumexp`),
     ``e = exp(z)`` and ``total = Σ_j e_j``, kept as a size-1 dim. ``e / total`` is the
-    softmax of the row; dense attention takes it so, without a second exponential.
-    speed: ``overwrite=True`` writes ``z``, then ``e``, into ``x`` (:mod:`._into`); z is None."""
+    softmax of the row; dense attention takes it so, without a second exponential."""
     m = xp.max(x, axis=axis, keepdims=True) if x.shape[axis] else xp.sum(x, axis=axis, keepdims=True)  # empty: 0
     shift = xp.where(m == -math.inf, 0.0, m)
-    if overwrite:
-        x -= shift
-    z = None if overwrite else x - shift
-    e = exp_(xp, x) if overwrite else xp.exp(z)
+    z = x - shift
+    e = xp.exp(z)
     last = axis in (-1, x.ndim - 1)                      # speed: a product with ones (_sums.py)
     total = last_axis_sums(xp, e) if last else xp.sum(e, axis=axis, keepdims=True)
     return z, e, total

@@ -2,7 +2,7 @@
 
     minitorch-attn homework make --out DIR --assignment N
     minitorch-attn homework grade PATH --assignment N [--results FILE] [--budget S] [--memory MB]
-    minitorch-attn homework selftest [--assignment N] [--write-patterns]
+    minitorch-attn homework selftest [--assignment N] [--accuracy FILE]
     minitorch-attn homework autograder --assignment N --out FILE.zip
     minitorch-attn homework check
 
@@ -59,9 +59,9 @@ def add_homework(subparsers):
         "selftest", help="grade the reference (100), the stubs (0) and planted mutants (each loses its own task)")
     self_parser.add_argument("--assignment", type=positive_int, default=None, help="one assignment (default: all)")
     self_parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, seconds")
-    self_parser.add_argument("--write-patterns", action="store_true",
-                             help="also write patterns.json: which checks each caught mistake fails (the autograder "
-                                  "names the mistake to a student whose failures match one)")
+    self_parser.add_argument("--accuracy", default=None, metavar="FILE",
+                             help="also write the accuracy table of the probes' diagnoses (each catalogued mistake, "
+                                  "the diagnosis it got) to FILE as Markdown, e.g. docs/teaching/accuracy.md")
     self_parser.set_defaults(run=_selftest)
 
     zip_parser = actions.add_parser("autograder", help="write the Gradescope autograder zip of one assignment")
@@ -106,7 +106,7 @@ def _grade(args):
 def _selftest(args):
     tree = InstructorTree()
     numbers = [args.assignment] if args.assignment else [a["number"] for a in tree.manifest["assignments"]]
-    return 0 if selftest(tree, numbers, timeout=args.timeout, write_patterns=args.write_patterns) else 1
+    return 0 if selftest(tree, numbers, timeout=args.timeout, accuracy=args.accuracy) else 1
 
 
 def _autograder(args):

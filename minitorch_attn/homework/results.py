@@ -21,7 +21,8 @@ Each task gives two entries:
 The file is written atomically (a temporary file renamed over it), so a reader never
 sees half of one, after each task (so that a grading stopped from outside keeps what was
 earned), and it is removed before grading starts, so a grading that stops with a
-:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place. Every output is capped, and the
+:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place.
+Every output is capped, and the
 whole near ``MAX_RESULTS_CHARS``.
 """
 
@@ -137,8 +138,8 @@ def describe(result, public_only=False):
         lines.append(f"All {len(checks)} {scope} passed.")
     elif failures:
         lines.append(f"{len(failures)} of {len(checks)} {scope} failed:")
-    if not public_only and result.pattern:
-        lines.append(f"Your failures have the pattern of {result.pattern}.")
+    if not public_only and result.diagnosis:
+        lines.append(f"The probes of this task name the mistake: {result.diagnosis}.")
     groups = {}
     for check in failures:
         skipped = " (skipped, which counts as failed)" if check.outcome == "skipped" else ""

@@ -232,9 +232,11 @@ class RMSNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-def _make_norm(norm, d_model):
+def _make_norm(norm, d_model, eps=None):
+    """A block's norm: ``LayerNorm`` or ``RMSNorm`` of width ``d_model``; ``eps`` None is each
+    one's default (1e-5 for LayerNorm, the dtype's machine epsilon for RMSNorm)."""
     if norm == "layernorm":
-        return LayerNorm(d_model)
+        return LayerNorm(d_model) if eps is None else LayerNorm(d_model, eps=eps)
     if norm == "rmsnorm":
-        return RMSNorm(d_model)
+        return RMSNorm(d_model, eps=eps)
     raise ValueError(f"norm must be 'layernorm' or 'rmsnorm', got {norm!r}")

@@ -11,6 +11,7 @@ from ..functional import causal_mask
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
 from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor
+from .pretrained import load_pretrained
 
 
 class FeedForward(Sequential):
@@ -97,15 +98,15 @@ class TransformerEncoderBlock(Module):
     ``mlp``: ``"gelu"`` (:class:`FeedForward`) or ``"swiglu"`` (:class:`SwiGLU`).
     Shapes: ``(batch, seq_len, d_model) -> (batch, seq_len, d_model)``.
     Extra keyword arguments (``num_kv_heads``, ``fused_qkv``, ``attn_impl``, ``bias``) go
-    to :class:`MultiHeadAttention`.
+    to :class:`MultiHeadAttention`. ``norm_eps``: the norms' epsilon (None: the norm's default).
     """
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
-                 activation="none", mlp="gelu", **attention_options):
+                 activation="none", mlp="gelu", norm_eps=None, **attention_options):
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
-        self.norm1, self.norm2 = _make_norm(norm, d_model), _make_norm(norm, d_model)
+        self.norm1, self.norm2 = _make_norm(norm, d_model, norm_eps), _make_norm(norm, d_model, norm_eps)
         self.ffn = _make_mlp(mlp, d_model, d_ff, activation)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
@@ -210,7 +211,7 @@ class _SelfAttentionStack(Module):
         self.dropout = Dropout(dropout)
         self.blocks = ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options)
                                  for _ in range(num_layers))
-        self.norm = _make_norm(block_options.get("norm", "layernorm"), d_model)
+        self.norm = _make_norm(block_options.get("norm", "layernorm"), d_model, block_options.get("norm_eps"))
         init_gpt2(self, num_layers)
 
     def embed(self, idx, offset=0):
@@ -276,6 +277,11 @@ class GPT(_SelfAttentionStack):
     it, in a forward over any length (a banded causal mask) and in cached generation alike
     (the cache keeps the last window), so the two give the same logits at every step.
 
+    What a checkpoint of another library may need (:meth:`from_pretrained`): ``bias=True``
+    gives the attention projections biases (GPT-2's ``c_attn`` and ``c_proj``), ``norm_eps``
+    sets every norm's epsilon (None: LayerNorm's 1e-5, RMSNorm's machine epsilon),
+    ``tie_weights=False`` an output layer of its own, ``rope_base`` the rotary base.
+
     Shapes: ``idx (batch, seq_len)`` int64 -> logits ``(batch, seq_len, vocab_size)`` float32.
 
     ``config`` holds the constructor's arguments, so ``GPT(**model.config)`` rebuilds it
@@ -284,19 +290,27 @@ class GPT(_SelfAttentionStack):
 
     def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
                  dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0, mlp="gelu"):
+                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0, mlp="gelu", bias=False,
+                 norm_eps=None):
         if mlp not in MLPS:
             raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
         if d_ff is None:
             d_ff = swiglu_width(d_model) if mlp == "swiglu" else 4 * d_model
         super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout,
                          pos_encoding=pos_encoding, rope_base=rope_base, norm=norm, activation="tanh",
-                         mlp=mlp, num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl)
+                         mlp=mlp, num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl,
+                         bias=bias, norm_eps=norm_eps)
         self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
                            num_layers=num_layers, max_seq_len=max_seq_len, dropout=dropout,
                            tie_weights=tie_weights, norm=norm, num_kv_heads=num_kv_heads,
                            fused_qkv=fused_qkv, attn_impl=attn_impl, pos_encoding=pos_encoding,
                            rope_base=rope_base, mlp=mlp)
+        # the two options of imported checkpoints are recorded only when set, so the configs
+        # of the training job (its checkpoints, torch_gpt's arguments) stay as they were
+        if bias:
+            self.config["bias"] = True
+        if norm_eps is not None:
+            self.config["norm_eps"] = norm_eps
         self.lm_head = Linear(d_model, vocab_size, bias=False)
         if tie_weights:
             self.lm_head.weight = self.token_embedding.weight
@@ -332,6 +346,24 @@ class GPT(_SelfAttentionStack):
                 all_weights.append(weights)
         logits = self.lm_head(self.norm(x))
         return (logits, all_weights) if need_weights else logits
+
+    @classmethod
+    def from_pretrained(cls, folder, device="cpu", attn_impl="naive"):
+        """A ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` of Hugging Face ``transformers``,
+        from a local folder of its ``save_pretrained`` layout (``config.json`` and
+        ``model.safetensors``, or sharded with ``model.safetensors.index.json``), as our
+        GPT with the same logits, in eval mode. No download: give the folder (a
+        ``huggingface-cli download gpt2`` or a snapshot of the Hugging Face cache).
+        How the names, shapes and rotary pairs map: :mod:`minitorch_attn.nn.pretrained`.
+
+        Raises:
+            ValueError: for an unsupported architecture or config feature (named), a
+                folder without safetensors weights (a pickled ``.bin`` is never loaded;
+                the message says how to convert it), and missing, left-over or mis-shaped
+                weights (listed).
+            ImportError: without the ``safetensors`` package (``pip install -e ".[hf]"``).
+        """
+        return load_pretrained(cls, folder, device=device, attn_impl=attn_impl)
 
     def new_cache(self):
         """An empty :class:`KVCache` for incremental generation: with rotary positions it

@@ -19,7 +19,7 @@ import numpy as np
 
 import minitorch_attn as mt
 from ..core.factories import tensor
-from .gradients import BY_LINEARITY, by_linearity
+from .gradients import BY_LINEARITY, _ByLinearity, by_linearity
 
 # The edge cases the engine promises, as tags a sample carries. An ordinary sample has none.
 EDGES = {
@@ -267,7 +267,7 @@ class OpInfo:
     source: str
     ref: Optional[Callable] = None
     torch_ref: Optional[Callable] = None
-    ref_backward: Optional[Callable] = None
+    ref_backward: Callable | _ByLinearity | None = None
     task: Optional[str] = None
     forward_task: Optional[str] = None
     differentiable_in: tuple = ("input",)

@@ -20,7 +20,8 @@ holds on to about its peak (only what lies free at the very top of the heap beyo
 goes back). Threads other than the main one keep blocks up to 64 MiB (glibc's limit for
 their heaps); larger ones are still mapped afresh each time. The setting is the whole
 process's, so the package does not make it when imported: the ``minitorch-attn`` command,
-the demos and the benchmarks call it, and a program of your own may. Elsewhere than glibc (macOS, Windows, musl) it does nothing.
+the demos and the benchmarks call it, and a program of your own may. Elsewhere than glibc
+(macOS, Windows, musl) it does nothing.
 """
 
 from __future__ import annotations
