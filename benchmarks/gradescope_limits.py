@@ -74,7 +74,7 @@ def main():
     try:
         for number in numbers:
             archive = work / f"autograder-{number}.zip"
-            subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "autograder", "--assignment",
+            subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "autograder", "--assignment",
                             str(number), "--budget", f"{args.budget:g}", "--memory", str(args.memory_mb),
                             "--out", str(archive)], check=True)
             unpack(archive, root)
@@ -130,7 +130,7 @@ def submissions(tree, number, folder):
     shutil.copytree(tree.root / "minitorch_attn", reference / "minitorch_attn",
                     ignore=shutil.ignore_patterns("__pycache__"))
     stubs = folder / "stubs"
-    subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "make", "--out", str(stubs),
+    subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "make", "--out", str(stubs),
                     "--assignment", str(number)], check=True, stdout=subprocess.DEVNULL)
     last = tasks[-1]["id"]
     mutant = next(m for m in load_mutants(tree) if m.task == last)

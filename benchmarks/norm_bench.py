@@ -33,7 +33,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.measure import alternating_medians, busy, busy_flag
+from minitorch_attn.app.measure import alternating_medians, busy, busy_flag
 
 TARGET = 1.2   # LayerNorm fwd+bwd, ours / PyTorch, at (32, 512, 1024) float32
 

@@ -27,7 +27,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup, timed_pair
+from minitorch_attn.app.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "00_why_attention")
 d_model, num_heads = 64, 4

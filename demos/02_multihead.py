@@ -29,7 +29,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, randn, save, setup, timed_pair
+from minitorch_attn.app.demo_common import log_ticks, pyplot, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "02_multihead")
 batch, seq_len, d_model, num_heads = 4, 10, 512, 8

@@ -30,7 +30,7 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn.demo_common import normalize_over, pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import normalize_over, pyplot, randn, save, setup
 
 args, out = setup(__doc__, "03_layernorm")
 d = 512

@@ -37,7 +37,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import layer_norm_from_primitives, pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import layer_norm_from_primitives, pyplot, randn, save, setup
 
 
 def size(graph):

@@ -23,9 +23,9 @@ import json
 import os
 import sys
 
-from minitorch_attn import checkpoint, cli, data
+from minitorch_attn.app import checkpoint, cli, data
+from minitorch_attn.app.demo_common import pyplot, save, setup
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.demo_common import pyplot, save, setup
 
 QUICK = ["--d-model", "32", "--num-layers", "1", "--num-heads", "2", "--block-size", "32", "--batch-size", "8",
          "--eval-interval", "10", "--eval-windows", "4", "--sample-tokens", "80"]

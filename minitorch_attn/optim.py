@@ -17,7 +17,7 @@ AdamW      as Adam, but the weight decay is decoupled: ``p *= 1 - lr λ`` before
 
 An optimizer takes an iterable of parameters, or of *parameter groups*: dicts with a
 ``"params"`` list and any hyperparameter to override for that group (as in PyTorch;
-the training job, :func:`minitorch_attn.train.make_optimizer`, decays every matrix --
+the training job, :func:`minitorch_attn.app.train.make_optimizer`, decays every matrix --
 projections, token and position embeddings -- and leaves biases and norm gains alone).
 ``optimizer.param_groups[i]["lr"]`` is the learning rate a schedule changes.
 """
@@ -122,7 +122,7 @@ class Optimizer:
         """``{"param_groups": [hyperparameters per group], "state": {index: {name: value}}}``.
 
         Parameters are named by their position in :meth:`parameters` (as PyTorch does);
-        arrays stay on their device. :mod:`minitorch_attn.checkpoint` stores this."""
+        arrays stay on their device. :mod:`minitorch_attn.app.checkpoint` stores this."""
         index = {id(p): i for i, p in enumerate(self.parameters())}
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
         for g, group in zip(groups, self.param_groups):

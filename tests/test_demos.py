@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from minitorch_attn import cli, demo_common, demos_cli, measure
+from minitorch_attn.app import cli, demo_common, demos_cli, measure
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("matplotlib")

@@ -13,8 +13,8 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
+from minitorch_attn.app.train import next_char_loss
 from minitorch_attn.speed import threads
-from minitorch_attn.train import next_char_loss
 from tests.conftest import float64_tolerance
 
 VOCAB = 11

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from minitorch_attn import checkpoint as ckpt
+from minitorch_attn.app import checkpoint as ckpt
 from tests.test_cli import TINY, _Command
 
 SIGNALS = [signal.SIGHUP, signal.SIGTERM]
@@ -74,7 +74,7 @@ def _debris(folder):
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    from minitorch_attn.data import load_corpus
+    from minitorch_attn.app.data import load_corpus
 
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_text(load_corpus()[:3000], encoding="utf-8")
@@ -120,7 +120,7 @@ def test_homework_make_stopped_half_way_leaves_no_tree(signum, tmp_path):
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_export_stopped_while_writing_leaves_no_half_file(signum, text, tmp_path):
     pytest.importorskip("safetensors")
-    from minitorch_attn.cli import main
+    from minitorch_attn.app.cli import main
 
     trained = tmp_path / "trained"
     assert main(["train", "--text", str(text), "--steps", "2", "--time-budget", "0", "--out", str(trained),

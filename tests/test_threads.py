@@ -15,7 +15,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import measure, nn, optim
+from minitorch_attn import nn, optim
+from minitorch_attn.app import measure
 from minitorch_attn.speed import rows, threads
 from tests.conftest import float64_tolerance
 
@@ -146,7 +147,7 @@ def _running(pid):
 def test_busy_helpers_end_with_a_parent_that_was_killed():
     """A parent killed with SIGKILL runs no clean-up: its helper notices and stops, even
     one killed before the helper has started up."""
-    script = ("import time; from minitorch_attn import measure\n"
+    script = ("import time; from minitorch_attn.app import measure\n"
               "with measure.busy(1) as h:\n"
               "    print(h[0].pid, flush=True); time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

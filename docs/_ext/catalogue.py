@@ -384,7 +384,7 @@ def write_tour_notebooks(app):
     unchanged demo is not executed again by an incremental build)."""
     import jupytext
 
-    from minitorch_attn import demos_cli
+    from minitorch_attn.app import demos_cli
 
     out = Path(app.srcdir) / "tour" / "demos"
     out.mkdir(parents=True, exist_ok=True)

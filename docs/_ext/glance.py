@@ -7,11 +7,11 @@ section of the engine's pages; a rule held back in a student tree reads "(task X
 
 from __future__ import annotations
 
+from catalogue import slug
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
-from catalogue import slug
 from minitorch_attn import opinfo
 from minitorch_attn.opinfo.glance import glance_rows
 
