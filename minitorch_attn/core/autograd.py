@@ -70,6 +70,7 @@ in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 
 from ..speed import RowWise, backward_in_rows, forward_in_rows
 from . import grad_mode
@@ -229,7 +230,11 @@ def _gradient_for(node, tensor, grad):
     return grad
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False):
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool = False,
+) -> None:
     """Backpropagate from several outputs at once (as ``torch.autograd.backward``).
 
     Args:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import TypeGuard
 
 import numpy
 
@@ -14,6 +15,8 @@ int64 = "int64"
 bool_ = "bool"
 DTYPES = (float32, float64, int32, int64, bool_)
 FLOAT_DTYPES = (float32, float64)
+Scalar = int | float  # in type hints: a Python number where a tensor may also be given
+Dims = int | tuple[int, ...] | None  # in type hints: one dim, several, or None for all
 
 
 _NAME_OF: dict = {}
@@ -56,7 +59,7 @@ def _dtype_name(dtype):
     return name
 
 
-def _is_int(value):
+def _is_int(value: object) -> TypeGuard[int | numpy.integer]:
     """An int of any kind (Python's or NumPy's ``int64``, as PyTorch accepts), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
