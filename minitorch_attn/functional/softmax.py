@@ -107,7 +107,7 @@ class LogSumExp(Function):
         return grad_output * ctx.xp.exp(x - lse)                                # 3-1
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input: Tensor, dim: int | tuple[int, ...], keepdim: bool = False) -> Tensor:
     """``log Σ exp(input)`` over ``dim`` (an int or a tuple of ints), as ``torch.logsumexp``:
     computed from the max-shifted input, so ``logsumexp([1000, 1000]) = 1000 + log 2``, not
     inf. Shapes: the input's, without ``dim`` (or with it of size 1 when ``keepdim``); a
