@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 from ..speed import RowWise, backward_in_rows, forward_in_rows
 from . import grad_mode
@@ -140,7 +141,7 @@ class Function:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *args, **options):
+    def apply(cls, *args: Any, **options: Any) -> Any:
         backend = None
         raw = []
         needs_input_grad = []
