@@ -19,7 +19,6 @@ import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.
 import numbers
 
 from .autograd import Function
-from .dtypes import Scalar
 from .tensor import FLOAT_DTYPES, Tensor, float_result_dtype, get_default_dtype, result_dtype
 
 
