@@ -171,8 +171,17 @@ class ScaledDotProductAttention(Function):
         return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape), dbias)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, enable_gqa=False, causal_alignment="top_left"):
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """Scaled dot-product attention with PyTorch's semantics (``F.scaled_dot_product_attention``).
 
     Shapes: ``query (..., H_q, N_q, E)``, ``key (..., H_kv, N_k, E)``, ``value (..., H_kv,
@@ -253,8 +262,15 @@ class AttentionWeights(Function):
         return xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), dbias
 
 
-def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-                      causal_alignment="top_left"):
+def attention_weights(
+    query: Tensor,
+    key: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """The attention weights ``(..., H_q, N_q, N_k)`` that :func:`scaled_dot_product_attention`
     with the same arguments applies to the values (before dropout); each row sums to 1,
     or is all 0 when no key is allowed (also when ``N_k = 0``). Differentiable. Arguments

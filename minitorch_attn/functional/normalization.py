@@ -20,6 +20,7 @@ import math
 import numpy
 
 from ..core.autograd import Function
+from ..core.tensor import Tensor
 from ..core.backend import backend_of
 from ._checks import _check_eps, _normalized_axes
 from ..speed import RowWise, column_sums, last_axis_sums
@@ -209,7 +210,13 @@ class LayerNorm(Function):
         return grad_x, grad_w, grad_b
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(
+    x: Tensor,
+    normalized_shape: int | tuple[int, ...] | list[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Layer normalization over the trailing ``normalized_shape`` dims (as ``F.layer_norm``).
 
     Shapes: ``x (..., *normalized_shape)``; ``weight`` and ``bias`` ``normalized_shape``
@@ -301,7 +308,12 @@ class RMSNorm(Function):
         return grad_x, grad_w
 
 
-def rms_norm(x, normalized_shape, weight=None, eps=None):
+def rms_norm(
+    x: Tensor,
+    normalized_shape: int | tuple[int, ...] | list[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
     """Root-mean-square normalization over the trailing ``normalized_shape`` dims (as ``F.rms_norm``).
 
     ``y = x / sqrt(mean(x²) + eps) · weight``. ``eps=None`` means the dtype's machine

@@ -106,7 +106,7 @@ class LogSumExp(Function):
         return grad_output * ctx.xp.exp(x - lse)                                # 3-1
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input: Tensor, dim: int | tuple[int, ...], keepdim: bool = False) -> Tensor:
     """``log Σ exp(input)`` over ``dim`` (an int or a tuple of ints), as ``torch.logsumexp``:
     computed from the max-shifted input, so ``logsumexp([1000, 1000]) = 1000 + log 2``, not
     inf. Shapes: the input's, without ``dim`` (or with it of size 1 when ``keepdim``); a
@@ -255,7 +255,7 @@ def _rowwise(function, x, dim):
     return function.apply(x, dim=dim)
 
 
-def softmax(x, dim=-1, dtype=None):
+def softmax(x: Tensor, dim: int = -1, dtype: str | None = None) -> Tensor:
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
     Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
@@ -277,7 +277,7 @@ def softmax(x, dim=-1, dtype=None):
     return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
 
 
-def log_softmax(x, dim=-1, dtype=None):
+def log_softmax(x: Tensor, dim: int = -1, dtype: str | None = None) -> Tensor:
     """Log of the softmax along ``dim`` (as ``torch.log_softmax``): ``x - logsumexp(x)``.
 
     Shapes, dtypes and ``dtype`` as :func:`softmax`. Computed from the max-shifted input, never as
@@ -463,7 +463,8 @@ def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
     return loss.reshape(*logits.shape[:-1]) if reduction == "none" else loss
 
 
-def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+                  label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
     Shapes: ``logits (N, C)`` with ``target (N,)``, ``logits (N, C, d1, ...)`` with
