@@ -50,9 +50,9 @@ from minitorch_attn import nn, optim
 from minitorch_attn.speed import threads, use_fused
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
-from minitorch_attn.measure import busy, busy_flag
+from minitorch_attn.app.measure import busy, busy_flag
 from minitorch_attn.nn import parallel
-from minitorch_attn.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
+from minitorch_attn.app.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
 
 TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
 

@@ -8,7 +8,7 @@ process, and against its own fixed thread settings.
     python benchmarks/train_bench.py --device cuda      # our CuPy backend (PyTorch stays on CPU)
 
 1. **Against PyTorch, equal threads.** Both sides train the same GPT (``minitorch_attn.nn.GPT``
-   and its PyTorch twin ``minitorch_attn.torch_gpt.GPT`` with the same initial weights:
+   and its PyTorch twin ``minitorch_attn.app.torch_gpt.GPT`` with the same initial weights:
    the training job's block by default (``--norm``, ``--mlp``, ``--pos-encoding``), fused
    QKV without bias, causal attention, tied embeddings) with
    the training job's AdamW (decay on matrices only, ``make_optimizer``) and clipping, on
@@ -39,7 +39,7 @@ process, and against its own fixed thread settings.
    its own choice reaches at least 0.9x the best fixed setting.
 
 ``--busy N`` keeps N cores busy with helper processes during the whole script
-(:func:`minitorch_attn.measure.busy`).
+(:func:`minitorch_attn.app.measure.busy`).
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
-from minitorch_attn.measure import busy, busy_flag
+from minitorch_attn.app.measure import busy, busy_flag
 from minitorch_attn.speed import FastestThreads, available_cores, blas_threads, use_fused
-from minitorch_attn.train import make_optimizer, next_char_loss
+from minitorch_attn.app.train import make_optimizer, next_char_loss
 from step_profile import build_model, matmul_seconds, model_flags, recorded_products, settle
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
@@ -98,8 +98,8 @@ def theirs(args, batches, model, where="cpu"):
     same optimizer and step (``gpu_bench.py`` runs it on the GPU)."""
     import torch
 
-    from minitorch_attn.export import torch_config
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.export import torch_config
+    from minitorch_attn.app.torch_gpt import GPT
 
     twin = GPT(**torch_config(model))   # as minitorch-attn export: the norms' epsilon too
     missing = twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
@@ -228,7 +228,7 @@ def against_torch(args):
 def run_command(args, folder, name, threads=None):
     """One ``minitorch-attn train`` in a plain process; its tokens/s (validation excluded)."""
     out = os.path.join(folder, name)
-    command = [sys.executable, "-m", "minitorch_attn.cli", "train", "--steps", str(args.command_steps),
+    command = [sys.executable, "-m", "minitorch_attn.app.cli", "train", "--steps", str(args.command_steps),
                "--time-budget", "0", "--quiet", "--sample-tokens", "0", "--out", out, "--device", args.device]
     if threads is not None:
         command += ["--threads", str(threads)]

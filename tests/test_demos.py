@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from minitorch_attn import cli, demo_common, demos_cli, measure
+from minitorch_attn.app import cli, demo_common, demos_cli, measure
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("matplotlib")
@@ -45,7 +45,8 @@ EXPECTED = {
     "04_norm_speed": (["x (8, 64, 512) float32", "NumPy, written alike", "RMSNorm / LayerNorm time ratio"],
                       ["norm_speed.png"]),
     "05_encoder": (["token ids shape: (4, 20)", "output shape: (4, 20, 256)",
-                    f"total parameters: {30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
+                    "total parameters: "
+                    f"{30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
                     "sum of the rows: 12,544,000", "by the formula: 12,544,000", "the tutorial prints 6,832,384"],
                    ["encoder_parameters.png"]),
     "06_masks": (["[[1 0 0 0 0]", " [1 1 1 1 1]]",
@@ -103,6 +104,12 @@ EXPECTED = {
                   "with a hook returning zeros on V: ||W_v.grad|| = 0.000",
                   "3. full backward hooks on each block of a GPT"],
                  ["hooks.png"]),
+    "16_pretrained": (["1. model: random weights: 2 layers, 2 heads, d_model 32", "no --pretrained folder",
+                       '"it" is token 9, "trophy" [1], "bag" [7]',
+                       "heads putting more weight on 'trophy' than on 'bag':",
+                       "(random weights: no evidence either way)", "(falls)",
+                       "Function calls from the block's input to its output"],
+                      ["it_attention.png"]),
     "train_gpt": (["corpus: 20,000 characters", "model: GPT with 28,000 parameters (2 layers, d_model 32",
                    "step 15: validation"],
                   ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),

@@ -95,6 +95,13 @@ class ScaledDotProductAttention(Function):
         4. P_d = P ∘ M,  M = Z / (1-p): Z the 0/1 keep-mask, p the dropout probability
         5. O  = P_d V                                            (..., N_q, E_v)
 
+    Backward: ``(dQ, dK, dV, dbias)``, the gradients of the loss with respect to each input
+    (each of its input's shape in the GQA layout; None for one that needs none), from the
+    upstream gradient ``dO`` and what the forward saves (Q, K, V, P, the dropout scale, O).
+
+    .. derivation 4.2 begin
+    .. hint 4.2: walk the passes in reverse; pass 3 is the softmax of task 2.1, row by row.
+    .. hint 4.2: the softmax's row term can be computed from O and dO alone: show why.
     Backward, walking the passes in reverse::
 
         5. dV = P_dᵀ dO,   dP_d = dO Vᵀ               (the matmul rule of C = A B)
@@ -123,6 +130,7 @@ class ScaledDotProductAttention(Function):
     ``dP = dP_d ∘ M`` carry the same ``M``, so ``dP ∘ P = dP_d ∘ M ∘ P = dP_d ∘ P_d`` entry by
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
     (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
+    .. derivation end
     """
 
     row_wise = RowWise(inputs=3, when=_entries_apart)   # each entry of a batch on its own (minitorch_attn.speed)
@@ -163,17 +171,26 @@ class ScaledDotProductAttention(Function):
         return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape), dbias)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, enable_gqa=False, causal_alignment="top_left"):
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """Scaled dot-product attention with PyTorch's semantics (``F.scaled_dot_product_attention``).
 
     Shapes: ``query (..., H_q, N_q, E)``, ``key (..., H_kv, N_k, E)``, ``value (..., H_kv,
     N_k, E_v)`` -> ``(..., H_q, N_q, E_v)``; the batch dims (all but the last two, or
     three with GQA) broadcast between the three, as PyTorch's (query ``(4, 3, 8)`` with
     key and value ``(4, 4, 6, 8)``: output ``(4, 4, 3, 8)``; see
-    :func:`~._attention_common.broadcast_batch`); without GQA the heads dim is optional. Any size may be 0: with no keys (``N_k = 0``)
-    the output is 0, as PyTorch's. float32 or float64, output of the same dtype. (PyTorch's
-    docs call the lengths L and S.)
+    :func:`~._attention_common.broadcast_batch`); without GQA the heads dim is optional.
+    Any size may be 0: with no keys (``N_k = 0``) the output is 0, as PyTorch's. float32 or
+    float64, output of the same dtype. (PyTorch's docs call the lengths L and S.)
 
     Args:
         attn_mask: bool (True = takes part) or a float additive bias, broadcastable to
@@ -245,8 +262,15 @@ class AttentionWeights(Function):
         return xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), dbias
 
 
-def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-                      causal_alignment="top_left"):
+def attention_weights(
+    query: Tensor,
+    key: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """The attention weights ``(..., H_q, N_q, N_k)`` that :func:`scaled_dot_product_attention`
     with the same arguments applies to the values (before dropout); each row sums to 1,
     or is all 0 when no key is allowed (also when ``N_k = 0``). Differentiable. Arguments

@@ -18,8 +18,8 @@ import runpy
 import sys
 from pathlib import Path
 
-from .argtypes import print_error
-from .atomic import write_atomically
+from ..argtypes import print_error
+from ..atomic import write_atomically
 
 # The tutorial's sections, in our own short words.
 SECTIONS = {
@@ -59,6 +59,7 @@ DEMO_SECTIONS = {
     "graph": (9,),        # the autograd graph of section 9's LayerNorm
     "modern_block": (11,),  # section 11's RMSNorm in the LLaMA-style block around it
     "hooks": (4, 12),     # the gradients of section 4's attention and section 12's stack, watched by hooks
+    "pretrained": (1, 15),  # section 1's sentence read by the heads of a pretrained GPT-2, as section 15 reads heatmaps
 }
 
 # The kernel a written notebook asks for: the Python that Jupyter runs it with.
@@ -68,7 +69,7 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python
 def demos_folder():
     """The ``demos/`` folder of the source checkout this package runs from, else
     ``./demos``; None when neither exists."""
-    for folder in (Path(__file__).resolve().parents[1] / "demos", Path.cwd() / "demos"):
+    for folder in (Path(__file__).resolve().parents[2] / "demos", Path.cwd() / "demos"):
         if folder.is_dir():
             return folder
     return None

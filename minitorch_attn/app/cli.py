@@ -26,20 +26,21 @@ import os
 import sys
 import time
 
-from . import __version__
-from .speed import keep_freed_memory
-from .argtypes import (
+from .. import __version__
+from ..speed import keep_freed_memory
+from ..argtypes import (
     CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float,
     positive_fraction, positive_int, print_error, unit_interval, usable_device,
 )
-from .core.backend import DeviceUnavailableError, get_default_device
+from ..core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
 from .export import run_export
-from .gradcheck.command import main as gradcheck_main
-from .homework.command import add_homework
+from .hf_export import run_export_transformers, run_sample_pretrained
+from ..gradcheck.command import main as gradcheck_main
+from ..homework.command import add_homework
 from .sampling import run_sample
-from .speed import set_num_threads
-from .stopping import stop_as_ctrl_c
+from ..speed import set_num_threads
+from ..stopping import stop_as_ctrl_c
 from .train import DEFAULT_BLOCK, run_training
 
 
@@ -191,7 +192,10 @@ def _holds(folder, path):
 def add_sample(subparsers):
     p = subparsers.add_parser("sample", help="generate text from a checkpoint of the train command",
                               formatter_class=_ShowDefaults)
-    p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", metavar="PATH", help="checkpoint.npz written by train")
+    source.add_argument("--pretrained", metavar="FOLDER", help="a Hugging Face GPT-2 or Llama folder (config.json, "
+                        "model.safetensors, tokenizer.json), sampled with its own tokenizer (the hf extra)")
     p.add_argument("--prompt", default="The ", help="text to continue (unknown characters become a space)")
     p.add_argument("--temperature", type=non_negative_float, default=0.8, help="softmax temperature (0 = always the likeliest)")
     p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest characters only")
@@ -206,24 +210,32 @@ def add_sample(subparsers):
 
 def _run_sample(args):
     args.device = args.device or get_default_device()
-    return run_sample(args)
+    try:
+        return run_sample_pretrained(args) if args.pretrained else run_sample(args)
+    except ImportError as error:  # the optional safetensors and tokenizers packages: one line, as bad input
+        return print_error("minitorch-attn sample", error)
 
 
 def add_export(subparsers):
     p = subparsers.add_parser(
         "export", help="write a trained GPT's weights for PyTorch (safetensors + JSON config)",
         description="Write the weights of a checkpoint of the train command as safetensors, under the "
-                    "parameter names of minitorch_attn.torch_gpt.GPT, and its config and vocabulary as "
+                    "parameter names of minitorch_attn.app.torch_gpt.GPT, and its config and vocabulary as "
                     "JSON beside them (needs the export extra: pip install -e \".[export]\").")
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
-    p.add_argument("--out", required=True, metavar="FILE.safetensors", help="the weights to write (FILE.json beside)")
+    p.add_argument("--out", required=True, metavar="FILE.safetensors", help="the weights to write (FILE.json beside); "
+                   "with --format transformers, the folder to write")
+    p.add_argument("--format", choices=("safetensors", "transformers"), default="safetensors",
+                   help="safetensors: for minitorch_attn.app.torch_gpt (the default); transformers: a Hugging Face "
+                        "folder (config.json, model.safetensors, tokenizer.json) for AutoModelForCausalLM "
+                        "(the hf extra)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export at --out (refused otherwise)")
     p.set_defaults(run=_run_export)
 
 
 def _run_export(args):
     try:
-        return run_export(args)
+        return run_export_transformers(args) if args.format == "transformers" else run_export(args)
     except ImportError as error:  # the optional safetensors package: one line, as bad input
         return print_error("minitorch-attn export", error)
 
