@@ -35,7 +35,7 @@ def test_silu_fused_equals_the_formula(device, dtype):
     x = (np.random.default_rng(1).standard_normal((8, 33)) * 30).astype(dtype)
     x[0, :7] = [-1e5, -90.0, -80.5, -80.0, 0.0, 1e5, np.nan]
     _same(_run(False, F.silu, [x], device), _run(True, F.silu, [x], device))
-    y = np.abs(x[1:]) + 1.0                                        # no x below -80: the cheap path of the twin
+    y = np.abs(x[1:]) + 1.0  # no x below -80: the cheap path of the twin
     _same(_run(False, F.silu, [y], device), _run(True, F.silu, [y], device))
 
 
@@ -45,12 +45,17 @@ def test_attention_fused_equals_the_formula(device, dtype, case):
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal(s).astype(dtype) for s in [(2, 4, 9, 8), (2, 2, 7, 8), (2, 2, 7, 8)])
     keep = rng.random((2, 1, 9, 7)) > 0.4
-    keep[0, 0, 3] = False                                          # a row with no key: P = 0
-    options = {"none": {}, "causal": {"is_causal": True}, "bool": {"attn_mask": keep},
-               "bias": {"attn_mask": rng.standard_normal((2, 1, 9, 7)).astype(dtype)},
-               "empty row": {"is_causal": True, "causal_alignment": "bottom_right"}}[case]   # rows 0, 1: no key
-    options = {name: mt.tensor(value, device=device) if name == "attn_mask" else value
-               for name, value in options.items()}
+    keep[0, 0, 3] = False  # a row with no key: P = 0
+    options = {
+        "none": {},
+        "causal": {"is_causal": True},
+        "bool": {"attn_mask": keep},
+        "bias": {"attn_mask": rng.standard_normal((2, 1, 9, 7)).astype(dtype)},
+        "empty row": {"is_causal": True, "causal_alignment": "bottom_right"},
+    }[case]  # rows 0, 1: no key
+    options = {
+        name: mt.tensor(value, device=device) if name == "attn_mask" else value for name, value in options.items()
+    }
 
     def fn(a, b, c):
         return F.scaled_dot_product_attention(a, b, c, enable_gqa=True, **options)
@@ -59,8 +64,11 @@ def test_attention_fused_equals_the_formula(device, dtype, case):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("make", [lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.1),
-                                  lambda ps: optim.AdamW(ps, lr=0.01, betas=(0.9, 0.99))], ids=["Adam", "AdamW"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda ps: optim.Adam(ps, lr=0.01, weight_decay=0.1), lambda ps: optim.AdamW(ps, lr=0.01, betas=(0.9, 0.99))],
+    ids=["Adam", "AdamW"],
+)
 def test_adam_fused_equals_the_formula(device, dtype, make):
     rng = np.random.default_rng(3)
     start = rng.standard_normal((5, 6)).astype(dtype)

@@ -93,7 +93,7 @@ class GELU(Function):
         ctx.approximate = approximate
         if approximate == "tanh":
             u = x * (_TANH_A + _TANH_B * (x * x))                             # 1. u = x (a + b x²)
-            h = 1.0 / (1.0 + xp.exp(xp.minimum(-2.0 * u, _EXP_CAP)))          # 2. h = (1 + tanh(u)) / 2 = 1 / (1 + e^-2u)
+            h = 1.0 / (1.0 + xp.exp(xp.minimum(-2.0 * u, _EXP_CAP)))          # 2. h = (1 + tanh u)/2 = 1/(1 + e^-2u)
             ctx.save_for_backward(x, h)
             return x * h                                                      # 3
         cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))                  # 1. Φ

@@ -31,7 +31,7 @@ import math
 
 from .sums import last_axis_sums
 
-EXP_CAP = 80.0   # the largest argument given to exp (e^80 is finite in float32), as in SiLU
+EXP_CAP = 80.0  # the largest argument given to exp (e^80 is finite in float32), as in SiLU
 
 
 def exp_(xp, x):
@@ -45,7 +45,7 @@ def exp_(xp, x):
 def fill_where_not_(xp, x, keep, value):
     """``where(keep, x, value)``, writing ``value`` into ``x`` where ``keep`` is False
     (``keep`` broadcasts against ``x``)."""
-    copyto = getattr(xp, "copyto", None)          # NumPy, CuPy; not the array API standard
+    copyto = getattr(xp, "copyto", None)  # NumPy, CuPy; not the array API standard
     if copyto is None:
         return xp.where(keep, x, xp.asarray(value, dtype=x.dtype, device=getattr(x, "device", None)))
     copyto(x, value, where=~keep)
@@ -97,8 +97,8 @@ def adam_steps_(xp, p, grad, m, v, lr, beta1, beta2, eps, t):
     v *= beta2
     v += g2
     denom = xp.sqrt(v)
-    denom /= math.sqrt(1 - beta2 ** t)
+    denom /= math.sqrt(1 - beta2**t)
     denom += eps
     step = m / denom
-    step *= lr / (1 - beta1 ** t)
+    step *= lr / (1 - beta1**t)
     p -= step

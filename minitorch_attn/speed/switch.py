@@ -20,7 +20,7 @@ import contextvars
 
 try:
     from . import fused as _kernels
-except ImportError:   # a student tree (see above)
+except ImportError:  # a student tree (see above)
     _kernels = None
 
 _ON = contextvars.ContextVar("minitorch_attn_fused_kernels", default=False)
