@@ -45,8 +45,6 @@ import os
 
 import numpy
 
-from ..core.factories import tensor
-
 SUPPORTED = ("GPT2LMHeadModel", "LlamaForCausalLM")
 
 UNSUPPORTED = {
@@ -318,7 +316,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
         if array.shape != own[ours].shape:
             wrong.append(f"{hf} {array.shape} (expected {own[ours].shape})")
             continue
-        own[ours].data = tensor(array).data
+        own[ours].data = array   # float32, C-contiguous and our own copy: no second copy (to(device) moves it)
     if wrong:
         raise ValueError(f"{folder!r} has weights of the wrong shape for its config.json: {'; '.join(wrong[:6])}")
     return model.to(device).eval()
