@@ -302,3 +302,15 @@ def test_pretrained_demo_reads_a_folder(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "GPT.from_pretrained(" in printed and '"it" is token 42, "trophy" [4, 5, 6, 7, 8, 9]' in printed
     assert "no evidence" not in printed and "(falls)" in printed
+
+
+def test_skip_init_draws_nothing_and_starts_at_zeros():
+    mt.manual_seed(3)
+    expected = mt.randn(4).numpy()
+    mt.manual_seed(3)
+    model = nn.skip_init(nn.GPT, 20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8, tie_weights=False)
+    assert np.array_equal(mt.randn(4).numpy(), expected)   # the seeded stream is as it was
+    norms = {"blocks.0.norm1.weight", "blocks.0.norm2.weight", "norm.weight"}
+    for name, p in model.named_parameters():
+        assert np.all(p.numpy() == (1.0 if name in norms else 0.0)), name
+    assert nn.GPT(20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8).lm_head.weight.numpy().std() > 0.01

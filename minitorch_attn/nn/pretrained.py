@@ -45,6 +45,8 @@ import os
 
 import numpy
 
+from .layers import skip_init
+
 SUPPORTED = ("GPT2LMHeadModel", "LlamaForCausalLM")
 
 UNSUPPORTED = {
@@ -307,7 +309,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
         raise ValueError(f"{folder!r} does not hold the weights of its config.json: missing "
                          f"{', '.join(missing[:6]) or 'none'}{' ...' if len(missing) > 6 else ''}; left over "
                          f"{', '.join(extra[:6]) or 'none'}{' ...' if len(extra) > 6 else ''}")
-    model = cls(**options, attn_impl=attn_impl)
+    model = skip_init(cls, **options, attn_impl=attn_impl)   # zeros, not random draws: replaced just below
     own = dict(model.named_parameters())
     wrong = []
     for hf, ours, transposed in table:
