@@ -204,6 +204,13 @@ def test_folders_without_a_config_or_weights_are_refused(saved, tmp_path):
     (tmp_path / "config.json").write_bytes((saved["gpt2-tied"][0] / "config.json").read_bytes())
     with pytest.raises(ValueError, match="neither model.safetensors"):
         nn.GPT.from_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        nn.GPT.from_pretrained(tmp_path)
+    os.remove(tmp_path / "model.safetensors")
+    (tmp_path / "model.safetensors.index.json").write_text("{}")
+    with pytest.raises(ValueError, match="no 'weight_map'"):
+        nn.GPT.from_pretrained(tmp_path)
 
 
 # ---- export to transformers ------------------------------------------------------------------
