@@ -29,7 +29,7 @@ one thread per core over (batch, head) chunks, with a one-thread BLAS inside it 
 (``torch.set_num_threads`` and ``minitorch_attn.set_num_threads``). Rounds alternate
 between the implementations, so a busy machine slows them alike; the medians over all
 rounds are reported. ``--busy N`` keeps N cores busy with helper processes for the whole
-run (:func:`minitorch_attn.measure.busy`), the reproducible form of "a machine doing
+run (:func:`minitorch_attn.app.measure.busy`), the reproducible form of "a machine doing
 something else".
 
 The last lines compare flash forward+backward with PyTorch against the project's targets:
@@ -50,7 +50,7 @@ import sys
 import time
 
 from minitorch_attn.argtypes import device_type, positive_int
-from minitorch_attn.measure import busy, busy_flag, synchronize
+from minitorch_attn.app.measure import busy, busy_flag, synchronize
 
 IMPLEMENTATIONS = ("naive", "flash", "products", "torch")
 CONFIGS = [(causal, mode) for causal in (False, True) for mode in ("fwd", "fwd+bwd")]

@@ -35,7 +35,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.argtypes import device_type, positive_int
 from minitorch_attn.functional import flash_attention
-from minitorch_attn.measure import PeakMeter, busy, busy_flag
+from minitorch_attn.app.measure import PeakMeter, busy, busy_flag
 
 GIB = 2**30
 

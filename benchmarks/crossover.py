@@ -36,7 +36,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import speed
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.measure import busy, busy_flag
+from minitorch_attn.app.measure import busy, busy_flag
 
 OPS = {   # name: (the Function the table of speed.SPLITS knows it by, call, first input's shapes, more inputs)
     "GELU": ("GELU", lambda x: F.gelu(x, approximate="tanh"), [(b, 64, 512) for b in (1, 2, 4, 8, 16, 32, 64)], 0),

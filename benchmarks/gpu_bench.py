@@ -18,7 +18,7 @@ Target: flash forward+backward at most 3x PyTorch's time at N = 8192.
 ``step``: one training step of ``minitorch-attn train``'s default GPT (forward,
 cross-entropy, ``zero_grad``, backward, ``clip_grad_norm_``, AdamW; each step ends with
 the loss read to the host, so a step's time is the GPU's) against its PyTorch twin
-(``minitorch_attn.torch_gpt.GPT`` with the same weights, optimizer and batches) on the
+(``minitorch_attn.app.torch_gpt.GPT`` with the same weights, optimizer and batches) on the
 same GPU, in alternating rounds. Target: at most 5x PyTorch eager's time per step.
 
 Every table is printed and written to ``--out`` (``attention.txt``/``.json``,
@@ -41,8 +41,8 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.measure import synchronize
-from minitorch_attn.train import make_optimizer, next_char_loss
+from minitorch_attn.app.measure import synchronize
+from minitorch_attn.app.train import make_optimizer, next_char_loss
 import train_bench   # beside this script
 from step_profile import build_model, model_flags   # beside this script
 
@@ -109,7 +109,7 @@ class PeakMemory:
 # ---- attention ----------------------------------------------------------------------------------------
 def attention(args):
     rng = numpy.random.default_rng(0)
-    rows, results = [], []
+    results = []
     for n in args.seq:
         shape = (args.batch, args.heads, n, args.dim)
         arrays = [rng.standard_normal(shape).astype(numpy.float32) for _ in range(4)]

@@ -126,7 +126,7 @@ if [ "$MODE" = dry ]; then
   say "dry run: what needs no GPU"
   "$PY" -m pytest --collect-only -q -m cuda -n 0 -p no:cacheprovider 2>&1 | tail -n 1 | tee "$OUT/cuda_tests.txt"
   "$PY" -m gradcheck --help > /dev/null && echo "python -m gradcheck: its command line parses"
-  "$PY" -m minitorch_attn.cli train --help > /dev/null && echo "python -m minitorch_attn.cli train: its command line parses"
+  "$PY" -m minitorch_attn.app.cli train --help > /dev/null && echo "python -m minitorch_attn.app.cli train: its command line parses"
   "$PY" benchmarks/gpu_bench.py --device cpu --out "$OUT" attention --seq 128 --repeats 1 || failed=1
   "$PY" benchmarks/gpu_bench.py --device cpu --out "$OUT" step --steps 2 --warmup 1 || failed=1
 else
@@ -139,7 +139,7 @@ stage pytest "${PYTEST_S:-170}" "$PY" -m pytest -q -m cuda -n 8 --timeout 120 -p
 stage gradcheck "${GRADCHECK_S:-120}" "$PY" -m gradcheck --device cuda --dtype float64
 stage attention "${ATTENTION_S:-90}" "$PY" benchmarks/gpu_bench.py --device cuda --out "$OUT" attention --seq 4096 8192
 stage step "${STEP_S:-60}" "$PY" benchmarks/gpu_bench.py --device cuda --out "$OUT" step
-stage train "${TRAIN_S:-120}" "$PY" -m minitorch_attn.cli train --device cuda --time-budget 60 --out "$OUT/train"
+stage train "${TRAIN_S:-120}" "$PY" -m minitorch_attn.app.cli train --device cuda --time-budget 60 --out "$OUT/train"
 if [ "$MODE" = run ] && [ -f "$OUT/train/metrics.json" ]; then
   "$PY" -c "import json,sys; m = json.load(open(sys.argv[1])); print('train: val_bpc', m['val_bpc'], 'tokens/s', round(m['tokens_per_s']), 'steps', m['steps'])" \
     "$OUT/train/metrics.json" | tee -a "$OUT/summary.txt"

@@ -74,7 +74,7 @@ def main():
     try:
         for number in numbers:
             archive = work / f"autograder-{number}.zip"
-            subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "autograder", "--assignment",
+            subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "autograder", "--assignment",
                             str(number), "--budget", f"{args.budget:g}", "--memory", str(args.memory_mb),
                             "--out", str(archive)], check=True)
             unpack(archive, root)
@@ -130,7 +130,7 @@ def submissions(tree, number, folder):
     shutil.copytree(tree.root / "minitorch_attn", reference / "minitorch_attn",
                     ignore=shutil.ignore_patterns("__pycache__"))
     stubs = folder / "stubs"
-    subprocess.run([sys.executable, "-m", "minitorch_attn.cli", "homework", "make", "--out", str(stubs),
+    subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "make", "--out", str(stubs),
                     "--assignment", str(number)], check=True, stdout=subprocess.DEVNULL)
     last = tasks[-1]["id"]
     mutant = next(m for m in load_mutants(tree) if m.task == last)
@@ -217,7 +217,8 @@ def report(rows, args):
         ok = got == list(expected.values())
         wrong += not ok
         peak_text = f"{peak:.0f}" if peak is not None else "-"
-        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} {wall:>7.0f} {peak_text:>8}  "
+        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} "
+              f"{wall:>7.0f} {peak_text:>8}  "
               + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})"))
         if not ok:
             print("    " + output.replace("\n", "\n    ")[:2000])

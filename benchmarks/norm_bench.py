@@ -10,7 +10,8 @@ PyTorch's functions on the same input, forward + backward under a random upstrea
 gradient, in one process, in turn (ours, PyTorch, ours, ...) after a warm-up; medians of
 ``--repeats`` runs. Both use their default threads (``--threads N`` fixes both): PyTorch its
 intra-op pool; minitorch-attn computes inputs larger than a few cache-sized chunks of
-rows on its pool of one thread per core (``minitorch_attn/speed/rows.py``: LayerNorm and RMSNorm declare themselves row-wise).
+rows on its pool of one thread per core (``minitorch_attn/speed/rows.py``: LayerNorm and RMSNorm
+declare themselves row-wise).
 Without PyTorch only our times are printed. Target: LayerNorm at (32, 512, 1024) float32
 within 1.2x of PyTorch.
 
@@ -32,7 +33,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.measure import alternating_medians, busy, busy_flag
+from minitorch_attn.app.measure import alternating_medians, busy, busy_flag
 
 TARGET = 1.2   # LayerNorm fwd+bwd, ours / PyTorch, at (32, 512, 1024) float32
 

@@ -8,13 +8,15 @@ process, and against its own fixed thread settings.
     python benchmarks/train_bench.py --device cuda      # our CuPy backend (PyTorch stays on CPU)
 
 1. **Against PyTorch, equal threads.** Both sides train the same GPT (``minitorch_attn.nn.GPT``
-   and its PyTorch twin ``minitorch_attn.torch_gpt.GPT`` with the same initial weights:
+   and its PyTorch twin ``minitorch_attn.app.torch_gpt.GPT`` with the same initial weights:
    the training job's block by default (``--norm``, ``--mlp``, ``--pos-encoding``), fused
    QKV without bias, causal attention, tied embeddings) with
    the training job's AdamW (decay on matrices only, ``make_optimizer``) and clipping, on
    the same batches, so their losses agree to float32 rounding (printed). One step is
    forward, cross-entropy, ``zero_grad``, backward, clip and AdamW; ours splits the batch
-   into one part per thread as the training job does (``nn.SplitBatch``). Rows: 1 thread and
+   into one part per thread as the training job does (``nn.SplitBatch``), and runs the
+   fused twins of its formulas, as the training job does (``minitorch_attn/speed/fused.py``;
+   ``--plain``: the formulas as written). Rows: 1 thread and
    one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``), and
    minitorch-attn choosing its threads by timing, as the training job does. The sides
    alternate in rounds of a few steps (the order turning each round; each side's steps
@@ -37,7 +39,7 @@ process, and against its own fixed thread settings.
    its own choice reaches at least 0.9x the best fixed setting.
 
 ``--busy N`` keeps N cores busy with helper processes during the whole script
-(:func:`minitorch_attn.measure.busy`).
+(:func:`minitorch_attn.app.measure.busy`).
 """
 
 from __future__ import annotations
@@ -59,9 +61,9 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
-from minitorch_attn.measure import busy, busy_flag
-from minitorch_attn.speed import FastestThreads, available_cores, blas_threads
-from minitorch_attn.train import make_optimizer, next_char_loss
+from minitorch_attn.app.measure import busy, busy_flag
+from minitorch_attn.speed import FastestThreads, available_cores, blas_threads, use_fused
+from minitorch_attn.app.train import make_optimizer, next_char_loss
 from step_profile import build_model, matmul_seconds, model_flags, recorded_products, settle
 
 TARGET_VS_TORCH = 1.0      # our tokens/s over PyTorch's, equal threads, idle
@@ -81,10 +83,11 @@ def ours(args, batches):
 
     def step(i):
         x, y = batches[i % len(batches)]
-        opt.zero_grad()
-        loss = split.backward(x, y)   # loss.item() inside: waits for the device
-        optim.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
+        with use_fused(not getattr(args, "plain", False)):   # as the train command (speed/fused.py)
+            opt.zero_grad()
+            loss = split.backward(x, y)   # loss.item() inside: waits for the device
+            optim.clip_grad_norm_(model.parameters(), CLIP)
+            opt.step()
         return loss
 
     return step, model
@@ -95,8 +98,8 @@ def theirs(args, batches, model, where="cpu"):
     same optimizer and step (``gpu_bench.py`` runs it on the GPU)."""
     import torch
 
-    from minitorch_attn.export import torch_config
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.export import torch_config
+    from minitorch_attn.app.torch_gpt import GPT
 
     twin = GPT(**torch_config(model))   # as minitorch-attn export: the norms' epsilon too
     missing = twin.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()}, strict=False)
@@ -225,7 +228,7 @@ def against_torch(args):
 def run_command(args, folder, name, threads=None):
     """One ``minitorch-attn train`` in a plain process; its tokens/s (validation excluded)."""
     out = os.path.join(folder, name)
-    command = [sys.executable, "-m", "minitorch_attn.cli", "train", "--steps", str(args.command_steps),
+    command = [sys.executable, "-m", "minitorch_attn.app.cli", "train", "--steps", str(args.command_steps),
                "--time-budget", "0", "--quiet", "--sample-tokens", "0", "--out", out, "--device", args.device]
     if threads is not None:
         command += ["--threads", str(threads)]
@@ -286,6 +289,8 @@ def main(argv=None):
     parser.add_argument("--command-steps", type=positive_int, default=150, help="steps of each train command")
     parser.add_argument("--command-rounds", type=positive_int, default=2, help="alternating rounds of the commands")
     parser.add_argument("--skip-command", action="store_true", help="only part 1 (against PyTorch and the floor)")
+    parser.add_argument("--plain", action="store_true",
+                        help="our step with the plain formulas only (speed.use_fused off; the train command turns it on)")
     busy_flag(parser)
     args = parser.parse_args(argv)
     with busy(args.busy):

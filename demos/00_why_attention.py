@@ -27,7 +27,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup, timed_pair
+from minitorch_attn.app.demo_common import log_ticks, pyplot, quick_caveat, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "00_why_attention")
 d_model, num_heads = 64, 4
@@ -93,11 +93,13 @@ print(f"tutorial: 'when an RNN reaches word 100, it barely remembers word 1'. Me
       f"the gradient reaching token 1 has norm {rnn_default[0]:.1e}, the one reaching token {length - 1} "
       f"{rnn_default[-2]:.1e}" + (f"; tokens 1-{first_zero} get exactly 0 (below float32's smallest number)"
                                   if first_zero else ""))
-print(f"attention: token 1 gets {curves['attention (causal, one layer)'][0] / curves['attention (causal, one layer)'][-2]:.2f}x "
+attention_curve = curves["attention (causal, one layer)"]
+print(f"attention: token 1 gets {attention_curve[0] / attention_curve[-2]:.2f}x "
       f"what token {length - 1} gets: one step away, whatever the distance")
 grown, exploded = curves["RNN, W_h x 3"], curves["RNN, W_h x 6"]
 print(f"the RNN's decay is a product over the steps: scaled by 3, the same W_h sends token 1 "
-      f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} (at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
+      f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} "
+      f"(at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
       f"scaled by 6 it explodes: token 1 gets {exploded[0] / exploded[-2]:.0e}x the gradient of token {length - 1} "
       f"in this float32 run, but the recurrence is chaotic: rounding alone moves that figure by orders of "
       f"magnitude, so only 'far above 1' is reproducible")
@@ -120,8 +122,11 @@ print(f"{'T':>6} {'RNN multiply-adds':>18} {'attention multiply-adds':>24}  meas
 for n in lengths:
     xs = randn(args.rng, batch, n, d_model, device=args.device)
     with mt.no_grad():
-        comparison = timed_pair(args, lambda: rnn(xs),
-                                lambda: attention(xs, xs, xs, is_causal=True, need_weights=False))
+        comparison = timed_pair(  # both lambdas run in this iteration, with its xs
+            args,
+            lambda: rnn(xs),  # noqa: B023
+            lambda: attention(xs, xs, xs, is_causal=True, need_weights=False),  # noqa: B023
+        )
     rnn_work = batch * n * 2 * d_model * d_model                      # W_x x_t and W_h h per step
     attention_work = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)  # 4 projections, QKᵀ and weights @ V
     timings.append((n, comparison.first, comparison.second))

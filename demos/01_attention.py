@@ -32,7 +32,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import pyplot, randn, save, setup
 
 args, out = setup(__doc__, "01_attention")
 

@@ -29,7 +29,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import log_ticks, pyplot, randn, save, setup, timed_pair
+from minitorch_attn.app.demo_common import log_ticks, pyplot, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "02_multihead")
 batch, seq_len, d_model, num_heads = 4, 10, 512, 8
@@ -140,8 +140,11 @@ for n in lengths:
     xs = randn(args.rng, batch, n, d_model, device=args.device)
     multiply_adds = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)   # the same for any h
     with mt.no_grad():
-        comparison = timed_pair(args, lambda: one_head(xs, xs, xs, need_weights=False),
-                                lambda: eight_heads(xs, xs, xs, need_weights=False))
+        comparison = timed_pair(  # both lambdas run in this iteration, with its xs
+            args,
+            lambda: one_head(xs, xs, xs, need_weights=False),  # noqa: B023
+            lambda: eight_heads(xs, xs, xs, need_weights=False),  # noqa: B023
+        )
     cost.append((n, comparison.first, comparison.second, comparison.ratio))
     print(f"  T = {n:>4}: multiply-adds {multiply_adds:,} for both; softmax entries {batch * n * n:,} "
           f"against {batch * num_heads * n * n:,} ({num_heads}x)")

@@ -30,7 +30,7 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn.demo_common import normalize_over, pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import normalize_over, pyplot, randn, save, setup
 
 args, out = setup(__doc__, "03_layernorm")
 d = 512
@@ -94,7 +94,8 @@ other = batch.numpy().copy()
 other[1] = args.rng.standard_normal((10, d))                                   # a different batchmate
 other = mt.tensor(other, device=args.device)
 print(f"  a different sample 1 changes the output of sample 0 by: BatchNorm "
-      f"{change_of_sample_0(batch_norm_dims, batch, other):.3f}, LayerNorm {change_of_sample_0(layer_norm_dims, batch, other):.1e}")
+      f"{change_of_sample_0(batch_norm_dims, batch, other):.3f}, "
+      f"LayerNorm {change_of_sample_0(layer_norm_dims, batch, other):.1e}")
 real = batch.numpy()[:, :6]                                                    # 6 real tokens each
 short, long = (mt.tensor(numpy.concatenate([real, numpy.zeros((4, pad, d), numpy.float32)], axis=1),
                          device=args.device) for pad in (4, 14))               # padded to 10 and to 20

@@ -28,8 +28,8 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
+from minitorch_attn.app.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
 
 
 def add_flags(parser):

@@ -24,7 +24,7 @@ more (the token embedding alone is 30000 x 256 = 7,680,000). Draws the count per
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from minitorch_attn.demo_common import pyplot, save, setup
+from minitorch_attn.app.demo_common import pyplot, save, setup
 
 args, out = setup(__doc__, "05_encoder")
 TUTORIAL_COUNT = 6_832_384

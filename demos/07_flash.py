@@ -29,9 +29,9 @@ and time against sequence length.
 import numpy
 
 from minitorch_attn import nn
+from minitorch_attn.app.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
+from minitorch_attn.app.measure import peak_memory
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.demo_common import pyplot, quick_caveat, randn, save, setup, timed_pair
-from minitorch_attn.measure import peak_memory
 
 
 def add_flags(parser):

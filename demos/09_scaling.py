@@ -30,7 +30,7 @@ import math
 import numpy
 
 import minitorch_attn.functional as F
-from minitorch_attn.demo_common import log_ticks, pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import log_ticks, pyplot, randn, save, setup
 
 args, out = setup(__doc__, "09_scaling")
 

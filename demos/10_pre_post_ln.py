@@ -30,9 +30,9 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import functional as F
 from minitorch_attn import manual_seed, nn, optim
-from minitorch_attn.data import CharVocab, get_batch, load_corpus, split_ids
-from minitorch_attn.demo_common import log_ticks, pyplot, quick_caveat, save, setup
-from minitorch_attn.train import make_optimizer
+from minitorch_attn.app.data import CharVocab, get_batch, load_corpus, split_ids
+from minitorch_attn.app.demo_common import log_ticks, pyplot, quick_caveat, save, setup
+from minitorch_attn.app.train import make_optimizer
 
 
 def add_flags(parser):

@@ -31,7 +31,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
-from minitorch_attn.demo_common import normalize_over, pyplot, quick_caveat, randn, save, setup, timed_pair
+from minitorch_attn.app.demo_common import normalize_over, pyplot, quick_caveat, randn, save, setup, timed_pair
 
 args, out = setup(__doc__, "11_mistakes")
 

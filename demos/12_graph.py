@@ -37,7 +37,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import layer_norm_from_primitives, pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import layer_norm_from_primitives, pyplot, randn, save, setup
 
 
 def size(graph):
@@ -94,7 +94,8 @@ def main(argv=None):
 
     if not primitives.endswith(".svg"):
         print(f"Graphviz's dot program is not installed: wrote .dot files into {out}; render one with "
-              f"dot -Tsvg FILE.dot -o FILE.svg (apt-get install graphviz, brew install graphviz or conda install graphviz)")
+              "dot -Tsvg FILE.dot -o FILE.svg "
+              "(apt-get install graphviz, brew install graphviz or conda install graphviz)")
         return 0
     plt = pyplot()  # 1 beside 2 in one picture
     images = []

@@ -23,9 +23,9 @@ import json
 import os
 import sys
 
-from minitorch_attn import checkpoint, cli, data
+from minitorch_attn.app import checkpoint, cli, data
+from minitorch_attn.app.demo_common import pyplot, save, setup
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.demo_common import pyplot, save, setup
 
 QUICK = ["--d-model", "32", "--num-layers", "1", "--num-heads", "2", "--block-size", "32", "--batch-size", "8",
          "--eval-interval", "10", "--eval-windows", "4", "--sample-tokens", "80"]
@@ -58,7 +58,7 @@ def draw(results, baseline, out):
     """Both validation curves: the periodic estimates as lines, the final full-split value as a star."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, (metrics, history)), colour in zip(results.items(), ("tab:blue", "tab:orange")):
+    for (name, (_metrics, history)), colour in zip(results.items(), ("tab:blue", "tab:orange")):
         steps, bpc = history["val_step"], history["val_bpc"]
         ax.plot(steps[:-1], bpc[:-1], "o-", color=colour, markersize=3, label=f"{name} positions (estimates)")
         ax.plot(steps[-1:], bpc[-1:], "*", color=colour, markersize=12,

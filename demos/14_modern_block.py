@@ -41,11 +41,11 @@ import numpy
 import minitorch_attn as mt
 from minitorch_attn import functional as F
 from minitorch_attn import manual_seed, nn, optim
+from minitorch_attn.app.data import CharVocab, bigram_bpc, get_batch, load_corpus, split_ids
+from minitorch_attn.app.demo_common import pyplot, quick_caveat, save, setup, timed_pair
+from minitorch_attn.app.train import LN2, evaluate_bpc, make_optimizer
 from minitorch_attn.argtypes import positive_int
-from minitorch_attn.data import CharVocab, bigram_bpc, get_batch, load_corpus, split_ids
-from minitorch_attn.demo_common import pyplot, quick_caveat, save, setup, timed_pair
 from minitorch_attn.speed import FastestThreads, blas_threads, chosen_by_user, get_num_threads
-from minitorch_attn.train import LN2, evaluate_bpc, make_optimizer
 
 
 def add_flags(parser):

@@ -34,7 +34,7 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn
-from minitorch_attn.demo_common import pyplot, randn, save, setup
+from minitorch_attn.app.demo_common import pyplot, randn, save, setup
 
 
 def norm(t):

@@ -43,7 +43,7 @@ import numpy
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn
-from minitorch_attn.demo_common import pyplot, save, setup
+from minitorch_attn.app.demo_common import pyplot, save, setup
 from minitorch_attn.optim import AdamW
 
 SENTENCE = "The trophy didn't fit in the bag because it was too big."
@@ -76,7 +76,7 @@ def load(args):
     """``(model, ids, spans, pretrained)``: the model, the sentence's token ids, each token's
     character span, and whether the weights are trained."""
     if args.pretrained:
-        from minitorch_attn.hf_export import load_tokenizer
+        from minitorch_attn.app.hf_export import load_tokenizer
 
         model = nn.GPT.from_pretrained(args.pretrained, device=args.device)
         encoding = load_tokenizer(args.pretrained).encode(SENTENCE)

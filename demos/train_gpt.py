@@ -28,8 +28,8 @@ continues any prompt.
 import sys
 import tempfile
 
-from minitorch_attn.cli import main
-from minitorch_attn.demo_common import demo_argv, quick_training_flags
+from minitorch_attn.app.cli import main
+from minitorch_attn.app.demo_common import demo_argv, quick_training_flags
 
 # %% [markdown]
 # ## Training

@@ -34,6 +34,7 @@ extensions = [
     "sphinx-mathjax-offline",   # MathJax 3 copied into _static: no CDN at build or view time
     "myst_nb",
     "catalogue",
+    "glance",
 ]
 
 # ---- sources ------------------------------------------------------------------------------------

@@ -11,12 +11,12 @@ from .core.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enab
 from .core.backend import get_default_device, manual_seed, set_default_device
 from .core.minmax import clamp, maximum, minimum
 from .core.ops import matmul
-from .core.power import pow  # noqa: A004
+from .core.power import pow  # torch.pow: the package's names are torch's, builtins shadowed
 from .core.indexing import gather
 from .core.einsum import einsum
 from .core.arithmetic import add, div, sub
-from .core.ops import abs, exp, log, sqrt, tanh  # noqa: A004 (torch's names)
-from .core.reductions import amax, amin, max, mean, min, std, sum, var  # noqa: A004
+from .core.ops import abs, exp, log, sqrt, tanh  # torch's names
+from .core.reductions import amax, amin, max, mean, min, std, sum, var  # torch's names
 from .core.shape_ops import (
     cat, chunk, concat, expand, flatten, masked_fill, permute, reshape, split, squeeze, stack, transpose,
     tril, triu, unsqueeze, where,
@@ -39,3 +39,19 @@ from .gradcheck import GradcheckError, GradcheckReport, check_gradients, gradche
 from .graph import draw_graph
 
 __version__ = "0.1.0"
+
+# the public names, as ``from minitorch_attn import *`` gives them (and what a type checker re-exports)
+__all__ = [
+    "Function", "backward", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
+    "get_default_device", "manual_seed", "set_default_device",
+    "Tensor", "tensor", "arange", "full", "ones", "ones_like", "rand", "randint", "randn", "zeros", "zeros_like",
+    "bool_", "dtype_name", "float32", "float64", "int32", "int64", "get_default_dtype", "set_default_dtype",
+    "result_dtype",
+    "add", "sub", "div", "pow", "matmul", "einsum", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "logsumexp",
+    "clamp", "maximum", "minimum", "amax", "amin", "max", "mean", "min", "std", "sum", "var",
+    "cat", "chunk", "concat", "expand", "flatten", "gather", "masked_fill", "permute", "reshape", "split", "squeeze",
+    "stack", "transpose", "tril", "triu", "unsqueeze", "where",
+    "get_num_threads", "set_num_threads", "keep_freed_memory",
+    "GradcheckError", "GradcheckReport", "check_gradients", "gradcheck", "draw_graph",
+    "functional",
+]

@@ -17,7 +17,7 @@ AdamW      as Adam, but the weight decay is decoupled: ``p *= 1 - lr λ`` before
 
 An optimizer takes an iterable of parameters, or of *parameter groups*: dicts with a
 ``"params"`` list and any hyperparameter to override for that group (as in PyTorch;
-the training job, :func:`minitorch_attn.train.make_optimizer`, decays every matrix --
+the training job, :func:`minitorch_attn.app.train.make_optimizer`, decays every matrix --
 projections, token and position embeddings -- and leaves biases and norm gains alone).
 ``optimizer.param_groups[i]["lr"]`` is the learning rate a schedule changes.
 """
@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
+from typing import Any
 
 import numpy
 
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
-from .speed import blas_threads, each_on_threads
+from .speed import blas_threads, each_on_threads, fused_kernels
 
 
 class Optimizer:
@@ -51,16 +53,16 @@ class Optimizer:
             has no ``"params"``, or a parameter is not a Tensor.
     """
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor) or not hasattr(params, "__iter__"):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
-        params = list(params)
-        if not params:
+        given: list[Any] = list(params)
+        if not given:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        groups = given if isinstance(given[0], dict) else [{"params": given}]
         self.defaults = dict(defaults)
-        self.param_groups = []
+        self.param_groups: list[dict[str, Any]] = []
         seen = set()
         for group in groups:
             if not isinstance(group, dict) or "params" not in group:
@@ -77,18 +79,18 @@ class Optimizer:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
             self.param_groups.append(group)
-        self.state = {}  # id(param) -> {"step": int, name: array}
+        self.state: dict[int, dict[str, Any]] = {}  # id(param) -> {"step": int, name: array}
 
-    def parameters(self):
+    def parameters(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``grad = None``, as PyTorch's default), or with
         ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
             p.zero_grad(set_to_none)
 
-    def step(self):
+    def step(self) -> None:
         """Update every parameter that has a gradient (``_update`` of each, with its group's
         hyperparameters and its own state).
 
@@ -118,11 +120,11 @@ class Optimizer:
         raise NotImplementedError
 
     # ---- saving and restoring -------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """``{"param_groups": [hyperparameters per group], "state": {index: {name: value}}}``.
 
         Parameters are named by their position in :meth:`parameters` (as PyTorch does);
-        arrays stay on their device. :mod:`minitorch_attn.checkpoint` stores this."""
+        arrays stay on their device. :mod:`minitorch_attn.app.checkpoint` stores this."""
         index = {id(p): i for i, p in enumerate(self.parameters())}
         groups = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
         for g, group in zip(groups, self.param_groups):
@@ -130,7 +132,7 @@ class Optimizer:
         state = {index[key]: dict(value) for key, value in self.state.items() if key in index}
         return {"param_groups": groups, "state": state}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore hyperparameters and per-parameter state saved by :meth:`state_dict`.
 
         Arrays (NumPy or any backend) are copied onto each parameter's device.
@@ -196,12 +198,26 @@ def _check_hyperparameters(lr, weight_decay, **others):
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, as ``torch.optim.SGD``.
 
-    ``g = grad + weight_decay * p``;  with momentum ``b = momentum * b + (1 - dampening) g``
-    (``b = g`` on the first step) and ``g = b`` (or ``g + momentum * b`` when
-    ``nesterov``);  ``p -= lr * g``.
+    With ``g`` the gradient, ``λ`` the weight decay and ``μ`` the momentum, each step::
+
+        1. g = g + λ p
+        2. b = μ b + (1 - dampening) g      (with momentum; b = g on the first step)
+        3. g = g + μ b if nesterov, else b   (with momentum)
+        4. p = p - lr g
+
+    ``p`` is written in place: the model's layers (and the replicas of
+    :class:`~minitorch_attn.nn.SplitBatch`) hold that very array.
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
         _check_hyperparameters(lr, weight_decay, momentum=momentum)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening = 0")
@@ -209,23 +225,34 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov))
 
     def _update(self, p, grad, state, group):
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p.data
         momentum = group["momentum"]
+        if group["weight_decay"]:
+            grad = grad + group["weight_decay"] * p.data                           # 1
+        if momentum and "momentum_buffer" not in state:
+            state["momentum_buffer"] = grad + 0                                    # 2: b = g (a copy)
+        elif momentum:
+            state["momentum_buffer"] = momentum * state["momentum_buffer"] + (1 - group["dampening"]) * grad   # 2
         if momentum:
-            if "momentum_buffer" not in state:
-                state["momentum_buffer"] = grad + 0  # a copy: grad may be the gradient itself
-            else:
-                buf = state["momentum_buffer"]
-                buf *= momentum
-                buf += (1 - group["dampening"]) * grad
             buf = state["momentum_buffer"]
-            grad = grad + momentum * buf if group["nesterov"] else buf
-        p.data -= group["lr"] * grad
+            grad = grad + momentum * buf if group["nesterov"] else buf             # 3
+        p.data -= group["lr"] * grad                                               # 4
 
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba, arXiv:1412.6980, Algorithm 1), as ``torch.optim.Adam``.
+
+    With ``g`` the gradient, ``t`` the step (from 1) and ``λ`` the weight decay, each step::
+
+        0. g = g + λ p                   (AdamW instead: p = p (1 - lr λ))
+        1. m = β1 m + (1 - β1) g
+        2. v = β2 v + (1 - β2) g²
+        3. m̂ = m / (1 - β1ᵗ),  v̂ = v / (1 - β2ᵗ)
+        4. p = p - lr m̂ / (sqrt(v̂) + ε)
+
+    Steps 3 and 4 are taken in PyTorch's order, ``p - (lr / (1 - β1ᵗ)) (m / (sqrt(v) /
+    sqrt(1 - β2ᵗ) + ε))``, so that the numbers are PyTorch's. ``p`` is written in place: the
+    model's layers (and the replicas of :class:`~minitorch_attn.nn.SplitBatch`) hold that
+    very array.
 
     ``weight_decay`` adds ``λ p`` to the gradient (an L2 penalty, coupled to the adaptive
     step); prefer :class:`AdamW` for decoupled decay. Moments are kept in the parameter's
@@ -234,7 +261,14 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         _check_hyperparameters(lr, weight_decay, beta1=betas[0], beta2=betas[1])
         if not eps >= 0.0:
             raise ValueError(f"invalid eps {eps!r}; expected eps >= 0")
@@ -243,31 +277,21 @@ class Adam(Optimizer):
     def _update(self, p, grad, state, group):
         xp = backend_of(p.data).xp
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if decay and self.decoupled:
-            p.data *= 1 - lr * decay                 # AdamW: shrink the weights directly
-        elif decay:
-            grad = grad + decay * p.data             # Adam: L2 penalty in the gradient
+        t = state["step"]
         if "exp_avg" not in state:
-            state["exp_avg"] = xp.zeros_like(p.data)
-            state["exp_avg_sq"] = xp.zeros_like(p.data)
-        m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-        m *= beta1
-        m += (1 - beta1) * grad                      # m = β1 m + (1-β1) g
-        v *= beta2
-        g2 = grad * grad
-        g2 *= 1 - beta2
-        v += g2                                      # v = β2 v + (1-β2) g²
-        bias1 = 1 - beta1 ** t                       # m̂ = m / (1-β1ᵗ),  v̂ = v / (1-β2ᵗ)
-        bias2 = 1 - beta2 ** t
-        denom = xp.sqrt(v)
-        denom /= math.sqrt(bias2)
-        denom += eps                                 # sqrt(v̂) + ε
-        step = m / denom
-        step *= lr / bias1
-        p.data -= step                               # p -= lr m̂ / (sqrt(v̂) + ε)
-        # speed: each line writes into its own fresh temporary (*=, /=, +=) where a
-        # formula would allocate one per operation; the same operations in the same
-        # order, so the same numbers (PyTorch's order: sqrt(v) / sqrt(1-β2ᵗ) + ε)
+            state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p.data), xp.zeros_like(p.data)
+        if decay and self.decoupled:
+            p.data *= 1 - lr * decay                                               # 0 (AdamW): p = p (1 - lr λ)
+        elif decay:
+            grad = grad + decay * p.data                                           # 0 (Adam): g = g + λ p
+        kernels = fused_kernels()
+        if kernels is not None:          # speed: steps 1-4 written into m, v, p (minitorch_attn/speed/fused.py)
+            kernels.adam_steps_(xp, p.data, grad, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, t)
+            return
+        m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad                # 1
+        v = state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)  # 2
+        sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps              # 3: sqrt(v̂) + ε
+        p.data -= lr / (1 - beta1 ** t) * (m / sqrt_v_hat_eps)                     # 3, 4: lr m̂ / (sqrt(v̂) + ε)
 
 
 class AdamW(Adam):
@@ -276,11 +300,18 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, error_if_nonfinite: bool = False) -> Tensor:
     """Scale all gradients together so that their global L2 norm is at most ``max_norm``
     (as ``torch.nn.utils.clip_grad_norm_``; Pascanu et al., arXiv:1211.5063, Alg. 2).
 
@@ -400,7 +431,15 @@ class WarmupCosineLR:
         ValueError: ``warmup_steps < 0``, ``total_steps < 1``, ``min_lr_ratio`` outside [0, 1].
     """
 
-    def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.0):
+    # what __init__ sets (declared here: mypy reads the numbers.Real check of a float as always failing)
+    optimizer: Optimizer
+    warmup_steps: int
+    total_steps: int
+    min_lr_ratio: float
+    base_lrs: list[float]
+    last_step: int
+
+    def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> None:
         for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
             if not _is_int(value):
                 raise TypeError(f"{name} must be an int, got {value!r}")
@@ -418,7 +457,7 @@ class WarmupCosineLR:
         self.last_step = -1
         self.step()  # the rate of step 0, as PyTorch's schedulers set it when they are made
 
-    def factor(self, step):
+    def factor(self, step: int) -> float:
         """The multiplier of the base rate at ``step`` (>= 0)."""
         if not step >= 0:
             raise ValueError(f"a schedule step must be >= 0, got {step!r}")
@@ -429,7 +468,7 @@ class WarmupCosineLR:
         r = self.min_lr_ratio
         return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * t))
 
-    def step(self, step=None):
+    def step(self, step: int | None = None) -> float:
         """Move to the next step (or to ``step``, counted from 0) and write its rate."""
         self.last_step = self.last_step + 1 if step is None else step
         f = self.factor(self.last_step)

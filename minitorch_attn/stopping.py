@@ -23,23 +23,29 @@ from .speed import STOP_SIGNALS  # noqa: F401 (re-exported: the signals that sto
 
 def hang_up(signum, frame):
     """The handler of SIGHUP: what went to the closed terminal goes to ``os.devnull``, then
-    the command stops as with Ctrl-C."""
+    the command stops as with Ctrl-C. A hang-up comes once per closed terminal but is often
+    delivered twice (the kernel's, then the shell's passed on to its jobs): every one after
+    the first is ignored, so it cannot interrupt the saving that the first one started."""
     _leave_the_terminal()
     signal.default_int_handler(signum, frame)
 
 
-hang_up.raises_keyboard_interrupt = True   # the thread pool's caller asks (speed.raises_keyboard_interrupt)
+# the thread pool's caller asks (speed.raises_keyboard_interrupt)
+hang_up.raises_keyboard_interrupt = True  # type: ignore[attr-defined]
 
 
 def _leave_the_terminal():
     """Send standard output and error to ``os.devnull`` where they went to the terminal
-    (as :func:`stop_as_ctrl_c` found them: a terminal that hung up no longer says it is one)."""
+    (as :func:`stop_as_ctrl_c` found them: a terminal that hung up no longer says it is one),
+    and ignore SIGHUP from now on: the terminal is gone, a second hang-up says nothing new
+    (and one that came while Python shuts down, its handlers reset, would kill the process)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     for fd in _terminal_fds:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
 
 
-_terminal_fds = []
+_terminal_fds: list[int] = []
 """The file descriptors of standard output and error that are a terminal (set by :func:`stop_as_ctrl_c`)."""
 
 

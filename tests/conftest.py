@@ -98,6 +98,40 @@ def float64_tolerance(reference, n_ops=1, dtype="float32"):
     return n_ops * eps * max(1.0, float(np.max(np.abs(reference), initial=0.0)))
 
 
+def expect_close(ours, expected, *, what, n_ops=8, dtype="float64", rtol=None, atol=None, equal_nan=False):
+    """Assert the array ``ours`` equals ``expected`` to a tolerance, with a message that
+    says which array differs (``what``: "softmax (4, 6) float64, gradient of x"), how many
+    elements, the worst one (its index, both values) and the tolerance.
+
+    The tolerance is ``atol`` if given, else ``rtol * max(1, max|expected|)``, else
+    ``float64_tolerance(expected, n_ops, dtype)``. Infinities must match exactly; a NaN is
+    wrong (with ``equal_nan``, a NaN of ``ours`` where ``expected`` has one is right).
+    ``ours`` may be an array, a number or a tensor (its ``.numpy()``); None fails ("no gradient")."""
+    if ours is None:
+        raise AssertionError(f"{what}: no gradient (None) where one was expected")
+    if hasattr(ours, "numpy") and not isinstance(ours, np.ndarray):
+        ours = ours.numpy()
+    got, expected = np.array(ours, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    if got.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {got.shape}, expected {expected.shape}")
+    finite = expected[np.isfinite(expected)]
+    if atol is not None:
+        tolerance = atol
+    elif rtol is not None:
+        tolerance = rtol * max(1.0, float(np.max(np.abs(finite), initial=0.0)))
+    else:
+        tolerance = float64_tolerance(finite, n_ops, dtype)
+    same = (np.isinf(expected) & (got == expected)) | (equal_nan & np.isnan(expected) & np.isnan(got))
+    error = np.where(same, 0.0, np.abs(got - expected))
+    error = np.where(np.isnan(error), np.inf, error)
+    wrong = error > tolerance
+    if wrong.any():
+        worst = np.unravel_index(int(np.argmax(error)), error.shape) if error.ndim else ()
+        raise AssertionError(
+            f"{what}: {int(wrong.sum())} of {wrong.size} elements differ; worst at {tuple(int(i) for i in worst)}: "
+            f"yours {got[worst]:.10g}, expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
+
+
 def node_backward(output, grad):
     """The gradients that the node which made ``output`` returns for the upstream array
     ``grad``, asked of its Function directly, as the engine asks it: a tuple, one entry per

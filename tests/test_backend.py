@@ -35,7 +35,7 @@ def test_strict_without_array_api_strict_names_the_extra(monkeypatch):
 
 
 def test_every_device_flag_lists_the_devices_it_accepts(capsys):
-    from minitorch_attn.cli import main
+    from minitorch_attn.app.cli import main
 
     for command in (["train"], ["sample", "--checkpoint", "c.npz"]):
         with pytest.raises(SystemExit):

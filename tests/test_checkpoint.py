@@ -7,7 +7,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import checkpoint, nn, optim
+from minitorch_attn import nn, optim
+from minitorch_attn.app import checkpoint
 
 CONFIG = dict(vocab_size=11, d_model=16, num_heads=2, num_layers=1, max_seq_len=8)
 
@@ -113,7 +114,8 @@ def test_a_saved_checkpoint_has_the_usual_file_mode(tmp_path):
     import os
     import stat
 
-    from minitorch_attn import checkpoint, nn
+    from minitorch_attn import nn
+    from minitorch_attn.app import checkpoint
 
     path = tmp_path / "c.npz"
     checkpoint.save(path, nn.Linear(2, 2))

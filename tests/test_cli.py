@@ -14,10 +14,10 @@ import time
 import pytest
 
 import minitorch_attn
-from minitorch_attn import checkpoint as ckpt
 from minitorch_attn import optim
-from minitorch_attn.cli import main
-from minitorch_attn.data import load_corpus
+from minitorch_attn.app import checkpoint as ckpt
+from minitorch_attn.app.cli import main
+from minitorch_attn.app.data import load_corpus
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -39,6 +39,7 @@ def test_ci_runs_every_readme_command_word_for_word():
     assert any("sphinx-build -W" in c for c in commands)                      # the site
     ci = (ROOT / ".ci" / "run").read_text()
     assert "minitorch-attn homework selftest" in ci and "pytest tests/test_docs_site.py" in ci
+    assert 'pip install --quiet -e ".[lint]"' in ci and "ruff check . && ruff format --check . && mypy" in ci
 
 
 def _fails_with_status_2(argv, capsys):
@@ -114,7 +115,7 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
 def test_a_stub_or_a_bug_keeps_its_traceback(monkeypatch):
     import pytest
 
-    from minitorch_attn import cli
+    from minitorch_attn.app import cli
 
     def stubbed(args):
         raise NotImplementedError("Task 4.3: ...")
@@ -129,7 +130,7 @@ def test_train_in_a_tree_before_assignment_6_says_which_flags_train_gpt2s_block(
     # earlier assignment, whose tree has its stubs, learns the flags that need none of them
     import pytest
 
-    from minitorch_attn import cli
+    from minitorch_attn.app import cli
     from minitorch_attn.functional import activations
 
     def stub(*args, **kwargs):
@@ -287,12 +288,12 @@ def test_output_that_is_not_a_terminal_gets_the_log_lines_and_no_bar(text, tmp_p
 # ---- Ctrl-C: real SIGINTs to the command in a subprocess -------------------------------------------
 class _Command:
     """``minitorch-attn ARGS`` in a subprocess (the installed script, else ``python -m
-    minitorch_attn.cli``), its output collected as it comes, so that a test can wait for a
+    minitorch_attn.app.cli``), its output collected as it comes, so that a test can wait for a
     line and then press Ctrl-C (send SIGINT) at that point."""
 
     def __init__(self, *args, cwd, env=None):
         script = shutil.which("minitorch-attn", path=os.path.dirname(sys.executable))
-        command = [script] if script else [sys.executable, "-m", "minitorch_attn.cli"]
+        command = [script] if script else [sys.executable, "-m", "minitorch_attn.app.cli"]
         # Ctrl-C reaches the command as it reaches one typed in a terminal even when these tests
         # run in the background: a shell without job control starts background jobs with SIGINT
         # ignored, and a child would inherit that (Python then never raises KeyboardInterrupt)
@@ -408,7 +409,7 @@ def test_errors_raised_while_running_say_error_and_point_to_help_in_every_comman
 
 
 def test_the_readme_says_what_the_main_job_writes_and_what_to_run_next(trained):
-    from minitorch_attn import demos_cli
+    from minitorch_attn.app import demos_cli
 
     readme = (ROOT / "README.md").read_text()
     written = sorted(p.name for p in trained.iterdir())

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from minitorch_attn import data
+from minitorch_attn.app import data
 
 
 def test_vocab_round_trip_and_unknown_characters():

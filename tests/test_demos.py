@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy
 import pytest
 
-from minitorch_attn import cli, demo_common, demos_cli, measure
+from minitorch_attn.app import cli, demo_common, demos_cli, measure
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("matplotlib")
@@ -45,7 +45,8 @@ EXPECTED = {
     "04_norm_speed": (["x (8, 64, 512) float32", "NumPy, written alike", "RMSNorm / LayerNorm time ratio"],
                       ["norm_speed.png"]),
     "05_encoder": (["token ids shape: (4, 20)", "output shape: (4, 20, 256)",
-                    f"total parameters: {30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
+                    "total parameters: "
+                    f"{30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
                     "sum of the rows: 12,544,000", "by the formula: 12,544,000", "the tutorial prints 6,832,384"],
                    ["encoder_parameters.png"]),
     "06_masks": (["[[1 0 0 0 0]", " [1 1 1 1 1]]",

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import checkpoint, cli, data, nn, sampling
+from minitorch_attn import nn
+from minitorch_attn.app import checkpoint, cli, data, sampling
 from tests.conftest import float64_tolerance
 
 pytest.importorskip("safetensors")
@@ -39,7 +40,7 @@ def text_batch(vocab, length, rng):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_pytorch_logits_equal_ours_on_real_text(case, torch, tmp_path, rng, capsys):
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.torch_gpt import GPT
 
     options, length = CASES[case]
     model, vocab = write_checkpoint(tmp_path / "checkpoint.npz", rng, options)
@@ -71,7 +72,7 @@ def test_pytorch_logits_equal_ours_on_real_text(case, torch, tmp_path, rng, caps
 
 
 def test_sampling_continues_in_pytorch(torch, tmp_path, rng):
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.torch_gpt import GPT
 
     model, vocab = write_checkpoint(tmp_path / "c.npz", rng, dict(pos_encoding="rope"))
     cli.main(["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")])
@@ -95,9 +96,9 @@ def test_export_refuses_a_wrong_suffix_a_missing_folder_and_reports_missing_safe
 
 def test_the_pytorch_module_without_torch_names_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
-    monkeypatch.delitem(sys.modules, "minitorch_attn.torch_gpt", raising=False)
+    monkeypatch.delitem(sys.modules, "minitorch_attn.app.torch_gpt", raising=False)
     with pytest.raises(ImportError, match=r"pip install torch"):
-        import minitorch_attn.torch_gpt  # noqa: F401
+        import minitorch_attn.app.torch_gpt  # noqa: F401
 
 
 def test_an_earlier_export_is_kept_unless_overwrite(tmp_path, rng, capsys):

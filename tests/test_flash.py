@@ -26,6 +26,7 @@ from minitorch_attn.speed import pool, rows, threads
 from minitorch_attn.functional import _attention_common as common, flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
+from tests.conftest import expect_close
 
 TOL64 = 1e-12
 
@@ -85,13 +86,26 @@ def _logsumexp_reference(q, k, mask=None, is_causal=False, alignment="top_left",
     return mt.where(total.squeeze(-1) > 0, lse, mt.full(lse.shape, np.inf, dtype=lse.dtype, device=lse.device))
 
 
-def _assert_close(ours, reference, tol=TOL64):
-    for a, b in zip(ours, reference, strict=True):
-        assert a.shape == b.shape
-        assert np.array_equal(np.isinf(a), np.isinf(b))
+def _assert_close(ours, reference, tol=TOL64, names=None):
+    """Each array of ``ours`` equals the one of ``reference`` to ``tol`` times its largest
+    finite magnitude, infinities in the same places; ``names`` says what each is (default:
+    the output, then the gradients of q, k, v and the mask), so that a failure names the
+    array that differs, its worst element and the tolerance."""
+    names = names or ["output", "gradient of q", "gradient of k", "gradient of v", "gradient of the mask"]
+    for what, a, b in zip(names, ours, reference, strict=False):
+        assert a.shape == b.shape, f"{what}: shape {a.shape}, expected {b.shape}"
+        assert np.array_equal(np.isinf(a), np.isinf(b)), f"{what}: infinities not where expected"
         finite = np.isfinite(b)
         scale = max(1.0, float(np.max(np.abs(b[finite]), initial=0.0)))
-        np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=tol * scale)
+        expect_close(a[finite], b[finite], what=what, atol=tol * scale)
+    assert len(ours) == len(reference) <= len(names), f"{len(ours)} arrays, expected {len(reference)}"
+
+
+def _names(result):
+    """What each array of ``_run``'s ``outputs + gradients`` is."""
+    outs, grads = result
+    return (["output", "log-sum-exp"][:len(outs)]
+            + ["gradient of q", "gradient of k", "gradient of v", "gradient of the mask"][:len(grads)])
 
 
 # ---- float64: exactly the dense attention ---------------------------------------------------------
@@ -140,7 +154,7 @@ def test_equals_dense_attention_in_float64(device, name):
     dense_options = {k: v for k, v in options.items() if not k.startswith("block")}
     ours = _run(lambda q, k, v, m: flash_attention(q, k, v, **options), arrays, device)
     reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, **dense_options), arrays, device)
-    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1], names=_names(ours))
 
 
 MASKS = {
@@ -188,7 +202,7 @@ def test_masks_equal_dense_attention_in_float64(device, name):
                 arrays, device, mask=mask)
     reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, enable_gqa=gqa),
                      arrays, device, mask=mask)
-    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1], names=_names(ours))
     assert all(np.all(np.isfinite(g)) for g in ours[1])
 
 
@@ -208,7 +222,7 @@ def test_logsumexp_and_its_gradient(device, options):
     reference = _run(lambda q, k, v, m: _logsumexp_reference(
         q, k, m, options.get("is_causal", False), options.get("causal_alignment", "top_left"),
         groups=2 if gqa else 1) + 0 * v.sum(), arrays, device, mask=mask)
-    _assert_close(ours[0] + ours[1], reference[0] + reference[1])
+    _assert_close(ours[0] + ours[1], reference[0] + reference[1], names=_names(ours))
 
 
 def test_float64_matches_pytorch(torch):
@@ -219,7 +233,7 @@ def test_float64_matches_pytorch(torch):
     q, k, v, m = (torch.tensor(a, requires_grad=True) for a in (*arrays, mask))
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
     out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)))
-    _assert_close(ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)])
+    _assert_close(ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)], names=_names(ours))
 
 
 # ---- the backward's loop on its own (task 5.2) -------------------------------------------------------
@@ -258,7 +272,7 @@ def test_backward_loop_on_its_own_is_dense_attention_s_gradient(shapes, blocks, 
     dense = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=causal_offset is not None,
                                                                    causal_alignment=alignment),
                  [q, k, v], "cpu")
-    _assert_close(list(ours), dense[1])
+    _assert_close(list(ours), dense[1], names=["gradient of q", "gradient of k", "gradient of v"])
 
 
 @pytest.mark.task_5_2
@@ -414,7 +428,7 @@ def test_dropout_equals_dense_attention_with_the_same_mask(device):
         return (weights * keep_scale) @ mt.stack([v, v], dim=-3).reshape(2, 4, 6, 2)
 
     mine, reference = _run(ours, arrays, device), _run(dense, arrays, device)
-    _assert_close(mine[0] + mine[1], reference[0] + reference[1])
+    _assert_close(mine[0] + mine[1], reference[0] + reference[1], names=_names(mine))
 
 
 def test_dropout_mask_does_not_depend_on_the_tiling(device):
@@ -422,10 +436,12 @@ def test_dropout_mask_does_not_depend_on_the_tiling(device):
     results = []
     for blocks in ((1, 1), (2, 3), (4, 8), (64, 64)):
         mt.manual_seed(3)
-        results.append(_run(lambda q, k, v, m: flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0],
-                                                               block_size_k=blocks[1]), arrays, device))
+        def tiled(q, k, v, m, blocks=blocks):
+            return flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0], block_size_k=blocks[1])
+
+        results.append(_run(tiled, arrays, device))
     for other in results[1:]:
-        _assert_close(other[0] + other[1], results[0][0] + results[0][1])
+        _assert_close(other[0] + other[1], results[0][0] + results[0][1], names=_names(other))
 
 
 def test_dropout_keeps_the_expected_fraction():
@@ -459,7 +475,7 @@ def test_threads_give_the_same_result(monkeypatch, bias_shape):
     single = _run(call, arrays, "cpu", mask=bias)
     monkeypatch.setattr(threads, "_requested", 2)
     threaded = _run(call, arrays, "cpu", mask=bias)
-    _assert_close(threaded[0] + threaded[1], single[0] + single[1], tol=1e-14)
+    _assert_close(threaded[0] + threaded[1], single[0] + single[1], tol=1e-14, names=_names(threaded))
 
 
 def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):

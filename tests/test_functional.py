@@ -6,6 +6,7 @@ backward under a random upstream gradient), the edge cases (-inf, empty attentio
 constant rows), dtype preservation and clear errors.
 """
 
+import inspect
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
 from minitorch_attn.functional import _attention_common as common
-from tests.conftest import float64_tolerance
+from tests.conftest import expect_close, float64_tolerance
 
 
 
@@ -37,26 +38,40 @@ def _run(fn, arrays, device, upstream_seed=1, dtype="float64"):
                          for t in inputs]
 
 
-def _assert_same(ours, reference, n_ops=64, dtype="float64"):
-    """Ours against a reference, both (lists of) arrays, to a tolerance from the dtype's eps."""
-    for a, b in zip(ours, reference) if isinstance(ours, list) else [(ours, reference)]:
+def _assert_same(ours, reference, n_ops=64, dtype="float64", names=None):
+    """Ours against a reference, both (lists of) arrays, to a tolerance from the dtype's eps.
+    A list is ``[output, gradient of each input]`` unless ``names`` says what each is; the
+    failure names the array that differs, its worst element and the tolerance."""
+    pairs = list(zip(ours, reference)) if isinstance(ours, list) else [(ours, reference)]
+    names = names or (["output"] + [f"gradient of input {i}" for i in range(len(pairs) - 1)])
+    for what, (a, b) in zip(names, pairs):
         if a is None and b is None:
             continue
-        np.testing.assert_allclose(a, b, rtol=0, atol=float64_tolerance(b, n_ops, dtype))
+        expect_close(a, b, what=what, atol=float64_tolerance(b, n_ops, dtype))
+
+
+def _names(fn, count):
+    """``["output", "gradient of <each parameter of fn>"]``: the names of what :func:`_run` returns."""
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    params += [f"input {i}" for i in range(len(params), count)]
+    return ["output"] + [f"gradient of {name}" for name in params[:count]]
 
 
 def _assert_runs_agree(fn, reference, arrays, device, n_ops=64):
     """``fn`` and ``reference`` give the same output and gradients on ``arrays`` (float64)."""
     out, grads = _run(fn, arrays, device)
     ref_out, ref_grads = _run(reference, arrays, device)
-    _assert_same([out] + grads, [ref_out] + ref_grads, n_ops)
+    _assert_same([out] + grads, [ref_out] + ref_grads, n_ops, names=_names(fn, len(grads)))
 
 
 def _assert_torch_agrees(torch, fn, torch_fn, arrays, n_ops=64):
     """``fn`` on NumPy and ``torch_fn`` in PyTorch give the same output and gradients (float64)."""
     out, grads = _run(fn, arrays, "cpu")
     ref_out, ref_grads = _torch_run(torch, torch_fn, arrays)
-    _assert_same([out] + grads, [ref_out] + ref_grads, n_ops)
+    _assert_same([out] + grads, [ref_out] + ref_grads, n_ops, names=_names(fn, len(grads)))
 
 
 def _torch_run(torch, fn, arrays, upstream_seed=1):
@@ -128,7 +143,7 @@ def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, name
 def test_softmax_and_log_softmax_match_torch(rng, torch):
     x = rng.standard_normal((4, 6)) * 4
     for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
-        _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])
+        _assert_torch_agrees(torch, lambda t: ours(t, dim=1), lambda t: theirs(t, dim=1), [x])  # noqa: B023
 
 
 @pytest.mark.task_2_1
@@ -201,8 +216,8 @@ def test_a_nan_or_plus_inf_entry_makes_its_whole_row_nan_as_in_torch(rng, device
 def test_softmax_family_with_nan_and_inf_matches_torch(torch):
     rows = np.array([[1.0, np.nan, 0.0], [0.0, np.inf, 1.0], [-np.inf, 0.0, 2.0], [1e308, -1e308, 0.0]])
     for ours, theirs in ((F.softmax, torch.softmax), (F.log_softmax, torch.log_softmax)):
-        out, grads = _run(lambda t: ours(t, dim=1), [rows], "cpu")
-        ref_out, ref_grads = _torch_run(torch, lambda t: theirs(t, dim=1), [rows])
+        out, grads = _run(lambda t: ours(t, dim=1), [rows], "cpu")  # noqa: B023 (run in this iteration)
+        ref_out, ref_grads = _torch_run(torch, lambda t: theirs(t, dim=1), [rows])  # noqa: B023
         np.testing.assert_array_equal(np.isnan(out), np.isnan(ref_out))
         np.testing.assert_array_equal(np.isnan(grads[0]), np.isnan(ref_grads[0]))
         np.testing.assert_allclose(out, ref_out, rtol=0, atol=float64_tolerance(1.0, 8, "float64"))
@@ -688,7 +703,7 @@ def test_sdpa_forward_matches_the_composed_primitives(rng, device):
                             composed_attention(q, k, v, bias=bias, scale=0.3)),
                            (F.scaled_dot_product_attention(q, k, v, is_causal=True),
                             composed_attention(q, k, v, keep=causal))]:
-        _assert_same(ours.numpy(), composed.numpy())
+        _assert_same(ours.numpy(), composed.numpy(), names=["attention output"])
 
 
 def _sdpa_backward_on_its_own(q, k, v, dO, scale, drop=None):
@@ -726,7 +741,8 @@ def test_sdpa_backward_on_its_own_is_the_closed_form(rng, dropout):
     dS = P * (dP - (dO * O).sum(-1, keepdims=True))
     drop = M[:, None] if dropout else None            # in the grouped-query layout, as P
     dq, dk, dv = _sdpa_backward_on_its_own(q, k, v, dO, scale, drop)
-    _assert_same([dq, dk, dv], [scale * dS @ k, scale * np.swapaxes(dS, -1, -2) @ q, np.swapaxes(P * M, -1, -2) @ dO])
+    _assert_same([dq, dk, dv], [scale * dS @ k, scale * np.swapaxes(dS, -1, -2) @ q, np.swapaxes(P * M, -1, -2) @ dO],
+                 names=["gradient of q", "gradient of k", "gradient of v"])
 
 
 def test_sdpa_matches_the_composed_primitives(rng, device):
@@ -796,7 +812,7 @@ def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
     out, grads = _run(ours, arrays, "cpu", upstream_seed=seed)
     ref_out, ref_grads = _torch_run(torch, theirs, arrays, upstream_seed=seed)
     assert np.all(np.isfinite(out)) and all(np.all(np.isfinite(g)) for g in grads)
-    _assert_same([out] + grads, [ref_out] + ref_grads)
+    _assert_same([out] + grads, [ref_out] + ref_grads, names=_names(ours, len(grads)))
 
 
 def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):

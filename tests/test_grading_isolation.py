@@ -662,21 +662,35 @@ def test_a_task_without_held_back_tests_or_with_a_stray_one_is_a_grader_error():
             grader.expected("3.1")
 
 
-def test_feedback_names_the_mistake_whose_pattern_the_failures_match():
-    from minitorch_attn.homework import patterns
+def test_feedback_names_the_mistake_only_from_tagged_probes():
+    """A diagnosis needs the probes of the task to show one catalogued signature exactly:
+    no stub (an untagged failure), no crash of the run, no other task's signature."""
+    from minitorch_attn.homework import probes
     from minitorch_attn.homework.grade import TaskResult
     from minitorch_attn.homework.results import describe
     from minitorch_attn.homework.runner import Check
 
-    known = patterns.record([("softmax backward without the row term", "2.1", ["t::a", "t::b", "t::c", "t::d", "t::e"]),
-                             ("softmax without the max shift", "2.1", ["t::x"])])["patterns"]
-    assert patterns.match(known, "2.1", ["t::a", "t::b", "t::c", "t::d", "t::e"]) == "softmax backward without the row term"
-    assert patterns.match(known, "2.1", ["t::a", "t::b", "t::c", "t::d"]) == "softmax backward without the row term"
-    assert patterns.match(known, "2.1", ["t::a", "t::b"]) is None          # too far from every pattern
-    assert patterns.match(known, "2.2", ["t::x"]) is None                  # another task's pattern
-    result = TaskResult("2.1", "softmax", 30, [Check("t::x", "failed", "boom")], pattern="softmax without the max shift")
-    assert "Your failures have the pattern of softmax without the max shift." in describe(result)
-    assert "pattern" not in describe(result, public_only=True)
+    def probe(kind, outcome="passed", message=""):
+        return Check(f"{probes.PROBES_FILE}::test_probe_3_1[{kind}]", outcome, message)
+
+    known, _ = probes.load(ROOT)
+    missing_xhat = [probe("mean"), probe("xhat", "failed", "differs [probe 3.1/xhat: c = -1]"),
+                    Check("tests/test_functional.py::t", "failed", "x")]
+    name = "layer_norm backward without the x̂ mean(dx̂ x̂) term"
+    assert probes.diagnose(known, "3.1", missing_xhat) == name
+    assert probes.diagnose(known, "3.1", missing_xhat, problem="the run timed out") is None
+    assert probes.diagnose(known, "3.2", missing_xhat) is None                          # another task's signature
+    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "NotImplementedError"),
+                                   probe("xhat", "failed", "NotImplementedError")]) is None   # a stub
+    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "[probe 3.1/mean: c = -1]"),
+                                   probe("xhat", "failed", "[probe 3.1/xhat: c = -1]")]) is None  # no such mistake
+    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat", "failed", "[probe 3.1/xhat: c = -2]")]) is None
+    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat")]) is None        # correct code
+    forged = [Check("tests/test_functional.py::t", "failed", "[probe 3.1/xhat: c = -1]")]
+    assert probes.diagnose(known, "3.1", forged) is None                                # a public check's message
+    result = TaskResult("3.1", "layer_norm", 60, missing_xhat, diagnosis=name)
+    assert f"The probes of this task name the mistake: {name}." in describe(result)
+    assert "probes of this task" not in describe(result, public_only=True)
 
 
 def test_the_preflight_reports_a_missing_library_in_results_json(tmp_path):

@@ -160,7 +160,7 @@ def test_the_warning_as_pytorch(torch):
     for lib in (mt, torch):
         y = lib.tensor([1.0], requires_grad=True) * 2
         with pytest.warns(UserWarning, match="is not a leaf Tensor is being accessed"):
-            y.grad
+            y.grad  # noqa: B018 (reading it warns)
 
 
 def test_retain_grad_does_not_keep_the_tensor_alive():
@@ -199,7 +199,7 @@ def test_hooks_watch_the_gradients_reaching_q_k_v(torch):
         leaves = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
         projected = [t * 1.5 for t in leaves]
         for name, t in zip("qkv", projected):
-            t.register_hook(lambda g, name=name: seen.update({name: float((g * g).sum()) ** 0.5}))
+            t.register_hook(lambda g, name=name: seen.update({name: float((g * g).sum()) ** 0.5}))  # noqa: B023
         attention = F.scaled_dot_product_attention if lib is mt else lib.nn.functional.scaled_dot_product_attention
         attention(*projected, is_causal=True).backward(lib.tensor(upstream))
     assert norms["minitorch_attn"].keys() == {"q", "k", "v"}

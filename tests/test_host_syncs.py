@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import cli, data, nn, optim, train
 from minitorch_attn import functional as F
+from minitorch_attn import nn, optim
+from minitorch_attn.app import cli, data, train
 
 xp = pytest.importorskip("array_api_strict")
 

@@ -111,7 +111,7 @@ def test_the_cycle_check_finds_a_planted_cycle():
 def test_no_function_imports_the_package():
     """Imports of the package sit at the top of each module, where a reader sees them."""
     found = []
-    for name, path in modules().items():
+    for path in modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for sub in ast.walk(node):
@@ -233,3 +233,93 @@ def _on_the_map(path, text):
     folder = relative.parent.as_posix()
     return (f"`{relative.as_posix()}`" in text or f"`{relative.relative_to('minitorch_attn').as_posix()}`" in text
             or any(f"`{path.name}`" in row and f"`{folder}/" in row for row in text.splitlines()))
+
+
+# ---- the engine on one page -------------------------------------------------------------------------
+ENGINE = PACKAGE / "core" / "autograd.py"
+ENGINE_LINES = 400
+
+
+def test_the_engine_fits_on_one_page():
+    """The module of ``run_backward`` is the engine and nothing else: at most 400 lines, and
+    the version counting of in-place writes lives with them (``core/inplace.py``); the engine
+    only calls ``record_versions`` and ``check_versions``."""
+    text = ENGINE.read_text()
+    assert text.count("\n") <= ENGINE_LINES, f"core/autograd.py has {text.count(chr(10))} lines; the engine fits in 400"
+    defined = {node.name for node in ast.parse(text).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert "run_backward" in defined
+    assert not defined & {"record_versions", "check_versions"}, "version counting belongs in core/inplace.py"
+    inplace = {node.name for node in ast.parse((PACKAGE / "core" / "inplace.py").read_text()).body
+               if isinstance(node, ast.FunctionDef)}
+    assert {"record_versions", "check_versions"} <= inplace
+
+
+# ---- the parts of the package: course, speed layer, support, application, homework ---------------------
+APP = "minitorch_attn.app"
+LAYERS = {
+    "course": ("minitorch_attn.core", "minitorch_attn.functional", "minitorch_attn.nn", "minitorch_attn.optim",
+               "minitorch_attn.graph", "minitorch_attn.gradcheck", "minitorch_attn.opinfo",
+               "minitorch_attn.tensor_methods"),
+    "speed layer": (SPEED,),
+    "support": ("minitorch_attn.argtypes", "minitorch_attn.atomic", "minitorch_attn.stopping"),
+    "application": (APP,),
+    "homework": ("minitorch_attn.homework",),
+}
+
+
+def _within(module, package):
+    return module == package or module.startswith(package + ".")
+
+
+def layer_of(module):
+    """The part of the package ``module`` belongs to (see ``docs/map.md``), or None."""
+    if module == "minitorch_attn":
+        return "package"
+    return next((layer for layer, packages in LAYERS.items() if any(_within(module, p) for p in packages)), None)
+
+
+def test_every_module_belongs_to_one_part_of_the_package():
+    """A new module goes into the course, the speed layer, support, ``app/`` or ``homework/``,
+    and the map and this table say which: the layout shows the architecture."""
+    unplaced = [name for name in modules() if layer_of(name) is None]
+    assert not unplaced, (f"modules in no part of the package (put them in a package of tests/test_layout.py's "
+                          f"LAYERS, application code in minitorch_attn/app/): {unplaced}")
+
+
+def application_breaches(known, sources):
+    """``[(module, what)]``: every import of the application (``minitorch_attn.app``, at module
+    level or inside a function) by a module outside it."""
+    found = []
+    for name, text in sources.items():
+        if _within(name, APP):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom):
+                source = _source_of(name, node, known)
+                targets = [source] + [f"{source}.{alias.name}" for alias in node.names]
+                if any(_within(target, APP) for target in targets):
+                    found.append((name, f"imports from {source}: {', '.join(a.name for a in node.names)}"))
+            elif isinstance(node, ast.Import):
+                found += [(name, f"imports {alias.name}") for alias in node.names if _within(alias.name, APP)]
+    return found
+
+
+def test_nothing_outside_the_application_imports_it():
+    """The course (and the speed layer, support and the homework) never imports ``app/``:
+    the application is built on the course, never the other way round."""
+    known = modules()
+    breaches = application_breaches(known, {name: path.read_text() for name, path in known.items()})
+    assert not breaches, f"the application is imported from below it: {breaches}"
+
+
+@pytest.mark.parametrize("planted, module", [
+    ("from ..app import checkpoint\n", "minitorch_attn.nn.layers"),
+    ("from ..app.train import train\n", "minitorch_attn.gradcheck.command"),
+    ("import minitorch_attn.app.data\n", "minitorch_attn.optim"),
+    ("def f():\n    from .app import cli\n", "minitorch_attn.graph"),
+])
+def test_the_application_check_finds_a_planted_import(planted, module):
+    known = modules()
+    sources = {name: path.read_text() for name, path in known.items()}
+    sources[module] += "\n" + planted
+    assert [b for b in application_breaches(known, sources) if b[0] == module]

@@ -1,7 +1,7 @@
 """The modern decoder block (LLaMA's): RMSNorm before attention and MLP, rotary positions,
 grouped-query attention, a SwiGLU feed-forward, no biases; :class:`nn.SiLU` and
 :class:`nn.SwiGLU`; and ``nn.GPT(**nn.LLAMA)``: it trains, the KV cache and checkpoints work
-with it, and PyTorch's re-implementation (``minitorch_attn.torch_gpt``) gives its logits.
+with it, and PyTorch's re-implementation (``minitorch_attn.app.torch_gpt``) gives its logits.
 
 Homework assignment 6: ``task_6_1`` (silu), ``task_6_2`` (SwiGLU), ``task_6_3`` (the block's
 assembly) mark the tests of each task, and each such test needs its own task's code only:
@@ -14,7 +14,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import checkpoint, nn, optim, sampling
+from minitorch_attn import nn, optim
+from minitorch_attn.app import checkpoint, sampling
 from minitorch_attn.nn import transformer
 from tests.conftest import float64_tolerance
 
@@ -231,7 +232,7 @@ def test_a_checkpoint_records_the_modern_block(tmp_path):
 
 # ---- PyTorch ------------------------------------------------------------------------------------
 def test_pytorch_reimplementation_gives_equal_logits_and_gradients_in_float64(torch):
-    from minitorch_attn.torch_gpt import GPT as TorchGPT
+    from minitorch_attn.app.torch_gpt import GPT as TorchGPT
 
     model = small_gpt(**MODERN, tie_weights=False)
     rng = np.random.default_rng(3)
@@ -258,8 +259,8 @@ def test_pytorch_reimplementation_gives_equal_logits_and_gradients_in_float64(to
 # ---- the commands ----------------------------------------------------------------------------------
 def test_train_builds_the_modern_block_from_flags_and_export_loads_it_in_pytorch(tmp_path, torch, capsys):
     pytest.importorskip("safetensors")
-    from minitorch_attn import cli, data
-    from minitorch_attn.torch_gpt import GPT as TorchGPT
+    from minitorch_attn.app import cli, data
+    from minitorch_attn.app.torch_gpt import GPT as TorchGPT
 
     text = tmp_path / "corpus.txt"
     text.write_text(data.load_corpus()[:4000], encoding="utf-8")

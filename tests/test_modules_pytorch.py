@@ -7,7 +7,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import checkpoint, nn, optim
+from minitorch_attn import nn, optim
+from minitorch_attn.app import checkpoint
 
 
 def model():

@@ -69,7 +69,7 @@ def test_gelu_gradients_at_huge_inputs_are_their_limits(dtype):
     x = mt.tensor([1e20, -1e20, 1e30, -1e30, 25.0, -25.0], dtype=dtype, requires_grad=True)
     for approximate in ("tanh", "none"):
         x.grad = None
-        quiet(lambda: F.gelu(x, approximate=approximate).sum().backward())
+        quiet(lambda: F.gelu(x, approximate=approximate).sum().backward())  # noqa: B023 (called here)
         np.testing.assert_allclose(x.grad.numpy(), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0], rtol=0,
                                    atol=float(np.finfo(dtype).eps))  # the limits, to rounding
 
@@ -91,3 +91,17 @@ def test_a_row_that_overflows_leaves_the_rows_beside_it_as_they_are_alone(norm, 
     mixed = quiet(norm, mt.tensor(rows, device=device), (128,)).numpy()
     np.testing.assert_array_equal(mixed[1:], alone)    # the other rows keep their own r, to the last digit
     assert np.all(np.isfinite(mixed[0]))
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rows_whose_squares_overflow_warn_nothing(name, dtype):
+    """The fault fixed: the overflowing ``x²`` that the norms then avoid warned "overflow
+    encountered in multiply" on a documented path ([1e20, -1e20] -> [1, -1])."""
+    x = mt.tensor([[1e20, -1e20]], dtype=dtype, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = NORMS[name](x, None)
+        y.backward(mt.tensor([[1.0, 2.0]], dtype=dtype))
+    np.testing.assert_array_equal(y.numpy(), [[1.0, -1.0]])
+    assert np.all(np.isfinite(x.grad.numpy()))

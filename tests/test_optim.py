@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import checkpoint as ckpt
 from minitorch_attn import nn, optim
+from minitorch_attn.app import checkpoint as ckpt
 from tests.conftest import float64_tolerance
 
 

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "minitorch_attn"
 OPTIONAL = ["pytest", "_pytest", "pluggy", "matplotlib", "torch", "graphviz", "safetensors", "cupy", "cupyx",
             "array_api_strict", "hypothesis", "jupytext", "nbclient", "ipykernel", "transformers", "tokenizers", "playwright",
             "expecttest", "xdist"]
-PYTORCH_CODE = {"minitorch_attn.torch_gpt"}   # PyTorch code itself: without torch it says what to install
+PYTORCH_CODE = {"minitorch_attn.app.torch_gpt"}   # PyTorch code itself: without torch it says what to install
 
 
 def package_modules():
@@ -55,7 +55,7 @@ def _import_all_without_optional_packages(names):
 def test_every_module_imports_without_the_optional_packages():
     failed = _import_all_without_optional_packages(package_modules())
     assert set(failed) == PYTORCH_CODE, failed
-    assert "pip install torch" in failed["minitorch_attn.torch_gpt"]
+    assert "pip install torch" in failed["minitorch_attn.app.torch_gpt"]
 
 
 def test_the_shim_makes_the_optional_packages_unimportable_and_the_package_importable():

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import checkpoint, cli, data, hf_export, nn
+from minitorch_attn import nn
+from minitorch_attn.app import checkpoint, cli, data, hf_export
 
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
@@ -296,7 +297,7 @@ def test_pretrained_demo_reads_a_folder(tmp_path, capsys):
     character tokenizer) through from_pretrained, the folder's tokenizer and the fine-tuning."""
     from pathlib import Path
 
-    from minitorch_attn import demos_cli
+    from minitorch_attn.app import demos_cli
 
     vocab = data.CharVocab.from_text(data.load_corpus())
     torch.manual_seed(0)

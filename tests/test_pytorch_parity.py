@@ -159,8 +159,8 @@ def test_state_dict_lists_a_tied_weight_under_both_names_and_loads_it():
 
 
 def test_pytorchs_state_dict_of_a_tied_model_loads(torch):
-    from minitorch_attn.export import torch_config
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.export import torch_config
+    from minitorch_attn.app.torch_gpt import GPT
 
     model = _tied_gpt()
     theirs = GPT(**torch_config(model))              # PyTorch's GPT, lm_head tied to the embedding
@@ -242,7 +242,7 @@ def test_optimizer_and_zero_grad_match_torch(torch):
 
 
 # ---- mt.manual_seed governs every random draw of the package --------------------------------------
-from minitorch_attn import data, sampling  # noqa: E402
+from minitorch_attn.app import data, sampling  # noqa: E402
 
 _QKV = np.linspace(-1.0, 1.0, 2 * 4 * 8).reshape(1, 2, 4, 8)
 RANDOM_DRAWS = {

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import nn, sampling
-from minitorch_attn.data import CharVocab
+from minitorch_attn import nn
+from minitorch_attn.app import checkpoint as ckpt
+from minitorch_attn.app import sampling
+from minitorch_attn.app.data import CharVocab
 from tests.conftest import float64_tolerance
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from minitorch_attn import nn
-from minitorch_attn.sampling import _next_id, generate_ids, sampling_probabilities
-from minitorch_attn.train import _Progress
+from minitorch_attn.app.sampling import _next_id, generate_ids, sampling_probabilities
+from minitorch_attn.app.train import _Progress
 
 TINY = [1e-2, 1e-8, 1e-30, 1e-200, 1e-300, 5e-324]
 
@@ -64,7 +64,7 @@ def test_the_bar_goes_to_a_terminal_only(monkeypatch):
 def test_the_training_job_leaves_the_decision_to_tqdm():
     import inspect
 
-    from minitorch_attn import train
+    from minitorch_attn.app import train
 
     assert "disable=True if args.quiet else None" in inspect.getsource(train.run_training) or \
         "disable=True if args.quiet else None" in inspect.getsource(train)

@@ -13,8 +13,8 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
+from minitorch_attn.app.train import next_char_loss
 from minitorch_attn.speed import threads
-from minitorch_attn.train import next_char_loss
 from tests.conftest import float64_tolerance
 
 VOCAB = 11
@@ -175,7 +175,9 @@ def test_each_step_sees_the_model_as_it_is_now(rng):
     assert_same_step((loss, grads), whole_batch(model, x, y))
     model.emb.weight.requires_grad_(True)
     model.extra = in_float64(nn.Linear(VOCAB, VOCAB))                 # a layer added after a split step
-    fn = lambda m, x, y: next_char_loss(lambda t: m.extra(m(t)), x, y)
+    def fn(m, x, y):
+        return next_char_loss(lambda t: m.extra(m(t)), x, y)
+
     reference = whole_batch(model, x, y, fn)
     assert_same_step(split_step(model, x, y, loss_fn=fn), reference)
 
@@ -199,9 +201,11 @@ def test_a_loss_that_differentiates_something_else_than_the_model_is_refused(rng
     outside = mt.tensor(rng.standard_normal((1, 8, VOCAB)), requires_grad=True)
     if how.startswith("an input"):
         x = mt.tensor(rng.standard_normal((4, 8, 6)), requires_grad=True)
-        fn = lambda m, x, y: F.cross_entropy(m.head(x).reshape(-1, VOCAB), y.reshape(-1))
+        def fn(m, x, y):
+            return F.cross_entropy(m.head(x).reshape(-1, VOCAB), y.reshape(-1))
     else:
-        fn = lambda m, x, y: F.cross_entropy((m(x) + outside).reshape(-1, VOCAB), y.reshape(-1))
+        def fn(m, x, y):
+            return F.cross_entropy((m(x) + outside).reshape(-1, VOCAB), y.reshape(-1))
     with pytest.raises(ValueError, match="not a parameter of the model.*loss.backward\\(\\) on the whole batch"):
         split_step(model, x, y, loss_fn=fn)
     assert all(p.grad is None for p in model.parameters()) and outside.grad is None and (
@@ -266,7 +270,9 @@ def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_r
 def test_targets_may_be_none_and_must_match_the_rows(rng):
     model = Tiny()
     x, y = batch(rng, 4)
-    fn = lambda m, x, y: m(x).mean()
+    def fn(m, x, y):
+        return m(x).mean()
+
     reference = whole_batch(model, x, None, fn)
     assert_same_step(split_step(model, x, None, loss_fn=fn), reference)
     with pytest.raises(ValueError, match="x has 4 rows but y has 3"):

@@ -12,10 +12,11 @@ import json
 import os
 import signal
 import textwrap
+import time
 
 import pytest
 
-from minitorch_attn import checkpoint as ckpt
+from minitorch_attn.app import checkpoint as ckpt
 from tests.test_cli import TINY, _Command
 
 SIGNALS = [signal.SIGHUP, signal.SIGTERM]
@@ -73,7 +74,7 @@ def _debris(folder):
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    from minitorch_attn.data import load_corpus
+    from minitorch_attn.app.data import load_corpus
 
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_text(load_corpus()[:3000], encoding="utf-8")
@@ -119,7 +120,7 @@ def test_homework_make_stopped_half_way_leaves_no_tree(signum, tmp_path):
 @pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
 def test_export_stopped_while_writing_leaves_no_half_file(signum, text, tmp_path):
     pytest.importorskip("safetensors")
-    from minitorch_attn.cli import main
+    from minitorch_attn.app.cli import main
 
     trained = tmp_path / "trained"
     assert main(["train", "--text", str(text), "--steps", "2", "--time-budget", "0", "--out", str(trained),
@@ -133,12 +134,14 @@ def test_export_stopped_while_writing_leaves_no_half_file(signum, text, tmp_path
 
 def test_after_sighup_the_output_that_went_to_the_closed_terminal_goes_nowhere(tmp_path):
     # the command's output is a terminal (a pseudo-terminal), closed, then SIGHUP, as when its
-    # window is closed: writing on must not fail (a closed terminal answers EIO)
+    # window is closed: writing on must not fail (a closed terminal answers EIO). The hang-up
+    # often comes twice (the kernel's, then the shell's): the second, sent once the first is
+    # handled, must not stop the command again while it saves, nor kill it as it exits
     import pty
     import subprocess
     import sys
 
-    report = tmp_path / "report"
+    report, handled, second_sent = tmp_path / "report", tmp_path / "handled", tmp_path / "second-sent"
     code = textwrap.dedent(f"""
         import os, sys, time
         from minitorch_attn.stopping import stop_as_ctrl_c
@@ -149,6 +152,9 @@ def test_after_sighup_the_output_that_went_to_the_closed_terminal_goes_nowhere(t
                 time.sleep(0.01)
         except KeyboardInterrupt:
             pass
+        open({str(handled)!r}, "w").close()
+        while not os.path.exists({str(second_sent)!r}):   # saving, when the second hang-up comes
+            time.sleep(0.01)
         print("after the hang-up", flush=True)
         print("and on stderr", file=sys.stderr, flush=True)
         open({str(report)!r}, "w").write(f"{{os.isatty(1)}} {{os.isatty(2)}}")
@@ -161,5 +167,11 @@ def test_after_sighup_the_output_that_went_to_the_closed_terminal_goes_nowhere(t
         seen += os.read(master, 1024)
     os.close(master)  # the terminal is gone
     child.send_signal(signal.SIGHUP)
+    for _ in range(6000):   # the first hang-up handled (or the child gone): at most a minute
+        if handled.exists() or child.poll() is not None:
+            break
+        time.sleep(0.01)
+    child.send_signal(signal.SIGHUP)
+    second_sent.touch()
     assert child.wait(timeout=60) == 0
     assert report.read_text() == "False False"

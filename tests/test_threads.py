@@ -15,7 +15,8 @@ import pytest
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn import measure, nn, optim
+from minitorch_attn import nn, optim
+from minitorch_attn.app import measure
 from minitorch_attn.speed import rows, threads
 from tests.conftest import float64_tolerance
 
@@ -146,7 +147,7 @@ def _running(pid):
 def test_busy_helpers_end_with_a_parent_that_was_killed():
     """A parent killed with SIGKILL runs no clean-up: its helper notices and stops, even
     one killed before the helper has started up."""
-    script = ("import time; from minitorch_attn import measure\n"
+    script = ("import time; from minitorch_attn.app import measure\n"
               "with measure.busy(1) as h:\n"
               "    print(h[0].pid, flush=True); time.sleep(60)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
@@ -247,14 +248,17 @@ def test_gelu_and_attention_on_threads_equal_one_call(monkeypatch, rng, case):
     monkeypatch.setattr(threads, "_requested", 2)
     if case.startswith("gelu"):
         arrays = [rng.standard_normal((5, 3, 4)) * 3]
-        fn = lambda x: F.gelu(x, approximate="tanh" if "tanh" in case else "none")
+        def fn(x):
+            return F.gelu(x, approximate="tanh" if "tanh" in case else "none")
+
         out_shape = (5, 3, 4)
     else:
         heads_kv = 1 if "GQA" in case else 2
         arrays = [rng.standard_normal((5, 2, 6, 4)), rng.standard_normal((5, heads_kv, 7, 4)),
                   rng.standard_normal((5, heads_kv, 7, 3))]
-        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case,
-                                                            enable_gqa="GQA" in case)
+        def fn(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case, enable_gqa="GQA" in case)
+
         out_shape = (5, 2, 6, 3)
     upstream = rng.standard_normal(out_shape)
     _split_from(monkeypatch, 0)

@@ -1,6 +1,6 @@
 """PyTorch's own OpInfo sample inputs (``torch.testing._internal.common_methods_invocations``,
-float64 on the CPU, its reference inputs: the samples and the extremal values) run through our ops, where torch is installed (skipped cleanly without
-it, or without ``expecttest``, which that module imports).
+float64 on the CPU, its reference inputs: the samples and the extremal values) run through
+our ops, where torch is installed (skipped cleanly without it, or without ``expecttest``, which that module imports).
 
 For every op we share with PyTorch, each sample either gives PyTorch's value (same shape;
 equal to 1e-7, NaN where PyTorch's is NaN) or is refused with a TypeError, ValueError or

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import minitorch_attn as mt
-from minitorch_attn import checkpoint as ckpt
-from minitorch_attn import cli, data, nn, optim, sampling, train
+from minitorch_attn import nn, optim
+from minitorch_attn.app import checkpoint as ckpt
+from minitorch_attn.app import cli, data, sampling, train
 from minitorch_attn.speed import threads
 
 

@@ -57,7 +57,8 @@ SPACES = {"F": F, "mt": minitorch_attn, "Tensor": Tensor, "Function": Function}
 
 
 def slug(name):
-    """The label of an op's section: ``"unsqueeze/squeeze" -> "op-unsqueeze-squeeze"``, ``"add_" -> "op-add-inplace"``."""
+    """The label of an op's section: ``"unsqueeze/squeeze" -> "op-unsqueeze-squeeze"``,
+    ``"add_" -> "op-add-inplace"``."""
     inplace = name.endswith("_") and not name.endswith("__")
     return "op-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ("-inplace" if inplace else "")
 
@@ -383,7 +384,7 @@ def write_tour_notebooks(app):
     unchanged demo is not executed again by an incremental build)."""
     import jupytext
 
-    from minitorch_attn import demos_cli
+    from minitorch_attn.app import demos_cli
 
     out = Path(app.srcdir) / "tour" / "demos"
     out.mkdir(parents=True, exist_ok=True)

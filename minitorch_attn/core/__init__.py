@@ -21,9 +21,11 @@ runs the engine): the package's one import cycle, and it stays here. Importing
 ``autograd`` first resolves it.
 """
 
+# isort: off
 from . import backend
-from . import autograd  # before tensor: see the docstring
+from . import autograd  # before tensor: see the docstring (and isort off: this order resolves the cycle)
 from . import hooks, tensor, ops, minmax, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
+# isort: on
 
 __all__ = ["backend", "autograd", "hooks", "tensor", "factories", "ops", "minmax", "power", "reductions", "shape_ops",
            "indexing", "einsum", "arithmetic"]

@@ -269,7 +269,8 @@ class StrictBackend(Backend):
             import array_api_strict as xp
         except ImportError as exc:
             raise DeviceUnavailableError(
-                f"device 'strict' needs array-api-strict, which is not installed. Install it with: {STRICT_INSTALL_HINT}"
+                "device 'strict' needs array-api-strict, which is not installed. "
+                f"Install it with: {STRICT_INSTALL_HINT}"
             ) from exc
         super().__init__(xp, device=xp.Device("device1"))
 
@@ -290,7 +291,7 @@ def _check_device_name(device):
     return name
 
 
-_backends = {}  # device name -> Backend, made on first use
+_backends: dict[str, Backend] = {}  # device name -> Backend, made on first use
 _initial_seed = 0  # the last manual_seed, given to backends made later
 
 
@@ -332,21 +333,21 @@ def _backend_for_type(array_type):
 _default_device = None
 
 
-def get_default_device():
+def get_default_device() -> str:
     """The process-wide default device: set in code, else ``$MINITORCH_ATTN_DEVICE``, else ``"cpu"``."""
     if _default_device is not None:
         return _default_device
     return _check_device_name(os.environ.get("MINITORCH_ATTN_DEVICE", "cpu") or "cpu")
 
 
-def set_default_device(device):
+def set_default_device(device: str) -> None:
     """Set the device used by factories when no ``device=`` is given. Checks it is usable."""
     global _default_device
     get_backend(device)
     _default_device = _check_device_name(device)
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> None:
     """Seed the random numbers of every backend, in use now or made later, and so every
     random draw of the package: factories, initial weights, dropout, sampling, batches
     (as ``torch.manual_seed``). ``seed``: an int, Python's or NumPy's."""

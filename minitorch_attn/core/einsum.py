@@ -125,7 +125,7 @@ def _parse(equation, operands):
     return specs, out_spec, sizes
 
 
-def einsum(equation, *operands):
+def einsum(equation: str, *operands: Tensor) -> Tensor:
     """Einstein summation over lettered indices, as ``torch.einsum``: ``einsum("ij,jk->ik", a, b)``
     is ``a @ b``, ``einsum("bhqd,bhkd->bhqk", q, k)`` attention scores, ``einsum("i,i->", a, b)``
     a dot product. Operands may also come as one list (``einsum(eq, [a, b])``).
@@ -133,7 +133,8 @@ def einsum(equation, *operands):
     Shapes: each operand has one dim per letter of its part of the equation; a letter
     shared by operands has one size; the output has the letters after ``->`` (without it,
     the letters used once, sorted). Operands of one dtype, float or integer (integers
-    stay integers, as PyTorch; bool is refused); the output has it. Backward: each operand's gradient is an einsum (see :mod:`.einsum`).
+    stay integers, as PyTorch; bool is refused); the output has it. Backward: each
+    operand's gradient is an einsum (see :mod:`.einsum`).
 
     Raises:
         TypeError: for an equation that is not a string, a non-Tensor or bool operand, or

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
+from ..core.tensor import Tensor
 from ._checks import _check_flag, _check_float, _check_probability, as_float
-from ..speed import RowWise, exp_
+from ..speed import RowWise, fused_kernels
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
@@ -70,22 +71,18 @@ class GELU(Function):
 
     so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
 
-    Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see the speed
-    note), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
+    Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see
+    below), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
     ``0 · inf = NaN`` once ``x²`` overflows (``|x| > 1.8e19`` in float32; PyTorch returns
     that NaN). The backward therefore reads x clipped to ±1e4, which changes no h.
 
     The backward reuses ``Φ`` (or ``h``) saved by the forward rather than recomputing it:
     erf and tanh are the expensive parts on NumPy.
 
-    speed (the tanh form, the GPT's): step 2 is computed as ``h = 1 / (1 + exp(-2u))``, the
-    same number (``tanh(u) = 2σ(2u) - 1``, so ``(1 + tanh(u))/2 = σ(2u)``), because NumPy's
-    float32 ``exp`` costs about half its ``tanh``; ``-2u`` is capped at 80 so that ``exp``
-    never overflows (there ``h < 2e-35``, where the tanh form rounds it to 0). Both
-    directions write into the temporaries they have just made (``*=``, ``+=``) instead
-    of allocating one per operation; each operation is a trip through an array of the
-    MLP's width. Forward 5.1 -> 3.9 ms, backward 2.1 -> 1.8 ms for (1024, 512) float32 on
-    one core (the default GPT's MLP).
+    Step 2 is computed as ``h = 1 / (1 + e^(-2u))``, the same number (``tanh(u) = 2σ(2u) - 1``,
+    so ``(1 + tanh(u))/2 = σ(2u)``) with one exponential where ``tanh`` takes two;
+    ``-2u`` is capped at 80 so that ``e^(-2u)`` never overflows (there ``h < 2e-35``, where
+    the tanh form rounds it to 0).
     """
 
     row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
@@ -95,13 +92,8 @@ class GELU(Function):
         xp = ctx.xp
         ctx.approximate = approximate
         if approximate == "tanh":
-            minus_2u = x * x                                                  # 1. -2u = x (-2a - 2b x²)
-            minus_2u *= -2.0 * _TANH_B
-            minus_2u -= 2.0 * _TANH_A
-            minus_2u *= x
-            e = xp.exp(xp.minimum(minus_2u, _EXP_CAP))                        # 2. h = (1 + tanh(u)) / 2
-            e += 1.0                                                          #      = 1 / (1 + e^-2u) (speed: see above)
-            h = 1.0 / e
+            u = x * (_TANH_A + _TANH_B * (x * x))                             # 1. u = x (a + b x²)
+            h = 1.0 / (1.0 + xp.exp(xp.minimum(-2.0 * u, _EXP_CAP)))          # 2. h = (1 + tanh(u)) / 2 = 1 / (1 + e^-2u)
             ctx.save_for_backward(x, h)
             return x * h                                                      # 3
         cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))                  # 1. Φ
@@ -115,20 +107,14 @@ class GELU(Function):
         if ctx.approximate == "tanh":
             h = saved
             x = xp.clip(x, -_TANH_CLIP, _TANH_CLIP)                          # no 0 · inf (see above)
-            dy_dx = x * x                                                    # 1: 2 du/dx = 2a + 6b x²
-            dy_dx *= 6.0 * _TANH_B
-            dy_dx += 2.0 * _TANH_A
-            dy_dx *= x                                                       # 2: x dh/dx / h = x (1 - h) 2 du/dx
-            dy_dx *= 1.0 - h
-            dy_dx += 1.0                                                     # 3: dy/dx = h (1 + x (1 - h) 2 du/dx)
-            dy_dx *= h
-            dy_dx *= grad_output
-            return dy_dx
+            two_du_dx = 2.0 * _TANH_A + 6.0 * _TANH_B * (x * x)              # 1: 2 du/dx = 2a + 6b x²
+            x_dh_dx_over_h = (1.0 - h) * (x * two_du_dx)                     # 2: x dh/dx / h = x (1 - h) 2 du/dx
+            return grad_output * (h * (1.0 + x_dh_dx_over_h))                # 3: dy/dx = h (1 + x dh/dx / h)
         pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                            # φ
         return grad_output * (saved + x * pdf)                                # 2-1: Φ + x φ
 
 
-def gelu(x, approximate="none"):
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """GELU activation, elementwise (as ``F.gelu``): ``x Φ(x)``, Φ the standard normal CDF.
 
     ``approximate="none"`` uses erf (the backend's); ``"tanh"`` the tanh approximation of
@@ -171,7 +157,7 @@ class Sigmoid(Function):
         return grad_output * (s * (1.0 - s))                                 # 2-1
 
 
-def sigmoid(x):
+def sigmoid(x: Tensor) -> Tensor:
     """Logistic sigmoid ``1 / (1 + e^-x)``, elementwise (as ``torch.sigmoid``); shape and
     dtype kept, values in [0, 1], no overflow for any finite ``x`` (``σ(-800) = 0``,
     ``σ(800) = 1``). At x = 1: 0.7310585786. Source: Verhulst's logistic function; its
@@ -208,34 +194,26 @@ class SiLU(Function):
     so :math:`dy/dx = s\,\big(1 + x\,(1 - s)\big)`. The backward reuses ``s`` saved by the forward.
 
     Overflow: ``e^-x`` overflows float32 below x = -88.7. The forward caps the exponent at
-    80 (e^80 is finite in float32) and, only where some x lies below -80, takes
-    ``s = e^x`` there: ``1 + e^x`` is exactly 1 in both float dtypes once x < -37, so
+    80 (e^80 is finite in float32) and, where x lies below -80, takes ``s = e^x``
+    instead: ``1 + e^x`` is exactly 1 in both float dtypes once x < -37, so
     ``e^x / (1 + e^x)`` is ``e^x`` to the last digit. No entry is ever computed from an
     infinity.
-
-    speed: one exponential of ``-x`` and one division instead of the two branches of
-    ``where(x >= 0, 1 / (1 + e), e / (1 + e))`` with ``e = e^-|x|``, each of which was
-    computed for every entry: 4.3 -> 2.3 ms for the (1024, 344) float32 gate of the default
-    GPT's SwiGLU on one core. The cap and the fallback are paid only when the input's
-    minimum is below -80, or NaN (one reduction, where the cap was a pass of ``minimum``
-    and the test a pass of ``<`` over every entry), and the exponential is taken in
-    place: the same numbers, 0.92 -> 0.70 ms for that gate.
     """
 
     row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x):
+        kernels = fused_kernels()
+        if kernels is not None:      # speed: the same s in fewer passes (minitorch_attn/speed/fused.py)
+            s = kernels.silu_sigmoid(ctx.backend, x)
+            ctx.save_for_backward(x, s)
+            return x * s
         # BEGIN SOLUTION 6.1
         xp = ctx.xp
-        low = x.size > 0 and not ctx.backend.all_false(~(x >= -_EXP_CAP))    # an x below -80, or NaN (or a
-        e = xp.minimum(-x, _EXP_CAP) if low else -x                          # device): speed, see above
-        e = exp_(xp, e)                                                      # e^-x, finite
-        e += 1.0
-        s = 1.0 / e                                                          # 1. s = 1 / (1 + e^-x)
-        if low:                                                              #    where e^-x was capped:
-            s = xp.where(x < -_EXP_CAP, xp.exp(xp.minimum(x, -_EXP_CAP)), s)   #    s = e^x (see above)
-        ctx.save_for_backward(x, s)
+        e = xp.exp(xp.minimum(-x, _EXP_CAP))                                  # e^-x, capped at e^80
+        s = xp.where(x < -_EXP_CAP, xp.exp(xp.minimum(x, -_EXP_CAP)), 1.0 / (1.0 + e))  # 1. s = 1 / (1 + e^-x);
+        ctx.save_for_backward(x, s)                                          #    e^x below -80 (see above)
         return x * s                                                         # 2
         # END SOLUTION
 
@@ -247,7 +225,7 @@ class SiLU(Function):
         # END SOLUTION
 
 
-def silu(x):
+def silu(x: Tensor) -> Tensor:
     """SiLU (swish) activation ``x σ(x)``, elementwise (as ``F.silu``); shape and dtype kept.
     At x = 1: 0.7310585786. Source: Elfwing et al., arXiv:1702.03118, eq. 4.
 
@@ -281,7 +259,7 @@ class ReLU(Function):
         return xp.where(positive, grad_output, xp.zeros((), dtype=grad_output.dtype, device=ctx.backend.device))
 
 
-def relu(x):
+def relu(x: Tensor) -> Tensor:
     """Rectified linear unit ``max(x, 0)``, elementwise (as ``F.relu``); shape and dtype kept.
     The gradient at exactly 0 is 0, as in PyTorch; NaN stays NaN and passes its gradient.
     Source: Nair & Hinton 2010.
@@ -315,7 +293,7 @@ class Dropout(Function):
         return grad_output * scale
 
 
-def dropout(x, p=0.5, training=True, inplace=False):
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (as ``F.dropout``).
 
     The identity (``x`` itself) when ``training`` is False or ``p == 0``; zeros when

@@ -53,9 +53,6 @@ Speed choices (all optional for correctness; each is marked "speed:" in the code
 * the softmax scale is folded into ``Q`` once, instead of into every tile ``S_ij``;
 * ``Kᵀ`` and ``Vᵀ`` are copied once into row-major arrays (NumPy's batched matmul is slow
   on a transposed view);
-* elementwise work on a tile is done in place (``S_ij -= m``; ``exp`` into the same buffer
-  where the namespace allows ``out=``, i.e. NumPy and CuPy), so a tile is allocated once
-  per step;
 * tiles that the causal rule hides entirely are skipped, in both passes;
 * the default block sizes are tuned per shape (:func:`default_block_sizes`);
 * on NumPy the independent (batch, head) slices are split over a small thread pool:
@@ -81,16 +78,28 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.ops import transposed_copy
-from ..speed import batch_chunks, exp_, join, run_on_threads, take, threads_for
+from ..core.tensor import Tensor
+from ..speed import batch_chunks, join, run_on_threads, take, threads_for
 from ._attention_common import attention_setup, broadcast_batch, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
 from ._flash_tiles import _add_tile, _check_block_size, _join_blocks, _scores, _tile_visibility
 
 
 # ---- public API -----------------------------------------------------------------------------------
-def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
-                    scale=None, dropout_p=0.0, enable_gqa=False, block_size_q=None, block_size_k=None,
-                    return_lse=False):
+def flash_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    causal_alignment: str = "top_left",
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
+    block_size_q: int | None = None,
+    block_size_k: int | None = None,
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """Attention computed blockwise with an online softmax (FlashAttention-2).
 
     Same result as ``scaled_dot_product_attention`` (to rounding) with memory linear in
@@ -331,15 +340,13 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
             #    (no gradient changes: the shift cancels in O = Õ/ℓ, and the backward uses lse)
             m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))
             m_shift = xp.where(m_new == -math.inf, 0.0, m_new)
-            S_ij -= m_shift                                       # speed: in place (S_ij is this step's own)
-            P_ij = exp_(xp, S_ij)                                 #    P̃_ij = exp(S_ij - m_new)
+            P_ij = xp.exp(S_ij - m_shift)                         #    P̃_ij = exp(S_ij - m_new)
             rescale = xp.exp(m_i - m_shift)                       #    e^(m_old - m_new) <= 1
             ell_i = rescale * ell_i + xp.sum(P_ij, axis=-1, keepdims=True)   # ℓ_i: before dropout
             if row_keys is not None:                              # (dropout: zero the dropped weights)
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
                 P_ij = xp.where(keep, P_ij, 0.0)
-            O_i *= rescale                                        # 10: O_i = diag(e^(m_old - m_new)) O_i
-            O_i += xp.matmul(P_ij, V[..., j0:j1, :])              #         + P̃_ij V_j   (speed: in place)
+            O_i = rescale * O_i + xp.matmul(P_ij, V[..., j0:j1, :])   # 10: O_i = diag(e^(m_old - m_new)) O_i + P̃_ij V_j
             m_i = m_new
             # END SOLUTION
         # BEGIN SOLUTION 5.1
@@ -350,7 +357,7 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
         seen = ell_i != 0
         ell_safe = xp.where(seen, ell_i, 1.0)
         if plan.dropout_p > 0:
-            O_i *= _keep_scale(plan.dropout_p)                    # (dropout: survivors times 1/(1-p))
+            O_i = O_i * _keep_scale(plan.dropout_p)               # (dropout: survivors times 1/(1-p))
         O_blocks.append(O_i / ell_safe)                           # 12, 14: O_i is the i-th block of O
         lse_blocks.append(xp.where(seen, m_i + xp.log(ell_safe), math.inf))  # 13, 15
         # END SOLUTION
@@ -395,8 +402,8 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
             lse_i, D_i = lse[..., i0:i1, :], D[..., i0:i1, :]
             S_ij = _scores(xp, device, Q_i, K_T_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 10
             # BEGIN SOLUTION 5.2
-            S_ij -= lse_i                                         # 11: P_ij = exp(S_ij - lse_i), forward
-            P_ij = exp_(xp, S_ij)                                 #     lines 9, 12, 13 at once (speed: in place)
+            P_ij = xp.exp(S_ij - lse_i)                           # 11: P_ij = exp(S_ij - lse_i), forward
+                                                                  #     lines 9, 12, 13 at once
             if row_keys is not None:                              #     masked: exp(-inf) = 0; empty row: lse = +inf
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
                 P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P_d, the dropped weights of line 10
@@ -406,9 +413,8 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
             dP_ij = xp.matmul(dO_i, V_T_j)                        # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P_d)
             if row_keys is not None:                              #     dropout: dP = dP_d ∘ Z / (1-p)
                 dP_ij = xp.where(keep, dP_ij * keep_scale, 0.0)
-            dP_ij -= D_i                                          # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
-            dP_ij *= P_ij                                         #     lines 9 and 12, the softmax; speed: in place)
-            dS_ij = dP_ij
+            dS_ij = P_ij * (dP_ij - D_i)                          # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
+                                                                  #     lines 9 and 12, the softmax)
             dQ_blocks[n] += xp.matmul(dS_ij, K_j)                 # 15: dQ_i += dS_ij K_j     (undoes line 8 for Q_i)
             dK_j += xp.matmul(xp.matrix_transpose(dS_ij), Q_i)    # 16: dK_j += dS_ijᵀ Q_i    (undoes line 8 for K_j)
             if dmask is not None:                                 #     the bias added at line 8: dbias = dS

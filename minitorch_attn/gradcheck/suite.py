@@ -50,16 +50,16 @@ class Entry:
     fast_mode: bool = False
     n_ops: int = 16
 
-    def run(self, device="cpu", dtype="float64", seed=0):
-        """Draw inputs and run :func:`minitorch_attn.check_gradients` with derived tolerances;
-        returns its report."""
+    def run(self, device="cpu", dtype="float64", seed=0, differences_on=None):
+        """Draw inputs and run :func:`minitorch_attn.check_gradients` with derived tolerances
+        (its finite differences on ``differences_on``, default ``device``); returns its report."""
         if dtype not in DTYPES:
             raise ValueError(f"gradcheck suite: dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
         inputs = self.make(Inputs(device, dtype, seed))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the float32 warning is the point of --dtype
             return check_gradients(self.fn, inputs, fast_mode=self.fast_mode, seed=seed, derived=True,
-                                   n_ops=self.n_ops)
+                                   n_ops=self.n_ops, differences_on=differences_on)
 
 
 def entries():

@@ -39,7 +39,8 @@ hang costs its own task and the grading always ends in time. A task's public tes
 same for the same code, so a :class:`Grader` remembers it (the selftest grades many
 submissions that share most of their code).
 
-A missing library the tests need is a :class:`~minitorch_attn.homework.instructor.GraderError` (no score), never a 0. In a
+A missing library the tests need is a :class:`~minitorch_attn.homework.instructor.GraderError`
+(no score), never a 0. In a
 student's own tree (``homework grade .`` there: no held-back tests, and their code where the
 reference would be) only the public tests run.
 """
@@ -53,7 +54,7 @@ import pathlib
 import sys
 import time
 
-from . import hiding, judge, markers, patterns, sandbox
+from . import hiding, judge, markers, probes, sandbox
 from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace
 from .runner import Check, Run, collect, run_held_back, run_tests
 from .submission import ungraded_notice
@@ -79,7 +80,7 @@ class TaskResult:
     seconds: float = 0.0
     reused: bool = False   # the same code was graded before in this grader: its result again
     visible: Run | None = None
-    pattern: str | None = None   # the kind of mistake whose failure pattern this one has (:mod:`.patterns`)
+    diagnosis: str | None = None   # the catalogued mistake its probes name (:mod:`.probes`)
     notes: list = dataclasses.field(default_factory=list)   # code of its files outside the regions, not graded
 
     @property
@@ -142,7 +143,7 @@ class Grader:
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
         self.confinement = _confinement(self.python, memory, self.tree, require_isolation)
-        self.patterns = patterns.load(self.tree.root)
+        self.signatures, self.not_probed = probes.load(self.tree.root)
         # a student's own tree (no held-back tests) holds their code, not a reference: nothing to judge with
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
@@ -240,7 +241,7 @@ class Grader:
             self.workspace.discard(folder)
         result = TaskResult(task_id, task["title"], task["points"], public.checks + held.checks,
                             public.problem or held.problem, time.monotonic() - start)
-        result.pattern = patterns.match(self.patterns, task_id, [c.nodeid for c in result.failures])
+        result.diagnosis = probes.diagnose(self.signatures, task_id, result.checks, result.problem)
         self._done[(task_id, digest)] = result
         return result
 

@@ -130,7 +130,8 @@ def what_python_sees(python):
               "    spec = importlib.util.find_spec(name)\n"
               "    if spec is not None:\n"
               "        found[name] = [os.path.realpath(p) for p in spec.submodule_search_locations or [spec.origin] if p]\n"
-              "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *vars(sys)['path'][1:]]\n"
+              "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), "
+              "*vars(sys)['path'][1:]]\n"
               "print(json.dumps([found, [os.path.realpath(p) for p in own if p and os.path.isabs(p)]]))")
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, cwd="/", env={"PATH": os.defpath})
     if done.returncode != 0:
@@ -235,7 +236,9 @@ def _libc():
 
 
 def _mount(source, target, kind, flags, data=None):
-    encode = (lambda s: None if s is None else s.encode())
+    def encode(s):
+        return None if s is None else s.encode()
+
     if _libc().mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"mount {target}: {os.strerror(error)}")

@@ -71,7 +71,8 @@ def why_missing(missing, setup_sh="setup.sh"):
     (then the zip is older than the package's requirements), and what to do."""
     pins = pinned_in(setup_sh)
     not_pinned = [name for name in missing if canonical(name) not in pins]
-    said = f"the grader's Python ({sys.executable}, {sys.version.split()[0]}) lacks {', '.join(missing)}, which setup.cfg requires"
+    said = (f"the grader's Python ({sys.executable}, {sys.version.split()[0]}) lacks {', '.join(missing)}, "
+            "which setup.cfg requires")
     if not_pinned:
         return (f"{said}. This zip's setup.sh does not install {', '.join(not_pinned)}: the zip was written by an "
                 f"older minitorch-attn. Write it again from your checkout (minitorch-attn homework autograder "

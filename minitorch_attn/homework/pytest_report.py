@@ -31,7 +31,7 @@ import sys
 try:
     from pytest import hookimpl
 except ImportError:  # imported for its documentation (the site's API reference), not as a plugin
-    def hookimpl(**options):
+    def hookimpl(**options):  # type: ignore[misc]
         return lambda hook: hook
 
 MAX_MESSAGE_CHARS = 4_000

@@ -31,7 +31,8 @@ decodes it without pickles and checks its form and its number; a malformed reply
 to another request, a process that ends or does not answer before the check's deadline
 each raise :class:`StudentError` in the check that asked (the worker is then ended, and
 the next check starts a new one; after ``MAX_STOPS_IN_A_ROW`` checks in a row whose worker
-was stopped, code that hangs or crashes every time, the next checks fail at once). So the checks (``tests/instructor/``) must decide from
+was stopped, code that hangs or crashes every time, the next checks fail at once). So the
+checks (``tests/instructor/``) must decide from
 what they chose themselves: the inputs, the shapes they expect, which gradients exist, how
 many outputs; a value of the student's is only ever compared with their own reference.
 
@@ -258,8 +259,8 @@ class Student:
             raise StudentError("the student's process answered another request than the one asked "
                                "(its replies were written by something else than the worker)")
         if "error" in reply:
-            error, where = _text(reply.get("error")), _text(reply.get("where"), 300)
-            raise StudentError(f"your code raised {error}" + (f" (at {where})" if where else ""))
+            raised, where = _text(reply.get("error")), _text(reply.get("where"), 300)
+            raise StudentError(f"your code raised {raised}" + (f" (at {where})" if where else ""))
         try:
             return self._decode(reply.get("value"))
         except StudentError:

@@ -21,12 +21,14 @@ Each task gives two entries:
 The file is written atomically (a temporary file renamed over it), so a reader never
 sees half of one, after each task (so that a grading stopped from outside keeps what was
 earned), and it is removed before grading starts, so a grading that stops with a
-:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place. Every output is capped, and the
+:class:`~minitorch_attn.homework.instructor.GraderError` never leaves an older result in place.
+Every output is capped, and the
 whole near ``MAX_RESULTS_CHARS``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -35,6 +37,7 @@ import tempfile
 import textwrap
 import time
 
+from . import derive
 from .grade import Grader, GraderError
 from .runner import cap
 from .sandbox import PLATFORM_MEMORY_MB
@@ -68,6 +71,9 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
 
             isolation = grader.isolation.replace("student code ran ", "", 1)
             graded = grader.grade(submission, assignment, on_result=progress)
+            if (grader.tree.root / derive.MODE_FILE).is_file():   # derive mode: say which sheets came in
+                sheets = derive.sheet_notes(path, chosen["tasks"])
+                graded = [dataclasses.replace(r, notes=[*r.notes, sheets[r.task_id]]) for r in graded]
     except GraderError:
         results_path.unlink(missing_ok=True)   # a grader that cannot grade gives no grade
         raise
@@ -137,8 +143,8 @@ def describe(result, public_only=False):
         lines.append(f"All {len(checks)} {scope} passed.")
     elif failures:
         lines.append(f"{len(failures)} of {len(checks)} {scope} failed:")
-    if not public_only and result.pattern:
-        lines.append(f"Your failures have the pattern of {result.pattern}.")
+    if not public_only and result.diagnosis:
+        lines.append(f"The probes of this task name the mistake: {result.diagnosis}.")
     groups = {}
     for check in failures:
         skipped = " (skipped, which counts as failed)" if check.outcome == "skipped" else ""

@@ -8,7 +8,7 @@ exists with code one can read.
 
 How the two architectures map onto ours (one table per architecture, :func:`gpt2_names` and
 :func:`llama_names`, read in both directions: importing here, exporting in
-:mod:`minitorch_attn.hf_export`):
+:mod:`minitorch_attn.app.hf_export`):
 
 * **GPT-2** (Radford et al. 2019) is our default block: LayerNorm before attention and MLP,
   GELU with the tanh approximation (``"gelu_new"``), learned positions, tied embeddings.

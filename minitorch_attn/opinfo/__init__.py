@@ -15,7 +15,9 @@ From the records come, with no second list anywhere:
 * each homework task's gradient checks (``tests/instructor/test_gradcheck_by_task.py``, the
   student folder's README);
 * the table of operations and each op's section of the documentation site
-  (``docs/_ext/catalogue.py``; ``python -m minitorch_attn.opinfo`` prints the table).
+  (``docs/_ext/catalogue.py``; ``python -m minitorch_attn.opinfo`` prints the table);
+* backward at a glance, each op's forward and backward rule in one line (:mod:`.glance`,
+  ``python -m minitorch_attn.opinfo --glance``, the site's ``opinfo-glance`` page).
 
 One module per topic, in the order of the course:
 

@@ -67,6 +67,11 @@ def swiglu_from_ops(x, w1, w3, w2):
     return F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)
 
 
+# BEGIN REFERENCE 6.1
+BACKWARD_SILU = "dx = g σ(x) (1 + x (1 - σ(x)))"
+# END REFERENCE
+
+
 RECORDS = register(__name__, [
     OpInfo("gelu", F.gelu, ("F.gelu",),
            (Sample("gelu (exact)", lambda d: [d.randn(4, 5, scale=2.0)]),
@@ -79,7 +84,9 @@ RECORDS = register(__name__, [
            ref=np_gelu, ref_backward=np_gelu_backward,
            torch_ref=lambda torch, x, approximate="none": torch.nn.functional.gelu(x, approximate=approximate),
            task=None, n_ops=32,
-           one_input=OneInput(F.gelu, lambda torch, x: torch.nn.functional.gelu(x), of_ints="TypeError")),
+           one_input=OneInput(F.gelu, lambda torch, x: torch.nn.functional.gelu(x), of_ints="TypeError"),
+           forward="y = x Φ(x) (or its tanh form)",
+           backward="dx = g (Φ(x) + x φ(x))"),
     OpInfo("sigmoid", F.sigmoid, ("F.sigmoid", "mt.sigmoid", "Tensor.sigmoid"),
            (Sample("sigmoid", lambda d: [d.randn(4, 5, scale=3.0)]),
             Sample("sigmoid (3-D)", lambda d: [d.randn(2, 3, 2)]),
@@ -92,7 +99,9 @@ RECORDS = register(__name__, [
            ref=np_sigmoid, torch_ref=lambda torch, x: torch.sigmoid(x),
            ref_backward=lambda grads, x: [grads[0] * np_sigmoid(x) * np_sigmoid(-x)],
            task=None, exponentiates=False,
-           one_input=OneInput(F.sigmoid, lambda torch, x: torch.sigmoid(x), of_ints="float")),
+           one_input=OneInput(F.sigmoid, lambda torch, x: torch.sigmoid(x), of_ints="float"),
+           forward="y = 1 / (1 + e^-x)",
+           backward="dx = g y (1 - y)"),
     OpInfo("silu", F.silu, ("F.silu",),
            (Sample("silu", lambda d: [d.randn(4, 5, scale=3.0)]),
             Sample("silu (3-D)", lambda d: [d.randn(2, 3, 4)]),
@@ -105,7 +114,9 @@ RECORDS = register(__name__, [
            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x), d/dx = σ(x) (1 + x (1 - σ(x)))",
            ref=np_silu, torch_ref=lambda torch, x: torch.nn.functional.silu(x),
            ref_backward=np_silu_backward, task="6.1",
-           one_input=OneInput(F.silu, lambda torch, x: torch.nn.functional.silu(x), of_ints="TypeError")),
+           one_input=OneInput(F.silu, lambda torch, x: torch.nn.functional.silu(x), of_ints="TypeError"),
+           forward="y = x σ(x)",
+           backward=BACKWARD_SILU),
     OpInfo("relu", F.relu, ("F.relu", "Tensor.relu"),
            (Sample("relu", lambda d: [d.away_from(4, 5)]),
             Sample("relu (empty)", lambda d: [d.randn(0, 4)], edges=EMPTY),
@@ -114,7 +125,9 @@ RECORDS = register(__name__, [
            "max(x, 0): d/dx = 1 for x > 0, 0 for x <= 0 (0 at the kink, as PyTorch)",
            ref=lambda x: np.maximum(x, 0.0), ref_backward=lambda grads, x: [grads[0] * (x > 0)], torch_ref=lambda torch, x: torch.relu(x), task=None,
            one_input=OneInput(F.relu, lambda torch, x: torch.nn.functional.relu(x), of_ints="TypeError",
-                              torch_differs=TORCH_KEEPS_INTS)),
+                              torch_differs=TORCH_KEEPS_INTS),
+           forward="y = max(x, 0)",
+           backward="dx = g [x > 0]"),
     OpInfo("dropout", seeded(F.dropout), ("F.dropout",),
            (Sample("dropout (p=0.3)", lambda d: [d.randn(4, 6)], fn=seeded(lambda x: F.dropout(x, 0.3))),
             Sample("dropout (p=0.5)", lambda d: [d.randn(3, 5), 0.5], gradcheck=True),
@@ -123,5 +136,7 @@ RECORDS = register(__name__, [
            "Srivastava et al. 2014 (JMLR 15, eq. in §10, inverted): y = x m / (1-p); dx = g m / (1-p), same mask",
            ref=None, ref_backward=np_dropout_backward, torch_ref=None, task=None, not_differentiable_in=("p",),
            one_input=OneInput(lambda x: F.dropout(x, 0.0), lambda torch, x: torch.nn.functional.dropout(x, 0.0),
-                              of_ints="TypeError", torch_differs=dict(TORCH_KEEPS_INTS, bool="PyTorch computes it in bools; ours refuses (TypeError)"))),
+                              of_ints="TypeError", torch_differs=dict(TORCH_KEEPS_INTS, bool="PyTorch computes it in bools; ours refuses (TypeError)")),
+           forward="y = x m / (1-p), m ~ Bernoulli(1-p)",
+           backward="dx = g m / (1-p), the same mask"),
 ])

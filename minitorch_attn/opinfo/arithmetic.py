@@ -112,24 +112,62 @@ def np_clamp_backward(grads, x, *bounds, **kwargs):
     return [unbroadcast(g * ~(below | above), x.shape)] + bound_grads[:len(bounds)]
 
 
+# BEGIN REFERENCE 1.3
+BACKWARD_ADD = "da = unbroadcast(g), db = unbroadcast(g)"
+BACKWARD_SUB = "da = unbroadcast(g), db = -unbroadcast(g)"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 1.2
+BACKWARD_MUL = "da = unbroadcast(g b), db = unbroadcast(g a)"
+BACKWARD_DIV = "da = unbroadcast(g / b), db = -unbroadcast(g a / b²)"
+BACKWARD_POW = "dx = g p x^(p-1) (0 for p = 0)"
+BACKWARD_EXP = "dx = g y"
+BACKWARD_LOG = "dx = g / x"
+BACKWARD_SQRT = "dx = g / (2 y)"
+BACKWARD_TANH = "dx = g (1 - y²)"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 1.5
+BACKWARD_MATMUL = "dA = unbroadcast(G Bᵀ), dB = unbroadcast(Aᵀ G)"
+# END REFERENCE
+
+
+def np_div(a, b, rounding_mode=None):
+    """a / b, rounded down (``"floor"``) or toward zero (``"trunc"``) if asked."""
+    quotient = np.divide(a, b)
+    if rounding_mode is None:
+        return quotient
+    return {"floor": np.floor, "trunc": np.trunc}[rounding_mode](quotient)
+
+
+# one record a block, aligned by hand: the catalogue reads as a table
+# fmt: off
 RECORDS = register(__name__, [
     OpInfo("add", lambda a, b: a + b, ("Tensor.__add__", "Tensor.__radd__"),
            binary_samples("add (broadcast)", lambda d: [d.randn(3, 4), d.randn(4)]),
            "d(a + b) = da + db; broadcasting undone by summing over the broadcast axes",
            ref=np.add, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a + b, task="1.3",
-           differentiable_in=("self", "other")),
+           differentiable_in=("self", "other"),
+           forward="y = a + b",
+           backward=BACKWARD_ADD),
     OpInfo("sub", lambda a, b: a - b, ("Tensor.__sub__", "Tensor.__rsub__"),
            binary_samples("sub (broadcast)", lambda d: [d.randn(2, 1, 3), d.randn(4, 1)]),
            "d(a - b) = da - db", ref=np.subtract,
            ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a - b, task="1.3",
-           differentiable_in=("self", "other")),
+           differentiable_in=("self", "other"),
+           forward="y = a - b",
+           backward=BACKWARD_SUB),
     OpInfo("mul", lambda a, b: a * b, ("Tensor.__mul__", "Tensor.__rmul__"),
            binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)],
                           tasks=("1.2", "1.3"))      # the product rule (1.2) and the sum over broadcast dims (1.3)
            + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a),),
            "product rule: d(ab) = b da + a db; a tensor used twice gets both gradients added (task 1.1)",
            ref=np.multiply, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a * b, task="1.2",
-           differentiable_in=("self", "other")),
+           differentiable_in=("self", "other"),
+           forward="y = a b",
+           backward=BACKWARD_MUL),
     OpInfo("div", lambda a, b: a / b, ("Tensor.__truediv__", "Tensor.__rtruediv__"),
            (Sample("div", lambda d: [d.randn(3, 4), positive(d, 3, 4)]),
             Sample("div (empty, broadcast)", lambda d: [d.randn(0, 3), positive(d, 3)], edges=EMPTY | BROADCAST),
@@ -138,11 +176,15 @@ RECORDS = register(__name__, [
                    edges=NONFINITE)),
            "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide,
            ref_backward=np_div_backward, torch_ref=lambda torch, a, b: a / b,
-           task="1.2", differentiable_in=("self", "other")),
+           task="1.2", differentiable_in=("self", "other"),
+           forward="y = a / b",
+           backward=BACKWARD_DIV),
     unary("neg", lambda a: -a, np.negative, lambda torch, a: -a, "d(-x) = -dx",
           lambda d: [d.randn(5)], nonfinite=[np.inf, -np.inf, np.nan], task=None, covers=("Tensor.__neg__",),
           ref_backward=BY_LINEARITY,
-          one_input=OneInput(lambda a: -a, lambda torch, a: -a, refuses=("bool",))),
+          one_input=OneInput(lambda a: -a, lambda torch, a: -a, refuses=("bool",)),
+          forward="y = -x",
+          backward="dx = -g"),
     OpInfo("pow", mt.pow, ("mt.pow", "Tensor.pow", "Tensor.__pow__"),
            (Sample("pow (scalar exponent)", lambda d: [positive(d, 4, 3), 2.5]),
             Sample("pow (integer exponent, negative base)", lambda d: [d.randn(3, 4), 3], gradcheck=True),
@@ -153,7 +195,9 @@ RECORDS = register(__name__, [
            "power rule: d(x^p) = p x^(p-1) dx, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
            ref=np.power, ref_backward=np_pow_backward, torch_ref=lambda torch, x, p: x ** p, task="1.2",
            differentiable_in=("self",), not_differentiable_in=("exponent",),
-           one_input=OneInput(lambda x: mt.pow(x, 0.5), lambda torch, x: torch.pow(x, 0.5), of_ints="float")),
+           one_input=OneInput(lambda x: mt.pow(x, 0.5), lambda torch, x: torch.pow(x, 0.5), of_ints="float"),
+           forward="y = x^p (p a number)",
+           backward=BACKWARD_POW),
     OpInfo("pow (tensor exponent)", mt.pow, ("mt.pow", "Tensor.__pow__"),
            (Sample("pow (tensor ** tensor)", lambda d: [positive(d, 3, 4), d.randn(3, 4)]),
             Sample("pow (tensor ** tensor, broadcast)", lambda d: [positive(d, 3, 1), d.randn(4)], edges=BROADCAST,
@@ -166,7 +210,9 @@ RECORDS = register(__name__, [
            "y = a^b: da = b a^(b-1) g, db = y log(a) g (0 where a = 0 <= b, as PyTorch)",
            ref=lambda a, b: np.power(a, b), ref_backward=np_pow_backward,
            torch_ref=lambda torch, a, b: torch.pow(a, b), task=None,
-           differentiable_in=("self", "exponent")),
+           differentiable_in=("self", "exponent"),
+           forward="y = a^b",
+           backward="da = g b a^(b-1), db = g y log a (0 where a = 0 <= b)"),
     OpInfo("__rpow__", lambda x, base: base ** x, ("Tensor.__rpow__",),
            (Sample("__rpow__ (2 ** x)", lambda d: [d.randn(3, 4)], kwargs=dict(base=2.0)),
             Sample("__rpow__ (rotary frequencies)", lambda d: [d.values(-np.arange(8) / 8)], kwargs=dict(base=10000.0)),
@@ -179,7 +225,9 @@ RECORDS = register(__name__, [
            ref=lambda x, base: np.power(base, x),
            ref_backward=lambda grads, x, base: [grads[0] * np.power(base, x) * np.log(base)],
            torch_ref=lambda torch, x, base: base ** x, task=None,
-           differentiable_in=("self",)),
+           differentiable_in=("self",),
+           forward="y = c^x (c a number)",
+           backward="dx = g y log c"),
     OpInfo("einsum", lambda *xs, equation: mt.einsum(equation, *xs), ("mt.einsum",),
            (Sample("einsum (matmul)", lambda d: [d.randn(3, 4), d.randn(4, 5)], kwargs=dict(equation="ij,jk->ik")),
             Sample("einsum (attention scores)", lambda d: [d.randn(2, 2, 3, 4), d.randn(2, 2, 5, 4)],
@@ -199,7 +247,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, *xs, equation: torch.einsum(equation, *xs), task=None,
            differentiable_in=("operands",),
            one_input=OneInput(lambda x: mt.einsum("ij,kj->ik", x, x), lambda torch,
-                              x: torch.einsum("ij,kj->ik", x, x), refuses=("bool",))),
+                              x: torch.einsum("ij,kj->ik", x, x), refuses=("bool",)),
+           forward="y = Σ Π_k a_k over the letters not kept",
+           backward="da_k = einsum(g, the other operands -> a_k's letters)"),
     OpInfo("add (alpha)", mt.add, ("mt.add", "Tensor.add"),
            (Sample("add (alpha)", lambda d: [d.randn(3, 4), d.randn(4)], kwargs=dict(alpha=2.5), edges=BROADCAST,
                    gradcheck=True),
@@ -211,7 +261,9 @@ RECORDS = register(__name__, [
            ref=lambda a, b, alpha=1: a + alpha * np.asarray(b), ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, a, b, alpha=1: torch.add(a, b, alpha=alpha),
            task=None, differentiable_in=("input", "other"),
-           one_input=OneInput(lambda x: mt.add(x, x, alpha=2), lambda torch, x: torch.add(x, x, alpha=2))),
+           one_input=OneInput(lambda x: mt.add(x, x, alpha=2), lambda torch, x: torch.add(x, x, alpha=2)),
+           forward="y = a + alpha b",
+           backward="da = unbroadcast(g), db = alpha unbroadcast(g)"),
     OpInfo("sub (alpha)", mt.sub, ("mt.sub", "Tensor.sub"),
            (Sample("sub (alpha)", lambda d: [d.randn(3, 4), d.randn(3, 1)], kwargs=dict(alpha=2.5), edges=BROADCAST,
                    gradcheck=True),
@@ -222,7 +274,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, a, b, alpha=1: torch.sub(a, b, alpha=alpha),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.sub(x, x, alpha=2), lambda torch, x: torch.sub(x, x, alpha=2),
-                              refuses=("bool",))),
+                              refuses=("bool",)),
+           forward="y = a - alpha b",
+           backward="da = unbroadcast(g), db = -alpha unbroadcast(g)"),
     OpInfo("div (rounding_mode)", mt.div, ("mt.div", "Tensor.div"),
            (Sample("div (true division)", lambda d: [d.randn(3, 4), positive(d, 4)], edges=BROADCAST, gradcheck=True),
             Sample("div (floor)", lambda d: [d.randn(3, 4, scale=5.0), positive(d, 3, 4)],
@@ -234,29 +288,40 @@ RECORDS = register(__name__, [
             Sample("div (trunc, 0-d)", lambda d: [d.randn(scale=5.0), 2.0], kwargs=dict(rounding_mode="trunc"),
                    edges=SCALAR)),
            "true division as a / b; rounded ('trunc', 'floor') a step function: gradients 0, as PyTorch",
-           ref=lambda a, b, rounding_mode=None: {None: np.divide, "floor": lambda x, y: np.floor(x / y),
-                                                 "trunc": lambda x, y: np.trunc(x / y)}[rounding_mode](a, b),
+           ref=np_div,
            ref_backward=np_div_backward,
            torch_ref=lambda torch, a, b, rounding_mode=None: torch.div(a, b, rounding_mode=rounding_mode),
            task=None, differentiable_in=("input", "other"),
-           one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float")),
+           one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float"),
+           forward="y = a / b, or trunc(a / b), floor(a / b)",
+           backward="as div; rounded: da = db = 0 (a step function)"),
     unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan],
-          ref_backward=np_exp_backward),
+          ref_backward=np_exp_backward,
+          forward="y = e^x",
+          backward=BACKWARD_EXP),
     unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan],
-          ref_backward=np_log_backward),
+          ref_backward=np_log_backward,
+          forward="y = log x",
+          backward=BACKWARD_LOG),
     unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "d(√x) = dx / (2√x)",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0],
-          ref_backward=np_sqrt_backward),
+          ref_backward=np_sqrt_backward,
+          forward="y = √x",
+          backward=BACKWARD_SQRT),
     unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0],
-          ref_backward=np_tanh_backward),
+          ref_backward=np_tanh_backward,
+          forward="y = tanh x",
+          backward=BACKWARD_TANH),
     unary("abs", mt.abs, np.abs, lambda torch, x: x.abs(), "d|x| = sign(x) dx (0 at x = 0, as PyTorch)",
           lambda d: [d.away_from(3, 4)], nonfinite=[-np.inf, np.inf, 0.0], task=None,
           ref_backward=lambda grads, x: [grads[0] * np.sign(x)],
           one_input=OneInput(mt.abs, lambda torch, x: x.abs(),
-                             torch_differs={"bool": "PyTorch refuses abs of bools; ours keeps them, as NumPy"})),
+                             torch_differs={"bool": "PyTorch refuses abs of bools; ours keeps them, as NumPy"}),
+          forward="y = |x|",
+          backward="dx = g sign(x) (0 at x = 0)"),
     OpInfo("maximum", mt.maximum, ("mt.maximum", "Tensor.maximum"),
            (Sample("maximum", lambda d: [d.distinct(3, 4), d.distinct(3, 4)]),
             Sample("maximum (empty)", lambda d: [d.randn(0, 3), d.randn(0, 3)], edges=EMPTY),
@@ -268,7 +333,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, a, b: torch.maximum(a, b), task=None,
            differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.maximum(x, 0.5), lambda torch, x: torch.maximum(x, torch.tensor(0.5)),
-                              of_ints="float")),
+                              of_ints="float"),
+           forward="y = max(a, b)",
+           backward="da = g [a > b] + g/2 [a = b], db = g [b > a] + g/2 [a = b]"),
     OpInfo("minimum", mt.minimum, ("mt.minimum", "Tensor.minimum"),
            (Sample("minimum (broadcast)", lambda d: [d.distinct(3, 4), d.distinct(4)], edges=BROADCAST,
                    gradcheck=True),
@@ -279,7 +346,9 @@ RECORDS = register(__name__, [
            ref_backward=np_extremum_backward(larger=False), torch_ref=lambda torch, a, b: torch.minimum(a, b),
            task=None, differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.minimum(x, 0.5), lambda torch, x: torch.minimum(x, torch.tensor(0.5)),
-                              of_ints="float")),
+                              of_ints="float"),
+           forward="y = min(a, b) = -max(-a, -b)",
+           backward="da = g [a < b] + g/2 [a = b], db = g [b < a] + g/2 [a = b]"),
     OpInfo("clamp", mt.clamp, ("mt.clamp", "Tensor.clamp"),
            (Sample("clamp", lambda d: [d.away_from(4, 5, points=(-0.5, 0.5))], kwargs=dict(min=-0.5, max=0.5)),
             Sample("clamp (min only)", lambda d: [d.away_from(3, 4, points=(0.2,)), 0.2], gradcheck=True),
@@ -298,7 +367,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, x, min=None, max=None: torch.clamp(x, min, max), task=None,
            differentiable_in=("input", "min", "max"),
            one_input=OneInput(lambda x: mt.clamp(x, min=0.5), lambda torch, x: torch.clamp(x, min=0.5),
-                              of_ints="float")),
+                              of_ints="float"),
+           forward="y = min(max(x, lo), hi)",
+           backward="dx = g [lo <= x <= hi]; a tensor bound gets g where it binds"),
     OpInfo("matmul", mt.matmul, ("mt.matmul", "Tensor.matmul", "Tensor.__matmul__", "Tensor.__rmatmul__"),
            (Sample("matmul", lambda d: [d.randn(3, 4), d.randn(4, 2)]),
             Sample("matmul (batched, broadcast)", lambda d: [d.randn(2, 1, 3, 4), d.randn(3, 4, 2)],
@@ -312,5 +383,8 @@ RECORDS = register(__name__, [
            ref=np.matmul, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
            differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.matmul(x, x.T), lambda torch, x: torch.matmul(x, x.T),
-                              torch_differs={"bool": "PyTorch has no bool matmul; ours keeps bools, as NumPy"})),
+                              torch_differs={"bool": "PyTorch has no bool matmul; ours keeps bools, as NumPy"}),
+           forward="Y = A B",
+           backward=BACKWARD_MATMUL),
 ])
+# fmt: on

@@ -165,11 +165,13 @@ def bias_with_neg_inf(d, *shape):
 
 
 def extreme_qkv(d, limit=None):
-    """q, k, v whose scaled scores reach ±1000 (float64) or ±80 (float32)."""
+    """q, k, v whose scaled scores lie in [-1000, 1000] (float64) or [-80, 80] (float32), the
+    largest of them +1000 (or +80) whatever the seed: exp of it overflows unless shifted."""
     limit = limit if limit is not None else d.EXTREME[d.dtype]
     q, k = d.rng.standard_normal((2, 2, 5, 4)), d.rng.standard_normal((2, 2, 6, 4))
     scores = q @ np.swapaxes(k, -1, -2) / 2.0
-    return [d._tensor(q * (limit / np.abs(scores).max())), d._tensor(k), d.randn(2, 2, 6, 3)]
+    extreme = scores.flat[np.abs(scores).argmax()]      # the score of largest size, made +limit
+    return [d._tensor(q * (limit / extreme)), d._tensor(k), d.randn(2, 2, 6, 3)]
 
 
 def flash_sample(name, make, edges=frozenset(), gradcheck=None, **options):
@@ -179,7 +181,7 @@ def flash_sample(name, make, edges=frozenset(), gradcheck=None, **options):
 
 
 # (name, make, options): the empty cases, each run densely and blockwise
-EMPTY_CASES = (
+EMPTY_CASES: tuple = (
     ("no keys", lambda d: [d.randn(1, 1), d.randn(0, 1), d.randn(0, 1)], {}),     # PyTorch: [[0.]]
     ("no keys, heads", lambda d: [d.randn(2, 3, 4, 5), d.randn(2, 3, 0, 5), d.randn(2, 3, 0, 6)], {}),
     ("no keys, causal bottom-right", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 2, 0, 4), d.randn(1, 2, 0, 4)],
@@ -260,6 +262,19 @@ def _qkv(x):
     return (x.reshape(1, 2, 3),) * 3
 
 
+# BEGIN REFERENCE 4.2
+BACKWARD_SCALED_DOT_PRODUCT_ATTENTION = "dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+BACKWARD_ATTENTION_WEIGHTS = "dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 5.2
+BACKWARD_FLASH_ATTENTION = "per tile: P = exp(S - lse), dV += Pᵀ dO, dS = P ∘ (dO Vᵀ - D), dQ += scale dS K, dK += scale dSᵀ Q"
+# END REFERENCE
+
+
+# one record a block, aligned by hand: the catalogue reads as a table
+# fmt: off
 RECORDS = register(__name__, [
     OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, ("F.scaled_dot_product_attention",),
            SDPA_SAMPLES,
@@ -269,7 +284,9 @@ RECORDS = register(__name__, [
            exponentiates=True, n_ops=64,
            differentiable_in=("query", "key", "value", "attn_mask"),
            one_input=OneInput(lambda x: F.scaled_dot_product_attention(*_qkv(x)), lambda torch,
-                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError"),
+           forward="O = P V, P = softmax(scale Q Kᵀ + mask)",
+           backward=BACKWARD_SCALED_DOT_PRODUCT_ATTENTION),
     OpInfo("attention_weights", F.attention_weights, ("F.attention_weights",),
            (Sample("attention_weights (GQA, causal)", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 1, 3, 4)],
                    kwargs=dict(is_causal=True, enable_gqa=True)),
@@ -286,7 +303,9 @@ RECORDS = register(__name__, [
            differentiable_in=("query", "key", "attn_mask"),
            one_input=OneInput(lambda x: F.attention_weights(*_qkv(x)[:2]), lambda torch,
                               x: torch.softmax(_qkv(x)[0] @ _qkv(x)[1].transpose(-1, -2) / 3 ** 0.5, -1),
-                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS)),
+                              of_ints="TypeError", torch_differs=TORCH_KEEPS_INTS),
+           forward="P = softmax(scale Q Kᵀ + mask)",
+           backward=BACKWARD_ATTENTION_WEIGHTS),
     OpInfo("flash_attention", F.flash_attention, ("F.flash_attention",), FLASH_SAMPLES,
            "Dao 2023 (FlashAttention-2, arXiv:2307.08691, Algorithms 1 and 2): an online softmax over key "
            "blocks; the backward recomputes each tile's P from the saved log-sum-exp",
@@ -294,5 +313,8 @@ RECORDS = register(__name__, [
            exponentiates=True, n_ops=64,
            differentiable_in=("query", "key", "value", "attn_mask"),
            one_input=OneInput(lambda x: F.flash_attention(*_qkv(x)), lambda torch,
-                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError")),
+                              x: torch.nn.functional.scaled_dot_product_attention(*_qkv(x)), of_ints="TypeError"),
+           forward="O = softmax(scale Q Kᵀ + mask) V, by key blocks with an online softmax",
+           backward=BACKWARD_FLASH_ATTENTION),
 ])
+# fmt: on

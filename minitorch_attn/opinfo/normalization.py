@@ -95,6 +95,16 @@ def torch_layer_norm(torch, x, normalized_shape, weight=None, bias=None, eps=1e-
     return torch.nn.functional.layer_norm(x, shape, weight, bias, eps)
 
 
+# BEGIN REFERENCE 3.1
+BACKWARD_LAYER_NORM = "ĝ = g w; dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), dw = Σ g x̂, db = Σ g"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 3.2
+BACKWARD_RMS_NORM = "ĝ = g w; dx = rstd (ĝ - x̂ mean(ĝ x̂)), dw = Σ g x̂"
+# END REFERENCE
+
+
 RECORDS = register(__name__, [
     OpInfo("layer_norm", F.layer_norm, ("F.layer_norm",),
            (Sample("layer_norm (weight, bias)", lambda d: [d.randn(3, 6), (6,), d.randn(6), d.randn(6)]),
@@ -108,11 +118,13 @@ RECORDS = register(__name__, [
                                                            d.randn(3), d.randn(3)], edges=ONE),
             Sample("layer_norm (empty batch)", lambda d: [d.randn(0, 4), 4, d.randn(4), d.randn(4)], edges=EMPTY),
             Sample("layer_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0), d.randn(0)], edges=EMPTY)),
-           "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16): dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), ĝ = g w",
+           "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16); the derivation is in LayerNorm's docstring",
            ref=np_layer_norm, ref_backward=np_layer_norm_backward, torch_ref=torch_layer_norm, task="3.1", n_ops=64,
            differentiable_in=("input", "weight", "bias"), not_differentiable_in=(),
            one_input=OneInput(lambda x: F.layer_norm(x, (3,)), lambda torch,
-                              x: torch.nn.functional.layer_norm(x, (3,)), of_ints="TypeError")),
+                              x: torch.nn.functional.layer_norm(x, (3,)), of_ints="TypeError"),
+           forward="y = x̂ w + b, x̂ = (x - mean) rstd, rstd = 1/√(var + ε)",
+           backward=BACKWARD_LAYER_NORM),
     OpInfo("rms_norm", F.rms_norm, ("F.rms_norm",),
            (Sample("rms_norm (weight)", lambda d: [d.randn(3, 6), (6,), d.randn(6)]),
             Sample("rms_norm (2 dims, eps, no weight)", lambda d: [d.randn(2, 2, 3), (2, 3)], kwargs=dict(eps=1e-5)),
@@ -120,9 +132,11 @@ RECORDS = register(__name__, [
                    kwargs=dict(eps=1e-6), edges=ONE),   # eps=None is finfo(dtype).eps: not one value for float32 and 64
             Sample("rms_norm (empty batch)", lambda d: [d.randn(2, 0, 4), 4, d.randn(4)], edges=EMPTY),
             Sample("rms_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0)], edges=EMPTY)),
-           "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4): dx = rstd (ĝ - x̂ mean(ĝ x̂)), ĝ = g w",
+           "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4); the derivation is in RMSNorm's docstring",
            ref=np_rms_norm, ref_backward=np_rms_norm_backward, torch_ref=torch_rms_norm, task="3.2", n_ops=64,
            differentiable_in=("input", "weight"),
            one_input=OneInput(lambda x: F.rms_norm(x, (3,)), lambda torch, x: torch.nn.functional.rms_norm(x, (3,)),
-                              of_ints="TypeError")),
+                              of_ints="TypeError"),
+           forward="y = x̂ w, x̂ = x rstd, rstd = 1/√(mean(x²) + ε)",
+           backward=BACKWARD_RMS_NORM),
 ])

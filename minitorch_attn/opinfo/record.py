@@ -19,7 +19,7 @@ import numpy as np
 
 import minitorch_attn as mt
 from ..core.factories import tensor
-from .gradients import BY_LINEARITY, by_linearity
+from .gradients import BY_LINEARITY, _ByLinearity, by_linearity
 
 # The edge cases the engine promises, as tags a sample carries. An ordinary sample has none.
 EDGES = {
@@ -251,6 +251,13 @@ class OpInfo:
         no_empty: why it has no sample with an empty dimension, where it has none.
         one_input: its :class:`OneInput` call, for every record of a public ``mt.`` or ``F.``
             function (one per function).
+        forward, backward: the op and its backward rule, one line each, in the notation of the
+            "backward at a glance" page (:mod:`.glance`): ``g`` the upstream gradient, ``y`` the
+            output, ``unbroadcast`` the sum over broadcast axes (``"y = e^x"``, ``"dx = g y"``).
+            Every record has both (a test says so). A backward rule that is a homework task's
+            answer is a constant in the task's ``# BEGIN REFERENCE`` region, so a student tree
+            of that task holds a stand-in there (:mod:`.held_back`) and the page says
+            "(task 2.1)" in its place.
     """
 
     name: str
@@ -260,7 +267,7 @@ class OpInfo:
     source: str
     ref: Optional[Callable] = None
     torch_ref: Optional[Callable] = None
-    ref_backward: Optional[Callable] = None
+    ref_backward: Callable | _ByLinearity | None = None
     task: Optional[str] = None
     forward_task: Optional[str] = None
     differentiable_in: tuple = ("input",)
@@ -271,6 +278,8 @@ class OpInfo:
     exponentiates: bool = False
     no_empty: Optional[str] = None
     one_input: Optional[OneInput] = None
+    forward: Optional[str] = None
+    backward: Optional[object] = None    # a str, or held_back's stand-in in a student tree
 
     def __post_init__(self):
         if self.ref_backward is BY_LINEARITY:

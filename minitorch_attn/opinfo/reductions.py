@@ -96,6 +96,14 @@ def torch_var(torch, x, dim=None, keepdim=False, correction=1):
 MAX_AT_NAN = "the row's NaNs share the gradient, as torch.max(x); torch.amax gives the row NaN"
 
 
+# BEGIN REFERENCE 1.4
+BACKWARD_SUM = "dx = broadcast(g)"
+BACKWARD_MEAN = "dx = broadcast(g) / n"
+BACKWARD_MAX = "dx = broadcast(g) [x = y] / (number of ties)"
+BACKWARD_VAR = "dx = 2 (x - mean) broadcast(g) / (n - c)"
+# END REFERENCE
+
+
 RECORDS = register(__name__, [
     OpInfo("sum", mt.sum, ("mt.sum", "Tensor.sum"),
            (Sample("sum (dim, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 2), keepdim=True),
@@ -109,7 +117,9 @@ RECORDS = register(__name__, [
            ref=np_sum,
            ref_backward=BY_LINEARITY, torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None
            else x.sum(dim, keepdim), task="1.4",
-           one_input=OneInput(mt.sum, lambda torch, x: torch.sum(x), of_ints="int64")),
+           one_input=OneInput(mt.sum, lambda torch, x: torch.sum(x), of_ints="int64"),
+           forward="y = Σ_dim x",
+           backward=BACKWARD_SUM),
     OpInfo("mean", mt.mean, ("mt.mean", "Tensor.mean"),
            (Sample("mean (dim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=-1)),
             Sample("mean (dims 0 and 1, keepdim)", lambda d: [d.randn(2, 3, 4)], kwargs=dict(dim=(0, 1), keepdim=True),
@@ -120,7 +130,9 @@ RECORDS = register(__name__, [
            "mean = sum / n, so dx = broadcast(g) / n", ref=np_mean, ref_backward=BY_LINEARITY,
            torch_ref=lambda torch, x, dim=None, keepdim=False: x.mean() if dim is None else x.mean(dim, keepdim),
            task="1.4",
-           one_input=OneInput(mt.mean, lambda torch, x: torch.mean(x), of_ints="TypeError")),
+           one_input=OneInput(mt.mean, lambda torch, x: torch.mean(x), of_ints="TypeError"),
+           forward="y = Σ_dim x / n",
+           backward=BACKWARD_MEAN),
     OpInfo("max", mt.max, ("mt.max", "mt.amax", "Tensor.max", "Tensor.amax"),
            (Sample("max (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
             Sample("max (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
@@ -133,7 +145,9 @@ RECORDS = register(__name__, [
            "the gradient goes to the maximal elements, shared equally among ties (as torch.amax)",
            ref=np_max, ref_backward=np_max_backward, torch_ref=torch_amax, task="1.4",
            one_input=OneInput(lambda x: mt.max(x, dim=-1), lambda torch, x: torch.amax(x, dim=-1),
-                              nan_gradient_differs=MAX_AT_NAN)),
+                              nan_gradient_differs=MAX_AT_NAN),
+           forward="y = max_dim x",
+           backward=BACKWARD_MAX),
     OpInfo("var", mt.var, ("mt.var", "Tensor.var"),
            (Sample("var (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
             Sample("var (biased, keepdim)", lambda d: [d.randn(2, 3, 4)],
@@ -144,7 +158,9 @@ RECORDS = register(__name__, [
                    edges=ONE)),
            "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
            ref=np_var, ref_backward=np_var_backward, torch_ref=torch_var, task="1.4",
-           one_input=OneInput(mt.var, lambda torch, x: torch.var(x), of_ints="TypeError")),
+           one_input=OneInput(mt.var, lambda torch, x: torch.var(x), of_ints="TypeError"),
+           forward="y = Σ (x - mean)² / (n - c)",
+           backward=BACKWARD_VAR),
     OpInfo("min", mt.min, ("mt.min", "mt.amin", "Tensor.min", "Tensor.amin"),
            (Sample("min (dim, no ties)", lambda d: [d.distinct(3, 5)], kwargs=dict(dim=1)),
             Sample("min (all, no ties)", lambda d: [d.distinct(2, 3)], gradcheck=True),
@@ -160,7 +176,9 @@ RECORDS = register(__name__, [
            ref_backward=np_min_backward, torch_ref=torch_amin,
            task=None,
            one_input=OneInput(lambda x: mt.min(x, dim=-1), lambda torch, x: torch.amin(x, dim=-1),
-                              nan_gradient_differs=MAX_AT_NAN)),
+                              nan_gradient_differs=MAX_AT_NAN),
+           forward="y = min_dim x = -max_dim(-x)",
+           backward="dx = broadcast(g) [x = y] / (number of ties)"),
     OpInfo("std", mt.std, ("mt.std", "Tensor.std"),
            (Sample("std (dim, unbiased)", lambda d: [d.randn(3, 6)], kwargs=dict(dim=1)),
             Sample("std (biased, dims, keepdim)", lambda d: [d.randn(2, 3, 4)],
@@ -172,5 +190,7 @@ RECORDS = register(__name__, [
                                                                        ddof=correction),
            ref_backward=np_std_backward,
            torch_ref=torch_std, task=None,
-           one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError")),
+           one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError"),
+           forward="y = √var(x)",
+           backward="dx = (x - mean) broadcast(g) / ((n - c) y)"),
 ])

@@ -38,5 +38,7 @@ RECORDS = register(__name__, [
            "Su et al. 2021 (arXiv:2104.09864, §3.4.2, eq. 34): a rotation R(mθ); its backward is R(-mθ) g",
            ref=np_rotary, ref_backward=BY_LINEARITY, torch_ref=None, task=None, n_ops=64, not_differentiable_in=("positions",),
            one_input=OneInput(lambda x: F.rotary_embedding(mt.concat([x, x], dim=1).reshape(1, 2, 6)),
-                              of_ints="TypeError")),
+                              of_ints="TypeError"),
+           forward="y = R(mθ) x, pairs rotated by position m",
+           backward="dx = R(-mθ) g"),
 ])

@@ -228,6 +228,23 @@ def np_logsumexp_backward(grads, x, dim, keepdim=False):
     return [g * np.exp(x - lse)]
 
 
+# BEGIN REFERENCE 2.1
+BACKWARD_SOFTMAX = "dx = p ∘ (g - Σ g p)"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 2.2
+BACKWARD_LOG_SOFTMAX = "dx = g - exp(y) Σ g"
+# END REFERENCE
+
+
+# BEGIN REFERENCE 2.3
+BACKWARD_CROSS_ENTROPY = "dx = g w_t (softmax(x) - q) / Σ w, q = (1-ε) onehot(t) + ε/C"
+# END REFERENCE
+
+
+# one record a block, aligned by hand: the catalogue reads as a table
+# fmt: off
 RECORDS = register(__name__, [
     OpInfo("logsumexp", mt.logsumexp, ("mt.logsumexp", "Tensor.logsumexp"),
            (Sample("logsumexp (dim -1)", lambda d: [d.randn(3, 5, scale=3.0)], kwargs=dict(dim=-1)),
@@ -244,7 +261,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, x, dim, keepdim=False: torch.logsumexp(x, dim, keepdim=keepdim),
            task=None, exponentiates=True,
            one_input=OneInput(lambda x: mt.logsumexp(x, -1), lambda torch, x: torch.logsumexp(x, -1),
-                              of_ints="float")),
+                              of_ints="float"),
+           forward="y = m + log Σ exp(x - m), m = max x",
+           backward="dx = g exp(x - y) = g softmax(x)"),
     OpInfo("softmax", F.softmax, ("F.softmax", "Tensor.softmax"),
            (Sample("softmax (dim -1)", lambda d: [d.randn(3, 5)]),
             Sample("softmax (dim 0, 3-D)", lambda d: [d.randn(4, 2, 3)], kwargs=dict(dim=0)),
@@ -261,7 +280,9 @@ RECORDS = register(__name__, [
            "p = exp(x - max) / Σ exp(x - max); dx = p ∘ (g - Σ g p) (the softmax Jacobian diag(p) - p pᵀ)",
            ref=np_softmax, ref_backward=np_softmax_backward, torch_ref=lambda torch, x, dim=-1: x.softmax(dim),
            task="2.1", exponentiates=True,
-           one_input=OneInput(F.softmax, lambda torch, x: torch.nn.functional.softmax(x, -1), of_ints="TypeError")),
+           one_input=OneInput(F.softmax, lambda torch, x: torch.nn.functional.softmax(x, -1), of_ints="TypeError"),
+           forward="p = exp(x - max) / Σ exp(x - max)",
+           backward=BACKWARD_SOFTMAX),
     OpInfo("log_softmax", F.log_softmax, ("F.log_softmax", "Tensor.log_softmax"),
            (Sample("log_softmax", lambda d: [d.randn(3, 5, scale=3.0)]),
             Sample("log_softmax (dim 1)", lambda d: [d.randn(2, 4, 3)], kwargs=dict(dim=1)),
@@ -277,7 +298,9 @@ RECORDS = register(__name__, [
            ref=np_log_softmax, ref_backward=np_log_softmax_backward,
            torch_ref=lambda torch, x, dim=-1: x.log_softmax(dim), task="2.2", exponentiates=True,
            one_input=OneInput(F.log_softmax, lambda torch, x: torch.nn.functional.log_softmax(x, -1),
-                              of_ints="TypeError")),
+                              of_ints="TypeError"),
+           forward="y = x - logsumexp(x)",
+           backward=BACKWARD_LOG_SOFTMAX),
     OpInfo("nll_loss", F.nll_loss, ("F.nll_loss",),
            (Sample("nll_loss (mean, ignore_index)", lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, 1])]),
             Sample("nll_loss (N,C,d, weight, sum)",
@@ -300,7 +323,9 @@ RECORDS = register(__name__, [
            torch_ref=lambda torch, x, t, weight=None, **o: torch.nn.functional.nll_loss(x, t, weight=weight, **o),
            task=None, differentiable_in=("input",), not_differentiable_in=("target", "weight"),
            one_input=OneInput(lambda x: F.nll_loss(x, mt.tensor([0, 2])), lambda torch,
-                              x: torch.nn.functional.nll_loss(x, torch.tensor([0, 2])), of_ints="TypeError")),
+                              x: torch.nn.functional.nll_loss(x, torch.tensor([0, 2])), of_ints="TypeError"),
+           forward="loss = -w_t logp_t (mean: ÷ Σ w_t)",
+           backward="dlogp = -g w_t onehot(t) (÷ Σ w_t for the mean)"),
     OpInfo("cross_entropy (probability targets)", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (soft targets)", lambda d: [d.randn(4, 5), soft_targets(d, 4, 5)]),
             Sample("cross_entropy (soft, weight, smoothing)",
@@ -317,7 +342,9 @@ RECORDS = register(__name__, [
            "r = w ((1-ε) t + ε/C): dlogits = p Σ r - r, dt = -(1-ε) w logp (÷ rows for the mean, as PyTorch)",
            ref=np_soft_cross_entropy, ref_backward=np_soft_cross_entropy_backward, torch_ref=torch_cross_entropy,
            task=None, exponentiates=True, n_ops=32,
-           differentiable_in=("input", "target"), not_differentiable_in=("weight",)),
+           differentiable_in=("input", "target"), not_differentiable_in=("weight",),
+           forward="loss = -Σ r log_softmax(x), r = w ((1-ε) t + ε/C)",
+           backward="dx = g (p Σ r - r), dt = -g (1-ε) w log p (÷ rows for the mean)"),
     OpInfo("cross_entropy", F.cross_entropy, ("F.cross_entropy",),
            (Sample("cross_entropy (mean, ignore_index)",
                    lambda d: [d.randn(6, 5), d.ints([0, 4, -100, 2, 2, -100])]),
@@ -347,5 +374,8 @@ RECORDS = register(__name__, [
            exponentiates=True, n_ops=32,
            differentiable_in=("input",), not_differentiable_in=("target", "weight"),
            one_input=OneInput(lambda x: F.cross_entropy(x, mt.tensor([0, 2])), lambda torch,
-                              x: torch.nn.functional.cross_entropy(x, torch.tensor([0, 2])), of_ints="TypeError")),
+                              x: torch.nn.functional.cross_entropy(x, torch.tensor([0, 2])), of_ints="TypeError"),
+           forward="loss = -w_t log softmax(x)_t (label smoothing ε)",
+           backward=BACKWARD_CROSS_ENTROPY),
 ])
+# fmt: on

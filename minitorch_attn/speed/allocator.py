@@ -20,7 +20,8 @@ holds on to about its peak (only what lies free at the very top of the heap beyo
 goes back). Threads other than the main one keep blocks up to 64 MiB (glibc's limit for
 their heaps); larger ones are still mapped afresh each time. The setting is the whole
 process's, so the package does not make it when imported: the ``minitorch-attn`` command,
-the demos and the benchmarks call it, and a program of your own may. Elsewhere than glibc (macOS, Windows, musl) it does nothing.
+the demos and the benchmarks call it, and a program of your own may. Elsewhere than glibc
+(macOS, Windows, musl) it does nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _M_MMAP_MAX = -4
 
 
 @functools.cache
-def keep_freed_memory():
+def keep_freed_memory() -> bool:
     """Ask glibc to keep freed blocks for reuse instead of returning them to the operating
     system (the process then holds about its peak memory; see the module's text). Returns
     True if it did so, False where the C library is not glibc (then nothing changes).

@@ -20,7 +20,7 @@ from minitorch_attn.core.reductions import Max, Mean, Sum, Var
 from minitorch_attn.functional.attention import AttentionWeights, ScaledDotProductAttention
 from minitorch_attn.functional.flash import FlashAttention
 from minitorch_attn.homework.remote import StudentError
-from tests.conftest import float64_tolerance
+from tests.conftest import expect_close as shared_expect_close
 
 REFERENCE_RTOL = 1e-7   # a student's values against the reference library's, relative to max(1, |value|)
 
@@ -73,27 +73,10 @@ def student_call(student, record, sample):
 
 
 def expect_close(ours, expected, *, what, n_ops=8, dtype="float64", rtol=None):
-    """Assert ``ours`` equals the float64 reference ``expected`` within
-    ``float64_tolerance(expected, n_ops, dtype)`` (or ``rtol * max(1, max|expected|)``);
-    infinities must match exactly, and a NaN is always wrong. ``what`` names the check,
-    e.g. "softmax forward, input (4, 7) float32"."""
-    if ours is None:
-        raise AssertionError(f"{what}: no gradient (None) where one was expected")
-    got, expected = host(ours), np.asarray(expected, dtype=np.float64)
-    if got.shape != expected.shape:
-        raise AssertionError(f"{what}: shape {got.shape}, expected {expected.shape}")
-    finite = expected[np.isfinite(expected)]
-    tolerance = (float64_tolerance(finite, n_ops, dtype) if rtol is None
-                 else rtol * max(1.0, float(np.max(np.abs(finite), initial=0.0))))
-    same_inf = np.isinf(expected) & (got == expected)
-    error = np.where(same_inf, 0.0, np.abs(got - expected))
-    error = np.where(np.isnan(error), np.inf, error)
-    wrong = error > tolerance
-    if wrong.any():
-        worst = np.unravel_index(int(np.argmax(error)), error.shape) if error.ndim else ()
-        raise AssertionError(
-            f"{what}: {int(wrong.sum())} of {wrong.size} elements wrong; worst at {tuple(int(i) for i in worst)}: "
-            f"yours {got[worst]:.10g}, expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
+    """Assert ``ours`` (a tensor of either process, or an array) equals the float64 reference
+    ``expected`` (:func:`tests.conftest.expect_close`: the message names ``what``, e.g.
+    "softmax forward, input (4, 7) float32", the worst element and the tolerance)."""
+    shared_expect_close(None if ours is None else host(ours), expected, what=what, n_ops=n_ops, dtype=dtype, rtol=rtol)
 
 
 def expect_unchanged(before, after, *, what):

@@ -160,7 +160,7 @@ def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=
     visible = (j <= i) & (j > i - window)
     x = w["token_embedding.weight"][idx]
     for n in range(layers):
-        p = lambda name: w[f"blocks.{n}.{name}"]  # noqa: E731
+        p = lambda name: w[f"blocks.{n}.{name}"]  # noqa: E731, B023 (a name for this layer's weights, used in it)
         h = rms_norm(x, p("norm1.weight"))
         qkv = h @ p("attn.W_qkv.weight").T
         q, k, v = np.split(qkv, [d_model, d_model + kv_heads * d_k], axis=-1)
@@ -210,7 +210,8 @@ def test_task_6_3_the_modern_gpt_is_the_block_of_the_papers(student, rng):
                                                             "norm2.weight", "ffn.0.weight", "ffn.0.bias",
                                                             "ffn.2.weight", "ffn.2.bias")}
     assert set(weights) == expected_names, \
-        f"parameters: missing {sorted(expected_names - set(weights))}, unexpected {sorted(set(weights) - expected_names)}"
+        f"parameters: missing {sorted(expected_names - set(weights))}, " \
+        f"unexpected {sorted(set(weights) - expected_names)}"
     idx = rng.integers(0, 13, (2, 9))      # past max_seq_len: the window slides
     expect_close(model(mt.tensor(idx)), _reference(weights, idx), what=f"{WHAT}: logits of (2, 9) tokens", n_ops=256)
 

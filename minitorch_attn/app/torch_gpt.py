@@ -6,7 +6,7 @@ weights under the parameter names of :class:`GPT` below (the same names as
 ``minitorch_attn.nn.GPT``: ``token_embedding.weight``, ``blocks.0.attn.W_qkv.weight``, ...)
 and ``model.json`` beside them (the constructor's arguments and the vocabulary). Then::
 
-    from minitorch_attn.torch_gpt import GPT
+    from minitorch_attn.app.torch_gpt import GPT
     model, vocab = GPT.from_export("model.safetensors")
     print(vocab.decode(model.generate(vocab.encode("The "), 200)))   # or train it: model.parameters()
 
@@ -31,7 +31,7 @@ try:
     from torch import nn
     from torch.nn import functional as F
 except ImportError:
-    raise ImportError('minitorch_attn.torch_gpt is PyTorch code: pip install torch '
+    raise ImportError('minitorch_attn.app.torch_gpt is PyTorch code: pip install torch '
                       '(or pip install -e ".[ref]")') from None
 
 from .train import CharVocab  # noqa: E402 (after the check for torch)
@@ -190,7 +190,7 @@ class GPT(nn.Module):
     def from_export(cls, path, device="cpu"):
         """``(model, vocab)`` from the files ``minitorch-attn export`` wrote: the weights at
         ``path`` (``.safetensors``) and the ``.json`` file of the same name beside them.
-        ``vocab`` is the training job's :class:`~minitorch_attn.train.CharVocab`
+        ``vocab`` is the training job's :class:`~minitorch_attn.app.train.CharVocab`
         (``encode(text) -> ids``, ``decode(ids) -> text``)."""
         try:
             from safetensors.torch import load_file

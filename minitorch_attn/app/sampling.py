@@ -13,12 +13,12 @@ import sys
 
 import numpy
 
+from .. import nn
+from ..core.autograd import no_grad
+from ..core.backend import host_generator
+from ..core.factories import tensor
+from ..core.tensor import _is_int
 from . import checkpoint as ckpt
-from . import nn
-from .core.autograd import no_grad
-from .core.backend import host_generator
-from .core.factories import tensor
-from .core.tensor import _is_int
 from .data import CharVocab
 
 

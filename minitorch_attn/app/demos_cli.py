@@ -18,8 +18,8 @@ import runpy
 import sys
 from pathlib import Path
 
-from .argtypes import print_error
-from .atomic import write_atomically
+from ..argtypes import print_error
+from ..atomic import write_atomically
 
 # The tutorial's sections, in our own short words.
 SECTIONS = {
@@ -69,7 +69,7 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python
 def demos_folder():
     """The ``demos/`` folder of the source checkout this package runs from, else
     ``./demos``; None when neither exists."""
-    for folder in (Path(__file__).resolve().parents[1] / "demos", Path.cwd() / "demos"):
+    for folder in (Path(__file__).resolve().parents[2] / "demos", Path.cwd() / "demos"):
         if folder.is_dir():
             return folder
     return None

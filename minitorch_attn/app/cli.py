@@ -26,21 +26,21 @@ import os
 import sys
 import time
 
-from . import __version__
-from .speed import keep_freed_memory
-from .argtypes import (
+from .. import __version__
+from ..speed import keep_freed_memory
+from ..argtypes import (
     CommandParser, device_help, folder, non_negative_float, non_negative_int, open_fraction, positive_float,
     positive_fraction, positive_int, print_error, unit_interval, usable_device,
 )
-from .core.backend import DeviceUnavailableError, get_default_device
+from ..core.backend import DeviceUnavailableError, get_default_device
 from .demos_cli import add_demo
 from .export import run_export
 from .hf_export import run_export_transformers, run_sample_pretrained
-from .gradcheck.command import main as gradcheck_main
-from .homework.command import add_homework
+from ..gradcheck.command import main as gradcheck_main
+from ..homework.command import add_homework
 from .sampling import run_sample
-from .speed import set_num_threads
-from .stopping import stop_as_ctrl_c
+from ..speed import set_num_threads
+from ..stopping import stop_as_ctrl_c
 from .train import DEFAULT_BLOCK, run_training
 
 
@@ -220,13 +220,13 @@ def add_export(subparsers):
     p = subparsers.add_parser(
         "export", help="write a trained GPT's weights for PyTorch (safetensors + JSON config)",
         description="Write the weights of a checkpoint of the train command as safetensors, under the "
-                    "parameter names of minitorch_attn.torch_gpt.GPT, and its config and vocabulary as "
+                    "parameter names of minitorch_attn.app.torch_gpt.GPT, and its config and vocabulary as "
                     "JSON beside them (needs the export extra: pip install -e \".[export]\").")
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="checkpoint.npz written by train")
     p.add_argument("--out", required=True, metavar="FILE.safetensors", help="the weights to write (FILE.json beside); "
                    "with --format transformers, the folder to write")
     p.add_argument("--format", choices=("safetensors", "transformers"), default="safetensors",
-                   help="safetensors: for minitorch_attn.torch_gpt (the default); transformers: a Hugging Face "
+                   help="safetensors: for minitorch_attn.app.torch_gpt (the default); transformers: a Hugging Face "
                         "folder (config.json, model.safetensors, tokenizer.json) for AutoModelForCausalLM "
                         "(the hf extra)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier export at --out (refused otherwise)")

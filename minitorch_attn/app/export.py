@@ -2,7 +2,7 @@
 
 Writes two files, each atomically (:func:`~minitorch_attn.atomic.write_atomically`):
 
-* ``model.safetensors``: every parameter of :class:`minitorch_attn.torch_gpt.GPT`, by its
+* ``model.safetensors``: every parameter of :class:`minitorch_attn.app.torch_gpt.GPT`, by its
   name there (the names of ``minitorch_attn.nn.GPT``; a tied ``lm_head.weight`` is written
   too, as PyTorch's ``state_dict`` lists it), in the safetensors format: a JSON header and
   raw little-endian arrays, read without running any code (unlike a pickled ``.pt``);
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 
-from .atomic import write_atomically
+from ..atomic import write_atomically
 from .sampling import load_model
 
 
@@ -79,6 +79,6 @@ def run_export(args):
                          f"them with --overwrite")
     weights, config = export(args.checkpoint, args.out)
     print(f"wrote {weights} and {config}; in PyTorch:\n"
-          f"    from minitorch_attn.torch_gpt import GPT\n"
+          f"    from minitorch_attn.app.torch_gpt import GPT\n"
           f"    model, vocab = GPT.from_export({weights!r})")
     return 0

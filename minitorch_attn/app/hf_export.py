@@ -8,7 +8,7 @@
   (the tables of :mod:`minitorch_attn.nn.pretrained`, read backwards), so
   ``transformers.AutoModelForCausalLM.from_pretrained(FOLDER)`` gives our logits;
 * ``tokenizer.json`` and ``tokenizer_config.json``: our character vocabulary
-  (:class:`~minitorch_attn.data.CharVocab`) as a ``tokenizers`` word-level model over
+  (:class:`~minitorch_attn.app.data.CharVocab`) as a ``tokenizers`` word-level model over
   single characters, so ``AutoTokenizer.from_pretrained(FOLDER)`` encodes text as we do
   (an unknown character becomes our fallback, a space when the vocabulary has one) and
   decodes by joining the characters.
@@ -38,9 +38,9 @@ import tempfile
 
 import numpy
 
-from . import nn
-from .core.backend import host_generator
-from .nn.pretrained import gpt2_names, llama_names
+from .. import nn
+from ..core.backend import host_generator
+from ..nn.pretrained import gpt2_names, llama_names
 from .sampling import generate_ids, load_model
 
 

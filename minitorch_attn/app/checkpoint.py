@@ -25,10 +25,10 @@ import zipfile
 
 import numpy
 
-from .atomic import write_atomically
-from .core.backend import backend_of
-from .nn import Module
-from .optim import Optimizer
+from ..atomic import write_atomically
+from ..core.backend import backend_of
+from ..nn import Module
+from ..optim import Optimizer
 
 FORMAT_VERSION = 1
 

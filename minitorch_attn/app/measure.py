@@ -22,8 +22,8 @@ import sys
 import time
 from contextlib import contextmanager
 
-from .argtypes import non_negative_int
-from .speed import FastestThreads
+from ..argtypes import non_negative_int
+from ..speed import FastestThreads
 
 
 def synchronize(device):

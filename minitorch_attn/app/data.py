@@ -25,8 +25,8 @@ import stat
 
 import numpy
 
-from .core.backend import host_generator
-from .core.factories import tensor
+from ..core.backend import host_generator
+from ..core.factories import tensor
 
 LN2 = math.log(2.0)
 

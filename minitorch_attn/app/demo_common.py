@@ -1,4 +1,5 @@
-"""What the demos share: flags (on the command line and in notebooks), readable pictures, random inputs, the tutorial's LayerNorm.
+"""What the demos share: flags (on the command line and in notebooks), readable pictures,
+random inputs, the tutorial's LayerNorm.
 
 Each demo script starts with ``args, out = setup(__doc__, "NAME")``. The flags are::
 
@@ -31,8 +32,8 @@ import minitorch_attn as mt
 from minitorch_attn.speed import keep_freed_memory
 from minitorch_attn.argtypes import device_help, device_type, positive_int
 from minitorch_attn.atomic import write_atomically
-from minitorch_attn.data import load_corpus
-from minitorch_attn.measure import alternate
+from minitorch_attn.app.data import load_corpus
+from minitorch_attn.app.measure import alternate
 from minitorch_attn.stopping import stop_as_ctrl_c
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
@@ -98,7 +99,7 @@ def quick_caveat(args, lesson):
 
 
 def timed_pair(args, first, second, repeats=None):
-    """:func:`~minitorch_attn.measure.alternate` on the demo's device with the demos' budget:
+    """:func:`~minitorch_attn.app.measure.alternate` on the demo's device with the demos' budget:
     with ``--quick`` 3 rounds; otherwise at least 5 (or ``repeats``), and more until each
     function has been timed for half a second in all."""
     if args.quick:

@@ -2,14 +2,14 @@
 
 What the ``minitorch-attn train`` command does, in order:
 
-1. **Data** (:mod:`minitorch_attn.data`): the corpus, a vocabulary of its characters, the
+1. **Data** (:mod:`minitorch_attn.app.data`): the corpus, a vocabulary of its characters, the
    split into training and validation text, random batches of windows, and the bigram
    baseline to beat.
 2. **Training** (:func:`run_training`): AdamW, warmup + cosine schedule, gradient
    clipping, a progress bar, periodic validation in bits per character, Ctrl-C saves and
    stops, ``--resume`` continues (weights, optimizer moments, step count and loss history;
    the learning-rate schedule restarts over the new run's steps).
-3. **Sampling** (:mod:`minitorch_attn.sampling`): a sample of the trained model, drawn
+3. **Sampling** (:mod:`minitorch_attn.app.sampling`): a sample of the trained model, drawn
    with a key/value cache.
 4. **Outputs**: ``checkpoint.npz``, ``loss.png``, ``attention.png`` and ``metrics.json``
    in the run folder.
@@ -30,18 +30,18 @@ import types
 import numpy
 from tqdm import tqdm
 
+from .. import functional as F
+from .. import nn, optim
+from ..atomic import write_atomically
+from ..core.autograd import no_grad
+from ..core.backend import get_backend, manual_seed
+from ..core.factories import tensor
+from ..core.tensor import _is_int
+from ..speed import FastestThreads, use_fused
+from ..stopping import stops_wait
 from . import checkpoint as ckpt
-from . import functional as F
-from . import nn, optim
-from .atomic import write_atomically
-from .core.autograd import no_grad
-from .core.backend import get_backend, manual_seed
-from .core.factories import tensor
-from .core.tensor import _is_int
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
-from .speed import FastestThreads
-from .stopping import stops_wait
 
 HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
 
@@ -212,7 +212,7 @@ def _silent(*args, **kwargs):
 
 def run_training(args):
     """Run the whole training job described by ``args`` (the ``train`` command's flags,
-    see :mod:`minitorch_attn.cli`) and return the metrics dict it writes to ``metrics.json``.
+    see :mod:`minitorch_attn.app.cli`) and return the metrics dict it writes to ``metrics.json``.
 
     Every size the text must have is checked before the run folder is made. Ctrl-C stops
     training; the checkpoint is then written at once (a Ctrl-C during the write waits for
@@ -372,7 +372,7 @@ def _train(args, job, log):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - job.eval_s) / done
                 schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
-            with job.blas:
+            with job.blas, use_fused():      # speed: the fused twins of the step's formulas (speed/fused.py)
                 x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
                 job.opt.zero_grad()
                 bpc = split.backward(x, y) / LN2     # loss = next_char_loss(model, x, y); loss.backward()
@@ -425,7 +425,7 @@ def write_plots(out, history, baseline, model, vocab, device, log=print, final=N
     for name, fig, dpi in [("loss.png", loss_figure(plt, history, baseline, final, windows), 120),
                            ("attention.png", attention_figure(plt, model, vocab, device), 110)]:
         path = os.path.join(out, name)
-        write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=dpi), suffix=".png")
+        write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=dpi), suffix=".png")  # noqa: B023 (called here)
         plt.close(fig)
         written.append(path)
     return written
