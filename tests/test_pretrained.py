@@ -107,7 +107,8 @@ def test_gpt2_names_of_the_hub_and_buffers_load(saved, tmp_path, rng):
     from safetensors.numpy import load_file, save_file
 
     folder, theirs = saved["gpt2-tied"]
-    tensors = {name.removeprefix("transformer."): value for name, value in load_file(folder / "model.safetensors").items()}
+    written = load_file(folder / "model.safetensors")
+    tensors = {name.removeprefix("transformer."): value for name, value in written.items()}
     tensors["h.0.attn.bias"] = np.tril(np.ones((1, 1, 24, 24), dtype=np.float32))
     save_file(tensors, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
@@ -161,7 +162,8 @@ REFUSED = {  # name: (config changes, tensor changes, the message's words)
     "head-dim": ({"head_dim": 16}, None, "head_dim=16"),
     "no-width": ({"hidden_size": None}, None, "hidden_size"),
     "missing": ({}, lambda t: {k: v for k, v in t.items() if k != "model.norm.weight"}, "missing model.norm.weight"),
-    "extra": ({}, lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]}, "left over model.layers.9"),
+    "extra": ({}, lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]},
+              "left over model.layers.9"),
     "shape": ({}, lambda t: {**t, "model.norm.weight": np.ones(5, np.float32)}, r"model.norm.weight \(5,\)"),
 }
 

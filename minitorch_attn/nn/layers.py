@@ -9,21 +9,22 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
+from typing import Any, TypeVar
 
 from .. import functional as F
-from ..functional._checks import _check_eps, _check_probability
 from ..core.factories import ones, rand, randn, tensor, zeros
+from ..core.grad_mode import no_grad
 from ..core.shape_ops import where
 from ..core.tensor import Tensor, _is_int
-from ..core.grad_mode import no_grad
+from ..functional._checks import _check_eps, _check_probability
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
-
 _INITIALIZE = contextvars.ContextVar("initialize", default=True)   # False inside skip_init
+ModuleT = TypeVar("ModuleT", bound=Module)
 
 
-def skip_init(module_cls, *args, **kwargs):
+def skip_init(module_cls: type[ModuleT], *args: Any, **kwargs: Any) -> ModuleT:
     """``module_cls(*args, **kwargs)`` without the random initialisation of its parameters, as
     ``torch.nn.utils.skip_init``: every weight that would be drawn at random starts at zeros
     instead (PyTorch leaves it uninitialised memory), and no random number is drawn, so the
