@@ -107,7 +107,8 @@ def test_gpt2_names_of_the_hub_and_buffers_load(saved, tmp_path, rng):
     from safetensors.numpy import load_file, save_file
 
     folder, theirs = saved["gpt2-tied"]
-    tensors = {name.removeprefix("transformer."): value for name, value in load_file(folder / "model.safetensors").items()}
+    written = load_file(folder / "model.safetensors")
+    tensors = {name.removeprefix("transformer."): value for name, value in written.items()}
     tensors["h.0.attn.bias"] = np.tril(np.ones((1, 1, 24, 24), dtype=np.float32))
     save_file(tensors, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
@@ -161,7 +162,8 @@ REFUSED = {  # name: (config changes, tensor changes, the message's words)
     "head-dim": ({"head_dim": 16}, None, "head_dim=16"),
     "no-width": ({"hidden_size": None}, None, "hidden_size"),
     "missing": ({}, lambda t: {k: v for k, v in t.items() if k != "model.norm.weight"}, "missing model.norm.weight"),
-    "extra": ({}, lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]}, "left over model.layers.9"),
+    "extra": ({}, lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]},
+              "left over model.layers.9"),
     "shape": ({}, lambda t: {**t, "model.norm.weight": np.ones(5, np.float32)}, r"model.norm.weight \(5,\)"),
 }
 
@@ -204,6 +206,13 @@ def test_folders_without_a_config_or_weights_are_refused(saved, tmp_path):
         nn.GPT.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_bytes((saved["gpt2-tied"][0] / "config.json").read_bytes())
     with pytest.raises(ValueError, match="neither model.safetensors"):
+        nn.GPT.from_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}")
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        nn.GPT.from_pretrained(tmp_path)
+    os.remove(tmp_path / "model.safetensors")
+    (tmp_path / "model.safetensors.index.json").write_text("{}")
+    with pytest.raises(ValueError, match="no 'weight_map'"):
         nn.GPT.from_pretrained(tmp_path)
 
 
@@ -303,3 +312,15 @@ def test_pretrained_demo_reads_a_folder(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "GPT.from_pretrained(" in printed and '"it" is token 42, "trophy" [4, 5, 6, 7, 8, 9]' in printed
     assert "no evidence" not in printed and "(falls)" in printed
+
+
+def test_skip_init_draws_nothing_and_starts_at_zeros():
+    mt.manual_seed(3)
+    expected = mt.randn(4).numpy()
+    mt.manual_seed(3)
+    model = nn.skip_init(nn.GPT, 20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8, tie_weights=False)
+    assert np.array_equal(mt.randn(4).numpy(), expected)   # the seeded stream is as it was
+    norms = {"blocks.0.norm1.weight", "blocks.0.norm2.weight", "norm.weight"}
+    for name, p in model.named_parameters():
+        assert np.all(p.numpy() == (1.0 if name in norms else 0.0)), name
+    assert nn.GPT(20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8).lm_head.weight.numpy().std() > 0.01

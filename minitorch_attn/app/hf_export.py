@@ -247,13 +247,16 @@ def run_sample_pretrained(args):
     rng = numpy.random.default_rng(args.seed) if args.seed is not None else host_generator()
     sys.stdout.write(args.prompt)
     sys.stdout.flush()
-    new = []
+    new, printed = [], [0]
 
     def show(token):  # decode the whole continuation each time: a character may span tokens
-        before = tokenizer.decode(new)
         new.append(token)
-        sys.stdout.write(tokenizer.decode(new)[len(before):])
+        text = tokenizer.decode(new)
+        if text.endswith("\ufffd"):   # a character's bytes not all drawn yet (byte-level BPE): wait
+            return
+        sys.stdout.write(text[printed[0]:])
         sys.stdout.flush()
+        printed[0] = len(text)
 
     generate_ids(model, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng,
                  device=args.device, on_token=show)

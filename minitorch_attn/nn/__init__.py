@@ -29,7 +29,7 @@ Touvron et al., arXiv:2302.13971 (LLaMA's block, ``GPT(**LLAMA)``).
 """
 
 from .attention import KVCache, MultiHeadAttention
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU, skip_init
 from .module import Module, ModuleList, Parameter, Sequential, in_eval_mode
 from .parallel import SplitBatch
 from .transformer import (
@@ -41,5 +41,5 @@ __all__ = [
     "Parameter", "Module", "ModuleList", "Sequential", "Linear", "Embedding", "Dropout", "GELU", "SiLU",
     "LayerNorm", "RMSNorm", "KVCache", "MultiHeadAttention", "FeedForward", "SwiGLU", "swiglu_width", "LLAMA",
     "TransformerEncoderBlock",
-    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode", "SplitBatch",
+    "TransformerDecoderBlock", "TransformerEncoder", "GPT", "init_gpt2", "in_eval_mode", "SplitBatch", "skip_init",
 ]

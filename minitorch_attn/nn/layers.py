@@ -6,20 +6,41 @@ Each holds its parameters and calls one operation of :mod:`minitorch_attn.functi
 
 from __future__ import annotations
 
+import contextvars
 import math
 import numbers
+from typing import Any, TypeVar
 
 from .. import functional as F
-from ..functional._checks import _check_eps, _check_probability
 from ..core.factories import ones, rand, randn, tensor, zeros
+from ..core.grad_mode import no_grad
 from ..core.shape_ops import where
 from ..core.tensor import Tensor, _is_int
-from ..core.grad_mode import no_grad
+from ..functional._checks import _check_eps, _check_probability
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
+_INITIALIZE = contextvars.ContextVar("initialize", default=True)   # False inside skip_init
+ModuleT = TypeVar("ModuleT", bound=Module)
+
+
+def skip_init(module_cls: type[ModuleT], *args: Any, **kwargs: Any) -> ModuleT:
+    """``module_cls(*args, **kwargs)`` without the random initialisation of its parameters, as
+    ``torch.nn.utils.skip_init``: every weight that would be drawn at random starts at zeros
+    instead (PyTorch leaves it uninitialised memory), and no random number is drawn, so the
+    seeded stream is left as it was. For weights that are loaded right after
+    (:meth:`GPT.from_pretrained <minitorch_attn.nn.GPT.from_pretrained>`): it saves drawing,
+    scaling and holding a throw-away copy of every parameter. Norms still start at ones."""
+    token = _INITIALIZE.set(False)
+    try:
+        return module_cls(*args, **kwargs)
+    finally:
+        _INITIALIZE.reset(token)
+
 
 def _normal(shape, std, device, dtype):
+    if not _INITIALIZE.get():
+        return zeros(shape, device=device, dtype=dtype)
     return randn(*shape, device=device, dtype=dtype) * std
 
 
@@ -64,6 +85,8 @@ class Linear(Module):
 
 
 def _uniform(shape, bound, device, dtype):
+    if not _INITIALIZE.get():
+        return zeros(shape, device=device, dtype=dtype)
     return (rand(*shape, device=device, dtype=dtype) * 2.0 - 1.0) * bound
 
 
@@ -109,7 +132,8 @@ class Embedding(Module):
         self.norm_type = float(norm_type)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_row(padding_idx, num_embeddings)
-        self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype))
+        self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype) if _INITIALIZE.get()
+                                else zeros((num_embeddings, embedding_dim), device=device, dtype=dtype))
         if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx] = 0.0

@@ -45,7 +45,7 @@ import os
 
 import numpy
 
-from ..core.factories import tensor
+from .layers import skip_init
 
 SUPPORTED = ("GPT2LMHeadModel", "LlamaForCausalLM")
 
@@ -65,7 +65,7 @@ _BUFFERS = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
 Llama's rotary frequencies): skipped."""
 
 _CONVERT = ("python -c \"from transformers import AutoModelForCausalLM as M; "
-            "M.from_pretrained('{folder}').save_pretrained('{folder}-safetensors', safe_serialization=True)\"")
+            "M.from_pretrained('{folder}').save_pretrained('{folder}-safetensors')\"")
 
 
 def read_config(folder):
@@ -246,12 +246,10 @@ def _weight_files(folder):
     shards of ``model.safetensors.index.json``. Raises a ValueError for a folder with
     neither (saying how to convert a pickled ``.bin``), a missing shard, or an index that
     names tensors its shards lack."""
-    from safetensors import safe_open
     single = os.path.join(folder, "model.safetensors")
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.isfile(single):
-        with safe_open(single, framework="numpy") as f:
-            return {name: single for name in f.keys()}
+        return {name: single for name in _names_in(single)}
     if not os.path.isfile(index):
         pickled = sorted(n for n in os.listdir(folder) if n.endswith((".bin", ".pt", ".pth", ".ckpt")))
         if pickled:
@@ -259,8 +257,11 @@ def _weight_files(folder):
                              f"(unpickling can run any code). Convert the folder once where you trust it: "
                              + _CONVERT.format(folder=folder))
         raise ValueError(f"{folder!r} has neither model.safetensors nor model.safetensors.index.json")
-    with open(index, encoding="utf-8") as f:
-        weight_map = json.load(f).get("weight_map")
+    try:
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f)["weight_map"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        weight_map = None
     if not isinstance(weight_map, dict):
         raise ValueError(f"{index!r} has no 'weight_map' object")
     files = {}
@@ -268,12 +269,21 @@ def _weight_files(folder):
         path = os.path.join(folder, shard)
         if not os.path.isfile(path):
             raise ValueError(f"{index!r} names the shard {shard!r}, which is not in the folder")
-        with safe_open(path, framework="numpy") as f:
-            files.update((name, path) for name in f.keys())
+        files.update((name, path) for name in _names_in(path))
     absent = sorted(set(weight_map) - set(files))
     if absent:
         raise ValueError(f"{index!r} names tensors its shards do not hold: {', '.join(absent[:5])}")
     return files
+
+
+def _names_in(path):
+    """The tensor names of the safetensors file ``path``; a ValueError if it is not one."""
+    from safetensors import safe_open
+    try:
+        with safe_open(path, framework="numpy") as f:
+            return list(f.keys())
+    except Exception as error:   # the library's SafetensorError (a header it cannot read), OSError
+        raise ValueError(f"{path!r} is not a readable safetensors file: {error}") from None
 
 
 def _their_name(name, present):
@@ -309,7 +319,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
         raise ValueError(f"{folder!r} does not hold the weights of its config.json: missing "
                          f"{', '.join(missing[:6]) or 'none'}{' ...' if len(missing) > 6 else ''}; left over "
                          f"{', '.join(extra[:6]) or 'none'}{' ...' if len(extra) > 6 else ''}")
-    model = cls(**options, attn_impl=attn_impl)
+    model = skip_init(cls, **options, attn_impl=attn_impl)   # zeros, not random draws: replaced just below
     own = dict(model.named_parameters())
     wrong = []
     for hf, ours, transposed in table:
@@ -318,7 +328,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
         if array.shape != own[ours].shape:
             wrong.append(f"{hf} {array.shape} (expected {own[ours].shape})")
             continue
-        own[ours].data = tensor(array).data
+        own[ours].data = array   # float32, C-contiguous and our own copy: no second copy (to(device) moves it)
     if wrong:
         raise ValueError(f"{folder!r} has weights of the wrong shape for its config.json: {'; '.join(wrong[:6])}")
     return model.to(device).eval()

@@ -4,14 +4,15 @@ blocks, :class:`TransformerEncoder`, :class:`GPT` (GPT-2's block, or LLaMA's wit
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
-from ..core.factories import arange, zeros
 from .. import functional as F
+from ..core.factories import arange, zeros
+from ..core.tensor import Tensor
 from ..functional import causal_mask
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
-from ..core.tensor import Tensor
 from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor
 from .pretrained import load_pretrained
 
@@ -407,7 +408,7 @@ class GPT(_SelfAttentionStack):
         return (logits, all_weights) if need_weights else logits
 
     @classmethod
-    def from_pretrained(cls, folder, device="cpu", attn_impl="naive"):
+    def from_pretrained(cls, folder: str | os.PathLike, device: str = "cpu", attn_impl: str = "naive") -> GPT:
         """A ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` of Hugging Face ``transformers``,
         from a local folder of its ``save_pretrained`` layout (``config.json`` and
         ``model.safetensors``, or sharded with ``model.safetensors.index.json``), as our
