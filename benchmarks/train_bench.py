@@ -14,7 +14,9 @@ process, and against its own fixed thread settings.
    the training job's AdamW (decay on matrices only, ``make_optimizer``) and clipping, on
    the same batches, so their losses agree to float32 rounding (printed). One step is
    forward, cross-entropy, ``zero_grad``, backward, clip and AdamW; ours splits the batch
-   into one part per thread as the training job does (``nn.SplitBatch``). Rows: 1 thread and
+   into one part per thread as the training job does (``nn.SplitBatch``), and runs the
+   fused twins of its formulas, as the training job does (``minitorch_attn/speed/fused.py``;
+   ``--plain``: the formulas as written). Rows: 1 thread and
    one per core (``minitorch_attn.set_num_threads`` and ``torch.set_num_threads``), and
    minitorch-attn choosing its threads by timing, as the training job does. The sides
    alternate in rounds of a few steps (the order turning each round; each side's steps
@@ -60,7 +62,7 @@ import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.argtypes import positive_int, usable_device
 from minitorch_attn.app.measure import busy, busy_flag
-from minitorch_attn.speed import FastestThreads, available_cores, blas_threads
+from minitorch_attn.speed import FastestThreads, available_cores, blas_threads, use_fused
 from minitorch_attn.app.train import make_optimizer, next_char_loss
 from step_profile import build_model, matmul_seconds, model_flags, recorded_products, settle
 
@@ -81,10 +83,11 @@ def ours(args, batches):
 
     def step(i):
         x, y = batches[i % len(batches)]
-        opt.zero_grad()
-        loss = split.backward(x, y)   # loss.item() inside: waits for the device
-        optim.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
+        with use_fused(not getattr(args, "plain", False)):   # as the train command (speed/fused.py)
+            opt.zero_grad()
+            loss = split.backward(x, y)   # loss.item() inside: waits for the device
+            optim.clip_grad_norm_(model.parameters(), CLIP)
+            opt.step()
         return loss
 
     return step, model
@@ -286,6 +289,8 @@ def main(argv=None):
     parser.add_argument("--command-steps", type=positive_int, default=150, help="steps of each train command")
     parser.add_argument("--command-rounds", type=positive_int, default=2, help="alternating rounds of the commands")
     parser.add_argument("--skip-command", action="store_true", help="only part 1 (against PyTorch and the floor)")
+    parser.add_argument("--plain", action="store_true",
+                        help="our step with the plain formulas only (speed.use_fused off; the train command turns it on)")
     busy_flag(parser)
     args = parser.parse_args(argv)
     with busy(args.busy):

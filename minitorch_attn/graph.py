@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from typing import Any
 
 from .atomic import write_atomically
 from .core.tensor import Tensor
@@ -83,7 +84,9 @@ def _tensor_label(t, role, name, show_grad):
     return "\n".join(lines)
 
 
-def draw_graph(output, path=None, show_grad=False, params=None):
+def draw_graph(
+    output: Tensor, path: str | None = None, show_grad: bool = False, params: Module | dict[str, Tensor] | None = None
+) -> Any:
     """Draw the autograd graph of ``output``: what ``output.backward()`` differentiates.
 
     Args:

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
+from typing import Any
 
 import numpy
 
 from .core.backend import backend_of
 from .core.tensor import Tensor, _is_int
-from .speed import blas_threads, each_on_threads
+from .speed import blas_threads, each_on_threads, fused_kernels
 
 
 class Optimizer:
@@ -51,16 +53,16 @@ class Optimizer:
             has no ``"params"``, or a parameter is not a Tensor.
     """
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor) or not hasattr(params, "__iter__"):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
-        params = list(params)
-        if not params:
+        given: list[Any] = list(params)
+        if not given:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
-        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        groups = given if isinstance(given[0], dict) else [{"params": given}]
         self.defaults = dict(defaults)
-        self.param_groups = []
+        self.param_groups: list[dict[str, Any]] = []
         seen = set()
         for group in groups:
             if not isinstance(group, dict) or "params" not in group:
@@ -77,18 +79,18 @@ class Optimizer:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
             self.param_groups.append(group)
-        self.state = {}  # id(param) -> {"step": int, name: array}
+        self.state: dict[int, dict[str, Any]] = {}  # id(param) -> {"step": int, name: array}
 
-    def parameters(self):
+    def parameters(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``grad = None``, as PyTorch's default), or with
         ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
             p.zero_grad(set_to_none)
 
-    def step(self):
+    def step(self) -> None:
         """Update every parameter that has a gradient (``_update`` of each, with its group's
         hyperparameters and its own state).
 
@@ -118,7 +120,7 @@ class Optimizer:
         raise NotImplementedError
 
     # ---- saving and restoring -------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """``{"param_groups": [hyperparameters per group], "state": {index: {name: value}}}``.
 
         Parameters are named by their position in :meth:`parameters` (as PyTorch does);
@@ -130,7 +132,7 @@ class Optimizer:
         state = {index[key]: dict(value) for key, value in self.state.items() if key in index}
         return {"param_groups": groups, "state": state}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore hyperparameters and per-parameter state saved by :meth:`state_dict`.
 
         Arrays (NumPy or any backend) are copied onto each parameter's device.
@@ -207,7 +209,15 @@ class SGD(Optimizer):
     :class:`~minitorch_attn.nn.SplitBatch`) hold that very array.
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
         _check_hyperparameters(lr, weight_decay, momentum=momentum)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening = 0")
@@ -251,7 +261,14 @@ class Adam(Optimizer):
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
         _check_hyperparameters(lr, weight_decay, beta1=betas[0], beta2=betas[1])
         if not eps >= 0.0:
             raise ValueError(f"invalid eps {eps!r}; expected eps >= 0")
@@ -267,6 +284,10 @@ class Adam(Optimizer):
             p.data *= 1 - lr * decay                                               # 0 (AdamW): p = p (1 - lr λ)
         elif decay:
             grad = grad + decay * p.data                                           # 0 (Adam): g = g + λ p
+        kernels = fused_kernels()
+        if kernels is not None:          # speed: steps 1-4 written into m, v, p (minitorch_attn/speed/fused.py)
+            kernels.adam_steps_(xp, p.data, grad, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, t)
+            return
         m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad                # 1
         v = state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)  # 2
         sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps              # 3: sqrt(v̂) + ε
@@ -279,11 +300,18 @@ class AdamW(Adam):
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-def clip_grad_norm_(parameters, max_norm, error_if_nonfinite=False):
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, error_if_nonfinite: bool = False) -> Tensor:
     """Scale all gradients together so that their global L2 norm is at most ``max_norm``
     (as ``torch.nn.utils.clip_grad_norm_``; Pascanu et al., arXiv:1211.5063, Alg. 2).
 
@@ -403,7 +431,15 @@ class WarmupCosineLR:
         ValueError: ``warmup_steps < 0``, ``total_steps < 1``, ``min_lr_ratio`` outside [0, 1].
     """
 
-    def __init__(self, optimizer, warmup_steps, total_steps, min_lr_ratio=0.0):
+    # what __init__ sets (declared here: mypy reads the numbers.Real check of a float as always failing)
+    optimizer: Optimizer
+    warmup_steps: int
+    total_steps: int
+    min_lr_ratio: float
+    base_lrs: list[float]
+    last_step: int
+
+    def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> None:
         for name, value in (("warmup_steps", warmup_steps), ("total_steps", total_steps)):
             if not _is_int(value):
                 raise TypeError(f"{name} must be an int, got {value!r}")
@@ -421,7 +457,7 @@ class WarmupCosineLR:
         self.last_step = -1
         self.step()  # the rate of step 0, as PyTorch's schedulers set it when they are made
 
-    def factor(self, step):
+    def factor(self, step: int) -> float:
         """The multiplier of the base rate at ``step`` (>= 0)."""
         if not step >= 0:
             raise ValueError(f"a schedule step must be >= 0, got {step!r}")
@@ -432,7 +468,7 @@ class WarmupCosineLR:
         r = self.min_lr_ratio
         return r + (1 - r) * 0.5 * (1 + math.cos(math.pi * t))
 
-    def step(self, step=None):
+    def step(self, step: int | None = None) -> float:
         """Move to the next step (or to ``step``, counted from 0) and write its rate."""
         self.last_step = self.last_step + 1 if step is None else step
         f = self.factor(self.last_step)

@@ -39,6 +39,7 @@ def test_ci_runs_every_readme_command_word_for_word():
     assert any("sphinx-build -W" in c for c in commands)                      # the site
     ci = (ROOT / ".ci" / "run").read_text()
     assert "minitorch-attn homework selftest" in ci and "pytest tests/test_docs_site.py" in ci
+    assert 'pip install --quiet -e ".[lint]"' in ci and "ruff check . && ruff format --check . && mypy" in ci
 
 
 def _fails_with_status_2(argv, capsys):

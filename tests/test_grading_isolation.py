@@ -673,20 +673,21 @@ def test_feedback_names_the_mistake_only_from_tagged_probes():
     def probe(kind, outcome="passed", message=""):
         return Check(f"{probes.PROBES_FILE}::test_probe_3_1[{kind}]", outcome, message)
 
+    known, _ = probes.load(ROOT)
     missing_xhat = [probe("mean"), probe("xhat", "failed", "differs [probe 3.1/xhat: c = -1]"),
                     Check("tests/test_functional.py::t", "failed", "x")]
     name = "layer_norm backward without the x̂ mean(dx̂ x̂) term"
-    assert probes.diagnose("3.1", missing_xhat) == name
-    assert probes.diagnose("3.1", missing_xhat, problem="the run timed out") is None
-    assert probes.diagnose("3.2", missing_xhat) is None                          # another task's signature
-    assert probes.diagnose("3.1", [probe("mean", "failed", "NotImplementedError"),
+    assert probes.diagnose(known, "3.1", missing_xhat) == name
+    assert probes.diagnose(known, "3.1", missing_xhat, problem="the run timed out") is None
+    assert probes.diagnose(known, "3.2", missing_xhat) is None                          # another task's signature
+    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "NotImplementedError"),
                                    probe("xhat", "failed", "NotImplementedError")]) is None   # a stub
-    assert probes.diagnose("3.1", [probe("mean", "failed", "[probe 3.1/mean: c = -1]"),
+    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "[probe 3.1/mean: c = -1]"),
                                    probe("xhat", "failed", "[probe 3.1/xhat: c = -1]")]) is None  # no such mistake
-    assert probes.diagnose("3.1", [probe("mean"), probe("xhat", "failed", "[probe 3.1/xhat: c = -2]")]) is None
-    assert probes.diagnose("3.1", [probe("mean"), probe("xhat")]) is None        # correct code
+    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat", "failed", "[probe 3.1/xhat: c = -2]")]) is None
+    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat")]) is None        # correct code
     forged = [Check("tests/test_functional.py::t", "failed", "[probe 3.1/xhat: c = -1]")]
-    assert probes.diagnose("3.1", forged) is None                                # a public check's message
+    assert probes.diagnose(known, "3.1", forged) is None                                # a public check's message
     result = TaskResult("3.1", "layer_norm", 60, missing_xhat, diagnosis=name)
     assert f"The probes of this task name the mistake: {name}." in describe(result)
     assert "probes of this task" not in describe(result, public_only=True)

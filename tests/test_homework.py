@@ -178,6 +178,42 @@ def test_student_tree_of_each_assignment(tmp_path, number):
         assert handed_out.for_task(t["id"], TREE) == stubs.for_task(t["id"], TREE)
 
 
+def test_derive_mode_hides_the_derivations_of_the_tasks_handed_out(tmp_path):
+    """``make --hide-derivations``: the graded docstrings keep the forward, say what the
+    backward returns and ask for the derivation; no fingerprint of leaks.json is left (make
+    raises otherwise), a sheet per task, the held-back files stay out, and the reference's
+    code in that tree is read back with no code outside the regions."""
+    from minitorch_attn.homework import derive
+    guided, derived = tmp_path / "guided", tmp_path / "derive"
+    make(guided, 3)
+    make(derived, 3, hide_derivations=True)
+    theirs = (derived / NORMS).read_text()
+    assert "1.  μ    = sum(x) / n" in theirs and "Backward: ``(dx, dw, db)``" in theirs
+    assert "Derive this backward yourself (task 3.1)" in theirs and "Hint: " in theirs
+    assert "5-1. dx = rstd" not in theirs and "5-1. dx = rstd" in (guided / NORMS).read_text()
+    assert ".. derivation" not in (guided / NORMS).read_text() + theirs
+    for task in ("3_1", "3_2"):
+        assert "$$" in (derived / "derivations" / f"task_{task}.md").read_text()
+    assert not (guided / "derivations").exists()
+    assert "Derive the backward passes" in (derived / "README.md").read_text()
+    fingerprints = [f for task in ("3.1", "3.2") for f in derive.fingerprints(ROOT)[task]]
+    assert fingerprints and not derive.leaks(derived, fingerprints) and derive.leaks(guided, fingerprints)
+    for held in ("leaks.json", "signatures.json", "mutants.json"):
+        assert not (derived / "minitorch_attn" / "homework" / held).exists()
+    assert derive.hide("a\n.. derivation 9.9 begin\nsecret\n.. hint 9.9: look\n.. derivation end\nb\n", {"9.9"}) == (
+        "a\nDerive this backward yourself (task 9.9) and write the derivation in derivations/task_9_9.md.\nHint: look\nb\n")
+    assert derive.show("a\n.. derivation 9.9 begin\nsecret\n.. hint 9.9: look\n.. derivation end\n") == "a\nsecret\n"
+    with pytest.raises(derive.DerivationMarkerError, match="not closed"):
+        derive.show(".. derivation 9.9 begin\n")
+    submission = Submission.from_path(derived, TREE)
+    assert not submission.ungraded(TREE, 3)
+    tasks = markers.assignment_by_number(MANIFEST, 3)["tasks"]   # what the autograder of the derive mode says
+    (derived / "derivations" / "task_3_1.md").write_text(derive.sheet(tasks[0], []) + "$$dx = ?$$\n")
+    (derived / "derivations" / "task_3_2.md").unlink()
+    notes = derive.sheet_notes(derived, tasks)
+    assert "handed in, 1 line(s) written" in notes["3.1"] and "not handed in" in notes["3.2"]
+
+
 # ---- reading a submission and splicing it --------------------------------------------------------
 def test_student_code_runs_in_the_student_s_own_tree():
     """The sources student code runs in: their code in every task of the assignment (the

@@ -15,7 +15,7 @@ import textwrap
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minitorch_attn"
 OPTIONAL = ["pytest", "_pytest", "pluggy", "matplotlib", "torch", "graphviz", "safetensors", "cupy", "cupyx",
-            "array_api_strict", "hypothesis", "jupytext", "nbclient", "ipykernel", "transformers", "playwright",
+            "array_api_strict", "hypothesis", "jupytext", "nbclient", "ipykernel", "transformers", "tokenizers", "playwright",
             "expecttest", "xdist"]
 PYTORCH_CODE = {"minitorch_attn.app.torch_gpt"}   # PyTorch code itself: without torch it says what to install
 

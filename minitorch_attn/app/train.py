@@ -37,7 +37,7 @@ from ..core.autograd import no_grad
 from ..core.backend import get_backend, manual_seed
 from ..core.factories import tensor
 from ..core.tensor import _is_int
-from ..speed import FastestThreads
+from ..speed import FastestThreads, use_fused
 from ..stopping import stops_wait
 from . import checkpoint as ckpt
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
@@ -372,7 +372,7 @@ def _train(args, job, log):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - job.eval_s) / done
                 schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
-            with job.blas:
+            with job.blas, use_fused():      # speed: the fused twins of the step's formulas (speed/fused.py)
                 x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
                 job.opt.zero_grad()
                 bpc = split.backward(x, y) / LN2     # loss = next_char_loss(model, x, y); loss.backward()

@@ -10,9 +10,11 @@ wherever it is defined: :class:`RoundedDiv` returns zeros, as PyTorch does.
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy
 
+from .dtypes import Scalar
 from .ops import Broadcasting
 from .factories import tensor
 from .tensor import Tensor
@@ -26,7 +28,7 @@ def _check_alpha(alpha, what):
     return alpha
 
 
-def _operands(input, other, what):
+def _operands(input: Tensor | Scalar, other: Tensor | Scalar, what: str) -> tuple[Any, Any]:
     """``input, other``, with ``input`` made a 0-d Tensor when both are numbers, as PyTorch
     does (``torch.div(7, 2)`` is ``tensor(3.5000)``, ``torch.add(2., 3)`` is float32)."""
     if isinstance(input, Tensor) or isinstance(other, Tensor):
@@ -41,7 +43,7 @@ def _is_bool(x):
     return isinstance(x, Tensor) and x.dtype == "bool"
 
 
-def add(input, other, alpha=1):
+def add(input: Tensor | Scalar, other: Tensor | Scalar, alpha: Scalar = 1) -> Tensor:
     r"""``y = input + alpha * other``, broadcasting, as ``torch.add``;
     :math:`\partial y/\partial\,\mathrm{input} = 1`, :math:`\partial y/\partial\,\mathrm{other} = \alpha`.
 
@@ -52,13 +54,13 @@ def add(input, other, alpha=1):
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     alpha = _check_alpha(alpha, "add")
-    input, other = _operands(input, other, "add")
-    if alpha == 1 or (_is_bool(other) and isinstance(alpha, numbers.Integral) and alpha):
-        return input + other            # a bool times a nonzero int is the bool itself, as PyTorch
-    return input + alpha * other
+    a, b = _operands(input, other, "add")  # Tensor or number each, at least one a Tensor
+    if alpha == 1 or (_is_bool(b) and isinstance(alpha, numbers.Integral) and alpha):
+        return a + b            # a bool times a nonzero int is the bool itself, as PyTorch
+    return a + alpha * b
 
 
-def sub(input, other, alpha=1):
+def sub(input: Tensor | Scalar, other: Tensor | Scalar, alpha: Scalar = 1) -> Tensor:
     r"""``y = input - alpha * other``, broadcasting, as ``torch.sub``;
     :math:`\partial y/\partial\,\mathrm{input} = 1`, :math:`\partial y/\partial\,\mathrm{other} = -\alpha`.
 
@@ -69,11 +71,11 @@ def sub(input, other, alpha=1):
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
     """
     alpha = _check_alpha(alpha, "sub")
-    input, other = _operands(input, other, "sub")
-    if _is_bool(input) or _is_bool(other):
+    a, b = _operands(input, other, "sub")
+    if _is_bool(a) or _is_bool(b):
         raise TypeError("sub: subtraction with a bool tensor is not supported, as in PyTorch "
                         "(use logical_xor, the ^ operator, or ~ instead)")
-    return input - other if alpha == 1 else input - alpha * other
+    return a - b if alpha == 1 else a - alpha * b
 
 
 def _floor_divide(backend, a, b):
@@ -128,7 +130,7 @@ class RoundedDiv(Broadcasting):
         return zeros, zeros
 
 
-def div(input, other, rounding_mode=None):
+def div(input: Tensor | Scalar, other: Tensor | Scalar, rounding_mode: str | None = None) -> Tensor:
     """``input / other``, broadcasting, as ``torch.div``: true division (integers give float),
     or with ``rounding_mode="trunc"`` / ``"floor"`` the quotient rounded toward zero / -inf
     (integers then stay integer; the gradient is 0, as PyTorch's).
@@ -142,8 +144,8 @@ def div(input, other, rounding_mode=None):
     """
     if rounding_mode not in ROUNDING_MODES:
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    input, other = _operands(input, other, "div")
+    a, b = _operands(input, other, "div")
     if rounding_mode is None:
-        return input / other
-    return RoundedDiv.apply(input, other, rounding_mode=rounding_mode)
+        return a / b
+    return RoundedDiv.apply(a, b, rounding_mode=rounding_mode)
 

@@ -70,6 +70,8 @@ in reverse mode as in Baydin et al., arXiv:1502.05767, section 3.2.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 from ..speed import RowWise, backward_in_rows, forward_in_rows
 from . import grad_mode
@@ -139,7 +141,7 @@ class Function:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *args, **options):
+    def apply(cls, *args: Any, **options: Any) -> Any:
         backend = None
         raw = []
         needs_input_grad = []
@@ -229,7 +231,11 @@ def _gradient_for(node, tensor, grad):
     return grad
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False):
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool = False,
+) -> None:
     """Backpropagate from several outputs at once (as ``torch.autograd.backward``).
 
     Args:

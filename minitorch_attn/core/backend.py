@@ -333,21 +333,21 @@ def _backend_for_type(array_type):
 _default_device = None
 
 
-def get_default_device():
+def get_default_device() -> str:
     """The process-wide default device: set in code, else ``$MINITORCH_ATTN_DEVICE``, else ``"cpu"``."""
     if _default_device is not None:
         return _default_device
     return _check_device_name(os.environ.get("MINITORCH_ATTN_DEVICE", "cpu") or "cpu")
 
 
-def set_default_device(device):
+def set_default_device(device: str) -> None:
     """Set the device used by factories when no ``device=`` is given. Checks it is usable."""
     global _default_device
     get_backend(device)
     _default_device = _check_device_name(device)
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> None:
     """Seed the random numbers of every backend, in use now or made later, and so every
     random draw of the package: factories, initial weights, dropout, sampling, batches
     (as ``torch.manual_seed``). ``seed``: an int, Python's or NumPy's."""

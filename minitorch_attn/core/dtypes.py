@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numbers
+from typing import Any, TypeGuard
 
 import numpy
 
@@ -14,6 +15,8 @@ int64 = "int64"
 bool_ = "bool"
 DTYPES = (float32, float64, int32, int64, bool_)
 FLOAT_DTYPES = (float32, float64)
+Scalar = int | float  # in type hints: a Python number where a tensor may also be given
+Dims = int | tuple[int, ...] | None  # in type hints: one dim, several, or None for all
 
 
 _NAME_OF: dict = {}
@@ -25,7 +28,7 @@ dtypes, and NumPy computes ``dtype.name`` anew (a few microseconds) on each requ
 dtypes is compared with a NumPy one)."""
 
 
-def dtype_name(dtype):
+def dtype_name(dtype: object) -> str:
     """Normalize a dtype given as a string, a NumPy/CuPy dtype or type, or an
     array-api-strict dtype to one of :data:`DTYPES`. Raises TypeError otherwise."""
     key = (type(dtype), dtype)
@@ -56,7 +59,7 @@ def _dtype_name(dtype):
     return name
 
 
-def _is_int(value):
+def _is_int(value: object) -> TypeGuard[int | numpy.integer]:
     """An int of any kind (Python's or NumPy's ``int64``, as PyTorch accepts), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -81,14 +84,14 @@ def _shape_args(shape):
 _default_float = [float32]
 
 
-def get_default_dtype():
+def get_default_dtype() -> str:
     """The float dtype that Python floats, the factories and float operations of integer or
     bool inputs take (``"float32"`` unless :func:`set_default_dtype` said otherwise), as
     ``torch.get_default_dtype``."""
     return _default_float[0]
 
 
-def set_default_dtype(dtype):
+def set_default_dtype(dtype: str) -> None:
     """Set the default float dtype (``"float32"`` or ``"float64"``), as ``torch.set_default_dtype``.
 
     Raises:
@@ -105,7 +108,7 @@ def _category(dtype):
     return 2 if dtype in FLOAT_DTYPES else 1 if dtype != bool_ else 0
 
 
-def result_dtype(*operands):
+def result_dtype(*operands: Any) -> str:
     """The dtype of an operation of ``operands`` (Tensors, anything with a dtype name, and
     Python numbers), by PyTorch's rule (``torch.result_type``):
 

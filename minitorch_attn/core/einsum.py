@@ -125,7 +125,7 @@ def _parse(equation, operands):
     return specs, out_spec, sizes
 
 
-def einsum(equation, *operands):
+def einsum(equation: str, *operands: Tensor) -> Tensor:
     """Einstein summation over lettered indices, as ``torch.einsum``: ``einsum("ij,jk->ik", a, b)``
     is ``a @ b``, ``einsum("bhqd,bhkd->bhqk", q, k)`` attention scores, ``einsum("i,i->", a, b)``
     a dot product. Operands may also come as one list (``einsum(eq, [a, b])``).

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy
 
 from .backend import backend_of, get_backend
-from .dtypes import _category
+from .dtypes import Scalar, _category
 from .tensor import FLOAT_DTYPES, Tensor, _is_int, _shape_args, dtype_name, get_default_dtype, int64
 
 
@@ -99,7 +100,7 @@ def _promoted(dtypes):
     return max((d for d in dtypes if _category(d) == top), key=lambda d: numpy.dtype(d).itemsize)
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False):
+def tensor(data: Any, dtype: str | None = None, device: str | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
     Args:
@@ -125,7 +126,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     else:
         source_device = None
     if _holds_tensors_or_numpy_scalars(data):
-        dtypes = set()
+        dtypes: set[str] = set()
         data = _unpack_elements(data, dtypes)
         if dtype is None and dtypes:
             dtype = _promoted(dtypes)       # what PyTorch infers from the elements' own dtypes
@@ -160,20 +161,30 @@ def _resolve(dtype, device):
     return backend, backend.dtype(dtype_name(dtype if dtype is not None else get_default_dtype()))
 
 
-def zeros(*shape, dtype=None, device=None, requires_grad=False):
+def zeros(
+    *shape: int | tuple[int, ...], dtype: str | None = None, device: str | None = None, requires_grad: bool = False
+) -> Tensor:
     """A tensor of zeros of the given shape (``zeros(2, 3)`` or ``zeros((2, 3))``); the default
     float dtype (float32) by default."""
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.zeros(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
 
 
-def ones(*shape, dtype=None, device=None, requires_grad=False):
+def ones(
+    *shape: int | tuple[int, ...], dtype: str | None = None, device: str | None = None, requires_grad: bool = False
+) -> Tensor:
     """A tensor of ones of the given shape; the default float dtype (float32) by default."""
     backend, dt = _resolve(dtype, device)
     return _make(backend.xp.ones(_shape_args(shape), dtype=dt, device=backend.device), requires_grad)
 
 
-def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
+def full(
+    shape: int | tuple[int, ...],
+    fill_value: Scalar,
+    dtype: str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """A tensor of the given shape filled with ``fill_value``; by default of the value's
     dtype, as ``torch.full``: bool for a bool, int64 for an int (Python's or NumPy's), the
     default float dtype (float32) for a float.
@@ -195,15 +206,22 @@ def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
     return _make(backend.xp.full(shape, fill_value, dtype=dt, device=backend.device), requires_grad)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t: Tensor, dtype: str | None = None, requires_grad: bool = False) -> Tensor:
     return zeros(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t: Tensor, dtype: str | None = None, requires_grad: bool = False) -> Tensor:
     return ones(t.shape, dtype=dtype or t.dtype, device=t.device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(
+    start: Scalar,
+    end: Scalar | None = None,
+    step: Scalar = 1,
+    dtype: str | None = None,
+    device: str | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``, as torch.arange:
     int64 when all bounds are ints, else the default float dtype.
 
@@ -233,21 +251,31 @@ def _float_dtype(dtype, what):
     return name
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False):
+def randn(
+    *shape: int | tuple[int, ...], dtype: str | None = None, device: str | None = None, requires_grad: bool = False
+) -> Tensor:
     """Standard normal samples of the given shape; reproducible after :func:`manual_seed`.
     Raises TypeError for a dtype that is not float32/float64."""
     backend = get_backend(device)
     return _make(backend.normal(_shape_args(shape), _float_dtype(dtype, "randn")), requires_grad)
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False):
+def rand(
+    *shape: int | tuple[int, ...], dtype: str | None = None, device: str | None = None, requires_grad: bool = False
+) -> Tensor:
     """Uniform samples in [0, 1) of the given shape; reproducible after :func:`manual_seed`.
     Raises TypeError for a dtype that is not float32/float64."""
     backend = get_backend(device)
     return _make(backend.uniform(_shape_args(shape), _float_dtype(dtype, "rand")), requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None):
+def randint(
+    low: int,
+    high: int | tuple[int, ...] | None = None,
+    size: int | tuple[int, ...] | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+) -> Tensor:
     """Integers in ``[low, high)`` of shape ``size``, as torch.randint (``randint(high, size)``
     also works); int64 by default.
 

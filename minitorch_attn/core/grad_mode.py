@@ -29,7 +29,7 @@ class _GradMode(threading.local):
 _mode = _GradMode()
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
     """True unless this thread is inside :class:`no_grad` or ``set_grad_enabled(False)``."""
     return _mode.enabled
 

@@ -121,7 +121,7 @@ def index(x, key):
     return FlatTake.apply(x, backend.asarray(linear, dtype=backend.dtype("int64")))
 
 
-def gather(input, dim, index):
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim = 0`` (and so on for other
     dims), as ``torch.gather``: pick along ``dim`` by ``index``, elsewhere keep the position.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 from .autograd import Function
+from .dtypes import Scalar
 from .ops import Broadcasting, broadcast_shapes
 from .tensor import FLOAT_DTYPES, Tensor, dtype_name, result_dtype
 
@@ -60,7 +61,7 @@ class Minimum(Maximum):
         return xp.minimum(a, b), a < b
 
 
-def maximum(a, b):
+def maximum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     """Elementwise maximum of two tensors (or a tensor and a number), broadcasting; NaN
     propagates (as ``torch.maximum``). Dtype: PyTorch's promotion of the two.
 
@@ -69,7 +70,7 @@ def maximum(a, b):
     return Maximum.apply(a, b)
 
 
-def minimum(a, b):
+def minimum(a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     """Elementwise minimum of two tensors (or a tensor and a number), broadcasting; NaN
     propagates (as ``torch.minimum``). Dtype: PyTorch's promotion of the two.
 
@@ -131,7 +132,7 @@ class Clamp(Function):
         return grad_x, grad_low, grad_high
 
 
-def clamp(x, min=None, max=None):
+def clamp(x: Tensor, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:
     """Clamp ``x`` into ``[min, max]``, as ``torch.clamp``; see :class:`Clamp`.
 
     Shapes: ``min`` and ``max`` are None, numbers, or tensors that broadcast with ``x``;
@@ -155,5 +156,5 @@ def clamp(x, min=None, max=None):
     shapes = [tuple(getattr(a, "shape", ())) for a in (x, min, max) if a is not None]
     if broadcast_shapes(*shapes) is None:
         raise ValueError(f"clamp: the shapes {', '.join(map(str, shapes))} do not broadcast together")
-    x, min, max = (a.to(dtype=target) if isinstance(a, Tensor) and a.dtype != target else a for a in (x, min, max))
-    return Clamp.apply(x, min, max)  # all of one dtype now: the bounds' arrays are made in it
+    operands = (a.to(dtype=target) if isinstance(a, Tensor) and a.dtype != target else a for a in (x, min, max))
+    return Clamp.apply(*operands)  # all of one dtype now: the bounds' arrays are made in it

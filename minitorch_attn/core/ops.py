@@ -413,7 +413,7 @@ class MatMul(Function):
         # END SOLUTION
 
 
-def matmul(a, b):
+def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product of two tensors, as ``numpy.matmul`` (see :class:`MatMul`).
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
@@ -422,7 +422,7 @@ def matmul(a, b):
 
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
-def exp(x):
+def exp(x: Tensor) -> Tensor:
     """Elementwise e^x (see :class:`Exp`); any shape, float dtypes.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
@@ -430,7 +430,7 @@ def exp(x):
     return Exp.apply(x)
 
 
-def log(x):
+def log(x: Tensor) -> Tensor:
     """Elementwise natural logarithm (see :class:`Log`); any shape, float dtypes.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
@@ -438,7 +438,7 @@ def log(x):
     return Log.apply(x)
 
 
-def sqrt(x):
+def sqrt(x: Tensor) -> Tensor:
     """Elementwise square root (see :class:`Sqrt`); any shape, float dtypes.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
@@ -446,7 +446,7 @@ def sqrt(x):
     return Sqrt.apply(x)
 
 
-def tanh(x):
+def tanh(x: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent (see :class:`Tanh`); any shape, float dtypes.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).
@@ -454,7 +454,7 @@ def tanh(x):
     return Tanh.apply(x)
 
 
-def abs(x):
+def abs(x: Tensor) -> Tensor:
     """Elementwise absolute value (see :class:`Abs`); any shape.
 
     Catalogue record: ``opinfo/arithmetic.py`` (its samples, references and checks).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from .dtypes import Scalar
 from .ops import Broadcasting
 from .ops import pow as number_pow
 from .tensor import Tensor
@@ -57,7 +58,7 @@ class TensorPow(Broadcasting):
         return grad_a, grad_b
 
 
-def pow(input, exponent):
+def pow(input: Tensor | Scalar, exponent: Tensor | Scalar) -> Tensor:
     """``input ** exponent`` elementwise, as ``torch.pow``: a tensor to a number power (see
     :class:`~.ops.Pow`), a tensor to a tensor power, or a number to a tensor power
     (``mt.pow(2.0, t)``, also written ``2.0 ** t``), with broadcasting (see ``TensorPow``).

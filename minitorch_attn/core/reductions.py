@@ -16,6 +16,7 @@ import numbers
 import numpy
 
 from .autograd import Function
+from .dtypes import Dims, Scalar
 from .ops import _check_keepdim, _normalize_dims
 from .tensor import FLOAT_DTYPES, Tensor
 
@@ -231,7 +232,7 @@ def _spread(name, function, without_degrees, x, dim, keepdim, correction, unbias
 
 
 # ---- functional spellings (they shadow builtins, as torch.sum does: the code above says builtins.max)
-def sum(x, dim=None, keepdim=False):
+def sum(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all), keeping size-1 dims if ``keepdim``;
     ValueError if out of range.
 
@@ -246,7 +247,7 @@ def _check_float_input(x, what):
                         f"(as PyTorch; convert with .float() first)")
 
 
-def mean(x, dim=None, keepdim=False):
+def mean(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Mean over ``dim`` (an int, a tuple, or None for all); ``keepdim`` keeps size-1 dims.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
@@ -255,7 +256,7 @@ def mean(x, dim=None, keepdim=False):
     return Mean.apply(x, dim=dim, keepdim=keepdim)
 
 
-def max(x, dim=None, keepdim=False):
+def max(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Largest values over ``dim`` (values only, as torch.amax); ties share the gradient.
 
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
@@ -278,7 +279,9 @@ def _legacy_correction(dim, correction, unbiased):
     return dim, 1 if correction is None else correction
 
 
-def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
+def var(
+    x: Tensor, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+) -> Tensor:
     """Variance over ``dim``, divided by ``n - correction`` (1: unbiased, as torch.var;
     None means 1, as PyTorch). ``unbiased`` (``var(x, True)``, ``unbiased=False``): PyTorch's
     older spelling of ``correction``.
@@ -292,7 +295,7 @@ def var(x, dim=None, keepdim=False, correction=1, unbiased=None):
     return _spread("var", Var, VarWithoutDegrees, x, dim, keepdim, correction, unbiased)
 
 
-def min(x, dim=None, keepdim=False):
+def min(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     """Smallest values over ``dim`` (values only, as torch.amin): ``min(x) = -max(-x)``, so the
     gradient goes to the minimal elements and ties share it, as :class:`Max`'s.
 
@@ -309,7 +312,9 @@ def min(x, dim=None, keepdim=False):
 amin = min
 
 
-def std(x, dim=None, keepdim=False, correction=1, unbiased=None):
+def std(
+    x: Tensor, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+) -> Tensor:
     """Standard deviation over ``dim``, ``sqrt(var(x, dim, correction))`` (as torch.std).
     Shapes, dtypes and arguments as :func:`var`. Backward (:class:`Std`):
     ``dx = g (x - mean) / ((n - correction) std)``, and 0 where the std is 0 (a constant

@@ -14,6 +14,7 @@ import numbers
 
 from .autograd import Function
 from .backend import backend_of
+from .dtypes import Dims, Scalar
 from .ops import Broadcasting, _normalize_dims
 from . import indexing
 from .tensor import Tensor, _is_int, dtype_name, result_dtype
@@ -101,7 +102,7 @@ class Expand(Function):
         return grad_output
 
 
-def expand(x, shape):
+def expand(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Broadcast ``x`` to ``shape``; -1 keeps a dim's size (as torch.Tensor.expand).
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -114,19 +115,19 @@ def expand(x, shape):
     return Expand.apply(x, shape=full)
 
 
-def unsqueeze(x, dim):
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dim at ``dim`` (negative counts from the end of the result).
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
-    dim = dim % (x.ndim + 1) if -(x.ndim + 1) <= dim <= x.ndim else None
-    if dim is None:
+    if not -(x.ndim + 1) <= dim <= x.ndim:
         raise ValueError(f"unsqueeze: dim out of range for a tensor with {x.ndim} dims")
+    dim = dim % (x.ndim + 1)
     shape = x.shape[:dim] + (1,) + x.shape[dim:]
     return Reshape.apply(x, shape=shape)
 
 
-def squeeze(x, dim=None):
+def squeeze(x: Tensor, dim: Dims = None) -> Tensor:
     """Remove size-1 dims (all of them, or only ``dim`` when it has size 1).
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -136,7 +137,7 @@ def squeeze(x, dim=None):
     return Reshape.apply(x, shape=shape)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dims ``start_dim..end_dim`` into one.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -297,7 +298,7 @@ def _check_some(tensors, what):
     return tensors
 
 
-def concat(tensors, dim=0):
+def concat(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
     """Concatenate a sequence of tensors along ``dim`` (``torch.cat``); ValueError for none.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -308,7 +309,7 @@ def concat(tensors, dim=0):
 cat = concat
 
 
-def stack(tensors, dim=0):
+def stack(tensors: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor:
     """Stack same-shaped tensors along a new ``dim``; ValueError for none.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -316,7 +317,7 @@ def stack(tensors, dim=0):
     return Stack.apply(*_check_some(tensors, "stack"), dim=dim)
 
 
-def split(x, split_size, dim=0):
+def split(x: Tensor, split_size: int | list[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Cut ``x`` along ``dim`` into pieces of ``split_size`` (an int, the last piece may be
     smaller) or of the listed sizes, as torch.split. Each piece is a differentiable slice.
     Raises ValueError for a 0-d tensor (no dim to cut), as PyTorch.
@@ -366,7 +367,7 @@ class Split(Function):
         return ctx.xp.concat(grad_outputs, axis=ctx.axis), None, None
 
 
-def chunk(x, chunks, dim=0):
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Cut ``x`` into ``chunks`` nearly equal pieces along ``dim``, as torch.chunk.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -411,7 +412,7 @@ def _check_bool(mask, what):
         raise TypeError(f"{what} must be a bool tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
 
 
-def where(condition, a, b):
+def where(condition: Tensor, a: Tensor | Scalar, b: Tensor | Scalar) -> Tensor:
     """Elementwise ``a`` where ``condition`` (a bool tensor) is True, else ``b``; ``a`` and
     ``b`` are tensors or Python numbers. The result's dtype is PyTorch's promotion of the
     two (``where(c, 8.5, -3.9)`` and ``where(c, int_tensor, 0.5)`` are float32, the default
@@ -427,7 +428,7 @@ def where(condition, a, b):
     return Where.apply(condition, a, b, dtype=result_dtype(a, b))
 
 
-def masked_fill(x, mask, value):
+def masked_fill(x: Tensor, mask: Tensor, value: Tensor | Scalar) -> Tensor:
     """``x`` with ``value`` written where the bool ``mask`` (broadcastable to x) is True.
     Backward: ``grad_output`` where the mask is False, 0 where it is True.
 
@@ -460,7 +461,7 @@ def _check_matrix(x, what):
         raise ValueError(f"{what}: needs a tensor with at least 2 dims (..., rows, columns), got shape {x.shape}")
 
 
-def tril(x, diagonal=0):
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     """Lower triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -469,7 +470,7 @@ def tril(x, diagonal=0):
     return Triangle.apply(x, diagonal=diagonal)
 
 
-def triu(x, diagonal=0):
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     """Upper triangle of the last two dims (others set to zero); ValueError for fewer than 2 dims.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -478,7 +479,7 @@ def triu(x, diagonal=0):
     return Triangle.apply(x, diagonal=diagonal, upper=True)
 
 
-def reshape(x, *shape):
+def reshape(x: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
     """``x`` with a new shape (one entry may be -1); raises ValueError if sizes differ.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -486,7 +487,7 @@ def reshape(x, *shape):
     return x.reshape(*shape)
 
 
-def transpose(x, dim0, dim1):
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap dims ``dim0`` and ``dim1``.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
@@ -494,7 +495,7 @@ def transpose(x, dim0, dim1):
     return Transpose.apply(x, dim0=dim0, dim1=dim1)
 
 
-def permute(x, dims):
+def permute(x: Tensor, dims: tuple[int, ...]) -> Tensor:
     """Reorder the dims of ``x`` as ``dims``; raises ValueError if not a permutation.
 
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).

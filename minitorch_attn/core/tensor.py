@@ -12,6 +12,9 @@ from __future__ import annotations
 import numbers
 import re
 import warnings
+from typing import Any
+
+import numpy
 
 from . import autograd
 from .backend import backend_of, get_backend
@@ -19,6 +22,7 @@ from .dtypes import (  # noqa: F401 (re-exported: the package imports them from 
     DTYPES, FLOAT_DTYPES, _is_int, _is_size, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
     get_default_dtype, int32, int64, result_dtype, set_default_dtype,
 )
+from .dtypes import Dims, Scalar
 from .hooks import NON_LEAF_GRAD_WARNING, HookMethods
 from .inplace import InPlaceMethods
 
@@ -47,7 +51,7 @@ class Tensor(InPlaceMethods, HookMethods):
     __array_priority__ = 1000  # numpy_array * tensor -> Tensor.__rmul__
     __hash__ = object.__hash__  # comparisons return tensors, identity stays the hash
 
-    def __init__(self, data, requires_grad=False):
+    def __init__(self, data: Any, requires_grad: bool = False) -> None:
         backend_of(data)  # raises TypeError for anything that is not a backend array
         name = dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
@@ -63,35 +67,35 @@ class Tensor(InPlaceMethods, HookMethods):
 
     # ---- description ------------------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return tuple(self.data.shape)
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return self.data.ndim
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         return dtype_name(self.data.dtype)
 
     @property
-    def device(self):
+    def device(self) -> str:
         return backend_of(self.data).name
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self.shape if dim is None else self.shape[dim]
 
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for s in self.shape:
             n *= s
         return n
 
-    def dim(self):
+    def dim(self) -> int:
         return self.ndim
 
     def __len__(self):
@@ -117,7 +121,7 @@ class Tensor(InPlaceMethods, HookMethods):
 
     # ---- autograd ---------------------------------------------------------------------
     @property
-    def grad(self):
+    def grad(self) -> Tensor | None:
         """The gradient accumulated by :meth:`backward` (None until the first one). Read on a
         computed tensor that does not :meth:`retain_grad`, it warns as PyTorch does."""
         if self.grad_fn is not None and not self._retains_grad:
@@ -139,7 +143,7 @@ class Tensor(InPlaceMethods, HookMethods):
         self._grad = value
 
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> bool:
         """Whether operations on it are recorded (set with :meth:`requires_grad_`)."""
         return self._requires_grad
 
@@ -147,7 +151,7 @@ class Tensor(InPlaceMethods, HookMethods):
     def requires_grad(self, value):
         self.requires_grad_(value)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place and return self, as PyTorch.
 
         Raises:
@@ -172,7 +176,7 @@ class Tensor(InPlaceMethods, HookMethods):
         PyTorch's ``Tensor._version``. Backward checks it for every tensor it saved."""
         return self._version_counter[0]
 
-    def backward(self, grad=None, retain_graph=False):
+    def backward(self, grad: Tensor | None = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
 
         Args:
@@ -216,19 +220,19 @@ class Tensor(InPlaceMethods, HookMethods):
             grad_array = xp.astype(grad_array, self.data.dtype)
         return grad_array
 
-    def clone(self):
+    def clone(self) -> Tensor:
         """A copy with its own memory and version counter; the gradient flows back to
         ``self`` (as ``torch.Tensor.clone``)."""
         return ops.Clone.apply(self)
 
-    def detach(self):
+    def detach(self) -> Tensor:
         """The same data, cut from the graph (no copy; the version counter is shared, as in
         PyTorch, so an in-place write to either is seen by a backward that saved the other)."""
         out = Tensor(self.data)
         out._version_counter = self._version_counter
         return out
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget this tensor's gradient (``grad = None``), or with ``set_to_none=False``
         fill it with zeros in place, as ``Module.zero_grad`` and ``Optimizer.zero_grad``
         do to each parameter (PyTorch's rule, used by both)."""
@@ -238,21 +242,21 @@ class Tensor(InPlaceMethods, HookMethods):
             self.grad = None
 
     # ---- moving and converting --------------------------------------------------------
-    def numpy(self):
+    def numpy(self) -> numpy.ndarray:
         """A NumPy array with this tensor's values (a copy off the device when needed)."""
         return backend_of(self.data).to_numpy(self.data)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self.numpy().tolist()
 
-    def item(self):
+    def item(self) -> Scalar:
         """The value of a single-element tensor as a Python number."""
         if self.numel() != 1:
             raise ValueError(f"item() needs a single-element tensor, got shape {self.shape}")
         value = self.numpy().reshape(())
         return value.item()
 
-    def to(self, device=None, dtype=None):
+    def to(self, device: str | None = None, dtype: str | None = None) -> Tensor:
         """Copy to another device (``"cpu"``, ``"cuda"``, ``"strict"``) and/or dtype.
 
         Moving between devices goes through host memory and is not differentiable;
@@ -269,19 +273,19 @@ class Tensor(InPlaceMethods, HookMethods):
             out = ops.Cast.apply(out, dtype=dtype_name(dtype))
         return out
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self):
+    def cuda(self) -> Tensor:
         return self.to("cuda")
 
-    def float(self):
+    def float(self) -> Tensor:
         return self.to(dtype=float32)
 
-    def double(self):
+    def double(self) -> Tensor:
         return self.to(dtype=float64)
 
-    def long(self):
+    def long(self) -> Tensor:
         return self.to(dtype=int64)
 
     def __float__(self):
@@ -294,50 +298,50 @@ class Tensor(InPlaceMethods, HookMethods):
         return bool(self.item())
 
     # ---- operators (the differentiable ones live in ops.py) ----------------------------
-    def __add__(self, other):
+    def __add__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Add, self, other)
 
-    def __radd__(self, other):
+    def __radd__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Add, other, self)
 
-    def __sub__(self, other):
+    def __sub__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Sub, self, other)
 
-    def __rsub__(self, other):
+    def __rsub__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Sub, other, self)
 
-    def __mul__(self, other):
+    def __mul__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Mul, self, other)
 
-    def __rmul__(self, other):
+    def __rmul__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Mul, other, self)
 
-    def __truediv__(self, other):
+    def __truediv__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Div, self, other)
 
-    def __rtruediv__(self, other):
+    def __rtruediv__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.Div, other, self)
 
-    def __neg__(self):
+    def __neg__(self) -> Tensor:
         if self.dtype == "bool":
             raise TypeError("-x: negation of a bool tensor is not supported, as in PyTorch; use ~x (logical not)")
         return ops.Neg.apply(self)
 
-    def __pow__(self, exponent):
+    def __pow__(self, exponent: Tensor | Scalar) -> Tensor:
         return power.pow(self, exponent)
 
-    def __rpow__(self, base):
+    def __rpow__(self, base: Scalar) -> Tensor:
         if not _is_operand(base):
             return NotImplemented
         return power.pow(base, self)
 
-    def __matmul__(self, other):
+    def __matmul__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.MatMul, self, other)
 
-    def __rmatmul__(self, other):
+    def __rmatmul__(self, other: Tensor | Scalar) -> Tensor:
         return _binary(ops.MatMul, other, self)
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Tensor:
         return shape_ops.getitem(self, key)
 
     def _compare(self, other, op):
@@ -374,98 +378,100 @@ class Tensor(InPlaceMethods, HookMethods):
         return self._compare(other, lambda a, b: a | b)
 
     # ---- methods that mirror torch.Tensor ---------------------------------------------
-    def exp(self):
+    def exp(self) -> Tensor:
         return ops.Exp.apply(self)
 
-    def log(self):
+    def log(self) -> Tensor:
         return ops.Log.apply(self)
 
-    def sqrt(self):
+    def sqrt(self) -> Tensor:
         return ops.Sqrt.apply(self)
 
-    def tanh(self):
+    def tanh(self) -> Tensor:
         return ops.Tanh.apply(self)
 
-    def abs(self):
+    def abs(self) -> Tensor:
         return ops.Abs.apply(self)
 
-    def clamp(self, min=None, max=None):
+    def clamp(self, min: Tensor | Scalar | None = None, max: Tensor | Scalar | None = None) -> Tensor:
         return minmax.clamp(self, min=min, max=max)
 
-    def sum(self, dim=None, keepdim=False):
+    def sum(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         return reductions.Sum.apply(self, dim=dim, keepdim=keepdim)
 
-    def mean(self, dim=None, keepdim=False):
+    def mean(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         return reductions.mean(self, dim=dim, keepdim=keepdim)
 
-    def max(self, dim=None, keepdim=False):
+    def max(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         """Largest values along ``dim`` (like ``torch.amax``: values only, no indices)."""
         return reductions.Max.apply(self, dim=dim, keepdim=keepdim)
 
     amax = max
 
-    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
+    def var(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
+            unbiased: bool | None = None) -> Tensor:
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
-    def min(self, dim=None, keepdim=False):
+    def min(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         """Smallest values along ``dim`` (like ``torch.amin``: values only, no indices)."""
         return reductions.min(self, dim=dim, keepdim=keepdim)
 
     amin = min
 
-    def std(self, dim=None, keepdim=False, correction=1, unbiased=None):
+    def std(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
+            unbiased: bool | None = None) -> Tensor:
         return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
-    def argmax(self, dim=None, keepdim=False):
+    def argmax(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         ops._check_keepdim(keepdim)
         xp = backend_of(self.data).xp
         return Tensor(xp.argmax(self.data, axis=dim, keepdims=keepdim))
 
-    def argmin(self, dim=None, keepdim=False):
+    def argmin(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
         ops._check_keepdim(keepdim)
         xp = backend_of(self.data).xp
         return Tensor(xp.argmin(self.data, axis=dim, keepdims=keepdim))
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | tuple[int, ...]) -> Tensor:
         return shape_ops.Reshape.apply(self, shape=_shape_args_allow_minus_one(shape))
 
     view = reshape
 
-    def flatten(self, start_dim=0, end_dim=-1):
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return shape_ops.flatten(self, start_dim, end_dim)
 
-    def transpose(self, dim0, dim1):
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
         return shape_ops.Transpose.apply(self, dim0=dim0, dim1=dim1)
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
         return shape_ops.Permute.apply(self, dims=tuple(reversed(range(self.ndim))))
 
-    def permute(self, *dims):
+    def permute(self, *dims: int | tuple[int, ...]) -> Tensor:
         return shape_ops.Permute.apply(self, dims=_shape_args_allow_minus_one(dims))
 
-    def unsqueeze(self, dim):
+    def unsqueeze(self, dim: int) -> Tensor:
         return shape_ops.unsqueeze(self, dim)
 
-    def squeeze(self, dim=None):
+    def squeeze(self, dim: Dims = None) -> Tensor:
         return shape_ops.squeeze(self, dim)
 
-    def expand(self, *sizes):
+    def expand(self, *sizes: int | tuple[int, ...]) -> Tensor:
         return shape_ops.expand(self, _shape_args_allow_minus_one(sizes))
 
-    def masked_fill(self, mask, value):
+    def masked_fill(self, mask: Tensor, value: Tensor | Scalar) -> Tensor:
         return shape_ops.masked_fill(self, mask, value)
 
-    def split(self, split_size, dim=0):
+    def split(self, split_size: int | list[int], dim: int = 0) -> tuple[Tensor, ...]:
         return shape_ops.split(self, split_size, dim)
 
-    def chunk(self, chunks, dim=0):
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         return shape_ops.chunk(self, chunks, dim)
 
-    def gather(self, dim, index):
+    def gather(self, dim: int, index: Tensor) -> Tensor:
         return indexing.gather(self, dim, index)
 
-    def contiguous(self):
+    def contiguous(self) -> Tensor:
         return self
 
 

@@ -57,7 +57,9 @@ def causal_keep(xp, device, i0, i1, j0, j1, offset, window=None):
     return keep if window is None else keep & (cols > rows + offset - window)
 
 
-def causal_mask(N_q, N_k=None, alignment="top_left", device=None, window=None):
+def causal_mask(
+    N_q: int, N_k: int | None = None, alignment: str = "top_left", device: str | None = None, window: int | None = None
+) -> Tensor:
     """A bool tensor ``(N_q, N_k)`` that is True where query ``i`` may attend to key ``j``.
 
     Pass it as ``attn_mask`` to :func:`scaled_dot_product_attention` (True = takes part,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from ..core.autograd import Function
+from ..core.tensor import Tensor
 from ._checks import _check_flag, _check_float, _check_probability, as_float
-from ..speed import RowWise
+from ..speed import RowWise, fused_kernels
 
 _TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
@@ -70,8 +71,8 @@ class GELU(Function):
 
     so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
 
-    Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see the speed
-    note), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
+    Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see
+    below), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
     ``0 · inf = NaN`` once ``x²`` overflows (``|x| > 1.8e19`` in float32; PyTorch returns
     that NaN). The backward therefore reads x clipped to ±1e4, which changes no h.
 
@@ -113,7 +114,7 @@ class GELU(Function):
         return grad_output * (saved + x * pdf)                                # 2-1: Φ + x φ
 
 
-def gelu(x, approximate="none"):
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """GELU activation, elementwise (as ``F.gelu``): ``x Φ(x)``, Φ the standard normal CDF.
 
     ``approximate="none"`` uses erf (the backend's); ``"tanh"`` the tanh approximation of
@@ -156,7 +157,7 @@ class Sigmoid(Function):
         return grad_output * (s * (1.0 - s))                                 # 2-1
 
 
-def sigmoid(x):
+def sigmoid(x: Tensor) -> Tensor:
     """Logistic sigmoid ``1 / (1 + e^-x)``, elementwise (as ``torch.sigmoid``); shape and
     dtype kept, values in [0, 1], no overflow for any finite ``x`` (``σ(-800) = 0``,
     ``σ(800) = 1``). At x = 1: 0.7310585786. Source: Verhulst's logistic function; its
@@ -203,6 +204,11 @@ class SiLU(Function):
 
     @staticmethod
     def forward(ctx, x):
+        kernels = fused_kernels()
+        if kernels is not None:      # speed: the same s in fewer passes (minitorch_attn/speed/fused.py)
+            s = kernels.silu_sigmoid(ctx.backend, x)
+            ctx.save_for_backward(x, s)
+            return x * s
         # BEGIN SOLUTION 6.1
         xp = ctx.xp
         e = xp.exp(xp.minimum(-x, _EXP_CAP))                                  # e^-x, capped at e^80
@@ -219,7 +225,7 @@ class SiLU(Function):
         # END SOLUTION
 
 
-def silu(x):
+def silu(x: Tensor) -> Tensor:
     """SiLU (swish) activation ``x σ(x)``, elementwise (as ``F.silu``); shape and dtype kept.
     At x = 1: 0.7310585786. Source: Elfwing et al., arXiv:1702.03118, eq. 4.
 
@@ -253,7 +259,7 @@ class ReLU(Function):
         return xp.where(positive, grad_output, xp.zeros((), dtype=grad_output.dtype, device=ctx.backend.device))
 
 
-def relu(x):
+def relu(x: Tensor) -> Tensor:
     """Rectified linear unit ``max(x, 0)``, elementwise (as ``F.relu``); shape and dtype kept.
     The gradient at exactly 0 is 0, as in PyTorch; NaN stays NaN and passes its gradient.
     Source: Nair & Hinton 2010.
@@ -287,7 +293,7 @@ class Dropout(Function):
         return grad_output * scale
 
 
-def dropout(x, p=0.5, training=True, inplace=False):
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)`` (as ``F.dropout``).
 
     The identity (``x`` itself) when ``training`` is False or ``p == 0``; zeros when

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
 from ..core.autograd import Function
-from ..core.ops import matmul_transposed
+from ..core.ops import matmul_transposed, transposed_copy
 from ..core.tensor import Tensor
 from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
-from ..speed import RowWise
+from ..speed import RowWise, fused_kernels
 from .activations import _dropout_scale
 from .softmax import _shifted_exp
 
@@ -45,6 +45,16 @@ def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
     _, e, total = _shifted_exp(xp, S, -1)                           # 3. e = exp(S - m), Σ e along keys
     return e / xp.where(total == 0, 1.0, total)                     #    P = e / Σ e  (no key: Σ e = 0, P = 0)
     # END SOLUTION
+
+
+def _fused_weights(kernels, xp, device, q, k, scale, mask, causal_offset):
+    """:func:`_attention_weights` by its fused twin (``minitorch_attn/speed/fused.py``), the
+    same numbers bit for bit: the masks as the twin takes them (a bias, boolean keeps)."""
+    bias = mask if mask is not None and mask.dtype != xp.bool else None
+    keeps = [] if mask is None or bias is not None else [mask]
+    if causal_offset is not None:
+        keeps.append(causal_keep(xp, device, 0, q.shape[-2], 0, k.shape[-2], causal_offset))
+    return kernels.attention_weights(xp, q, transposed_copy(xp, k), scale, bias, keeps)
 
 
 def _scores_backward(xp, dP, P, q, k, scale, D):
@@ -85,6 +95,13 @@ class ScaledDotProductAttention(Function):
         4. P_d = P ∘ M,  M = Z / (1-p): Z the 0/1 keep-mask, p the dropout probability
         5. O  = P_d V                                            (..., N_q, E_v)
 
+    Backward: ``(dQ, dK, dV, dbias)``, the gradients of the loss with respect to each input
+    (each of its input's shape in the GQA layout; None for one that needs none), from the
+    upstream gradient ``dO`` and what the forward saves (Q, K, V, P, the dropout scale, O).
+
+    .. derivation 4.2 begin
+    .. hint 4.2: walk the passes in reverse; pass 3 is the softmax of task 2.1, row by row.
+    .. hint 4.2: the softmax's row term can be computed from O and dO alone: show why.
     Backward, walking the passes in reverse::
 
         5. dV = P_dᵀ dO,   dP_d = dO Vᵀ               (the matmul rule of C = A B)
@@ -113,6 +130,7 @@ class ScaledDotProductAttention(Function):
     ``dP = dP_d ∘ M`` carry the same ``M``, so ``dP ∘ P = dP_d ∘ M ∘ P = dP_d ∘ P_d`` entry by
     entry, and ``rowsum(dP ∘ P)``, the ``D`` of the softmax, is still ``rowsum(dO ∘ O)``.
     (FlashAttention-2 computes ``D`` this way; it needs no row of ``P``.)
+    .. derivation end
     """
 
     row_wise = RowWise(inputs=3, when=_entries_apart)   # each entry of a batch on its own (minitorch_attn.speed)
@@ -121,7 +139,11 @@ class ScaledDotProductAttention(Function):
     def forward(ctx, query, key, value, attn_mask, scale=1.0, dropout_p=0.0, causal_offset=None, groups=1):
         xp, backend = ctx.xp, ctx.backend
         q, k, v, mask = gqa_layout(xp, query, key, value, attn_mask, groups)            # 0
-        P = _attention_weights(xp, backend.device, q, k, scale, mask, causal_offset)    # 1-3
+        kernels = fused_kernels()
+        if kernels is None:
+            P = _attention_weights(xp, backend.device, q, k, scale, mask, causal_offset)    # 1-3
+        else:                                                   # speed: the same P, written into S's array
+            P = _fused_weights(kernels, xp, backend.device, q, k, scale, mask, causal_offset)
         drop = None if dropout_p == 0.0 else _dropout_scale(backend, P.shape, dropout_p, P.dtype)
         P_dropped = P if drop is None else P * drop                                     # 4
         # BEGIN SOLUTION 4.1
@@ -149,8 +171,17 @@ class ScaledDotProductAttention(Function):
         return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape), dbias)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                                 scale=None, enable_gqa=False, causal_alignment="top_left"):
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """Scaled dot-product attention with PyTorch's semantics (``F.scaled_dot_product_attention``).
 
     Shapes: ``query (..., H_q, N_q, E)``, ``key (..., H_kv, N_k, E)``, ``value (..., H_kv,
@@ -231,8 +262,15 @@ class AttentionWeights(Function):
         return xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), dbias
 
 
-def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-                      causal_alignment="top_left"):
+def attention_weights(
+    query: Tensor,
+    key: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    causal_alignment: str = "top_left",
+) -> Tensor:
     """The attention weights ``(..., H_q, N_q, N_k)`` that :func:`scaled_dot_product_attention`
     with the same arguments applies to the values (before dropout); each row sums to 1,
     or is all 0 when no key is allowed (also when ``N_k = 0``). Differentiable. Arguments

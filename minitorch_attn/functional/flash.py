@@ -78,6 +78,7 @@ import math
 from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.ops import transposed_copy
+from ..core.tensor import Tensor
 from ..speed import batch_chunks, join, run_on_threads, take, threads_for
 from ._attention_common import attention_setup, broadcast_batch, gqa_layout, sum_over_group
 from ._flash_dropout import _drop_threshold, _keep_scale, _keep_tile, _row_keys
@@ -85,9 +86,20 @@ from ._flash_tiles import _add_tile, _check_block_size, _join_blocks, _scores, _
 
 
 # ---- public API -----------------------------------------------------------------------------------
-def flash_attention(query, key, value, attn_mask=None, is_causal=False, causal_alignment="top_left",
-                    scale=None, dropout_p=0.0, enable_gqa=False, block_size_q=None, block_size_k=None,
-                    return_lse=False):
+def flash_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    is_causal: bool = False,
+    causal_alignment: str = "top_left",
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    enable_gqa: bool = False,
+    block_size_q: int | None = None,
+    block_size_k: int | None = None,
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """Attention computed blockwise with an online softmax (FlashAttention-2).
 
     Same result as ``scaled_dot_product_attention`` (to rounding) with memory linear in

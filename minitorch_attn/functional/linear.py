@@ -62,7 +62,7 @@ class Linear(Function):
         return grad_x, grad_w, grad_b
 
 
-def linear(x, weight, bias=None):
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """Affine map ``x Wᵀ + b`` (as ``F.linear``): ``x (..., in)``, ``weight (out, in)``,
     ``bias (out,)`` or None -> ``(..., out)``. Any of the sizes may be 0; with ``in = 0``
     the result is the bias (zeros without one), as in PyTorch.
@@ -85,7 +85,7 @@ def linear(x, weight, bias=None):
     return Linear.apply(x, weight, bias)
 
 
-def embedding(indices, weight, padding_idx=None):
+def embedding(indices: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Look up rows of ``weight (num_embeddings, dim)`` at integer ``indices (*)`` -> ``(*, dim)``
     (as ``F.embedding``).
 

@@ -114,7 +114,9 @@ def _class_rows(input, target, weight, what):
     return input.reshape(math.prod(target.shape), C), C
 
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def nll_loss(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
+) -> Tensor:
     """Negative log-likelihood of integer class ``target`` under log-probabilities ``input``
     (as ``F.nll_loss``): ``-weight[t] input[t]`` per target, reduced.
 

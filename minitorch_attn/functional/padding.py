@@ -49,7 +49,7 @@ class Pad(Function):
         return grad
 
 
-def pad(input, pad, mode="constant", value=None):
+def pad(input: Tensor, pad: tuple[int, ...] | list[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims of ``input`` with ``value`` (0 by default), as
     ``F.pad``: ``pad = (left, right)`` pads the last dim, ``(left, right, top, bottom)`` the
     last two, and so on from the last dim backwards. A negative amount cuts that many

@@ -103,7 +103,9 @@ class RotaryEmbedding(Function):
         return _rotate(ctx.xp, grad_output, cos, -sin, ctx.interleaved), None   # 3: R(-φ) g
 
 
-def rotary_embedding(x, positions=None, base=10000.0, interleaved=False):
+def rotary_embedding(
+    x: Tensor, positions: Tensor | None = None, base: float = 10000.0, interleaved: bool = False
+) -> Tensor:
     """Rotary position embedding (RoPE; Su et al., arXiv:2104.09864, §3.4.2): rotate each
     pair of coordinates of ``x`` by its position times a fixed frequency.
 

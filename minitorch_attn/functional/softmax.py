@@ -70,6 +70,7 @@ class LogSumExp(Function):
         2. s = Σ_j exp(x_j - m)                   (the largest term is exp(0) = 1: no overflow)
         3. lse = m + log s                        (log 0 = -inf for an empty or all -inf row)
 
+    .. derivation 2.1 begin
     Backward. ``m`` cancels (``lse`` is the same function of ``x`` for every shift), so
 
     .. math::
@@ -78,6 +79,7 @@ class LogSumExp(Function):
             = e^{x_j - \mathrm{lse}} = \mathrm{softmax}(x)_j
 
     and 3-1: :math:`dx_j = g\,e^{x_j - \mathrm{lse}}`.
+    .. derivation end
 
     An entry ``-inf`` gets gradient ``exp(-inf) = 0`` while its row has a finite entry.
     """
@@ -104,7 +106,7 @@ class LogSumExp(Function):
         return grad_output * ctx.xp.exp(x - lse)                                # 3-1
 
 
-def logsumexp(input, dim, keepdim=False):
+def logsumexp(input: Tensor, dim: int | tuple[int, ...], keepdim: bool = False) -> Tensor:
     """``log Σ exp(input)`` over ``dim`` (an int or a tuple of ints), as ``torch.logsumexp``:
     computed from the max-shifted input, so ``logsumexp([1000, 1000]) = 1000 + log 2``, not
     inf. Shapes: the input's, without ``dim`` (or with it of size 1 when ``keepdim``); a
@@ -151,6 +153,12 @@ class Softmax(Function):
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. p = exp(z - lse_z)                              (= exp(x - lse(x)))
 
+    Backward: ``dx``, the gradient of the loss with respect to ``x`` (its shape), from the
+    upstream gradient ``g`` and the ``p`` that the forward saved; it must never divide by ``p``.
+
+    .. derivation 2.1 begin
+    .. hint 2.1: find ∂lse/∂x_j first, then the Jacobian ∂p_i/∂x_j.
+    .. hint 2.1: for x = [0, -inf], p = [1, 0]: what must dx be at the second entry?
     Backward. Differentiate :math:`p_i = \exp(x_i - \mathrm{lse})`, with
     :math:`\partial\,\mathrm{lse}/\partial x_j = \exp(x_j - \mathrm{lse}) = p_j`:
 
@@ -171,6 +179,7 @@ class Softmax(Function):
     ``log(softmax(x))`` differentiates the logarithm as ``d(log p_j) = dp_j / p_j``, which
     is ``0 / 0`` at the second entry (index 1): NaN there, and since ``Σ_i g_i p_i`` then
     holds a NaN, the whole row's gradient is NaN (tested). Here ``dx_1 = 0 · (g_1 - …) = 0``.
+    .. derivation end
     """
 
     @staticmethod
@@ -200,6 +209,11 @@ class LogSoftmax(Function):
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. y = z - lse_z                                   (= x - lse(x))
 
+    Backward: ``dx``, the gradient of the loss with respect to ``x`` (its shape), from the
+    upstream gradient ``g`` and ``p = softmax(x) = e^y``, which the forward saves.
+
+    .. derivation 2.2 begin
+    .. hint 2.2: y_i = x_i - lse(x); you found ∂lse/∂x_j for softmax.
     Backward (2-1), with :math:`p = \mathrm{softmax}(x) = e^y` (saved by the forward) and
     :math:`\partial\,\mathrm{lse}/\partial x_j = p_j`:
 
@@ -211,6 +225,7 @@ class LogSoftmax(Function):
         dx_j = \sum_i g_i\,(\delta_{ij} - p_j) = g_j - p_j \sum_i g_i
 
     The max shift of step 1 does not change this: ``y(x - c) = y(x)`` for every constant ``c``.
+    .. derivation end
     Exact for large offsets: ``log_softmax([1000, 0]) == [0, -1000]``.
     """
 
@@ -240,7 +255,7 @@ def _rowwise(function, x, dim):
     return function.apply(x, dim=dim)
 
 
-def softmax(x, dim=-1, dtype=None):
+def softmax(x: Tensor, dim: int = -1, dtype: str | None = None) -> Tensor:
     """Softmax along ``dim`` (as ``torch.softmax``): ``exp(x_i) / sum_j exp(x_j)``.
 
     Shapes and dtypes: any float32/float64 tensor, also with a 0-length ``dim`` (the result
@@ -262,7 +277,7 @@ def softmax(x, dim=-1, dtype=None):
     return _rowwise(Softmax, x, _axis(dim, x.ndim, "softmax"))
 
 
-def log_softmax(x, dim=-1, dtype=None):
+def log_softmax(x: Tensor, dim: int = -1, dtype: str | None = None) -> Tensor:
     """Log of the softmax along ``dim`` (as ``torch.log_softmax``): ``x - logsumexp(x)``.
 
     Shapes, dtypes and ``dtype`` as :func:`softmax`. Computed from the max-shifted input, never as
@@ -292,6 +307,12 @@ class CrossEntropy(Function):
         3. reduce: sum_i loss_i;  mean = Σ_i loss_i / Σ_i w_{t_i} over the rows not
            ignored;  or none (loss_i itself)
 
+    Backward: the gradient of the loss with respect to the logits ``(M, C)`` (None for the
+    targets and the weights), from the upstream gradient ``g`` (a number, or ``(M,)`` for
+    ``reduction="none"``) and the ``logp`` and ``r`` that the forward saves.
+
+    .. derivation 2.3 begin
+    .. hint 2.3: write loss_i with r_i, and use the log-softmax Jacobian of task 2.2.
     This is PyTorch's ``(1-ε) nll + ε/C · Σ_c w_c (-logp_c)``: expanding ``r`` gives
     ``-(1-ε) w_t logp_t - (ε/C) Σ_c w_c logp_c``, the weighted ``nll`` plus the smoothing
     term. Written as ``-Σ_c r_c logp_c`` its gradient is one line. With
@@ -305,8 +326,10 @@ class CrossEntropy(Function):
 
     Without weights :math:`\sum_c r_c = 1` and this is the familiar :math:`p - q`, ``q`` the
     smoothed one-hot. Step 3 multiplies row ``i`` by :math:`g` (sum),
-    :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none), ``g`` the ``grad_output``. An
-    ignored row has ``r_i = 0``, so it adds nothing to the loss or the gradient; its logits
+    :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none), ``g`` the ``grad_output``.
+    .. derivation end
+
+    An ignored row has ``r_i = 0``, so it adds nothing to the loss or the gradient; its logits
     are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
     nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
     than multiplied by a ``-inf`` logp. When the targets' weights sum to 0, the mean is NaN
@@ -370,6 +393,7 @@ class SoftCrossEntropy(Function):
         3. reduce: sum_i loss_i;  mean = Σ_i loss_i / M (the number of rows, not the
            weights: PyTorch's rule for probability targets);  or none
 
+    .. derivation 2.3 begin
     Backward. As :class:`CrossEntropy`'s step 2-1, with this ``r``, and the targets too
     (``loss`` is linear in them, through :math:`\partial r_{ic}/\partial t_{ic} = (1-\varepsilon)\,w_c`):
 
@@ -379,7 +403,9 @@ class SoftCrossEntropy(Function):
         \qquad
         \frac{\partial\,\mathrm{loss}_i}{\partial t_{ic}} = -(1-\varepsilon)\,w_c\,\mathrm{logp}_{ic}
 
-    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none). 0 log 0 = 0 (PyTorch: NaN).
+    3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
+    .. derivation end
+    0 log 0 = 0 (PyTorch: NaN).
     """
 
     @staticmethod
@@ -437,7 +463,8 @@ def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
     return loss.reshape(*logits.shape[:-1]) if reduction == "none" else loss
 
 
-def cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+                  label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
     Shapes: ``logits (N, C)`` with ``target (N,)``, ``logits (N, C, d1, ...)`` with

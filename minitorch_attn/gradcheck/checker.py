@@ -52,6 +52,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy
 
@@ -85,8 +87,18 @@ class GradcheckReport:
         return self.failure is None
 
 
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nondet_tol=0.0, seed=0,
-              derived=False, n_ops=16):
+def gradcheck(
+    fn: Callable[..., Any],
+    inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    fast_mode: bool = False,
+    nondet_tol: float = 0.0,
+    seed: int = 0,
+    derived: bool = False,
+    n_ops: int = 16,
+) -> bool:
     """Check the gradients of ``fn`` at ``inputs`` against central finite differences.
 
     Args:
@@ -121,8 +133,19 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nonde
     return True
 
 
-def check_gradients(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False, nondet_tol=0.0, seed=0,
-                    derived=False, n_ops=16, differences_on=None):
+def check_gradients(
+    fn: Callable[..., Any],
+    inputs: Any,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    fast_mode: bool = False,
+    nondet_tol: float = 0.0,
+    seed: int = 0,
+    derived: bool = False,
+    n_ops: int = 16,
+    differences_on: Any = None,
+) -> GradcheckReport:
     """Run every check of :func:`gradcheck` and return a :class:`GradcheckReport` instead
     of raising (the gradcheck suite uses it to print its table).
 
@@ -246,7 +269,7 @@ def check_gradients(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, fast_mode=False,
             direction = rng.standard_normal(size)
             if derived:
                 direction = direction / max(float(numpy.max(numpy.abs(direction), initial=0.0)), 1e-300)
-            directions = [direction]
+            directions: list | range = [direction]
             analytic_values = numpy.array([float(numpy.dot(analytic_host.reshape(-1), direction))])
             positions = ["direction u"]
         else:

@@ -1,6 +1,6 @@
 """``minitorch-attn homework``: make a student tree, grade one, check the grading, release it.
 
-    minitorch-attn homework make --out DIR --assignment N
+    minitorch-attn homework make --out DIR --assignment N [--hide-derivations]
     minitorch-attn homework grade PATH --assignment N [--results FILE] [--budget S] [--memory MB]
     minitorch-attn homework selftest [--assignment N] [--accuracy FILE]
     minitorch-attn homework autograder --assignment N --out FILE.zip
@@ -36,6 +36,9 @@ def add_homework(subparsers):
     make_parser = actions.add_parser("make", help="write the student tree of one assignment")
     make_parser.add_argument("--out", required=True, type=folder, help="a new (or empty) folder for the student tree")
     make_parser.add_argument("--assignment", type=positive_int, default=1, help="assignment number (default 1)")
+    make_parser.add_argument("--hide-derivations", action="store_true",
+                             help="derive mode: the docstrings keep the forward, the shapes and what the backward "
+                                  "returns, not the backward's formulas; derivations/task_<id>.md sheets to hand in")
     make_parser.set_defaults(run=_make)
 
     grade_parser = actions.add_parser(
@@ -62,6 +65,8 @@ def add_homework(subparsers):
     self_parser.add_argument("--accuracy", default=None, metavar="FILE",
                              help="also write the accuracy table of the probes' diagnoses (each catalogued mistake, "
                                   "the diagnosis it got) to FILE as Markdown, e.g. docs/teaching/accuracy.md")
+    self_parser.add_argument("--hide-derivations", action="store_true",
+                             help="also grade the reference typed into a derive-mode student tree of each assignment")
     self_parser.set_defaults(run=_selftest)
 
     zip_parser = actions.add_parser("autograder", help="write the Gradescope autograder zip of one assignment")
@@ -73,6 +78,9 @@ def add_homework(subparsers):
     zip_parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
                             help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB}); "
                                  f"each process of student code may use it less {GRADER_MEMORY_MB}")
+    zip_parser.add_argument("--hide-derivations", action="store_true",
+                            help="a release for a tree made with make --hide-derivations: the feedback also says "
+                                 "whether each task's derivation sheet was handed in")
     zip_parser.set_defaults(run=_autograder)
 
     check_parser = actions.add_parser("check", help="check the solution markers, test markers and manifest")
@@ -80,8 +88,9 @@ def add_homework(subparsers):
 
 
 def _make(args):
-    tasks = make(args.out, args.assignment)  # bad input raises ValueError: main() reports it
-    print(f"wrote assignment {args.assignment} to {args.out}: tasks {', '.join(tasks)} are stubbed")
+    tasks = make(args.out, args.assignment, hide_derivations=args.hide_derivations)  # ValueError: main() reports it
+    mode = "derive mode: derivations to write in derivations/" if args.hide_derivations else "guided mode"
+    print(f"wrote assignment {args.assignment} to {args.out} ({mode}): tasks {', '.join(tasks)} are stubbed")
     return 0
 
 
@@ -106,13 +115,15 @@ def _grade(args):
 def _selftest(args):
     tree = InstructorTree()
     numbers = [args.assignment] if args.assignment else [a["number"] for a in tree.manifest["assignments"]]
-    return 0 if selftest(tree, numbers, timeout=args.timeout, accuracy=args.accuracy) else 1
+    return 0 if selftest(tree, numbers, timeout=args.timeout, accuracy=args.accuracy,
+                         hide_derivations=args.hide_derivations) else 1
 
 
 def _autograder(args):
     print("resolving the grader's libraries with pip (setup.cfg's install_requires and test extra), for setup.sh ...",
           flush=True)
-    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory)
+    names = write_autograder(args.out, args.assignment, timeout=args.timeout, budget=args.budget, memory=args.memory,
+                             hide_derivations=args.hide_derivations)
     print(f"wrote {args.out} ({len(names)} files): upload it as the autograder of assignment {args.assignment}, "
           f"with a Gradescope timeout of {args.budget:g} s")
     return 0

@@ -143,6 +143,7 @@ class Grader:
         self.secret = secret or _release_secret(self.tree.root)
         self.python = python or sys.executable
         self.confinement = _confinement(self.python, memory, self.tree, require_isolation)
+        self.signatures, self.not_probed = probes.load(self.tree.root)
         # a student's own tree (no held-back tests) holds their code, not a reference: nothing to judge with
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
@@ -240,7 +241,7 @@ class Grader:
             self.workspace.discard(folder)
         result = TaskResult(task_id, task["title"], task["points"], public.checks + held.checks,
                             public.problem or held.problem, time.monotonic() - start)
-        result.diagnosis = probes.diagnose(task_id, result.checks, result.problem)
+        result.diagnosis = probes.diagnose(self.signatures, task_id, result.checks, result.problem)
         self._done[(task_id, digest)] = result
         return result
 

@@ -41,6 +41,7 @@ import zipfile
 
 from ..argtypes import positive_float, positive_int
 from ..stopping import stop_as_ctrl_c
+from . import derive
 from .grade import task_limits
 from .instructor import SECRET_FILE, GraderError, InstructorTree
 from .preflight import requirement_lines
@@ -100,13 +101,16 @@ exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment
 """
 
 
-def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB, pins=None):
+def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB, pins=None,
+                     hide_derivations=False):
     """Write the autograder zip of assignment ``number`` to ``out`` (atomically); returns
     the names it holds. Each zip holds a new random secret (``release_secret.txt``) from
     which the held-back checks' inputs are drawn; ``budget`` is the Gradescope timeout the teacher
     sets, ``memory`` the memory (MB) of the assignment's machine there. ``setup.sh`` installs
     ``pins`` (``["numpy==2.2.6", ...]``; default: :func:`resolve_pins` of the tree's
-    ``setup.cfg``, so that every library the grader needs is installed).
+    ``setup.cfg``, so that every library the grader needs is installed). ``hide_derivations``:
+    a release for a derive-mode tree (:mod:`.derive`): each task's feedback also says whether
+    its derivation sheet was handed in.
 
     Raises:
         ValueError: an unknown assignment. GraderError: an unusable instructor's tree, or
@@ -140,6 +144,9 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
                 archive.write(path, name)
                 names.append(name)
             archive.writestr(SECRET_FILE, secrets.token_hex(32) + "\n")
+            if hide_derivations:
+                archive.writestr(derive.MODE_FILE, "derive mode: students hand in derivations/task_<id>.md\n")
+                names.append(derive.MODE_FILE)
             names.append(SECRET_FILE)
         os.chmod(temporary, 0o600)   # it holds the secret
         os.replace(temporary, out)

@@ -36,7 +36,8 @@ SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypo
 INSTRUCTOR_TESTS = "tests/instructor"
 HANDOUT = ".homework/handout.zip"   # in a student tree: the graded files as handed out (homework make)
 SECRET_FILE = "minitorch_attn/homework/release_secret.txt"      # in an autograder zip only
-NEVER_COPIED = ("minitorch_attn/homework/mutants.json",
+NEVER_COPIED = ("minitorch_attn/homework/mutants.json", "minitorch_attn/homework/leaks.json",
+                "minitorch_attn/homework/signatures.json",
                 SECRET_FILE)   # into a copy that student code runs in
 
 

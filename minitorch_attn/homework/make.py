@@ -11,7 +11,13 @@ For assignment N:
   (its REFERENCE regions, :func:`.markers.hold_back`) are held back too;
 * the test files that belong to later assignments are left out, as are the
   instructor-only files the manifest lists;
-* a student README names the tasks in order, where each one is, and how to test it.
+* a student README names the tasks in order, where each one is, and how to test it, and
+  ``STUDENT.md`` (the teaching docs' student page) how to work and grade;
+* the derivations in docstrings (:mod:`.derive`) are shown (the guided mode, the default), or,
+  with ``hide_derivations``, those of the tasks handed out are replaced by a request to derive
+  them, and ``derivations/task_<id>.md`` sheets are written for the student to hand in; the
+  tree is then searched for the manifest's fingerprints of those backward formulas
+  (``leaks.json``), and a leak is a ValueError.
 """
 
 from __future__ import annotations
@@ -24,20 +30,23 @@ import zipfile
 
 from ..atomic import current_umask
 from ..opinfo import gradcheck_names_of_task
-from . import markers
+from . import derive, markers
 from .instructor import COPIED as GRADED
 from .instructor import HANDOUT
 from .markers import assignment_by_number
 
+STUDENT_PAGE = "docs/teaching/student.md"
 COPIED = ("minitorch_attn", "tests", "gradcheck", "demos", "benchmarks", "setup.cfg", "pyproject.toml", ".gitignore")
 
 
-def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
+def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide_derivations=False):
     """Write the student tree of assignment ``number`` into ``out_dir`` (which must not
-    exist or be empty). Returns the list of stubbed task ids.
+    exist or be empty). Returns the list of stubbed task ids. ``hide_derivations``: the
+    derive mode (see the module docstring).
 
     Raises:
-        ValueError: unknown assignment, a non-empty ``out_dir``, or marker problems.
+        ValueError: unknown assignment, a non-empty ``out_dir``, marker problems, or (derive
+            mode) a backward formula of a task handed out left in the tree.
     """
     manifest = manifest or markers.load_manifest()
     chosen = assignment_by_number(manifest, number)
@@ -53,6 +62,9 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
     titles = {t["id"]: t["title"] for a in manifest["assignments"] for t in a["tasks"]}
     left_out = {pathlib.Path(p) for a in later for p in a.get("test_files", [])}
     left_out |= {pathlib.Path(p) for p in manifest.get("held_out", [])}
+    if hide_derivations:   # files that give a backward formula in code (a demo's NumPy reference)
+        left_out |= {pathlib.Path(p) for a in [chosen, *later] for task in a["tasks"]
+                     for p in task.get("derive_held_out", [])}
 
     # the tree is made in a hidden folder beside out_dir and renamed into place once whole, so
     # a make that is stopped (Ctrl-C, SIGHUP, SIGTERM) or fails leaves no half-made tree
@@ -67,13 +79,25 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT):
                     relative = path.relative_to(project_root)
                     if path.is_dir() or "__pycache__" in relative.parts or _is_left_out(relative, left_out):
                         continue
-                    _write(path, relative, building, stub_tasks, titles)
+                    _write(path, relative, building, stub_tasks, titles, hide_derivations)
             elif source.is_file():
-                _write(source, pathlib.Path(name), building, stub_tasks, titles)
+                _write(source, pathlib.Path(name), building, stub_tasks, titles, hide_derivations)
 
-        readme = student_readme(manifest, chosen, stub_tasks, markers.all_regions(project_root / "minitorch_attn"),
-                                project_root)
+        regions = markers.all_regions(project_root / "minitorch_attn")
+        readme = student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_derivations)
         (building / "README.md").write_text(readme)
+        student_page = project_root / STUDENT_PAGE   # how to work, test and grade: in the tree itself
+        if student_page.is_file():
+            text = student_page.read_text()
+            text = derive.hide(text, stub_tasks) if hide_derivations else derive.show(text)
+            (building / "STUDENT.md").write_text(text)
+        if hide_derivations:
+            _write_sheets(building, chosen, regions, project_root)
+            fingerprints = [f for task in stub_tasks for f in derive.fingerprints(project_root).get(task, [])]
+            found = derive.leaks(building, fingerprints)
+            if found:
+                raise ValueError("the derive-mode tree still gives backward formulas: " + "; ".join(
+                    f"{rel}:{line} has {f!r}" for rel, line, f in found[:20]))
         write_handout(building)
         if out_dir.exists():
             out_dir.rmdir()   # empty (checked above)
@@ -104,19 +128,34 @@ def _is_left_out(relative, left_out):
     return any(relative == p or p in relative.parents for p in left_out)
 
 
-def _write(source, relative, out_dir, stub_tasks, titles):
-    """Copy one file; library sources lose their solutions on the way."""
+def _write(source, relative, out_dir, stub_tasks, titles, hide_derivations=False):
+    """Copy one file; library sources lose their solutions on the way, and every text file's
+    derivations are shown or (``hide_derivations``) hidden (:mod:`.derive`)."""
     target = out_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
-    if relative.parts[0] == "minitorch_attn" and relative.suffix == ".py":
-        text = markers.strip_solutions(source.read_text(), source, stub_tasks, titles)
-        target.write_text(markers.hold_back(text, source, stub_tasks))
-    else:
+    if relative.suffix not in derive.TEXT_SUFFIXES or relative.parts[:2] == ("minitorch_attn", "homework"):
         shutil.copyfile(source, target)
+        return
+    text = source.read_text()
+    if relative.parts[0] == "minitorch_attn" and relative.suffix == ".py":
+        text = markers.hold_back(markers.strip_solutions(text, source, stub_tasks, titles), source, stub_tasks)
+    target.write_text(derive.hide(text, stub_tasks, source) if hide_derivations else derive.show(text, source))
+    shutil.copymode(source, target)
 
 
-def student_readme(manifest, chosen, stub_tasks, regions, project_root):
-    """The README of a student tree: the assignment, its tasks in order, how to check them."""
+def _write_sheets(out_dir, chosen, regions, project_root):
+    """``derivations/task_<id>.md`` for each task of the assignment (:func:`.derive.sheet`)."""
+    folder = pathlib.Path(out_dir) / "derivations"
+    folder.mkdir()
+    for task in chosen["tasks"]:
+        places = sorted({f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`"
+                         for r in regions if r.task == task["id"]})
+        (folder / f"task_{task['id'].replace('.', '_')}.md").write_text(derive.sheet(task, places))
+
+
+def student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_derivations=False):
+    """The README of a student tree: the assignment, its tasks in order, how to check them
+    (and, in derive mode, the derivations to write and hand in)."""
     lines = [
         f"# minitorch-attn, assignment {chosen['number']}: {chosen['title']}",
         "",
@@ -132,7 +171,8 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
         "",
         "Each task is a `raise NotImplementedError(\"Task ...\")` between two lines",
         "`# BEGIN SOLUTION <task>` and `# END SOLUTION` in the library. The docstring around it",
-        "says what to compute and derives the backward pass; replace the `raise` with your code,",
+        "says what to compute" + (" and what the backward returns; you derive the backward pass" if hide_derivations
+                                  else " and derives the backward pass") + "; replace the `raise` with your code,",
         "**between the two SOLUTION lines**, and keep those lines: only the code between them is",
         "graded (a helper you need goes there too). Run a task's tests with the command under",
         "it, and every gradient check with `python -m gradcheck`. The catalogue's own answers for",
@@ -140,6 +180,13 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
         "folder and where your code is graded: the tests that compare with them are skipped here.",
         "",
     ]
+    if hide_derivations:
+        lines += ["## Derive the backward passes", "",
+                  "The docstrings give each forward as numbered steps, the shapes, and what the backward",
+                  "must return, but not the backward's formulas: derive them. For each task, write the",
+                  "derivation in `derivations/task_<task>.md` (Markdown, math between dollar signs), say which",
+                  "forward step each line of your backward undoes, then code it and check it with the tests and",
+                  "`python -m gradcheck`. Hand the `derivations/` folder in with your code.", ""]
     for task in chosen["tasks"]:
         places = sorted({f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`"
                          for r in regions if r.task == task["id"]})
@@ -169,5 +216,7 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root):
               "on tricky graphs, on inputs drawn anew for each submission). To see",
               "the table your instructor will see, minus the held-back tests:", "",
               "```bash", f"minitorch-attn homework grade . --assignment {chosen['number']}", "```", "",
-              "Hand in this folder (or a zip of it, or just the files you edited).", ""]
+              "Hand in this folder (or a zip of it, or just the files you edited"
+              + (", with `derivations/`)." if hide_derivations else ")."), "",
+              "How to work, test and grade: `STUDENT.md`.", ""]
     return "\n".join(lines)

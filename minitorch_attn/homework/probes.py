@@ -1,57 +1,55 @@
 """Feedback that names the mistake for certain: designed probes, not failure fingerprints.
 
 For each graded backward, the held-back checks of ``tests/instructor/test_probes.py`` build
-inputs that isolate one term of the formula (LayerNorm: an upstream gradient with
-``mean(dx̂) = 0`` leaves only the ``x̂`` term, one with ``mean(dx̂ · x̂) = 0`` only the mean
-term; attention: a scale that is not 1/sqrt(E) of 1, rows where ``rowsum(dO) = 0`` or
-``rowsum(dO ∘ O) = 0``; softmax: rows where ``Σ g p = 0``). A probe that fails measures the
-difference against its isolated term ``T``: when it is ``c · T`` to rounding, its message
-ends with ``[probe ID: c = C]`` (one tag per term when a probe fits several). Those checks run in the grader's own process (the student's
-code only computes, in its worker), so the tags are the grader's.
+inputs that isolate one term of the formula (for LayerNorm, upstream gradients that leave
+one of its two row terms only; for attention, a scale that is not 1/sqrt(E), rows whose
+row term is 0; for softmax, rows where the row term is 0; the probes are listed in that
+file's docstring, held out of student trees). A probe that fails measures the difference
+against its isolated term ``T``: when it is ``c · T`` to rounding, its message ends with
+``[probe ID: c = C]`` (one tag per term when a probe fits several). Those checks run in the
+grader's own process (the student's code only computes, in its worker), so the tags are
+the grader's.
 
-:func:`diagnose` names the catalogued mistake of :data:`SIGNATURES` whose probes and
-coefficients the task's failures show, every other probe of the task passing; nothing for
-a stub (NotImplementedError: no tag), a crash, a run that went wrong as a whole, or failures
-that match no signature (or several). The mistakes are those of ``mutants.json``; a mistake
-in the catalogue that is not a wrong term of a backward formula (an overflow, a shape, an
-array written in place) has no signature and gets no diagnosis (``homework selftest
---accuracy`` prints which mistake got which, :func:`expected`).
+:func:`diagnose` names the catalogued mistake whose probes and coefficients the task's
+failures show, every other probe of the task passing; nothing for a stub
+(NotImplementedError: no tag), a crash, a run that went wrong as a whole, or failures that
+match no signature (or several). The signatures (``signatures.json``, :func:`load`, held out
+of student trees: the mistakes' names say the formulas) name mistakes of ``mutants.json``;
+a mistake in the catalogue that is not a wrong term of a backward formula (an overflow, a
+shape, an array written in place) has no signature and gets no diagnosis (``homework
+selftest --accuracy`` prints which mistake got which, :func:`expected`).
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
 import re
 
 PROBES_FILE = "tests/instructor/test_probes.py"
 TAG = re.compile(r"\[probe (\S+): c = (-?[0-9.eE+-]+)\]")
 
-# mistake name (as in mutants.json) -> (task, {probe: the coefficient c its probe measures})
-SIGNATURES = {
-    "div backward forgets the factor a in d/db": ("1.2", {"1.2/div": -2 / 3}),
-    "tanh backward uses 1 - y instead of 1 - y²": ("1.2", {"1.2/tanh": -1 / 3}),
-    "mean backward does not divide by the count": ("1.4", {"1.4/count": 4.0}),
-    "max backward gives every tie the whole gradient": ("1.4", {"1.4/ties": 1.0}),
-    "var backward divides by n - correction + 1": ("1.4", {"1.4/var": -0.2}),
-    "matmul backward: dB = A dC, A not transposed": ("1.5", {"1.5/transpose": -2.0}),
-    "softmax backward without the row term": ("2.1", {"2.1/row": -1.0}),
-    "log_softmax backward passes the upstream gradient through": ("2.2", {"2.2/row": -1.0}),
-    "cross_entropy mean gradient divided by every row, ignored ones too": ("2.3", {"2.3/mean/count": -0.4}),
-    "cross_entropy gives ignored rows a gradient": ("2.3", {"2.3/mean/ignored": 1.0, "2.3/sum/ignored": 1.0}),
-    "layer_norm backward without the mean(dx̂) term": ("3.1", {"3.1/mean": -1.0}),
-    "layer_norm backward without the x̂ mean(dx̂ x̂) term": ("3.1", {"3.1/xhat": -1.0}),
-    "rms_norm backward without the x̂ term": ("3.2", {"3.2/xhat": -1.0}),
-    "attention backward: dS without the row term D": ("4.2", {"4.2/D": -1.0}),
-    "attention backward: dK without the scale": ("4.2", {"4.2/scale": 3.0}),
-    "attention backward: D = rowsum(dO) instead of rowsum(dO ∘ O)": ("4.2", {"4.2/D": -1.0, "4.2/rowsum": 1.0}),
-    "flash backward without the row term D": ("5.2", {"5.2/D": -1.0}),
-    "silu backward with σ (1 - σ) only: no product rule": ("6.1", {"6.1/at0": -0.5}),
-}
-# wrong terms of a backward formula in mutants.json that no probe isolates yet: they get no diagnosis
-NOT_PROBED = (
-    "attention backward: dV from the weights before dropout",
-    "flash backward: dV from the weights before dropout",
-)
+FILE = "minitorch_attn/homework/signatures.json"   # held out of student trees (the names say the formulas)
 TOLERANCE = 0.01   # of a coefficient, relative to max(1, |c|)
+
+
+def load(root):
+    """``{mistake: (task, {probe: c})}`` and the names of the backward-term mistakes that no
+    probe isolates yet, from ``root/FILE``; empty when the file is missing (a student tree).
+
+    Raises:
+        ValueError: the file is not a signatures file.
+    """
+    path = pathlib.Path(root) / FILE
+    if not path.is_file():
+        return {}, ()
+    data = json.loads(path.read_text())
+    try:
+        return ({e["mistake"]: (e["task"], {p: float(c) for p, c in e["probes"].items()}) for e in data["signatures"]},
+                tuple(data.get("not_probed", ())))
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise ValueError(f"{path} is not a signatures file (expected {{'signatures': [{{mistake, task, probes}}]}})") \
+            from None
 
 
 def observed(checks):
@@ -71,19 +69,20 @@ def observed(checks):
     return found
 
 
-def diagnose(task_id, checks, problem=None):
-    """The name of the one catalogued mistake of ``task_id`` whose signature the probe
-    checks among ``checks`` show exactly, else None (see the module docstring)."""
+def diagnose(signatures, task_id, checks, problem=None):
+    """The name of the one catalogued mistake of ``task_id`` among ``signatures`` (:func:`load`)
+    whose signature the probe checks among ``checks`` show exactly, else None (see the module
+    docstring)."""
     seen = None if problem else observed(checks)
     if not seen:
         return None
-    hits = [name for name, (task, signature) in SIGNATURES.items()
+    hits = [name for name, (task, signature) in signatures.items()
             if task == task_id and set(signature) == set(seen)
             and all(abs(seen[p] - c) <= TOLERANCE * max(1.0, abs(c)) for p, c in signature.items())]
     return hits[0] if len(hits) == 1 else None
 
 
-def expected(name):
+def expected(signatures, name):
     """The diagnosis the catalogued mistake ``name`` must get: its own name when it has a
-    signature (a wrong term of a backward formula), else None."""
-    return name if name in SIGNATURES else None
+    signature among ``signatures`` (a wrong term of a backward formula), else None."""
+    return name if name in signatures else None

@@ -28,6 +28,7 @@ whole near ``MAX_RESULTS_CHARS``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -36,6 +37,7 @@ import tempfile
 import textwrap
 import time
 
+from . import derive
 from .grade import Grader, GraderError
 from .runner import cap
 from .sandbox import PLATFORM_MEMORY_MB
@@ -69,6 +71,9 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
 
             isolation = grader.isolation.replace("student code ran ", "", 1)
             graded = grader.grade(submission, assignment, on_result=progress)
+            if (grader.tree.root / derive.MODE_FILE).is_file():   # derive mode: say which sheets came in
+                sheets = derive.sheet_notes(path, chosen["tasks"])
+                graded = [dataclasses.replace(r, notes=[*r.notes, sheets[r.task_id]]) for r in graded]
     except GraderError:
         results_path.unlink(missing_ok=True)   # a grader that cannot grade gives no grade
         raise

@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
 import sys
+import tempfile
 import time
 import unicodedata
 
-from . import probes
+from . import markers, probes
 from ..atomic import write_atomically
 from .grade import Grader, task_limits
+from .make import make
 from .submission import Submission
 
 MIN_MUTANTS = 5
@@ -84,18 +87,22 @@ def load_mutants(tree):
     return [Mutant(**entry) for entry in json.loads(path.read_text())["mutants"]]
 
 
-def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
+def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_derivations=False):
     """Run the self-check for the assignments ``numbers``; True when all of it passed.
 
     It also checks the probes' diagnoses (:mod:`.probes`): each mutant must get the one
     :func:`.probes.expected` of it (its own name for a wrong term of a backward formula,
     none otherwise), and the reference, the stubs and each task solved alone none. The
-    accuracy table is printed; with ``accuracy`` (a path), also written there as Markdown."""
+    accuracy table is printed; with ``accuracy`` (a path), also written there as Markdown.
+
+    With ``hide_derivations``, each assignment also grades the reference's code typed into a
+    derive-mode student tree (:func:`derive_reference`): every task must earn its points, and
+    no line of that tree may count as code outside the regions."""
     mutants = load_mutants(tree)
     ok = True
     table = []   # (assignment, case, task, the diagnosis expected, the diagnosis got)
     public_only = 0   # mistakes that no held-back check catches
-    with Grader(tree, timeout) as grader:
+    with Grader(tree, timeout) as grader, tempfile.TemporaryDirectory(prefix="minitorch-attn-derive-") as scratch:
         reference = Submission.reference(grader.tree)
         stubs = Submission.stubs(grader.tree)
         for number in numbers:
@@ -107,6 +114,13 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
             rows = [("reference", "-", None, reference), ("stubs (as handed out)", "-", None, stubs)]
             rows += [(f"only {t} solved (the other tasks as handed out)", ALONE, t,
                       alone(reference, stubs, grader.tree, t)) for t in tasks]
+            if hide_derivations:
+                typed = derive_reference(grader.tree, number, pathlib.Path(scratch) / f"assignment{number}")
+                notes = typed.ungraded(grader.tree, number)
+                if notes:
+                    ok = False
+                    print(f"FAIL: the derive-mode tree has code outside the regions: {sorted(notes)}", file=file)
+                rows.insert(1, (DERIVE_ROW, "-", None, typed))
             mine = [m for m in mutants if m.task in tasks]
             for mutant in mine:
                 try:
@@ -128,8 +142,8 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
                     verdict = _verdict(name, own, [result], kind)
                     cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
                              else "· " for t in tasks]
-                    table.append((number, name, own, None if kind == ALONE else probes.expected(name),
-                                  result.diagnosis))
+                    must = None if kind == ALONE else probes.expected(grader.signatures, name)
+                    table.append((number, name, own, must, result.diagnosis))
                 ok &= verdict.startswith("ok")
                 public_only += "by public checks only" in verdict
                 print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
@@ -141,13 +155,13 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
             print(f"({time.monotonic() - start:.0f} s; = marks a result reused: the same code was graded "
                   f"before; · a task not graded for that mutant)", file=file)
     wrong = [row for row in table if row[3] != row[4]]
-    print("\n" + accuracy_table(table, markdown=False), file=file)
+    print("\n" + accuracy_table(table, markdown=False, not_probed=grader.not_probed), file=file)
     if wrong:
         ok = False
         for number, name, task, want, got in wrong:
             print(f"FAIL: {name} (task {task}) was diagnosed as {got or 'none'}, expected {want or 'none'}", file=file)
     if accuracy:
-        write_atomically(accuracy, accuracy_table(table, markdown=True).encode())
+        write_atomically(accuracy, accuracy_table(table, markdown=True, not_probed=grader.not_probed).encode())
         print(f"wrote {accuracy}", file=file)
     if public_only:
         print(f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
@@ -156,12 +170,12 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None):
     return ok
 
 
-def accuracy_table(table, markdown):
+def accuracy_table(table, markdown, not_probed=()):
     """The accuracy of the probes' diagnoses: one row per mutant (the diagnosis it must get,
     the one it got), then per assignment the number of diagnoses given to correct code and
-    to stubs (must be 0). ``table``: rows ``(assignment, case, task, expected, got)``."""
-    mutant_rows = [r for r in table if r[1] not in ("reference", "stubs (as handed out)") and
-                   not r[1].startswith("only ")]
+    to stubs (must be 0). ``table``: rows ``(assignment, case, task, expected, got)``;
+    ``not_probed``: the wrong backward terms that no probe isolates yet."""
+    mutant_rows = [r for r in table if _clean_kind(r[1]) is None]
     clean = {}
     for number, name, task, want, got in table:
         if _clean_kind(name):
@@ -178,7 +192,7 @@ def accuracy_table(table, markdown):
                  "(`tests/instructor/test_probes.py`, `minitorch_attn/homework/probes.py`) named. A mistake that is "
                  "not a wrong term of a backward formula must get none.", "",
                  "| task | planted mistake | must get | got | |", "|---|---|---|---|---|"]
-        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in probes.NOT_PROBED else 'none')} "
+        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in not_probed else 'none')} "
                   f"| {g or 'none'} | {'ok' if w == g else 'WRONG'} |" for _, n, t, w, g in mutant_rows]
         lines += ["", "| assignment | correct code or stubs | tasks graded | diagnoses given (must be 0) |",
                   "|---|---|---|---|"]
@@ -195,9 +209,31 @@ def accuracy_table(table, markdown):
 
 def _clean_kind(name):
     """``"correct code"`` or ``"stubs"`` for the rows whose tasks must get no diagnosis, else None."""
-    if name == "reference" or name.startswith("only "):
+    if name in ("reference", DERIVE_ROW) or name.startswith("only "):
         return "correct code"
     return "stubs" if name == "stubs (as handed out)" else None
+
+
+DERIVE_ROW = "reference typed into the derive-mode tree"
+
+
+def derive_reference(tree, number, folder):
+    """The :class:`Submission` of a derive-mode student tree of assignment ``number``
+    (``homework make --hide-derivations``, written to ``folder``) with the reference's code
+    typed between the SOLUTION lines of that assignment's tasks."""
+    make(folder, number, project_root=tree.root, hide_derivations=True)
+    mine, stubbed = tree.tasks_of(number), tree.tasks_of(number) | tree.tasks_of(number, later=True)
+    for rel, regions in tree.regions.items():
+        path = pathlib.Path(folder) / rel
+        text = path.read_text()
+        lines = text.splitlines()
+        handed_out = markers.find_regions(rel, text)   # the stubs: earlier tasks are solved, without markers
+        regions = [r for r in regions if r.task in stubbed]
+        for theirs, ours in sorted(zip(handed_out, regions, strict=True), key=lambda pair: -pair[0].begin):
+            if ours.task in mine:
+                lines[theirs.begin + 1:theirs.end] = ours.code
+        path.write_text("\n".join(lines) + "\n")
+    return Submission.from_path(folder, tree)
 
 
 def alone(reference, stubs, tree, task_id):
@@ -212,7 +248,7 @@ def _verdict(name, own, graded, kind="-"):
     if kind == ALONE:
         mine = graded[0]
         return "ok" if mine.passed else f"FAIL: task {own} needs another task's code: {_first(mine)}"
-    if own is None and name == "reference":
+    if own is None and name in ("reference", DERIVE_ROW):
         lost = [r for r in graded if not r.passed]
         return "ok" if not lost else f"FAIL: the reference loses task {lost[0].task_id}: {_first(lost[0])}"
     if own is None:

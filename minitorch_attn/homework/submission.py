@@ -23,7 +23,7 @@ import pathlib
 import tempfile
 import zipfile
 
-from . import markers
+from . import derive, markers
 from .instructor import SubmissionProblem
 
 MAX_UNZIPPED_BYTES = 200 * 2 ** 20
@@ -76,8 +76,10 @@ class Submission:
             if rel in self.problems or not any(r.task in tree.tasks_of(number) for r in tree.regions[rel]):
                 continue
             handed_out = markers.strip_solutions((tree.root / rel).read_text(), rel, stubbed, tree.titles)
-            with contextlib.suppress(markers.MarkerError):
-                lines = markers.ungraded_lines(text, handed_out, rel)
+            with contextlib.suppress(markers.MarkerError, derive.DerivationMarkerError):
+                # handed out in the guided mode or the derive mode (docstrings differ, code does not)
+                lines = min((markers.ungraded_lines(text, mode, rel) for mode in
+                             (derive.show(handed_out, rel), derive.hide(handed_out, stubbed, rel))), key=len)
                 if lines:
                     found[rel] = (where, lines)
         return found

@@ -6,6 +6,7 @@ import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.
 from .. import functional as F
 from ..core.factories import arange
 from ..core.shape_ops import concat, split
+from ..core.tensor import Tensor
 from .layers import Dropout, Linear
 from .module import Module, _check_positive_int, _check_tensor
 
@@ -33,7 +34,7 @@ class KVCache:
             ``max_positions`` are None or ints >= 1.
     """
 
-    def __init__(self, num_layers, window=None, max_positions=None):
+    def __init__(self, num_layers: int, window: int | None = None, max_positions: int | None = None) -> None:
         num_layers = _check_positive_int("num_layers", num_layers)
         if window is not None:
             window = _check_positive_int("window", window)
@@ -103,8 +104,17 @@ class MultiHeadAttention(Module):
             ``attn_impl`` is unknown.
     """
 
-    def __init__(self, d_model, num_heads, dropout=0.1, bias=False, num_kv_heads=None,
-                 fused_qkv=False, attn_impl="naive", rope_base=None):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.1,
+        bias: bool = False,
+        num_kv_heads: int | None = None,
+        fused_qkv: bool = False,
+        attn_impl: str = "naive",
+        rope_base: float | None = None,
+    ) -> None:
         super().__init__()
         d_model = _check_positive_int("d_model", d_model)
         num_heads = _check_positive_int("num_heads", num_heads)
@@ -171,8 +181,17 @@ class MultiHeadAttention(Module):
         return x.transpose(1, 2).reshape(batch, length, self.d_model)
         # END SOLUTION
 
-    def forward(self, query, key, value, attn_mask=None, is_causal=False, need_weights=True,
-                cache=None, layer_index=0):
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = True,
+        cache: KVCache | None = None,
+        layer_index: int = 0,
+    ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
@@ -231,7 +250,7 @@ class MultiHeadAttention(Module):
                                     enable_gqa=True, causal_alignment=alignment)
         return self.W_o(self._merge_heads(out)), weights
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         kv = f", num_kv_heads={self.num_kv_heads}" if self.num_kv_heads != self.num_heads else ""
         rope = "" if self.rope_base is None else f", rope_base={self.rope_base}"
         return f"d_model={self.d_model}, num_heads={self.num_heads}{kv}, attn_impl={self.attn_impl!r}{rope}"

@@ -45,6 +45,12 @@ from ..core.tensor import Tensor
 class ModuleHookMethods:
     """The ``register_*hook`` methods of :class:`~minitorch_attn.nn.Module` (a base class of it)."""
 
+    # set by _init_hooks: handle id -> hook
+    _forward_pre_hooks: OrderedDict
+    _forward_hooks: OrderedDict
+    _backward_pre_hooks: OrderedDict
+    _backward_hooks: OrderedDict
+
     def _init_hooks(self):
         for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
             object.__setattr__(self, name, OrderedDict())

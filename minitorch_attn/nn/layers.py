@@ -44,7 +44,9 @@ class Linear(Module):
         ValueError: for a size that is not an int >= 0.
     """
 
-    def __init__(self, in_features, out_features, bias=True, device=None, dtype="float32"):
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, device: str | None = None, dtype: str = "float32"
+    ) -> None:
         super().__init__()
         in_features = _check_positive_int("in_features", in_features, allow_zero=True)
         out_features = _check_positive_int("out_features", out_features, allow_zero=True)
@@ -53,11 +55,11 @@ class Linear(Module):
         self.weight = Parameter(_uniform((out_features, in_features), bound, device, dtype))
         self.bias = Parameter(_uniform((out_features,), bound, device, dtype)) if bias else None
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         _check_tensor("Linear", x)
         return F.linear(x, self.weight, self.bias)   # (batch, T, in) is one (batch T, in) matrix there
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -87,8 +89,16 @@ class Embedding(Module):
             that is not a positive number.
     """
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 device=None, dtype="float32"):
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        device: str | None = None,
+        dtype: str = "float32",
+    ) -> None:
         super().__init__()
         _check_positive_int("num_embeddings", num_embeddings)
         _check_positive_int("embedding_dim", embedding_dim)
@@ -104,7 +114,7 @@ class Embedding(Module):
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
-    def forward(self, idx):
+    def forward(self, idx: Tensor) -> Tensor:
         if self.max_norm is not None:
             self._renorm(idx)
         return F.embedding(idx, self.weight, padding_idx=self.padding_idx)
@@ -122,7 +132,7 @@ class Embedding(Module):
             scale = where(norms > self.max_norm, self.max_norm / (norms + 1e-7), 1.0)
             self.weight[index] = rows * scale   # a repeated row gets the same value each time
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         max_norm = "" if self.max_norm is None else f", max_norm={self.max_norm}"
         return f"{self.num_embeddings}, {self.embedding_dim}{padding}{max_norm}"
@@ -137,17 +147,17 @@ class Dropout(Module):
         ValueError: for ``p`` outside [0, 1].
     """
 
-    def __init__(self, p=0.5, inplace=False):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         self.p = _check_probability(p, "Dropout: p")    # 0 and 1 too, as PyTorch (1: zeros)
         self.inplace = inplace
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
         return F.dropout(x, p=self.p, training=True, inplace=self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"p={self.p}" + (", inplace=True" if self.inplace else "")
 
 
@@ -155,16 +165,16 @@ class GELU(Module):
     """``x Φ(x)`` (Hendrycks & Gimpel, arXiv:1606.08415), exact (``approximate="none"``)
     or with the tanh approximation (``"tanh"``), as ``torch.nn.GELU``."""
 
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return F.gelu(x, approximate=self.approximate)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
 
 
@@ -172,7 +182,7 @@ class SiLU(Module):
     """``x σ(x)`` (Elfwing et al., arXiv:1702.03118, eq. 4), as ``torch.nn.SiLU``: the gate
     of :class:`~minitorch_attn.nn.SwiGLU`."""
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return F.silu(x)
 
 
@@ -186,8 +196,15 @@ class LayerNorm(Module):
         ValueError: for a bad ``normalized_shape`` or ``eps``.
     """
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
-                 dtype="float32"):
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...] | list[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device: str | None = None,
+        dtype: str = "float32",
+    ) -> None:
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = _check_eps(eps, "LayerNorm", dtype)
@@ -197,11 +214,11 @@ class LayerNorm(Module):
         has_bias = elementwise_affine and bias
         self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype)) if has_bias else None
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         _check_tensor("LayerNorm", x)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, eps=self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
@@ -217,18 +234,25 @@ class RMSNorm(Module):
         TypeError: for an ``elementwise_affine`` that is not a bool.
     """
 
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype="float32"):
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...] | list[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device: str | None = None,
+        dtype: str = "float32",
+    ) -> None:
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
         self.elementwise_affine = elementwise_affine = bool(elementwise_affine)   # by its truth, as PyTorch
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         _check_tensor("RMSNorm", x)
         return F.rms_norm(x, self.normalized_shape, self.weight, eps=self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 

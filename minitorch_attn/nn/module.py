@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from ..core.backend import backend_of, get_backend
 from ..core.factories import tensor
@@ -32,7 +33,7 @@ class Parameter(Tensor):
         TypeError: if ``data`` is not a floating-point Tensor.
     """
 
-    def __init__(self, data, requires_grad=True):
+    def __init__(self, data: Tensor, requires_grad: bool = True) -> None:
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter needs a Tensor, got {type(data).__name__}")
         super().__init__(data.data, requires_grad=requires_grad)
@@ -55,7 +56,11 @@ class Module(ModuleHookMethods):
             Dropout reads it.
     """
 
-    def __init__(self):
+    training: bool
+    _parameters: OrderedDict[str, Parameter]
+    _modules: OrderedDict[str, Module]
+
+    def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
@@ -77,28 +82,28 @@ class Module(ModuleHookMethods):
         self._modules.pop(name, None)
         object.__delattr__(self, name)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
             return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     # ---- walking the tree ---------------------------------------------------------------
-    def named_modules(self, prefix=""):
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """Yield ``(dotted name, module)`` for this module and every module below it."""
         yield prefix, self
         for name, child in self._modules.items():
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
-    def modules(self):
+    def modules(self) -> list[Module]:
         return [m for _, m in self.named_modules()]
 
-    def children(self):
+    def children(self) -> list[Module]:
         return list(self._modules.values())
 
-    def named_parameters(self):
+    def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
         """Yield ``(dotted name, Parameter)``, each shared parameter once (the first name
         wins: with tied weights ``lm_head.weight`` is ``token_embedding.weight``)."""
         seen = set()
@@ -115,15 +120,15 @@ class Module(ModuleHookMethods):
             for name, p in module._parameters.items():
                 yield (f"{prefix}.{name}" if prefix else name), p
 
-    def parameters(self):
+    def parameters(self) -> list[Parameter]:
         return [p for _, p in self.named_parameters()]
 
-    def num_parameters(self):
+    def num_parameters(self) -> int:
         """The number of learnable scalars (shared parameters counted once)."""
         return sum(p.numel() for p in self.parameters())
 
     # ---- modes and gradients ------------------------------------------------------------
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
         """Set ``training`` to ``mode`` in this module and every module below it; returns self.
 
         Raises:
@@ -136,16 +141,16 @@ class Module(ModuleHookMethods):
             object.__setattr__(module, "training", mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
         return self.train(False)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``grad = None``, PyTorch's default), or with
         ``set_to_none=False`` fill each with zeros in place."""
         for p in self.parameters():
             p.zero_grad(set_to_none)
 
-    def to(self, device):
+    def to(self, device: str) -> Module:
         """Move every parameter to ``device`` in place (the Parameter objects stay the
         same, so an optimizer made before still holds them); returns self."""
         backend = get_backend(device)
@@ -156,13 +161,13 @@ class Module(ModuleHookMethods):
         return self
 
     # ---- saving and loading -------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> OrderedDict[str, Tensor]:
         """An ordered ``{dotted name: Tensor}`` of every parameter (detached, sharing memory).
         A shared parameter is listed under each of its names, as PyTorch lists it (a GPT
         with tied weights has ``token_embedding.weight`` and ``lm_head.weight``, one array)."""
         return OrderedDict((name, p.detach()) for name, p in self._every_parameter_name())
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True) -> IncompatibleKeys:
         """Copy values into the parameters, on their device and in their dtype.
 
         Args:
@@ -205,7 +210,7 @@ class Module(ModuleHookMethods):
         return IncompatibleKeys(missing, unexpected)
 
     # ---- printing -------------------------------------------------------------------------
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return ""
 
     def __repr__(self):
@@ -218,7 +223,7 @@ class Module(ModuleHookMethods):
 
 
 @contextlib.contextmanager
-def in_eval_mode(module):
+def in_eval_mode(module: Module) -> Iterator[Module]:
     """``with in_eval_mode(model): ...`` runs the block with ``model.eval()`` (no dropout) and
     then puts back the mode the model had, ``model.train(previous)``, also when the block
     raises (an error, or Ctrl-C while sampling): a model left in eval mode would go on
@@ -240,12 +245,12 @@ def in_eval_mode(module):
 class ModuleList(Module):
     """A list of modules whose parameters are registered (a plain list would hide them)."""
 
-    def __init__(self, modules=()):
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
         super().__init__()
         for m in modules:
             self.append(m)
 
-    def append(self, module):
+    def append(self, module: Module) -> ModuleList:
         setattr(self, str(len(self._modules)), module)
         return self
 
@@ -262,10 +267,10 @@ class ModuleList(Module):
 class Sequential(ModuleList):
     """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``."""
 
-    def __init__(self, *modules):
+    def __init__(self, *modules: Module) -> None:
         super().__init__(modules)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         for m in self:
             x = m(x)
         return x

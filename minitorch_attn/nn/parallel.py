@@ -36,6 +36,7 @@ the same on every run.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from ..core import autograd
 from ..core.autograd import is_grad_enabled
@@ -90,14 +91,14 @@ class SplitBatch:
             write its ``.grad`` at once. Call ``loss.backward()`` on the whole batch then.
     """
 
-    def __init__(self, model, loss_fn):
+    def __init__(self, model: Module, loss_fn: Callable[..., Tensor]) -> None:
         if not isinstance(model, Module):
             raise TypeError(f"SplitBatch: expected a Module, got {type(model).__name__}")
         if not callable(loss_fn):
             raise TypeError(f"SplitBatch: loss_fn must be callable, got {type(loss_fn).__name__}")
         self.model, self.loss_fn = model, loss_fn
 
-    def parts(self, x):
+    def parts(self, x: Tensor) -> list[tuple[int, int]]:
         """The row bounds ``[(start, stop), ...]`` that :meth:`backward` of ``x`` uses now."""
         if not isinstance(x, Tensor) or x.ndim == 0:
             raise TypeError(f"SplitBatch: expected a batch Tensor with rows on its first axis, got {x!r:.80}")
@@ -108,7 +109,7 @@ class SplitBatch:
         bounds = [rows * i // count for i in range(count + 1)]
         return list(zip(bounds, bounds[1:]))
 
-    def backward(self, x, y=None):
+    def backward(self, x: Tensor, y: Tensor | None = None) -> float:
         """Accumulate the gradient of ``loss_fn(model, x, y)`` into the parameters'
         ``.grad`` (as ``backward()`` does: zero them first if you do not want a sum);
         return the loss as a float."""

@@ -4,12 +4,14 @@ blocks, :class:`TransformerEncoder`, :class:`GPT` (GPT-2's block, or LLaMA's wit
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..core.factories import arange, zeros
 from .. import functional as F
 from ..functional import causal_mask
 from .attention import KVCache, MultiHeadAttention
 from .layers import GELU, Dropout, Embedding, Linear, _make_norm, _normal
+from ..core.tensor import Tensor
 from .module import Module, ModuleList, Sequential, _check_positive_int, _check_tensor
 from .pretrained import load_pretrained
 
@@ -18,7 +20,7 @@ class FeedForward(Sequential):
     """The position-wise feed-forward network (arXiv:1706.03762, §3.3): ``Linear(d_model, d_ff)``,
     GELU, ``Linear(d_ff, d_model)``."""
 
-    def __init__(self, d_model, d_ff, approximate="none"):
+    def __init__(self, d_model: int, d_ff: int, approximate: str = "none") -> None:
         super().__init__(Linear(d_model, d_ff), GELU(approximate), Linear(d_ff, d_model))
 
 
@@ -46,7 +48,7 @@ class SwiGLU(Module):
         1. dx = da w1 + db w3,  dw1 = daᵀ x,  dw3 = dbᵀ x         (x feeds both: the two add up)
     """
 
-    def __init__(self, d_model, d_ff, bias=False):
+    def __init__(self, d_model: int, d_ff: int, bias: bool = False) -> None:
         super().__init__()
         # BEGIN SOLUTION 6.2
         self.w1 = Linear(d_model, d_ff, bias=bias)
@@ -54,13 +56,13 @@ class SwiGLU(Module):
         self.w2 = Linear(d_ff, d_model, bias=bias)
         # END SOLUTION
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         # BEGIN SOLUTION 6.2
         return self.w2(F.silu(self.w1(x)) * self.w3(x))                 # (..., d_ff) -> (..., d_model)
         # END SOLUTION
 
 
-def swiglu_width(d_model):
+def swiglu_width(d_model: int) -> int:
     """LLaMA's hidden width for a SwiGLU network: ``2/3 · 4 d_model``, rounded up to a multiple
     of 8 (arXiv:2302.13971 §2.2): the parameters of a GELU network of width ``4 d_model``."""
     # BEGIN SOLUTION 6.2
@@ -101,8 +103,19 @@ class TransformerEncoderBlock(Module):
     to :class:`MultiHeadAttention`. ``norm_eps``: the norms' epsilon (None: the norm's default).
     """
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
-                 activation="none", mlp="gelu", norm_eps=None, **attention_options):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = True,
+        norm: str = "layernorm",
+        activation: str = "none",
+        mlp: str = "gelu",
+        norm_eps: float | None = None,
+        **attention_options: Any,
+    ) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
@@ -110,7 +123,15 @@ class TransformerEncoderBlock(Module):
         self.ffn = _make_mlp(mlp, d_model, d_ff, activation)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
 
-    def forward(self, x, attn_mask=None, is_causal=False, need_weights=False, cache=None, layer_index=0):
+    def forward(
+        self,
+        x: Tensor,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+        layer_index: int = 0,
+    ) -> Tensor | tuple[Tensor, Tensor | None]:
         """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``. ``attn_mask``,
         ``is_causal``, ``cache`` and ``layer_index`` go to :meth:`MultiHeadAttention.forward`."""
         h = self.norm1(x) if self.norm_first else x
@@ -134,8 +155,17 @@ class TransformerDecoderBlock(Module):
     Shapes: ``x (batch, T, d_model)``, ``memory (batch, S, d_model)`` -> ``(batch, T, d_model)``.
     """
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=True, norm="layernorm",
-                 activation="none", **attention_options):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        norm_first: bool = True,
+        norm: str = "layernorm",
+        activation: str = "none",
+        **attention_options: Any,
+    ) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, **attention_options)
@@ -149,7 +179,7 @@ class TransformerDecoderBlock(Module):
             return x + dropout(branch(norm(x)))
         return norm(x + dropout(branch(x)))
 
-    def forward(self, x, memory, memory_mask=None, is_causal=True):
+    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, is_causal: bool = True) -> Tensor:
         """``memory_mask``: bool, broadcastable to ``(batch, heads, T, S)``, True where a
         target position may attend to a source position (e.g. not padding)."""
         x = self._residual(x, self.norm1, self.dropout1,
@@ -159,7 +189,7 @@ class TransformerDecoderBlock(Module):
         return self._residual(x, self.norm3, self.dropout3, self.ffn)
 
 
-def init_gpt2(model, num_layers):
+def init_gpt2(model: Module, num_layers: int) -> None:
     """GPT-2's initialization (Radford et al. 2019; as in nanoGPT): every Linear and
     Embedding weight ``~ N(0, 0.02)``, biases 0, norms 1 and 0, and the projections that
     end a residual branch (``W_o`` and the last feed-forward Linear, a SwiGLU's ``w2``) ``~ N(0, 0.02 /
@@ -193,8 +223,19 @@ class _SelfAttentionStack(Module):
       so attention sees relative positions and any length can be embedded.
     """
 
-    def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout=0.1,
-                 pos_encoding="learned", rope_base=10000.0, **block_options):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        num_layers: int,
+        max_seq_len: int,
+        dropout: float = 0.1,
+        pos_encoding: str = "learned",
+        rope_base: float = 10000.0,
+        **block_options: Any,
+    ) -> None:
         super().__init__()
         num_layers = _check_positive_int("num_layers", num_layers)
         max_seq_len = _check_positive_int("max_seq_len", max_seq_len)
@@ -242,7 +283,7 @@ class TransformerEncoder(_SelfAttentionStack):
             positions, or a token id is outside ``[0, vocab_size)``; an unknown ``pos_encoding``.
     """
 
-    def forward(self, idx, attn_mask=None):
+    def forward(self, idx: Tensor, attn_mask: Tensor | None = None) -> Tensor:
         """``attn_mask``: bool, broadcastable to ``(batch, heads, seq_len, seq_len)``, True = may attend."""
         x = self.embed(idx)
         for block in self.blocks:
@@ -288,10 +329,26 @@ class GPT(_SelfAttentionStack):
     (checkpoints store it).
     """
 
-    def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
-                 dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 attn_impl="naive", pos_encoding="learned", rope_base=10000.0, mlp="gelu", bias=False,
-                 norm_eps=None):
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 128,
+        num_heads: int = 4,
+        d_ff: int | None = None,
+        num_layers: int = 4,
+        max_seq_len: int = 128,
+        dropout: float = 0.0,
+        tie_weights: bool = True,
+        norm: str = "layernorm",
+        num_kv_heads: int | None = None,
+        fused_qkv: bool = True,
+        attn_impl: str = "naive",
+        pos_encoding: str = "learned",
+        rope_base: float = 10000.0,
+        mlp: str = "gelu",
+        bias: bool = False,
+        norm_eps: float | None = None,
+    ) -> None:
         if mlp not in MLPS:
             raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
         if d_ff is None:
@@ -317,7 +374,9 @@ class GPT(_SelfAttentionStack):
         else:
             self.lm_head.weight.data = _normal((vocab_size, d_model), 0.02, None, "float32").data
 
-    def forward(self, idx, cache=None, need_weights=False):
+    def forward(
+        self, idx: Tensor, cache: KVCache | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor | None]]:
         """Next-token logits for every position.
 
         Args:
@@ -365,7 +424,7 @@ class GPT(_SelfAttentionStack):
         """
         return load_pretrained(cls, folder, device=device, attn_impl=attn_impl)
 
-    def new_cache(self):
+    def new_cache(self) -> KVCache:
         """An empty :class:`KVCache` for incremental generation: with rotary positions it
         slides (keeps the last window), with learned ones it ends at ``max_seq_len``."""
         if self.pos_encoding == "rope":

@@ -118,7 +118,7 @@ RECORDS = register(__name__, [
                                                            d.randn(3), d.randn(3)], edges=ONE),
             Sample("layer_norm (empty batch)", lambda d: [d.randn(0, 4), 4, d.randn(4), d.randn(4)], edges=EMPTY),
             Sample("layer_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0), d.randn(0)], edges=EMPTY)),
-           "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16): dx = rstd (ĝ - mean(ĝ) - x̂ mean(ĝ x̂)), ĝ = g w",
+           "Ba et al. 2016 (arXiv:1607.06450, eq. 15-16); the derivation is in LayerNorm's docstring",
            ref=np_layer_norm, ref_backward=np_layer_norm_backward, torch_ref=torch_layer_norm, task="3.1", n_ops=64,
            differentiable_in=("input", "weight", "bias"), not_differentiable_in=(),
            one_input=OneInput(lambda x: F.layer_norm(x, (3,)), lambda torch,
@@ -132,7 +132,7 @@ RECORDS = register(__name__, [
                    kwargs=dict(eps=1e-6), edges=ONE),   # eps=None is finfo(dtype).eps: not one value for float32 and 64
             Sample("rms_norm (empty batch)", lambda d: [d.randn(2, 0, 4), 4, d.randn(4)], edges=EMPTY),
             Sample("rms_norm (0 features)", lambda d: [d.randn(3, 0), 0, d.randn(0)], edges=EMPTY)),
-           "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4): dx = rstd (ĝ - x̂ mean(ĝ x̂)), ĝ = g w",
+           "Zhang & Sennrich 2019 (arXiv:1910.07467, eq. 4); the derivation is in RMSNorm's docstring",
            ref=np_rms_norm, ref_backward=np_rms_norm_backward, torch_ref=torch_rms_norm, task="3.2", n_ops=64,
            differentiable_in=("input", "weight"),
            one_input=OneInput(lambda x: F.rms_norm(x, (3,)), lambda torch, x: torch.nn.functional.rms_norm(x, (3,)),

@@ -38,7 +38,7 @@ _M_MMAP_MAX = -4
 
 
 @functools.cache
-def keep_freed_memory():
+def keep_freed_memory() -> bool:
     """Ask glibc to keep freed blocks for reuse instead of returning them to the operating
     system (the process then holds about its peak memory; see the module's text). Returns
     True if it did so, False where the C library is not glibc (then nothing changes).

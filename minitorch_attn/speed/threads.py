@@ -62,7 +62,7 @@ def available_cores():
     return os.cpu_count() or 1
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Use ``n`` threads on the CPU from now on (as ``torch.set_num_threads``): BLAS runs
     ``n`` threads outside our own pools, the pool (a training step's parts of the batch,
     the optimizer, flash attention, large normalizations and activations) has ``n``
@@ -89,7 +89,7 @@ def set_num_threads(n):
     _requested = n
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The threads the library uses on the CPU (the size of the pool, :mod:`.pool`):
     the number given to :func:`set_num_threads`, else, inside a repetition run by
     :class:`FastestThreads`, the count it runs that repetition with, else one per

@@ -242,6 +242,8 @@ def test_task_4_3_heads_are_split_repeated_and_merged_as_a_numpy_reference(stude
     x, kv = rng.standard_normal((batch, length, d_model)), rng.standard_normal((batch, length, kv_heads * d_k))
     expect_close(mha._split_heads(leaf(student, x), heads), split(x, heads),
                  what=what.format("_split_heads", x.shape), n_ops=0)
+    expect_close(mha._split_heads(leaf(student, kv), kv_heads), split(kv, kv_heads),   # keys and values: h_kv heads
+                 what=what.format("_split_heads of keys", kv.shape), n_ops=0)
     expect_close(mha._repeat_kv(leaf(student, split(kv, kv_heads))), np.repeat(split(kv, kv_heads), group, axis=1),
                  what=what.format("_repeat_kv", (batch, kv_heads, length, d_k)), n_ops=0)
     out = rng.standard_normal((batch, heads, length, d_k))
