@@ -476,6 +476,15 @@ def _candidates(target, module_name, class_name):
             yield importlib.import_module(f"{base}.{target}")
         except ImportError:
             pass
+        if rest:   # a sibling module's member: ``checkpoint.load`` in minitorch_attn.app.sampling
+            try:
+                obj = importlib.import_module(f"{base}.{first}")
+            except ImportError:
+                continue
+            for attr in rest.split("."):
+                obj = getattr(obj, attr, None)
+            if obj is not None:
+                yield obj
     try:
         yield importlib.import_module(target)
     except ImportError:

@@ -1,6 +1,6 @@
 """Backward at a glance: every op of the catalogue, its forward and its backward rule, one line each.
 
-The rules are the records' own (:attr:`~.record.OpInfo.forward`, :attr:`~.record.OpInfo.backward`),
+The rules are the records' own (``forward`` and ``backward`` of each :class:`~.record.OpInfo`),
 so this page is written from the catalogue and cannot drift from it, after tinygrad's
 ``gradient.py`` (every derivative of the engine on one screen). Notation: ``g`` is the
 upstream gradient (``grad_output``), ``y`` the output, ``unbroadcast`` the sum over the axes

@@ -251,13 +251,13 @@ class OpInfo:
         no_empty: why it has no sample with an empty dimension, where it has none.
         one_input: its :class:`OneInput` call, for every record of a public ``mt.`` or ``F.``
             function (one per function).
-        forward, backward: the op and its backward rule, one line each, in the notation of the
-            "backward at a glance" page (:mod:`.glance`): ``g`` the upstream gradient, ``y`` the
-            output, ``unbroadcast`` the sum over broadcast axes (``"y = e^x"``, ``"dx = g y"``).
-            Every record has both (a test says so). A backward rule that is a homework task's
-            answer is a constant in the task's ``# BEGIN REFERENCE`` region, so a student tree
-            of that task holds a stand-in there (:mod:`.held_back`) and the page says
-            "(task 2.1)" in its place.
+        forward: the op in one line, in the notation of the "backward at a glance" page
+            (:mod:`.glance`): ``y`` the output (``"y = e^x"``).
+        backward: its backward rule in one line: ``g`` the upstream gradient, ``unbroadcast``
+            the sum over broadcast axes (``"dx = g y"``). Every record has both (a test says
+            so). A rule that is a homework task's answer is a constant in the task's
+            ``# BEGIN REFERENCE`` region, so a student tree of that task holds a stand-in there
+            (:mod:`.held_back`) and the page says "(task 2.1)" in its place.
     """
 
     name: str
