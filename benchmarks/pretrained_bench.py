@@ -17,7 +17,7 @@ its own, so neither's memory counts against the other:
 
 Printed per side: the load's wall time, the forward's median time over ``--repeats`` runs
 after one warm-up, and the process's peak resident memory above what it held after its
-imports (``ru_maxrss``: everything the process touched, the array library's and Python's),
+imports (``VmHWM``: everything the process touched, the array library's and Python's),
 once after loading and once after the forwards; and the largest difference between the two
 sides' logits. Needs the ``hf`` extra and PyTorch.
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -44,8 +43,14 @@ def resident_mb():
 
 
 def peak_mb():
-    """The peak resident memory of this process so far, in MiB (``ru_maxrss`` is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """The peak resident memory of this process so far, in MiB: ``VmHWM`` of
+    ``/proc/self/status`` (Linux). Not ``ru_maxrss``, which a process started by another
+    inherits from it across ``exec`` (the parent that made the folder holds ~900 MiB)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise OSError("no VmHWM in /proc/self/status")
 
 
 def child(side, folder, batch, seq_len, repeats, threads, logits_path):

@@ -17,7 +17,8 @@
     python demos/16_pretrained.py [--pretrained FOLDER] [--device cpu|cuda] [--quick] [--seed N] [--out DIR]
 
 1. The model: with --pretrained FOLDER, a Hugging Face GPT-2 (or Llama) folder with its
-   tokenizer.json (``huggingface-cli download gpt2 --local-dir gpt2``, or a snapshot in
+   tokenizer.json (``huggingface-cli download gpt2 --include "*.json" model.safetensors
+   --local-dir gpt2``, or a snapshot in
    ``~/.cache/huggingface/hub/models--gpt2/snapshots/<hash>/``), loaded by
    ``GPT.from_pretrained``. Without it, a GPT-2-shaped model (biases, LayerNorm, tanh GELU,
    learned positions) with random weights, and the words of the sentence as its tokens: the
@@ -108,7 +109,8 @@ def main(argv=None):
           f"{model.num_parameters():,} parameters")
     if not pretrained:
         print("   no --pretrained folder: these weights are random, so the numbers below only show the code "
-              "path. For the real test pass a GPT-2 folder: huggingface-cli download gpt2 --local-dir gpt2, "
+              "path. For the real test pass a GPT-2 folder: huggingface-cli download gpt2 --include "
+              "'*.json' model.safetensors --local-dir gpt2, "
               "then --pretrained gpt2")
 
     it = positions_of("it", spans, SENTENCE.index("because"))[-1]   # the last token of "it" asks
