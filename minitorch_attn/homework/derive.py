@@ -12,7 +12,8 @@ A docstring (or comment, or Markdown file) marks a derivation with two lines of 
 guided mode (the default) :func:`show` removes the marker lines and keeps the rest; in derive
 mode :func:`hide` replaces each region of a task handed out by one line asking the student to
 derive it, with the region's hints (``.. hint <task>: text``, a teacher's choice) kept as
-``Hint: text`` lines. Regions of earlier assignments (solved code) are shown.
+``Hint: text`` lines, and the task's ``hints`` of the manifest after its first region.
+Regions of earlier assignments (solved code) are shown.
 
 ``homework make --hide-derivations`` also writes ``derivations/task_<id>.md`` for each task
 of the assignment (:func:`sheet`): a Markdown sheet with math that the student fills in and
@@ -56,11 +57,12 @@ def _regions(text, path):
     return found
 
 
-def _rewrite(text, path, hidden):
+def _rewrite(text, path, hidden, hints=None):
     """``text`` with the marker lines gone, and each region of a task in ``hidden`` replaced
-    by the request to derive it and its hints."""
+    by the request to derive it and its hints (the region's own, and at the first region of
+    the task in the text, ``hints[task]``: the manifest's)."""
     lines = text.splitlines()
-    out, cursor = [], 0
+    out, cursor, hinted = [], 0, set()
     for begin, end, task, indent in _regions(text, path):
         out.extend(lines[cursor:begin])
         body = lines[begin + 1:end]
@@ -68,6 +70,9 @@ def _rewrite(text, path, hidden):
             out.append(f"{indent}Derive this backward yourself (task {task}) and write the derivation in "
                        f"derivations/task_{task.replace('.', '_')}.md.")
             out += [f"{m['indent']}Hint: {m['text']}" for m in map(HINT.match, body) if m]
+            if task not in hinted:
+                out += [f"{indent}Hint: {hint}" for hint in (hints or {}).get(task, [])]
+                hinted.add(task)
         else:
             out += [line for line in body if not HINT.match(line)]
         cursor = end + 1
@@ -80,9 +85,10 @@ def show(text, path="<text>"):
     return _rewrite(text, path, set())
 
 
-def hide(text, tasks, path="<text>"):
-    """The derive-mode text: the derivations of ``tasks`` replaced (see the module docstring)."""
-    return _rewrite(text, path, set(tasks))
+def hide(text, tasks, path="<text>", hints=None):
+    """The derive-mode text: the derivations of ``tasks`` replaced (see the module docstring);
+    ``hints``: ``{task id: [hint, ...]}`` (the manifest's ``hints`` of each task)."""
+    return _rewrite(text, path, set(tasks), hints)
 
 
 def sheet(task, places):
