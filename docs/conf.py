@@ -12,6 +12,7 @@ notebooks are generated from the code at build time by ``docs/_ext/catalogue.py`
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -91,7 +92,16 @@ html_last_updated_fmt = None
 html_show_search_summary = False
 
 
+def _without_derivation_markers(app, what, name, obj, options, lines):
+    """The site is the solution manual: it shows every derivation, without the marker and
+    hint lines of the derive mode (minitorch_attn/homework/derive.py), which need no blank
+    line around them in a docstring."""
+    marker = re.compile(r"\s*\.\. (derivation \S+ begin|derivation end|hint \S+:)")
+    lines[:] = [line for line in lines if not marker.match(line)]
+
+
 def setup(app):
+    app.connect("autodoc-process-docstring", _without_derivation_markers)
     # sphinx-mathjax-offline sets its own mathjax_path (CHTML output, which loads web fonts);
     # after every extension's setup, ours applies: SVG output, no font to fetch
     app.connect("config-inited", lambda app, config: setattr(config, "mathjax_path", mathjax_path))

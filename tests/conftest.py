@@ -128,7 +128,7 @@ def expect_close(ours, expected, *, what, n_ops=8, dtype="float64", rtol=None, a
     if wrong.any():
         worst = np.unravel_index(int(np.argmax(error)), error.shape) if error.ndim else ()
         raise AssertionError(
-            f"{what}: {int(wrong.sum())} of {wrong.size} elements differ; worst at {tuple(int(i) for i in worst)}: "
+            f"{what}: {int(wrong.sum())} of {wrong.size} elements wrong; worst at {tuple(int(i) for i in worst)}: "
             f"yours {got[worst]:.10g}, expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
 
 

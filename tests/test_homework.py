@@ -545,6 +545,8 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
         assert test["status"] == ("failed" if broken else "passed") and test["score"] == test["max_score"] * (not broken)
     graded = next(t for t in results["tests"] if t["name"].startswith("Task 3.2:"))
     assert graded["score"] == 0 and len(graded["output"]) > 300
+    # the probes name the mistake (signatures.json ships in the zip, held out of the student's copies)
+    assert "The probes of this task name the mistake: rms_norm backward without the x̂ term." in graded["output"]
     assert re.search(r"rms_norm \(weight\) gradient of input 0, inputs \(3, 6\), \(6,\) float64, drawn for this "
                      r"submission: \d+ of 18 elements wrong; worst at \(\d+, \d+\): yours", graded["output"])
     assert re.search(r"rms_norm over normalized_shape \(.*\) \((with|no) weight\) gradient of x, input \(2, 3, 4, 2\) "

@@ -71,14 +71,7 @@ class LogSumExp(Function):
         3. lse = m + log s                        (log 0 = -inf for an empty or all -inf row)
 
     .. derivation 2.1 begin
-    Backward. ``m`` cancels (``lse`` is the same function of ``x`` for every shift), so
-
-    .. math::
-
-        \frac{\partial\,\mathrm{lse}}{\partial x_j} = \frac{e^{x_j}}{\sum_i e^{x_i}}
-            = e^{x_j - \mathrm{lse}} = \mathrm{softmax}(x)_j
-
-    and 3-1: :math:`dx_j = g\,e^{x_j - \mathrm{lse}}`.
+    Backward (3-1, ``m`` cancels): :math:`dx_j = g\,e^{x_j}/\sum_i e^{x_i} = g\,\mathrm{softmax}(x)_j`.
     .. derivation end
 
     An entry ``-inf`` gets gradient ``exp(-inf) = 0`` while its row has a finite entry.
@@ -148,17 +141,12 @@ def _cast_first(x, dtype, what):
 class Softmax(Function):
     r"""``p = softmax(x) = exp(x - lse(x))`` along ``dim`` (Bridle 1990).
 
-    Forward::
+    Forward (its backward returns ``dx``, of ``x``'s shape, from ``g`` and the saved ``p``, never dividing by ``p``)::
 
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. p = exp(z - lse_z)                              (= exp(x - lse(x)))
 
-    Backward: ``dx``, the gradient of the loss with respect to ``x`` (its shape), from the
-    upstream gradient ``g`` and the ``p`` that the forward saved; it must never divide by ``p``.
-
     .. derivation 2.1 begin
-    .. hint 2.1: find ∂lse/∂x_j first, then the Jacobian ∂p_i/∂x_j.
-    .. hint 2.1: for x = [0, -inf], p = [1, 0]: what must dx be at the second entry?
     Backward. Differentiate :math:`p_i = \exp(x_i - \mathrm{lse})`, with
     :math:`\partial\,\mathrm{lse}/\partial x_j = \exp(x_j - \mathrm{lse}) = p_j`:
 
@@ -204,16 +192,12 @@ class Softmax(Function):
 class LogSoftmax(Function):
     r"""``y = log_softmax(x) = x - lse(x)`` along ``dim``.
 
-    Forward::
+    Forward (its backward returns ``dx``, of ``x``'s shape, from ``g`` and the saved ``p = softmax(x) = e^y``)::
 
         1. z = x - max(x),  lse_z = log Σ_j exp(z_j)      (see _shifted_logsumexp)
         2. y = z - lse_z                                   (= x - lse(x))
 
-    Backward: ``dx``, the gradient of the loss with respect to ``x`` (its shape), from the
-    upstream gradient ``g`` and ``p = softmax(x) = e^y``, which the forward saves.
-
     .. derivation 2.2 begin
-    .. hint 2.2: y_i = x_i - lse(x); you found ∂lse/∂x_j for softmax.
     Backward (2-1), with :math:`p = \mathrm{softmax}(x) = e^y` (saved by the forward) and
     :math:`\partial\,\mathrm{lse}/\partial x_j = p_j`:
 
@@ -307,12 +291,8 @@ class CrossEntropy(Function):
         3. reduce: sum_i loss_i;  mean = Σ_i loss_i / Σ_i w_{t_i} over the rows not
            ignored;  or none (loss_i itself)
 
-    Backward: the gradient of the loss with respect to the logits ``(M, C)`` (None for the
-    targets and the weights), from the upstream gradient ``g`` (a number, or ``(M,)`` for
-    ``reduction="none"``) and the ``logp`` and ``r`` that the forward saves.
-
+    Backward: the gradient of the logits (None for target and weight) from ``g`` and the saved ``logp`` and ``r``.
     .. derivation 2.3 begin
-    .. hint 2.3: write loss_i with r_i, and use the log-softmax Jacobian of task 2.2.
     This is PyTorch's ``(1-ε) nll + ε/C · Σ_c w_c (-logp_c)``: expanding ``r`` gives
     ``-(1-ε) w_t logp_t - (ε/C) Σ_c w_c logp_c``, the weighted ``nll`` plus the smoothing
     term. Written as ``-Σ_c r_c logp_c`` its gradient is one line. With
@@ -328,7 +308,6 @@ class CrossEntropy(Function):
     smoothed one-hot. Step 3 multiplies row ``i`` by :math:`g` (sum),
     :math:`g / \sum_i w_{t_i}` (mean) or :math:`g_i` (none), ``g`` the ``grad_output``.
     .. derivation end
-
     An ignored row has ``r_i = 0``, so it adds nothing to the loss or the gradient; its logits
     are replaced by zeros first, so that not even ``-inf`` logits (padding) can turn that
     nothing into ``0 · inf = NaN``. Likewise a term with ``r_c = 0`` is selected away rather
@@ -391,7 +370,7 @@ class SoftCrossEntropy(Function):
         1. logp_i = log_softmax(logits_i)                    (see _shifted_logsumexp)
         2. r_ic   = w_c ((1-ε) t_ic + ε/C);   loss_i = -Σ_c r_ic logp_ic
         3. reduce: sum_i loss_i;  mean = Σ_i loss_i / M (the number of rows, not the
-           weights: PyTorch's rule for probability targets);  or none
+           weights: PyTorch's rule for probability targets);  or none.  0 log 0 = 0 (PyTorch: NaN).
 
     .. derivation 2.3 begin
     Backward. As :class:`CrossEntropy`'s step 2-1, with this ``r``, and the targets too
@@ -405,7 +384,6 @@ class SoftCrossEntropy(Function):
 
     3-1: times :math:`g` (sum), :math:`g / M` (mean) or :math:`g_i` (none).
     .. derivation end
-    0 log 0 = 0 (PyTorch: NaN).
     """
 
     @staticmethod

@@ -12,7 +12,8 @@ A docstring (or comment, or Markdown file) marks a derivation with two lines of 
 guided mode (the default) :func:`show` removes the marker lines and keeps the rest; in derive
 mode :func:`hide` replaces each region of a task handed out by one line asking the student to
 derive it, with the region's hints (``.. hint <task>: text``, a teacher's choice) kept as
-``Hint: text`` lines. Regions of earlier assignments (solved code) are shown.
+``Hint: text`` lines, and the task's ``hints`` of the manifest after its first region.
+Regions of earlier assignments (solved code) are shown.
 
 ``homework make --hide-derivations`` also writes ``derivations/task_<id>.md`` for each task
 of the assignment (:func:`sheet`): a Markdown sheet with math that the student fills in and
@@ -56,18 +57,24 @@ def _regions(text, path):
     return found
 
 
-def _rewrite(text, path, hidden):
+def _rewrite(text, path, hidden, hints=None):
     """``text`` with the marker lines gone, and each region of a task in ``hidden`` replaced
-    by the request to derive it and its hints."""
+    by the request to derive it and its hints (the region's own, and at the first region of
+    the task in the text, ``hints[task]``: the manifest's)."""
     lines = text.splitlines()
-    out, cursor = [], 0
+    out, cursor, hinted = [], 0, set()
     for begin, end, task, indent in _regions(text, path):
         out.extend(lines[cursor:begin])
-        body = lines[begin + 1:end]
+        body = lines[begin + 1 : end]
         if task in hidden:
-            out.append(f"{indent}Derive this backward yourself (task {task}) and write the derivation in "
-                       f"derivations/task_{task.replace('.', '_')}.md.")
+            out.append(
+                f"{indent}Derive this backward yourself (task {task}) and write the derivation in "
+                f"derivations/task_{task.replace('.', '_')}.md."
+            )
             out += [f"{m['indent']}Hint: {m['text']}" for m in map(HINT.match, body) if m]
+            if task not in hinted:
+                out += [f"{indent}Hint: {hint}" for hint in (hints or {}).get(task, [])]
+                hinted.add(task)
         else:
             out += [line for line in body if not HINT.match(line)]
         cursor = end + 1
@@ -80,21 +87,30 @@ def show(text, path="<text>"):
     return _rewrite(text, path, set())
 
 
-def hide(text, tasks, path="<text>"):
-    """The derive-mode text: the derivations of ``tasks`` replaced (see the module docstring)."""
-    return _rewrite(text, path, set(tasks))
+def hide(text, tasks, path="<text>", hints=None):
+    """The derive-mode text: the derivations of ``tasks`` replaced (see the module docstring);
+    ``hints``: ``{task id: [hint, ...]}`` (the manifest's ``hints`` of each task)."""
+    return _rewrite(text, path, set(tasks), hints)
 
 
 def sheet(task, places):
     """The Markdown derivation sheet of a manifest ``task`` (``places``: where its code is)."""
-    questions = task.get("derive") or ["Derive the gradient of the loss with respect to each input of the forward, "
-                                       "step by step, from the forward's numbered lines (undo them in reverse)."]
-    lines = [f"# Derivation of task {task['id']}: {task['title']}", "",
-             "Hand this sheet in with your code. Write math between dollar signs (`$...$`, `$$...$$`).",
-             "", "Where the code goes: " + ", ".join(places), "",
-             "Start from the forward (its numbered steps are in the docstring) and the upstream gradient "
-             "$g = \\partial L / \\partial y$. Say which forward step each line of your backward undoes, "
-             "and check your result with `python -m gradcheck` and the task's tests.", ""]
+    questions = task.get("derive") or [
+        "Derive the gradient of the loss with respect to each input of the forward, "
+        "step by step, from the forward's numbered lines (undo them in reverse)."
+    ]
+    lines = [
+        f"# Derivation of task {task['id']}: {task['title']}",
+        "",
+        "Hand this sheet in with your code. Write math between dollar signs (`$...$`, `$$...$$`).",
+        "",
+        "Where the code goes: " + ", ".join(places),
+        "",
+        "Start from the forward (its numbered steps are in the docstring) and the upstream gradient "
+        "$g = \\partial L / \\partial y$. Say which forward step each line of your backward undoes, "
+        "and check your result with `python -m gradcheck` and the task's tests.",
+        "",
+    ]
     for number, question in enumerate(questions, 1):
         lines += [f"## {number}. {question}", "", "$$", "", "$$", ""]
     return "\n".join(lines)
@@ -124,7 +140,7 @@ def leaks(root, fingerprints):
     return found
 
 
-MODE_FILE = "minitorch_attn/homework/derive_mode.txt"   # in an autograder zip of the derive mode
+MODE_FILE = "minitorch_attn/homework/derive_mode.txt"  # in an autograder zip of the derive mode
 
 
 def sheet_name(task_id):
@@ -146,18 +162,25 @@ def sheet_notes(submission_path, tasks):
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 name = pathlib.PurePosixPath(info.filename).name
-                if name.startswith("task_") and name.endswith(".md") and info.file_size < 2 ** 20:
+                if name.startswith("task_") and name.endswith(".md") and info.file_size < 2**20:
                     found.setdefault(name, archive.read(info).decode(errors="replace"))
     notes = {}
     for task in tasks:
         text = found.get(sheet_name(task["id"]))
         if text is None:
-            notes[task["id"]] = (f"Derivation sheet derivations/{sheet_name(task['id'])}: not handed in "
-                                 f"(your teacher grades the derivations).")
+            notes[task["id"]] = (
+                f"Derivation sheet derivations/{sheet_name(task['id'])}: not handed in "
+                f"(your teacher grades the derivations)."
+            )
         else:
             blank = {line.strip() for line in sheet(task, []).splitlines()}
-            written = [line for line in text.splitlines() if line.strip() and line.strip() not in blank
-                       and not line.startswith("Where the code goes")]
-            notes[task["id"]] = (f"Derivation sheet derivations/{sheet_name(task['id'])}: handed in, "
-                                 f"{len(written)} line(s) written (your teacher grades the derivations).")
+            written = [
+                line
+                for line in text.splitlines()
+                if line.strip() and line.strip() not in blank and not line.startswith("Where the code goes")
+            ]
+            notes[task["id"]] = (
+                f"Derivation sheet derivations/{sheet_name(task['id'])}: handed in, "
+                f"{len(written)} line(s) written (your teacher grades the derivations)."
+            )
     return notes

@@ -60,6 +60,7 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
     later = [a for a in manifest["assignments"] if a["number"] > number]
     stub_tasks = {t["id"] for a in [chosen, *later] for t in a["tasks"]}
     titles = {t["id"]: t["title"] for a in manifest["assignments"] for t in a["tasks"]}
+    hints = {t["id"]: t.get("hints", []) for a in manifest["assignments"] for t in a["tasks"]}
     left_out = {pathlib.Path(p) for a in later for p in a.get("test_files", [])}
     left_out |= {pathlib.Path(p) for p in manifest.get("held_out", [])}
     if hide_derivations:   # files that give a backward formula in code (a demo's NumPy reference)
@@ -79,9 +80,9 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
                     relative = path.relative_to(project_root)
                     if path.is_dir() or "__pycache__" in relative.parts or _is_left_out(relative, left_out):
                         continue
-                    _write(path, relative, building, stub_tasks, titles, hide_derivations)
+                    _write(path, relative, building, stub_tasks, titles, hide_derivations, hints)
             elif source.is_file():
-                _write(source, pathlib.Path(name), building, stub_tasks, titles, hide_derivations)
+                _write(source, pathlib.Path(name), building, stub_tasks, titles, hide_derivations, hints)
 
         regions = markers.all_regions(project_root / "minitorch_attn")
         readme = student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_derivations)
@@ -128,9 +129,10 @@ def _is_left_out(relative, left_out):
     return any(relative == p or p in relative.parents for p in left_out)
 
 
-def _write(source, relative, out_dir, stub_tasks, titles, hide_derivations=False):
+def _write(source, relative, out_dir, stub_tasks, titles, hide_derivations=False, hints=None):
     """Copy one file; library sources lose their solutions on the way, and every text file's
-    derivations are shown or (``hide_derivations``) hidden (:mod:`.derive`)."""
+    derivations are shown or (``hide_derivations``) hidden (:mod:`.derive`; ``hints``: the
+    manifest's hints of each task)."""
     target = out_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     if relative.suffix not in derive.TEXT_SUFFIXES or relative.parts[:2] == ("minitorch_attn", "homework"):
@@ -139,7 +141,7 @@ def _write(source, relative, out_dir, stub_tasks, titles, hide_derivations=False
     text = source.read_text()
     if relative.parts[0] == "minitorch_attn" and relative.suffix == ".py":
         text = markers.hold_back(markers.strip_solutions(text, source, stub_tasks, titles), source, stub_tasks)
-    target.write_text(derive.hide(text, stub_tasks, source) if hide_derivations else derive.show(text, source))
+    target.write_text(derive.hide(text, stub_tasks, source, hints) if hide_derivations else derive.show(text, source))
     shutil.copymode(source, target)
 
 
@@ -171,8 +173,8 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_der
         "",
         "Each task is a `raise NotImplementedError(\"Task ...\")` between two lines",
         "`# BEGIN SOLUTION <task>` and `# END SOLUTION` in the library. The docstring around it",
-        "says what to compute" + (" and what the backward returns; you derive the backward pass" if hide_derivations
-                                  else " and derives the backward pass") + "; replace the `raise` with your code,",
+        ("says what to compute and what the backward returns (you derive the backward pass);" if hide_derivations
+         else "says what to compute and derives the backward pass;") + " replace the `raise` with your code,",
         "**between the two SOLUTION lines**, and keep those lines: only the code between them is",
         "graded (a helper you need goes there too). Run a task's tests with the command under",
         "it, and every gradient check with `python -m gradcheck`. The catalogue's own answers for",

@@ -29,8 +29,8 @@ import re
 PROBES_FILE = "tests/instructor/test_probes.py"
 TAG = re.compile(r"\[probe (\S+): c = (-?[0-9.eE+-]+)\]")
 
-FILE = "minitorch_attn/homework/signatures.json"   # held out of student trees (the names say the formulas)
-TOLERANCE = 0.01   # of a coefficient, relative to max(1, |c|)
+FILE = "minitorch_attn/homework/signatures.json"  # held out of student trees (the names say the formulas)
+TOLERANCE = 0.01  # of a coefficient, relative to max(1, |c|)
 
 
 def load(root):
@@ -45,11 +45,14 @@ def load(root):
         return {}, ()
     data = json.loads(path.read_text())
     try:
-        return ({e["mistake"]: (e["task"], {p: float(c) for p, c in e["probes"].items()}) for e in data["signatures"]},
-                tuple(data.get("not_probed", ())))
+        return (
+            {e["mistake"]: (e["task"], {p: float(c) for p, c in e["probes"].items()}) for e in data["signatures"]},
+            tuple(data.get("not_probed", ())),
+        )
     except (KeyError, TypeError, AttributeError, ValueError):
-        raise ValueError(f"{path} is not a signatures file (expected {{'signatures': [{{mistake, task, probes}}]}})") \
-            from None
+        raise ValueError(
+            f"{path} is not a signatures file (expected {{'signatures': [{{mistake, task, probes}}]}})"
+        ) from None
 
 
 def observed(checks):
@@ -76,9 +79,13 @@ def diagnose(signatures, task_id, checks, problem=None):
     seen = None if problem else observed(checks)
     if not seen:
         return None
-    hits = [name for name, (task, signature) in signatures.items()
-            if task == task_id and set(signature) == set(seen)
-            and all(abs(seen[p] - c) <= TOLERANCE * max(1.0, abs(c)) for p, c in signature.items())]
+    hits = [
+        name
+        for name, (task, signature) in signatures.items()
+        if task == task_id
+        and set(signature) == set(seen)
+        and all(abs(seen[p] - c) <= TOLERANCE * max(1.0, abs(c)) for p, c in signature.items())
+    ]
     return hits[0] if len(hits) == 1 else None
 
 

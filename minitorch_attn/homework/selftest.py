@@ -41,8 +41,8 @@ import tempfile
 import time
 import unicodedata
 
-from . import markers, probes
 from ..atomic import write_atomically
+from . import markers, probes
 from .grade import Grader, task_limits
 from .make import make
 from .submission import Submission
@@ -158,7 +158,7 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_d
     print("\n" + accuracy_table(table, markdown=False, not_probed=grader.not_probed), file=file)
     if wrong:
         ok = False
-        for number, name, task, want, got in wrong:
+        for _, name, task, want, got in wrong:
             print(f"FAIL: {name} (task {task}) was diagnosed as {got or 'none'}, expected {want or 'none'}", file=file)
     if accuracy:
         write_atomically(accuracy, accuracy_table(table, markdown=True, not_probed=grader.not_probed).encode())
@@ -177,7 +177,7 @@ def accuracy_table(table, markdown, not_probed=()):
     ``not_probed``: the wrong backward terms that no probe isolates yet."""
     mutant_rows = [r for r in table if _clean_kind(r[1]) is None]
     clean = {}
-    for number, name, task, want, got in table:
+    for number, name, _, _, got in table:
         if _clean_kind(name):
             kind = _clean_kind(name)
             counts = clean.setdefault((number, kind), [0, 0])

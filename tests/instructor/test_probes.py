@@ -45,7 +45,7 @@ from tests.instructor.expect import backward_of_task, host, leaf, our_leaf, soft
 
 pytestmark = pytest.mark.instructor
 
-EXPLAINED = 1e-6   # the part of a difference a multiple of the isolated term leaves, relative to the difference
+EXPLAINED = 1e-6  # the part of a difference a multiple of the isolated term leaves, relative to the difference
 
 
 def probe(probe_id, ours, expected, term, what):
@@ -63,17 +63,23 @@ def probe(probe_id, ours, expected, term, what):
     if np.all(np.isfinite(error)) and np.max(np.abs(error), initial=0.0) <= tolerance:
         return
     worst = np.unravel_index(int(np.argmax(np.where(np.isfinite(error), np.abs(error), np.inf))), error.shape)
-    message = (f"probe {probe_id}, {what}: worst at {tuple(int(i) for i in worst)}: yours {got[worst]:.10g}, "
-               f"expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
+    message = (
+        f"probe {probe_id}, {what}: worst at {tuple(int(i) for i in worst)}: yours {got[worst]:.10g}, "
+        f"expected {expected[worst]:.10g} (tolerance {tolerance:.3g})"
+    )
     terms = term if isinstance(term, dict) else {"": term}
-    basis = np.stack([np.broadcast_to(np.asarray(a, dtype=np.float64), error.shape).ravel() for a in terms.values()],
-                     axis=1)
+    basis = np.stack(
+        [np.broadcast_to(np.asarray(a, dtype=np.float64), error.shape).ravel() for a in terms.values()], axis=1
+    )
     if np.all(np.isfinite(error)) and np.linalg.matrix_rank(basis) == basis.shape[1]:
         c = np.linalg.lstsq(basis, error.ravel(), rcond=None)[0]
         rest = np.sqrt(np.sum((error.ravel() - basis @ c) ** 2))
         if rest <= EXPLAINED * np.sqrt(np.sum(error * error)):
-            message += "".join(f" [probe {probe_id}{'/' + name if name else ''}: c = {value:.4g}]"
-                               for name, value in zip(terms, c) if abs(value) > 1e-3)
+            message += "".join(
+                f" [probe {probe_id}{'/' + name if name else ''}: c = {value:.4g}]"
+                for name, value in zip(terms, c)
+                if abs(value) > 1e-3
+            )
     raise AssertionError(message)
 
 
@@ -104,7 +110,7 @@ def test_probe_2_1(student, rng, kind):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     p = softmax(x)
     if kind == "plain":
-        g = g - (g * p).sum(-1, keepdims=True)           # Σ g p = 0 in each row
+        g = g - (g * p).sum(-1, keepdims=True)  # Σ g p = 0 in each row
     t = leaf(student, x)
     student.module("minitorch_attn.functional").softmax(t, dim=-1).backward(mt.tensor(g))
     row = -p * (g * p).sum(-1, keepdims=True)
@@ -116,7 +122,7 @@ def test_probe_2_1(student, rng, kind):
 def test_probe_2_2(student, rng, kind):
     x, g = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
     if kind == "plain":
-        g = g - g.mean(-1, keepdims=True)                 # Σ g = 0 in each row
+        g = g - g.mean(-1, keepdims=True)  # Σ g = 0 in each row
     t = leaf(student, x)
     student.module("minitorch_attn.functional").log_softmax(t, dim=-1).backward(mt.tensor(g))
     row = -softmax(x) * g.sum(-1, keepdims=True)
@@ -142,8 +148,13 @@ def test_probe_3_1(student, rng, kind):
     _, _, terms = _norm_terms(x, g, True)
     t = leaf(student, x)
     student.module("minitorch_attn.functional").layer_norm(t, (8,), eps=1e-5).backward(mt.tensor(g))
-    probe(f"3.1/{kind}", t.grad, sum(terms), terms[1] if kind == "mean" else terms[2],
-          "layer_norm (4, 8), no weight: gradient of x")
+    probe(
+        f"3.1/{kind}",
+        t.grad,
+        sum(terms),
+        terms[1] if kind == "mean" else terms[2],
+        "layer_norm (4, 8), no weight: gradient of x",
+    )
 
 
 @pytest.mark.task_3_2
@@ -152,12 +163,17 @@ def test_probe_3_2(student, rng, kind):
     x, g = rng.standard_normal((4, 8)), rng.standard_normal((4, 8))
     _, xhat, _ = _norm_terms(x, g, False)
     if kind == "plain":
-        g = _project_out(g, xhat)                          # mean(dx̂ x̂) = 0 in each row
+        g = _project_out(g, xhat)  # mean(dx̂ x̂) = 0 in each row
     _, _, terms = _norm_terms(x, g, False)
     t = leaf(student, x)
     student.module("minitorch_attn.functional").rms_norm(t, (8,), eps=1e-5).backward(mt.tensor(g))
-    probe(f"3.2/{kind}", t.grad, sum(terms), terms[2] if kind == "xhat" else terms[0],
-          "rms_norm (4, 8), no weight: gradient of x")
+    probe(
+        f"3.2/{kind}",
+        t.grad,
+        sum(terms),
+        terms[2] if kind == "xhat" else terms[0],
+        "rms_norm (4, 8), no weight: gradient of x",
+    )
 
 
 def _attention(q, k, v, scale):
@@ -173,15 +189,21 @@ def _attention_grads(q, k, v, dO, scale, D):
     return scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q
 
 
-ATTENTION = {"4.2": lambda q, k, v, scale: functional.scaled_dot_product_attention(q, k, v, scale=scale),
-             "5.2": lambda q, k, v, scale: functional.flash_attention(q, k, v, scale=scale, block_size_q=2,
-                                                                      block_size_k=3)}
+ATTENTION = {
+    "4.2": lambda q, k, v, scale: functional.scaled_dot_product_attention(q, k, v, scale=scale),
+    "5.2": lambda q, k, v, scale: functional.flash_attention(q, k, v, scale=scale, block_size_q=2, block_size_k=3),
+}
 
 
-@pytest.mark.parametrize("probe_id", [pytest.param("4.2/D", marks=pytest.mark.task_4_2),
-                                      pytest.param("4.2/rowsum", marks=pytest.mark.task_4_2),
-                                      pytest.param("4.2/scale", marks=pytest.mark.task_4_2),
-                                      pytest.param("5.2/D", marks=pytest.mark.task_5_2)])
+@pytest.mark.parametrize(
+    "probe_id",
+    [
+        pytest.param("4.2/D", marks=pytest.mark.task_4_2),
+        pytest.param("4.2/rowsum", marks=pytest.mark.task_4_2),
+        pytest.param("4.2/scale", marks=pytest.mark.task_4_2),
+        pytest.param("5.2/D", marks=pytest.mark.task_5_2),
+    ],
+)
 def test_probe_attention(student, rng, probe_id):
     """This process's forward; the student's backward asked for each attention node."""
     task, kind = probe_id.split("/")
@@ -215,7 +237,7 @@ def test_probe_1_2(student, rng, op):
     if op == "div":
         a, b = our_leaf(np.full((3, 4), 3.0)), our_leaf(b_values)
         backward_of_task(student, "1.2", a / b, [g])
-        expected = -g * 3.0 / b_values ** 2
+        expected = -g * 3.0 / b_values**2
         probe(f"1.2/{op}", b.grad, expected, expected, "a / b at a = 3: gradient of b")
         return
     x0 = {"exp": np.log(2.0), "tanh": np.arctanh(0.5)}[op]
@@ -270,9 +292,14 @@ def test_probe_2_3(student, rng, reduction):
     valid = (target != -100)[:, None]
     total = 3.0 if reduction == "mean" else 1.0
     expected = 0.7 * valid * (softmax(x) - np.eye(4)[np.where(target < 0, 0, target)]) / total
-    terms = {"count": expected, "ignored": 0.7 * ~valid * np.full((5, 4), 0.25) / total}   # their logits count as 0
-    probe(f"2.3/{reduction}", t.grad, expected, terms, f"cross_entropy (5, 4), 2 rows ignored, {reduction}: "
-                                                          f"gradient of the logits")
+    terms = {"count": expected, "ignored": 0.7 * ~valid * np.full((5, 4), 0.25) / total}  # their logits count as 0
+    probe(
+        f"2.3/{reduction}",
+        t.grad,
+        expected,
+        terms,
+        f"cross_entropy (5, 4), 2 rows ignored, {reduction}: gradient of the logits",
+    )
 
 
 @pytest.mark.task_6_1

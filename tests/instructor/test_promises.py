@@ -28,8 +28,9 @@ def _reference(op, x, g, w):
 
 
 @pytest.mark.parametrize("dtype, big", [("float32", 1e20), ("float32", 1e30), ("float64", 1e20), ("float64", 1e300)])
-@pytest.mark.parametrize("op", [pytest.param("layer_norm", marks=pytest.mark.task_3_1),
-                                pytest.param("rms_norm", marks=pytest.mark.task_3_2)])
+@pytest.mark.parametrize(
+    "op", [pytest.param("layer_norm", marks=pytest.mark.task_3_1), pytest.param("rms_norm", marks=pytest.mark.task_3_2)]
+)
 def test_norms_of_rows_whose_squares_overflow(student, rng, op, dtype, big):
     rows = np.array([[1.0, -1.0, 0.5, 2.0], [3.0, 1.0, -2.0, 0.25]])
     g, w = rng.standard_normal(rows.shape), rng.uniform(0.5, 1.5, 4)
@@ -42,5 +43,5 @@ def test_norms_of_rows_whose_squares_overflow(student, rng, op, dtype, big):
     y, dx = _reference(op, rows, g, w)
     what = f"{op} of rows of size {big:g} (whose squares overflow) {{}}, input (2, 4), weight (4,) {dtype}"
     expect_close(out, y, what=what.format("forward"), n_ops=64, dtype=dtype)
-    grad = None if t.grad is None else host(t.grad) * big    # of order 1 / big: compared at scale 1
+    grad = None if t.grad is None else host(t.grad) * big  # of order 1 / big: compared at scale 1
     expect_close(grad, dx, what=what.format(f"gradient of x times {big:g}"), n_ops=64, dtype=dtype)
