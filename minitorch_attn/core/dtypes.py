@@ -129,7 +129,7 @@ def result_dtype(*operands: Any) -> str:
             continue
         if isinstance(operand, bool):
             numbers_top = max(numbers_top, 0)
-        elif isinstance(operand, numbers.Integral):   # Python's, and NumPy's scalars, as PyTorch
+        elif isinstance(operand, numbers.Integral):  # Python's, and NumPy's scalars, as PyTorch
             numbers_top = max(numbers_top, 1)
         elif isinstance(operand, numbers.Real):
             numbers_top = max(numbers_top, 2)

@@ -19,10 +19,24 @@ import numpy
 from . import autograd
 from .backend import backend_of, get_backend
 from .dtypes import (  # noqa: F401 (re-exported: the package imports them from here)
-    DTYPES, FLOAT_DTYPES, _is_int, _is_size, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
-    get_default_dtype, int32, int64, result_dtype, set_default_dtype,
+    DTYPES,
+    FLOAT_DTYPES,
+    Dims,
+    Scalar,
+    _is_int,
+    _is_size,
+    _shape_args,
+    bool_,
+    dtype_name,
+    float32,
+    float64,
+    float_result_dtype,
+    get_default_dtype,
+    int32,
+    int64,
+    result_dtype,
+    set_default_dtype,
 )
-from .dtypes import Dims, Scalar
 from .hooks import NON_LEAF_GRAD_WARNING, HookMethods
 from .inplace import InPlaceMethods
 
@@ -55,13 +69,13 @@ class Tensor(InPlaceMethods, HookMethods):
         backend_of(data)  # raises TypeError for anything that is not a backend array
         name = dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
-        self._grad = None   # speed: not through the setter, which checks a gradient
+        self._grad = None  # speed: not through the setter, which checks a gradient
         self.grad_fn = None
         self._output_nr = 0
         self._version_counter = [0]  # shared with views; see _version
-        self._requires_grad = requires_grad is True and name in FLOAT_DTYPES   # speed: the usual case
+        self._requires_grad = requires_grad is True and name in FLOAT_DTYPES  # speed: the usual case
         if requires_grad and not self._requires_grad:
-            self.requires_grad_(requires_grad)     # raises the error that fits
+            self.requires_grad_(requires_grad)  # raises the error that fits
         elif requires_grad is not False and requires_grad is not True:
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
 
@@ -138,8 +152,10 @@ class Tensor(InPlaceMethods, HookMethods):
             if value.shape != self.shape:
                 raise ValueError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
             if value.dtype != self.dtype or value.device != self.device:
-                raise TypeError(f"assigned grad is {value.dtype} on '{value.device}', but the tensor is "
-                                f"{self.dtype} on '{self.device}'")
+                raise TypeError(
+                    f"assigned grad is {value.dtype} on '{value.device}', but the tensor is "
+                    f"{self.dtype} on '{self.device}'"
+                )
         self._grad = value
 
     @property
@@ -164,9 +180,11 @@ class Tensor(InPlaceMethods, HookMethods):
         if requires_grad and self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"only floating-point tensors can require gradients, not {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
-                               "a computed variable in a subgraph that doesn't require differentiation use "
-                               "var_no_grad = var.detach().")
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
         self._requires_grad = requires_grad
         return self
 
@@ -212,8 +230,10 @@ class Tensor(InPlaceMethods, HookMethods):
                 grad_array = get_backend(self.device).asarray(grad)
                 dtype_name(grad_array.dtype)
             except (TypeError, ValueError):
-                raise TypeError(f"backward(): grad must be a Tensor or an array of numbers shaped like the "
-                                f"tensor {self.shape}, got {type(grad).__name__}") from None
+                raise TypeError(
+                    f"backward(): grad must be a Tensor or an array of numbers shaped like the "
+                    f"tensor {self.shape}, got {type(grad).__name__}"
+                ) from None
         if tuple(grad_array.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad_array.shape)}, expected {self.shape}")
         if grad_array.dtype != self.data.dtype:
@@ -408,8 +428,9 @@ class Tensor(InPlaceMethods, HookMethods):
 
     amax = max
 
-    def var(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
-            unbiased: bool | None = None) -> Tensor:
+    def var(
+        self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+    ) -> Tensor:
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def min(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
@@ -418,8 +439,9 @@ class Tensor(InPlaceMethods, HookMethods):
 
     amin = min
 
-    def std(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
-            unbiased: bool | None = None) -> Tensor:
+    def std(
+        self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+    ) -> Tensor:
         return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def argmax(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
@@ -500,7 +522,7 @@ def _shape_args_allow_minus_one(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for s in shape:
-        if type(s) is not int and not _is_size(s):   # speed: Python ints skip the ABC check
+        if type(s) is not int and not _is_size(s):  # speed: Python ints skip the ABC check
             raise TypeError(f"expected ints, got {shape!r}")
         if s < -1:
             raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
