@@ -33,7 +33,7 @@ import minitorch_attn.functional as F
 from minitorch_attn.app.cli import main as cli_main
 from minitorch_attn.app.demo_common import pyplot, quick_caveat, quick_training_flags, save, setup
 from minitorch_attn.app.sampling import load_model
-from minitorch_attn.app.train import HEATMAP_SENTENCE
+from minitorch_attn.app.train_pictures import HEATMAP_SENTENCE
 
 
 def existing_file(text):

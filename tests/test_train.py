@@ -10,7 +10,7 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.app import checkpoint as ckpt
-from minitorch_attn.app import cli, data, sampling, train
+from minitorch_attn.app import cli, data, sampling, train, train_pictures
 from minitorch_attn.speed import threads
 
 
@@ -257,7 +257,7 @@ def test_the_model_is_back_in_training_mode_after_an_error_in_validation():
 def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
     plt = pytest.importorskip("matplotlib.pyplot")
     history = {"step": [1, 2, 3, 4], "train_bpc": [5.0, 4.0, 3.5, 3.0], "val_step": [2, 4], "val_bpc": [4.2, 3.4]}
-    fig = train.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
+    fig = train_pictures.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
     ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
     estimates, final = lines["validation estimate (64 windows)"], lines["validation, whole split (3.10)"]

@@ -80,6 +80,18 @@ def _shape_args(shape):
     return tuple(int(s) for s in shape)
 
 
+def _shape_args_allow_minus_one(shape):
+    """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if type(s) is not int and not _is_size(s):  # speed: Python ints skip the ABC check
+            raise TypeError(f"expected ints, got {shape!r}")
+        if s < -1:
+            raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
+    return tuple(int(s) for s in shape)
+
+
 # ---- the default float dtype and the one promotion rule ------------------------------------------
 _default_float = [float32]
 

@@ -1,9 +1,8 @@
 """``Tensor``: one backend array plus what autograd needs (the factories are in :mod:`.factories`).
 
-A Tensor wraps an array of its device's namespace (``tensor.data``). Arithmetic on
-Tensors calls the differentiable operations of :mod:`.ops` and :mod:`.shape_ops`; comparisons
-give bool Tensors that carry no gradient. Dtypes are named by strings
-(``"float32"``, ``"float64"``, ``"int64"``, ``"int32"``, ``"bool"``), also exported as
+A Tensor wraps an array of its device's namespace (``tensor.data``). Arithmetic on Tensors calls
+the differentiable operations of :mod:`.ops` and :mod:`.shape_ops`; comparisons give bool Tensors
+that carry no gradient. Dtypes are named by strings (``"float32"``, ``"int64"``, ``"bool"``, ...), also exported as
 ``minitorch_attn.float32`` and so on; float32 is the default, as in PyTorch.
 """
 
@@ -24,8 +23,8 @@ from .dtypes import (  # noqa: F401 (re-exported: the package imports them from 
     Dims,
     Scalar,
     _is_int,
-    _is_size,
     _shape_args,
+    _shape_args_allow_minus_one,
     bool_,
     dtype_name,
     float32,
@@ -52,14 +51,12 @@ class Tensor(InPlaceMethods, HookMethods):
         grad_fn: the graph node that produced it (None for leaves).
         _version: the number of in-place writes so far (see :mod:`minitorch_attn.core.inplace`).
 
-    Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends rather
-    than with this constructor, which only wraps an existing backend array.
+    Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends: the constructor only wraps an array.
 
     Raises:
-        TypeError: if ``data`` is not an array of a supported backend and dtype, if
-            ``requires_grad`` is not a bool or is asked of an integer or bool tensor, or
-            if ``grad`` is set to anything but None or a Tensor like this one (a wrong
-            shape is a ValueError).
+        TypeError: if ``data`` is not an array of a supported backend and dtype, if ``requires_grad``
+            is not a bool or is asked of an integer or bool tensor, or if ``grad`` is set to anything
+            but None or a Tensor like this one (a wrong shape is a ValueError).
     """
 
     __array_priority__ = 1000  # numpy_array * tensor -> Tensor.__rmul__
@@ -515,18 +512,6 @@ def _binary(function, a, b):
     if not (_is_operand(a) and _is_operand(b)):
         return NotImplemented
     return function.apply(a, b)
-
-
-def _shape_args_allow_minus_one(shape):
-    """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    for s in shape:
-        if type(s) is not int and not _is_size(s):  # speed: Python ints skip the ABC check
-            raise TypeError(f"expected ints, got {shape!r}")
-        if s < -1:
-            raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
-    return tuple(int(s) for s in shape)
 
 
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call

@@ -36,7 +36,7 @@ Conventions: ``grad_output`` is the upstream gradient ``dL/d(output)`` (``dO`` i
 attention kernels, where the papers' names rule); sequence lengths are ``N_q`` (queries)
 and ``N_k`` (keys), ``S`` is always a matrix of scores and ``lse`` a log-sum-exp; dtypes
 are kept (float32 in, float32 out); operations that exponentiate subtract the row maximum
-first (one helper, ``softmax._shifted_logsumexp``).
+first (one helper, ``shifted._shifted_logsumexp``).
 """
 
 from . import activations as _activations

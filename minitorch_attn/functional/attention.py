@@ -15,7 +15,7 @@ from ..core.tensor import Tensor
 from ..speed import RowWise, fused_kernels
 from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
 from .activations import _dropout_scale
-from .softmax import _shifted_exp
+from .shifted import _shifted_exp
 
 
 def _attention_weights(xp, device, q, k, scale, mask, causal_offset):

@@ -60,6 +60,7 @@ import sys
 import tempfile
 
 from . import hiding
+from .leftovers import SHARED_FOLDERS, remove_files_of, shared_folders  # noqa: F401 (re-exported)
 
 STUDENT_USER = "minitorch-student"
 MAX_ACCOUNTS = 8  # graders at the same time on one machine, each with an account of its own
@@ -68,20 +69,6 @@ MAX_FILE_BYTES = 64 * 2**20  # any file the student's code writes, its output in
 MAX_PROCESSES = 256  # under the student account
 TAIL_BYTES = 20_000  # of the output, read back
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")
-SHARED_FOLDERS = (
-    "/tmp",
-    "/var/tmp",
-    "/dev/shm",
-    "/run/lock",
-    "/var/lock",
-    "/dev/mqueue",
-    "/var/crash",
-    "/var/mail",
-    "/run/shm",
-)
-"""The folders every user may write in on Linux systems (the ones present and writable by
-all are cleaned, :func:`shared_folders`): what a student's run leaves there would reach the
-next grading (``/run/lock`` too: it is not a temporary folder, but it is writable by all)."""
 # Memory: Gradescope's default container has 768 MB; the grader, and the trusted process that
 # judges the held-back checks beside a student's process, keep GRADER_MEMORY_MB of it.
 PLATFORM_MEMORY_MB = 768
@@ -445,34 +432,6 @@ def kill_account(account):
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
-
-
-def shared_folders(candidates=SHARED_FOLDERS):
-    """The folders of ``candidates`` that exist and that every user may write in (one entry
-    for two names of the same folder, such as ``/var/lock`` and ``/run/lock``)."""
-    found = {}
-    for folder in candidates:
-        with contextlib.suppress(OSError):
-            info = os.stat(folder)
-            if stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-                found.setdefault((info.st_dev, info.st_ino), folder)
-    return list(found.values())
-
-
-def remove_files_of(account, folders=None):
-    """Remove what ``account`` left at the top of the folders every user may write in
-    (:func:`shared_folders`: ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``, ...), so
-    that nothing of one grading reaches the next."""
-    for folder in shared_folders() if folders is None else folders:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != account[0]:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
 
 
 def _child_setup(confinement, folder):
