@@ -48,6 +48,7 @@ import minitorch_attn.functional as F
 from minitorch_attn import opinfo
 from minitorch_attn.core.autograd import Function
 from minitorch_attn.core.tensor import Tensor
+from minitorch_attn.homework import derive
 from minitorch_attn.opinfo.table import table_rows
 
 logger = logging.getLogger(__name__)
@@ -153,8 +154,9 @@ def untypeset_derivation(function):
 
 
 def rst_docstring(obj, what):
-    """``obj``'s docstring as reStructuredText lines (its Google-style sections converted)."""
-    doc = inspect.getdoc(obj) or ""
+    """``obj``'s docstring as reStructuredText lines (its Google-style sections converted,
+    the derive mode's marker and hint lines removed: the site shows every derivation)."""
+    doc = derive.show(inspect.getdoc(obj) or "")
     return str(GoogleDocstring(doc, NAPOLEON, what=what, obj=obj)).splitlines()
 
 

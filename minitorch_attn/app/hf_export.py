@@ -169,7 +169,7 @@ def tokenizer_json(vocab):
     """``tokenizer.json`` (a JSON string) for the character vocabulary ``vocab``: a
     ``tokenizers`` ``WordLevel`` model whose words are our characters, a pre-tokenizer that
     cuts the text into single characters, and a decoder that joins them again. The unknown
-    token is our fallback character, so an unseen character encodes as :class:`CharVocab`
+    token is our fallback character, so an unseen character encodes as :class:`~minitorch_attn.app.data.CharVocab`
     encodes it."""
     try:
         from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers

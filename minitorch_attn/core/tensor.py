@@ -277,7 +277,7 @@ class Tensor(InPlaceMethods, HookMethods):
         """Copy to another device (``"cpu"``, ``"cuda"``, ``"strict"``) and/or dtype.
 
         Moving between devices goes through host memory and is not differentiable;
-        a dtype change on the same device is (see :class:`ops.Cast`)."""
+        a dtype change on the same device is (see ``ops.Cast``)."""
         if isinstance(device, str) and device.split(":")[0] not in ("cpu", "cuda", "strict"):
             if device not in DTYPES:
                 raise ValueError(f"to({device!r}): not a device (cpu, cuda, strict) nor a dtype ({', '.join(DTYPES)})")

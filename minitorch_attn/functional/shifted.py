@@ -1,5 +1,6 @@
 """Exponentials with the row maximum subtracted: the numerically safe forms that the
-softmax family (:mod:`.softmax`) and dense attention (:mod:`.attention`) start from.
+softmax family (:mod:`minitorch_attn.functional.softmax`) and dense attention
+(:mod:`minitorch_attn.functional.attention`) start from.
 
 With ``m`` the maximum of a row, ``z = x - m``: the largest exponential is ``exp(0) = 1``,
 so none overflows, and ``lse(x) = m + lse(z)`` for every constant ``m``, so the shift
