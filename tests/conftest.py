@@ -78,12 +78,16 @@ def _signals_as_at_a_terminal():
     ignored, and Python then leaves it ignored, so ``_thread.interrupt_main()`` and a real
     SIGINT do nothing and a test of what Ctrl-C does would wait for ever. A test that
     installs a handler (a command run in-process sets one for SIGHUP and SIGTERM) must not leave it to
-    the tests after it on the same worker either."""
+    the tests after it on the same worker either. ``nohup`` also starts the suite with SIGHUP
+    ignored, which the commands then keep (as they should under nohup): each test starts with
+    SIGHUP's default, as at a terminal, so that a command it runs (in-process or in a child)
+    stops on a hang-up as one typed in a terminal does."""
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         yield
         return
     saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         yield
     finally:
