@@ -183,6 +183,10 @@ class SiLU(Function):
                                           where e^-x would overflow)
         2. y = x s
 
+    Backward: ``dx``, from the upstream gradient ``g`` and what the forward saves (``x``, ``s``).
+
+    .. derivation 6.1 begin
+    .. hint 6.1: step 2 is a product of two functions of x; step 1 is the sigmoid, whose derivative Sigmoid's backward uses.
     Backward: 2 by the product rule, 1 by the sigmoid's own derivative:
 
     .. math::
@@ -192,6 +196,7 @@ class SiLU(Function):
         1.\quad \frac{ds}{dx} = s\,(1 - s)
 
     so :math:`dy/dx = s\,\big(1 + x\,(1 - s)\big)`. The backward reuses ``s`` saved by the forward.
+    .. derivation end
 
     Overflow: ``e^-x`` overflows float32 below x = -88.7. The forward caps the exponent at
     80 (e^80 is finite in float32) and, where x lies below -80, takes ``s = e^x``
