@@ -58,6 +58,7 @@ class GELU(Function):
         2. h = (1 + tanh(u)) / 2                        (Φ's stand-in, between 0 and 1)
         3. y = x h
 
+    .. derivation 1.2 begin
     Backward, each line undoing the forward line of its number (3 by the product rule;
     2 with :math:`1 - \tanh^2 = (1 - \tanh)(1 + \tanh) = (2 - 2h)(2h)`):
 
@@ -70,6 +71,7 @@ class GELU(Function):
         1.\quad \frac{du}{dx} &= a + 3b\,x^2
 
     so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
+    .. derivation end
 
     Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see
     below), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be

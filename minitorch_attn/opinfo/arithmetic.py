@@ -163,7 +163,7 @@ RECORDS = register(__name__, [
            binary_samples("mul (broadcast)", lambda d: [d.randn(2, 1, 4, 3), d.randn(2, 1, 4, 1)],
                           tasks=("1.2", "1.3"))      # the product rule (1.2) and the sum over broadcast dims (1.3)
            + (Sample("mul (same node twice)", lambda d: [d.randn(3, 2)], fn=lambda a: a * a),),
-           "product rule: d(ab) = b da + a db; a tensor used twice gets both gradients added (task 1.1)",
+           "the product rule; a tensor used twice gets both gradients added (task 1.1)",
            ref=np.multiply, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a * b, task="1.2",
            differentiable_in=("self", "other"),
            forward="y = a b",
@@ -192,7 +192,7 @@ RECORDS = register(__name__, [
             Sample("pow (empty)", lambda d: [d.randn(0, 2), 2.0], edges=EMPTY),
             Sample("pow (0-d)", lambda d: [positive(d), 0.5], edges=SCALAR),
             Sample("pow (exponent 0 at 0)", lambda d: [d.values([0.0, 1.0, -2.0]), 0], edges=NONFINITE)),
-           "power rule: d(x^p) = p x^(p-1) dx, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
+           "the power rule, and 0 for p = 0 (x^0 = 1 everywhere, also at x = 0)",
            ref=np.power, ref_backward=np_pow_backward, torch_ref=lambda torch, x, p: x ** p, task="1.2",
            differentiable_in=("self",), not_differentiable_in=("exponent",),
            one_input=OneInput(lambda x: mt.pow(x, 0.5), lambda torch, x: torch.pow(x, 0.5), of_ints="float"),
