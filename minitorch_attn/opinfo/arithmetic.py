@@ -126,6 +126,7 @@ BACKWARD_EXP = "dx = g y"
 BACKWARD_LOG = "dx = g / x"
 BACKWARD_SQRT = "dx = g / (2 y)"
 BACKWARD_TANH = "dx = g (1 - y²)"
+BACKWARD_TENSOR_POW = "da = g b a^(b-1), db = g y log a (0 where a = 0 <= b)"   # gives pow's
 # END REFERENCE
 
 
@@ -174,7 +175,7 @@ RECORDS = register(__name__, [
             Sample("div (0-d and 2-D)", lambda d: [d.randn(), positive(d, 2, 3)], edges=SCALAR | BROADCAST),
             Sample("div (by zero and inf)", lambda d: [d.values([1.0, -1.0, 2.0]), d.values([0.0, np.inf, 0.5])],
                    edges=NONFINITE)),
-           "quotient rule: d(a/b) = da / b - a db / b²", ref=np.divide,
+           "the quotient rule", ref=np.divide,
            ref_backward=np_div_backward, torch_ref=lambda torch, a, b: a / b,
            task="1.2", differentiable_in=("self", "other"),
            forward="y = a / b",
@@ -207,12 +208,12 @@ RECORDS = register(__name__, [
                    gradcheck=False),
             Sample("pow (tensor exponent, empty)", lambda d: [positive(d, 0, 2), d.randn(0, 2)], edges=EMPTY),
             Sample("pow (tensor exponent, 0-d)", lambda d: [positive(d), d.randn()], edges=SCALAR)),
-           "y = a^b: da = b a^(b-1) g, db = y log(a) g (0 where a = 0 <= b, as PyTorch)",
+           "y = a^b with a tensor exponent; PyTorch's limits where a = 0 <= b",
            ref=lambda a, b: np.power(a, b), ref_backward=np_pow_backward,
            torch_ref=lambda torch, a, b: torch.pow(a, b), task=None,
            differentiable_in=("self", "exponent"),
            forward="y = a^b",
-           backward="da = g b a^(b-1), db = g y log a (0 where a = 0 <= b)"),
+           backward=BACKWARD_TENSOR_POW),
     OpInfo("__rpow__", lambda x, base: base ** x, ("Tensor.__rpow__",),
            (Sample("__rpow__ (2 ** x)", lambda d: [d.randn(3, 4)], kwargs=dict(base=2.0)),
             Sample("__rpow__ (rotary frequencies)", lambda d: [d.values(-np.arange(8) / 8)], kwargs=dict(base=10000.0)),
@@ -295,22 +296,22 @@ RECORDS = register(__name__, [
            one_input=OneInput(lambda x: mt.div(x, 2), lambda torch, x: torch.div(x, 2), of_ints="float"),
            forward="y = a / b, or trunc(a / b), floor(a / b)",
            backward="as div; rounded: da = db = 0 (a step function)"),
-    unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "d(e^x) = e^x dx: the output is the derivative",
+    unary("exp", mt.exp, np.exp, lambda torch, x: x.exp(), "the exponential; its derivative from the output",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan],
           ref_backward=np_exp_backward,
           forward="y = e^x",
           backward=BACKWARD_EXP),
-    unary("log", mt.log, np.log, lambda torch, x: x.log(), "d(log x) = dx / x",
+    unary("log", mt.log, np.log, lambda torch, x: x.log(), "the natural logarithm",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[0.0, np.inf, np.nan],
           ref_backward=np_log_backward,
           forward="y = log x",
           backward=BACKWARD_LOG),
-    unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "d(√x) = dx / (2√x)",
+    unary("sqrt", mt.sqrt, np.sqrt, lambda torch, x: x.sqrt(), "the square root; its derivative from the output",
           lambda d: [d.uniform(3, 4, low=0.2, high=3.0)], nonfinite=[np.inf, np.nan, 4.0],
           ref_backward=np_sqrt_backward,
           forward="y = √x",
           backward=BACKWARD_SQRT),
-    unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "d(tanh x) = (1 - tanh² x) dx",
+    unary("tanh", mt.tanh, np.tanh, lambda torch, x: x.tanh(), "the hyperbolic tangent; its derivative from the output",
           lambda d: [d.randn(3, 4)], nonfinite=[-np.inf, np.inf, np.nan, 30.0],
           ref_backward=np_tanh_backward,
           forward="y = tanh x",

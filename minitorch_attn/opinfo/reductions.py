@@ -101,6 +101,7 @@ BACKWARD_SUM = "dx = broadcast(g)"
 BACKWARD_MEAN = "dx = broadcast(g) / n"
 BACKWARD_MAX = "dx = broadcast(g) [x = y] / (number of ties)"
 BACKWARD_VAR = "dx = 2 (x - mean) broadcast(g) / (n - c)"
+BACKWARD_STD = "dx = (x - mean) broadcast(g) / ((n - c) y)"   # gives var's
 # END REFERENCE
 
 
@@ -192,5 +193,5 @@ RECORDS = register(__name__, [
            torch_ref=torch_std, task=None,
            one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError"),
            forward="y = √var(x)",
-           backward="dx = (x - mean) broadcast(g) / ((n - c) y)"),
+           backward=BACKWARD_STD),
 ])
