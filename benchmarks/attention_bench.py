@@ -39,7 +39,6 @@ d=64); on CUDA (CuPy against PyTorch's CUDA SDPA) at most 3x at N = 8192.
 
 from __future__ import annotations
 
-
 import argparse
 import functools
 import json
@@ -49,8 +48,8 @@ import subprocess
 import sys
 import time
 
-from minitorch_attn.argtypes import device_type, positive_int
 from minitorch_attn.app.measure import busy, busy_flag, synchronize
+from minitorch_attn.argtypes import device_type, positive_int
 
 IMPLEMENTATIONS = ("naive", "flash", "products", "torch")
 CONFIGS = [(causal, mode) for causal in (False, True) for mode in ("fwd", "fwd+bwd")]
@@ -126,8 +125,8 @@ def _products_runner(args, arrays):
     """Flash attention's loops with every line but the matrix products taken out: what its
     time would be if the softmax and the bookkeeping between the products were free."""
     import minitorch_attn as mt
-    from minitorch_attn.core.backend import get_backend
     from minitorch_attn import speed
+    from minitorch_attn.core.backend import get_backend
     from minitorch_attn.functional._flash_tiles import _tile_visibility
     from minitorch_attn.functional.flash import default_block_sizes
 
@@ -143,21 +142,25 @@ def _products_runner(args, arrays):
 
     def tiles(causal):
         offset = 0 if causal else None
-        return [(i0, j0) for i0 in range(0, args.seq, bq) for j0 in range(0, args.seq, bk)
-                if _tile_visibility(offset, i0, min(i0 + bq, args.seq), j0, min(j0 + bk, args.seq)) != "none"]
+        return [
+            (i0, j0)
+            for i0 in range(0, args.seq, bq)
+            for j0 in range(0, args.seq, bk)
+            if _tile_visibility(offset, i0, min(i0 + bq, args.seq), j0, min(j0 + bk, args.seq)) != "none"
+        ]
 
     def chunk_products(c, causal, mode):
         q, kt, k, v, vt, do = (speed.take(a, c) for a in (Q, K_T, K, V, V_T, dO))
         for i0, j0 in tiles(causal):
             i, j = slice(i0, i0 + bq), slice(j0, j0 + bk)
-            S = xp.matmul(q[..., i, :], kt[..., j])                       # forward: S = Q Kᵀ
-            xp.matmul(S, v[..., j, :])                                    #          O += P V
+            S = xp.matmul(q[..., i, :], kt[..., j])  # forward: S = Q Kᵀ
+            xp.matmul(S, v[..., j, :])  #          O += P V
             if mode == "fwd+bwd":
-                S = xp.matmul(q[..., i, :], kt[..., j])                   # backward: S again
-                xp.matmul(xp.matrix_transpose(S), do[..., i, :])          #   the four products
-                dS = xp.matmul(do[..., i, :], vt[..., j])                 #   of a tile, in the
-                xp.matmul(dS, k[..., j, :])                               #   shapes of Algorithm
-                xp.matmul(xp.matrix_transpose(dS), q[..., i, :])          #   2 (task 5.2)
+                S = xp.matmul(q[..., i, :], kt[..., j])  # backward: S again
+                xp.matmul(xp.matrix_transpose(S), do[..., i, :])  #   the four products
+                dS = xp.matmul(do[..., i, :], vt[..., j])  #   of a tile, in the
+                xp.matmul(dS, k[..., j, :])  #   shapes of Algorithm
+                xp.matmul(xp.matrix_transpose(dS), q[..., i, :])  #   2 (task 5.2)
 
     def run(causal, mode):
         chunks = speed.batch_chunks(Q.shape[:-2], threads)
@@ -204,9 +207,24 @@ def available(impl, device):
 
 def measure(args, impl):
     """Run one round of ``impl`` in a fresh process; return its JSON, or None if it failed."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker", impl, "--device", args.device,
-               "--batch", str(args.batch), "--heads", str(args.heads), "--seq", str(args.seq),
-               "--dim", str(args.dim), "--repeats", str(args.repeats)]
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        impl,
+        "--device",
+        args.device,
+        "--batch",
+        str(args.batch),
+        "--heads",
+        str(args.heads),
+        "--seq",
+        str(args.seq),
+        "--dim",
+        str(args.dim),
+        "--repeats",
+        str(args.repeats),
+    ]
     for flag, value in (("--threads", args.threads), ("--block-q", args.block_q), ("--block-k", args.block_k)):
         if value:
             command += [flag, str(value)]
@@ -224,8 +242,12 @@ def main(argv=None):
     parser.add_argument("--heads", type=positive_int, default=8)
     parser.add_argument("--seq", type=positive_int, default=2048)
     parser.add_argument("--dim", type=positive_int, default=64)
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads for every implementation (default: each library's own choice)")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads for every implementation (default: each library's own choice)",
+    )
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed calls per round")
     parser.add_argument("--rounds", type=positive_int, default=3, help="alternating rounds of all implementations")
     parser.add_argument("--block-q", type=positive_int, default=None, help="flash's block_size_q (default: tuned)")
@@ -248,9 +270,11 @@ def main(argv=None):
                     samples[impl].setdefault(key, []).extend(values)
 
     threads = f"{args.threads} threads" if args.threads else "threads of each library's own choice"
-    print(f"attention, float32, B={args.batch} H={args.heads} L=S={args.seq} d={args.dim}, "
-          f"device={args.device}, {threads}, {args.busy} busy helper process(es), "
-          f"median of {args.rounds} x {args.repeats} calls")
+    print(
+        f"attention, float32, B={args.batch} H={args.heads} L=S={args.seq} d={args.dim}, "
+        f"device={args.device}, {threads}, {args.busy} busy helper process(es), "
+        f"median of {args.rounds} x {args.repeats} calls"
+    )
     if "torch" not in impls:
         print("(PyTorch not available: no ratio column)")
     print(f"{'impl':<8} {'causal':<7} {'pass':<8} {'ms':>9} {'GFLOP/s':>9} {'x torch':>8}")
@@ -263,8 +287,10 @@ def main(argv=None):
                 continue
             seconds = statistics.median(samples[impl][key])
             ratio = f"{seconds / reference:8.2f}" if reference else f"{'-':>8}"
-            print(f"{impl:<8} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
-                  f"{flops(args, causal, mode) / seconds / 1e9:9.1f} {ratio}")
+            print(
+                f"{impl:<8} {str(causal):<7} {mode:<8} {seconds * 1e3:9.1f} "
+                f"{flops(args, causal, mode) / seconds / 1e9:9.1f} {ratio}"
+            )
     print_targets(args, samples)
     return 0
 
@@ -274,8 +300,10 @@ def print_targets(args, samples):
     target = TARGETS.get((args.device, args.busy))
     if target is None or not {"flash", "torch"} <= samples.keys():
         return
-    print(f"target: flash fwd+bwd <= {target:.1f}x PyTorch on {args.device} with --busy {args.busy}"
-          + (" (set for N = 8192)" if args.device == "cuda" else " (set for B=1 H=8 N=2048 d=64)"))
+    print(
+        f"target: flash fwd+bwd <= {target:.1f}x PyTorch on {args.device} with --busy {args.busy}"
+        + (" (set for N = 8192)" if args.device == "cuda" else " (set for B=1 H=8 N=2048 d=64)")
+    )
     for causal in (False, True):
         key = f"{causal},fwd+bwd"
         if key in samples["flash"] and key in samples["torch"]:

@@ -23,8 +23,6 @@ every benchmark (flash attention's pool keeps one chunk's tiles per thread alive
 
 from __future__ import annotations
 
-from minitorch_attn.speed import keep_freed_memory  # noqa: E402
-
 import argparse
 import contextlib
 import sys
@@ -33,9 +31,10 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
+from minitorch_attn.app.measure import PeakMeter, busy, busy_flag
 from minitorch_attn.argtypes import device_type, positive_int
 from minitorch_attn.functional import flash_attention
-from minitorch_attn.app.measure import PeakMeter, busy, busy_flag
+from minitorch_attn.speed import keep_freed_memory
 
 GIB = 2**30
 
@@ -68,10 +67,15 @@ def main(argv=None):
     parser.add_argument("--min-seq", type=positive_int, default=256)
     parser.add_argument("--max-seq", type=positive_int, default=16384)
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--naive-limit-gib", type=float, default=4.0,
-                        help="skip dense attention where its estimated peak exceeds this")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads (default: the library's choice; the peaks do not depend on it)")
+    parser.add_argument(
+        "--naive-limit-gib", type=float, default=4.0, help="skip dense attention where its estimated peak exceeds this"
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads (default: the library's choice; the peaks do not depend on it)",
+    )
     busy_flag(parser)
     args = parser.parse_args(argv)
     if args.threads:
@@ -89,9 +93,11 @@ def table(args):
     while N <= args.max_seq:
         lengths.append(N)
         N *= 2
-    print(f"peak memory of attention, float32, B={args.batch} H={args.heads} d={args.dim}, "
-          f"causal={args.causal}, device={args.device} "
-          f"({'CuPy memory pool' if args.device == 'cuda' else 'tracemalloc'})")
+    print(
+        f"peak memory of attention, float32, B={args.batch} H={args.heads} d={args.dim}, "
+        f"causal={args.causal}, device={args.device} "
+        f"({'CuPy memory pool' if args.device == 'cuda' else 'tracemalloc'})"
+    )
     for impl in ("naive", "flash"):  # warm-up: lazy imports and first-call setup are not the kernels' memory
         for mode in ("fwd", "fwd+bwd"):
             run_once(impl, 64, mode, args, meter=False)
@@ -109,8 +115,7 @@ def table(args):
                 per_n2[mode] = naive_peak / (N * N)
                 naive = f"{naive_peak / 2**20:,.1f} MiB"
                 ratio = f"{naive_peak / flash_peak:14.1f}"
-            print(f"{N:>6} {mode:<8} {naive:>28} {flash_peak / 2**20:>8,.1f} MiB {ratio}",
-                  flush=True)
+            print(f"{N:>6} {mode:<8} {naive:>28} {flash_peak / 2**20:>8,.1f} MiB {ratio}", flush=True)
     print("~ : from the estimate. Flash's peak grows linearly in N; dense attention's as N².")
 
 

@@ -36,19 +36,19 @@ import statistics
 import time
 
 import numpy
+import train_bench  # beside this script
+from step_profile import build_model, model_flags  # beside this script
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn import nn, optim
-from minitorch_attn.argtypes import positive_int
 from minitorch_attn.app.measure import synchronize
 from minitorch_attn.app.train import make_optimizer, next_char_loss
-import train_bench   # beside this script
-from step_profile import build_model, model_flags   # beside this script
+from minitorch_attn.argtypes import positive_int
 
-TARGET_FLASH = 3.0     # flash fwd+bwd over torch's SDPA at N = 8192
-TARGET_STEP = 5.0      # our step over torch eager's, same GPU
-LR, WEIGHT_DECAY, CLIP = 4e-3, 0.1, 1.0   # the training job's defaults
+TARGET_FLASH = 3.0  # flash fwd+bwd over torch's SDPA at N = 8192
+TARGET_STEP = 5.0  # our step over torch eager's, same GPU
+LR, WEIGHT_DECAY, CLIP = 4e-3, 0.1, 1.0  # the training job's defaults
 
 
 def torch_device(device):
@@ -88,7 +88,7 @@ class PeakMemory:
             import cupy
 
             cupy.cuda.Device().synchronize()
-            cupy.get_default_memory_pool().free_all_blocks()   # the pool then holds only what is in use
+            cupy.get_default_memory_pool().free_all_blocks()  # the pool then holds only what is in use
         return self
 
     def __exit__(self, *exc):
@@ -118,10 +118,11 @@ def attention(args):
                 side = "torch" if name == "torch" else "ours"
                 with PeakMemory(side, args.device) as memory:
                     seconds = median_seconds(run, args.device, args.repeats, sync)
-                results.append({"impl": name, "N": n, "causal": causal, "ms": seconds * 1e3,
-                                "peak_bytes": memory.peak})
-    head = (f"attention forward+backward, float32, B={args.batch} H={args.heads} d={args.dim}, "
-            f"device={args.device}, median of {args.repeats} calls after one untimed call")
+                results.append({"impl": name, "N": n, "causal": causal, "ms": seconds * 1e3, "peak_bytes": memory.peak})
+    head = (
+        f"attention forward+backward, float32, B={args.batch} H={args.heads} d={args.dim}, "
+        f"device={args.device}, median of {args.repeats} calls after one untimed call"
+    )
     lines = [head, f"{'impl':<8}{'N':>7} {'causal':<7}{'ms':>10}{'peak MiB':>11}{'x torch':>9}"]
     for r in results:
         ref = [t["ms"] for t in results if t["impl"] == "torch" and t["N"] == r["N"] and t["causal"] == r["causal"]]
@@ -133,8 +134,10 @@ def attention(args):
     for r in results:
         if r["impl"] == "flash" and r["N"] == at and r["x_torch"] is not None:
             met = "met" if r["x_torch"] <= TARGET_FLASH else "NOT met"
-            lines.append(f"target: flash fwd+bwd <= {TARGET_FLASH}x torch's SDPA at N = {at} "
-                         f"(set for N = 8192 on cuda), causal={r['causal']}: {r['x_torch']:.2f}x  {met}")
+            lines.append(
+                f"target: flash fwd+bwd <= {TARGET_FLASH}x torch's SDPA at N = {at} "
+                f"(set for N = 8192 on cuda), causal={r['causal']}: {r['x_torch']:.2f}x  {met}"
+            )
     report(args.out, "attention", lines, {"config": vars_of(args), "rows": results})
 
 
@@ -148,11 +151,14 @@ def runners(args, arrays, causal):
             for t in (q, k, v):
                 t.grad = None
             fn(q, k, v, is_causal=causal).backward(upstream)
+
         return run, lambda: None
 
-    blocks = {"block_size_q": args.block_q, "block_size_k": args.block_k}   # None: flash's default tiles
-    found = {"flash": ours(functools.partial(F.flash_attention, **blocks)),
-             "dense": ours(F.scaled_dot_product_attention)}
+    blocks = {"block_size_q": args.block_q, "block_size_k": args.block_k}  # None: flash's default tiles
+    found = {
+        "flash": ours(functools.partial(F.flash_attention, **blocks)),
+        "dense": ours(F.scaled_dot_product_attention),
+    }
     try:
         import torch
     except ImportError:
@@ -185,7 +191,7 @@ def step(args):
     def ours(i):
         x, y = ours_batches[i % len(ours_batches)]
         opt.zero_grad()
-        loss = split.backward(x, y)               # loss.item() inside: waits for the GPU
+        loss = split.backward(x, y)  # loss.item() inside: waits for the GPU
         optim.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
         return loss
@@ -201,22 +207,24 @@ def step(args):
             side(i)
     per_step = {name: [] for name in sides}
     done, round_ = 0, 0
-    while done < args.steps:                      # rounds of a few steps, the order turning each round
+    while done < args.steps:  # rounds of a few steps, the order turning each round
         chunk = min(5, args.steps - done)
-        for name in (list(sides) if round_ % 2 == 0 else list(reversed(sides))):
+        for name in list(sides) if round_ % 2 == 0 else list(reversed(sides)):
             start = time.perf_counter()
             for i in range(chunk):
-                sides[name](done + i)            # each ends with its loss on the host
+                sides[name](done + i)  # each ends with its loss on the host
             per_step[name].append((time.perf_counter() - start) / chunk)
         done += chunk
         round_ += 1
     tokens = args.batch_size * args.block_size
-    lines = [f"training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions, d_model "
-             f"{args.d_model}, {args.num_layers} layers, {args.num_heads} heads, context {args.block_size}, batch "
-             f"{args.batch_size}: {tokens} tokens/step, {model.num_parameters():,} parameters) on {args.device}, "
-             f"{args.steps} timed steps per side in {round_} alternating rounds",
-             "first step's loss (same weights, same batch): " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()),
-             f"{'':<32}{'ms/step':>10}{'tokens/s':>11}"]
+    lines = [
+        f"training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions, d_model "
+        f"{args.d_model}, {args.num_layers} layers, {args.num_heads} heads, context {args.block_size}, batch "
+        f"{args.batch_size}: {tokens} tokens/step, {model.num_parameters():,} parameters) on {args.device}, "
+        f"{args.steps} timed steps per side in {round_} alternating rounds",
+        "first step's loss (same weights, same batch): " + ", ".join(f"{k} {v:.6f}" for k, v in first.items()),
+        f"{'':<32}{'ms/step':>10}{'tokens/s':>11}",
+    ]
     rows = []
     for name, samples in per_step.items():
         ms = statistics.median(samples) * 1e3
@@ -225,8 +233,9 @@ def step(args):
     if len(rows) == 2:
         ratio = rows[0]["ms_per_step"] / rows[1]["ms_per_step"]
         met = "met" if ratio <= TARGET_STEP else "NOT met"
-        lines.append(f"target: minitorch-attn step <= {TARGET_STEP}x PyTorch eager's on the same device: "
-                     f"{ratio:.2f}x  {met}")
+        lines.append(
+            f"target: minitorch-attn step <= {TARGET_STEP}x PyTorch eager's on the same device: {ratio:.2f}x  {met}"
+        )
     report(args.out, "step", lines, {"config": vars_of(args), "first_loss": first, "rows": rows})
 
 
@@ -253,8 +262,9 @@ def report(out, name, lines, data):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--out", default=None, help="folder for the tables and their JSON")
     sub = parser.add_subparsers(required=True)
@@ -273,7 +283,7 @@ def main(argv=None):
     st.add_argument("--warmup", type=positive_int, default=3, help="untimed steps per side first")
     st.set_defaults(run=step)
     args = parser.parse_args(argv)
-    if args.device == "cpu":   # the rehearsal: one thread each, on a machine shared with others
+    if args.device == "cpu":  # the rehearsal: one thread each, on a machine shared with others
         mt.set_num_threads(1)
         try:
             import torch

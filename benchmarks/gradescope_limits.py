@@ -59,24 +59,43 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--assignment", type=int, action="append", help="one assignment (repeat it; default: all)")
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a score is not the expected one")
-    parser.add_argument("--cpu", type=float, default=0.5, help="a CPU quota in cores (0: none); Gradescope's default 0.5")
+    parser.add_argument(
+        "--cpu", type=float, default=0.5, help="a CPU quota in cores (0: none); Gradescope's default 0.5"
+    )
     parser.add_argument("--memory-mb", type=int, default=768, help="the memory limit; Gradescope's default 768")
     parser.add_argument("--budget", type=float, default=600.0, help="the Gradescope timeout, s; default 600")
-    parser.add_argument("--drop-pin", metavar="NAME", help="delete this library's pin from setup.sh (to see the check fail)")
+    parser.add_argument(
+        "--drop-pin", metavar="NAME", help="delete this library's pin from setup.sh (to see the check fail)"
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         parser.error("run it as root: setup.sh installs system packages and makes the student account")
     tree = InstructorTree()
     numbers = args.assignment or [a["number"] for a in tree.manifest["assignments"]]
     work = pathlib.Path(tempfile.mkdtemp(prefix="gradescope-e2e-"))
-    work.chmod(0o711)   # the student's account passes through it to the venv, as through /autograder
+    work.chmod(0o711)  # the student's account passes through it to the venv, as through /autograder
     root, built, rows = work / "autograder", None, []
     try:
         for number in numbers:
             archive = work / f"autograder-{number}.zip"
-            subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "autograder", "--assignment",
-                            str(number), "--budget", f"{args.budget:g}", "--memory", str(args.memory_mb),
-                            "--out", str(archive)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "minitorch_attn.app.cli",
+                    "homework",
+                    "autograder",
+                    "--assignment",
+                    str(number),
+                    "--budget",
+                    f"{args.budget:g}",
+                    "--memory",
+                    str(args.memory_mb),
+                    "--out",
+                    str(archive),
+                ],
+                check=True,
+            )
             unpack(archive, root)
             setup = (root / "source" / "setup.sh").read_text()
             if setup != built:
@@ -95,7 +114,7 @@ def unpack(archive, root):
     with zipfile.ZipFile(archive) as opened:
         opened.extractall(root / "source")
     for name in ("setup.sh", "run_autograder"):
-        (root / "source" / name).chmod(0o755)   # zipfile drops the modes; Gradescope keeps them
+        (root / "source" / name).chmod(0o755)  # zipfile drops the modes; Gradescope keeps them
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
 
 
@@ -109,29 +128,46 @@ def build(root, drop_pin=None):
         setup.write_text(text)
     shutil.rmtree(root / "venv", ignore_errors=True)
     environment = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}
-    environment.update(PATH=SYSTEM_PATH, HOME="/root", LANG="C.UTF-8", DEBIAN_FRONTEND="noninteractive",
-                       AUTOGRADER_ROOT=str(root))
+    environment.update(
+        PATH=SYSTEM_PATH, HOME="/root", LANG="C.UTF-8", DEBIAN_FRONTEND="noninteractive", AUTOGRADER_ROOT=str(root)
+    )
     start = time.monotonic()
     done = subprocess.run(["bash", str(setup)], cwd=root / "source", env=environment, capture_output=True, text=True)
     if done.returncode != 0:
         said = [line for line in (done.stdout + done.stderr).splitlines() if "is ignored: it is neither" not in line]
         raise SystemExit("setup.sh failed, as it would while Gradescope builds the image:\n" + "\n".join(said[-30:]))
     python = os.path.realpath(root / "venv" / "bin" / "python")
-    print(f"setup.sh built the grader's environment in {time.monotonic() - start:.0f} s (its Python: {python})",
-          flush=True)
+    print(
+        f"setup.sh built the grader's environment in {time.monotonic() - start:.0f} s (its Python: {python})",
+        flush=True,
+    )
 
 
 def submissions(tree, number, folder):
     """``[(kind, folder, {task id: expected points})]``: the reference, the stubs, one mistake."""
     tasks = markers.assignment_by_number(tree.manifest, number)["tasks"]
     full = {t["id"]: t["points"] for t in tasks}
-    folder.mkdir(mode=0o700)   # the reference is in it: no student process may read it
+    folder.mkdir(mode=0o700)  # the reference is in it: no student process may read it
     reference = folder / "reference"
-    shutil.copytree(tree.root / "minitorch_attn", reference / "minitorch_attn",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        tree.root / "minitorch_attn", reference / "minitorch_attn", ignore=shutil.ignore_patterns("__pycache__")
+    )
     stubs = folder / "stubs"
-    subprocess.run([sys.executable, "-m", "minitorch_attn.app.cli", "homework", "make", "--out", str(stubs),
-                    "--assignment", str(number)], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minitorch_attn.app.cli",
+            "homework",
+            "make",
+            "--out",
+            str(stubs),
+            "--assignment",
+            str(number),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     last = tasks[-1]["id"]
     mutant = next(m for m in load_mutants(tree) if m.task == last)
     planted = mutant.submission(Submission.reference(tree), tree)
@@ -141,8 +177,11 @@ def submissions(tree, number, folder):
         for rel in tree.files_of(task):
             path = mistake / rel
             path.write_text(splice(path.read_text(), markers.find_regions(path), task, planted.blocks[(rel, task)]))
-    return [("reference", reference, full), ("stubs", stubs, dict.fromkeys(full, 0)),
-            (f"mistake in {last}: {mutant.name}", mistake, dict(full, **{last: 0}))]
+    return [
+        ("reference", reference, full),
+        ("stubs", stubs, dict.fromkeys(full, 0)),
+        (f"mistake in {last}: {mutant.name}", mistake, dict(full, **{last: 0})),
+    ]
 
 
 def grade(root, submission, args):
@@ -154,8 +193,15 @@ def grade(root, submission, args):
     environment = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "AUTOGRADER_ROOT": str(root)}
     start = time.monotonic()
     try:
-        done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, capture_output=True,
-                              text=True, timeout=args.budget, preexec_fn=lambda: enter(groups))
+        done = subprocess.run(
+            ["bash", str(root / "run_autograder")],
+            cwd=root,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=args.budget,
+            preexec_fn=lambda: enter(groups),
+        )
         status = f"exit status {done.returncode}"
     except subprocess.TimeoutExpired:
         status = f"KILLED at the {args.budget:g} s budget"
@@ -164,14 +210,17 @@ def grade(root, submission, args):
         peak = leave(groups)
     written = root / "results" / "results.json"
     results = json.loads(written.read_text()) if written.is_file() else {"tests": [], "output": "no results.json"}
-    points = {t["name"].split(":")[0].replace("Task ", ""): t["score"] for t in results["tests"]
-              if "(smoke test)" not in t["name"]}
+    points = {
+        t["name"].split(":")[0].replace("Task ", ""): t["score"]
+        for t in results["tests"]
+        if "(smoke test)" not in t["name"]
+    }
     return points, results.get("output", ""), status, wall, peak
 
 
 def cgroup(name, cpu, memory_mb):
     """cgroup-v1 groups ``name`` with the limits; returns their folders ([] when unavailable)."""
-    settings = [("memory", {"memory.limit_in_bytes": str(memory_mb * 2 ** 20)})]
+    settings = [("memory", {"memory.limit_in_bytes": str(memory_mb * 2**20)})]
     if cpu > 0:
         settings.append(("cpu", {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": str(int(cpu * 100000))}))
     made = []
@@ -199,7 +248,7 @@ def leave(groups):
     peak = None
     for folder in groups:
         if folder.parent.name == "memory":
-            peak = int((folder / "memory.max_usage_in_bytes").read_text()) / 2 ** 20
+            peak = int((folder / "memory.max_usage_in_bytes").read_text()) / 2**20
         for pid in (folder / "cgroup.procs").read_text().split():
             (folder.parent / "cgroup.procs").write_text(pid)
         folder.rmdir()
@@ -209,17 +258,20 @@ def leave(groups):
 def report(rows, args):
     """Print the table; returns 1 when ``--check`` and a score is not the expected one."""
     limits = f"{args.memory_mb} MB" + (f", {args.cpu:g} CPU" if args.cpu > 0 else ", no CPU quota")
-    print(f"\nthe autograder of each assignment, built from its own setup.sh, under {limits}, a {args.budget:g} s budget")
+    print(
+        f"\nthe autograder of each assignment, built from its own setup.sh, under {limits}, a {args.budget:g} s budget"
+    )
     print(f"{'as.':<4} {'submission':<58} {'score':>11} {'expected':>9} {'wall s':>7} {'peak MB':>8}  result")
     wrong = 0
     for number, kind, expected, points, output, status, wall, peak in rows:
-        got = [points.get(task) for task in expected]   # None: the task is not in results.json (a grader error)
+        got = [points.get(task) for task in expected]  # None: the task is not in results.json (a grader error)
         ok = got == list(expected.values())
         wrong += not ok
         peak_text = f"{peak:.0f}" if peak is not None else "-"
-        print(f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} "
-              f"{wall:>7.0f} {peak_text:>8}  "
-              + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})"))
+        print(
+            f"{number:<4} {kind[:58]:<58} {sum(g or 0 for g in got):>11g} {sum(expected.values()):>9g} "
+            f"{wall:>7.0f} {peak_text:>8}  " + ("ok" if ok else f"WRONG ({status}; by task {dict(zip(expected, got))})")
+        )
         if not ok:
             print("    " + output.replace("\n", "\n    ")[:2000])
     print(f"{len(rows) - wrong} of {len(rows)} gradings as expected")

@@ -23,8 +23,6 @@ Both libraries share the process, so they share its ``malloc``: by default the s
 
 from __future__ import annotations
 
-from minitorch_attn.speed import keep_freed_memory  # noqa: E402
-
 import argparse
 import sys
 
@@ -32,10 +30,11 @@ import numpy
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-from minitorch_attn.argtypes import positive_int
 from minitorch_attn.app.measure import alternating_medians, busy, busy_flag
+from minitorch_attn.argtypes import positive_int
+from minitorch_attn.speed import keep_freed_memory
 
-TARGET = 1.2   # LayerNorm fwd+bwd, ours / PyTorch, at (32, 512, 1024) float32
+TARGET = 1.2  # LayerNorm fwd+bwd, ours / PyTorch, at (32, 512, 1024) float32
 
 
 def runners(shape, rng):
@@ -51,6 +50,7 @@ def runners(shape, rng):
             x.grad = w.grad = b.grad = None
             y = F.layer_norm(x, (d,), w, b) if norm == "LayerNorm" else F.rms_norm(x, (d,), w, eps=1e-6)
             y.backward(g)
+
         return run
 
     fns = {("LayerNorm", "minitorch-attn"): ours("LayerNorm"), ("RMSNorm", "minitorch-attn"): ours("RMSNorm")}
@@ -69,6 +69,7 @@ def runners(shape, rng):
             else:
                 y = torch.nn.functional.rms_norm(xt, (d,), wt, eps=1e-6)
             y.backward(gt)
+
         return run
 
     fns[("LayerNorm", "PyTorch")] = theirs("LayerNorm")
@@ -89,14 +90,26 @@ def _shape(text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", type=_shape, default=(32, 512, 1024),
-                        help="shape of x, comma-separated positive integers (normalized: the last)")
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        default=(32, 512, 1024),
+        help="shape of x, comma-separated positive integers (normalized: the last)",
+    )
     parser.add_argument("--repeats", type=positive_int, default=7, help="timed runs of each")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="threads of both libraries (default: each library's own choice)")
-    parser.add_argument("--malloc", choices=("kept", "default"), default="kept",
-                        help="kept: freed memory stays in the process, as the minitorch-attn command sets "
-                             "it (default); default: glibc's own settings")
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="threads of both libraries (default: each library's own choice)",
+    )
+    parser.add_argument(
+        "--malloc",
+        choices=("kept", "default"),
+        default="kept",
+        help="kept: freed memory stays in the process, as the minitorch-attn command sets "
+        "it (default); default: glibc's own settings",
+    )
     busy_flag(parser)
     args = parser.parse_args(argv)
     if args.malloc == "kept":
@@ -115,8 +128,10 @@ def main(argv=None):
         medians, _ = alternating_medians(fns, args.repeats)
 
     threads = f"{args.threads} threads" if args.threads else "each library's own threads"
-    print(f"forward + backward, x {shape} float32, {threads}, {args.busy} busy helper process(es), "
-          f"malloc {args.malloc}, median of {args.repeats} alternating runs after a warm-up")
+    print(
+        f"forward + backward, x {shape} float32, {threads}, {args.busy} busy helper process(es), "
+        f"malloc {args.malloc}, median of {args.repeats} alternating runs after a warm-up"
+    )
     print(f"{'norm':<10} {'minitorch-attn ms':>18} {'PyTorch ms':>11} {'x torch':>8}")
     for norm in ("LayerNorm", "RMSNorm"):
         ours = medians[(norm, "minitorch-attn")]

@@ -84,7 +84,8 @@ def child(side, folder, batch, seq_len, repeats, threads, logits_path):
         def forward():
             with torch.no_grad():
                 return model(ids).logits.numpy()
-    logits = forward()   # warm-up
+
+    logits = forward()  # warm-up
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -92,8 +93,17 @@ def child(side, folder, batch, seq_len, repeats, threads, logits_path):
         times.append(time.perf_counter() - start)
     numpy.save(logits_path, logits[:, -8:])
     params = sum(int(numpy.prod(p.shape)) for p in model.parameters())
-    print(json.dumps(dict(load_s=load_s, load_peak_mb=load_peak, forward_s=float(numpy.median(times)),
-                          total_peak_mb=peak_mb() - base, params=params)))
+    print(
+        json.dumps(
+            dict(
+                load_s=load_s,
+                load_peak_mb=load_peak,
+                forward_s=float(numpy.median(times)),
+                total_peak_mb=peak_mb() - base,
+                params=params,
+            )
+        )
+    )
 
 
 def make_folder(root):
@@ -124,24 +134,44 @@ def main(argv=None):
         folder = args.folder or make_folder(root)
         results = {}
         for side in ("ours", "transformers"):
-            command = [sys.executable, os.path.abspath(__file__), "--child", side, "--folder", folder,
-                       "--batch", str(args.batch), "--seq-len", str(args.seq_len), "--repeats", str(args.repeats),
-                       "--logits", os.path.join(root, f"{side}.npy")]
+            command = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                side,
+                "--folder",
+                folder,
+                "--batch",
+                str(args.batch),
+                "--seq-len",
+                str(args.seq_len),
+                "--repeats",
+                str(args.repeats),
+                "--logits",
+                os.path.join(root, f"{side}.npy"),
+            ]
             if args.threads:
                 command += ["--threads", str(args.threads)]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             results[side] = json.loads(done.stdout.strip().splitlines()[-1])
-        difference = float(numpy.abs(numpy.load(os.path.join(root, "ours.npy"))
-                                     - numpy.load(os.path.join(root, "transformers.npy"))).max())
-    print(f"{folder if args.folder else 'GPT2LMHeadModel(GPT2Config()), random weights'}: "
-          f"{results['ours']['params']:,} parameters; forward of ({args.batch}, {args.seq_len}) token ids, "
-          f"median of {args.repeats}; threads: {args.threads or 'each library its default'}")
+        difference = float(
+            numpy.abs(
+                numpy.load(os.path.join(root, "ours.npy")) - numpy.load(os.path.join(root, "transformers.npy"))
+            ).max()
+        )
+    print(
+        f"{folder if args.folder else 'GPT2LMHeadModel(GPT2Config()), random weights'}: "
+        f"{results['ours']['params']:,} parameters; forward of ({args.batch}, {args.seq_len}) token ids, "
+        f"median of {args.repeats}; threads: {args.threads or 'each library its default'}"
+    )
     print(f"{'':14}{'load s':>9}{'peak MiB after load':>22}{'forward s':>12}{'peak MiB after forward':>25}")
     for side, r in results.items():
         print(f"{side:14}{r['load_s']:9.2f}{r['load_peak_mb']:22.0f}{r['forward_s']:12.3f}{r['total_peak_mb']:25.0f}")
     ratio = results["ours"]["forward_s"] / results["transformers"]["forward_s"]
-    print(f"forward time ours / transformers: {ratio:.2f}x; "
-          f"max |logits difference| on the last 8 positions: {difference:.1e}")
+    print(
+        f"forward time ours / transformers: {ratio:.2f}x; "
+        f"max |logits difference| on the last 8 positions: {difference:.1e}"
+    )
     return 0
 
 

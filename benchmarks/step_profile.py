@@ -33,8 +33,6 @@ Nothing here is a test: it prints a table.
 
 from __future__ import annotations
 
-from minitorch_attn.speed import keep_freed_memory  # noqa: E402
-
 import argparse
 import collections
 import math
@@ -47,14 +45,18 @@ import numpy
 
 import minitorch_attn as mt
 from minitorch_attn import nn, optim
-from minitorch_attn.speed import threads, use_fused
+from minitorch_attn.app.measure import busy, busy_flag
+from minitorch_attn.app.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
 from minitorch_attn.argtypes import positive_int
 from minitorch_attn.core import autograd
-from minitorch_attn.app.measure import busy, busy_flag
 from minitorch_attn.nn import parallel
-from minitorch_attn.app.train import DEFAULT_BLOCK, make_optimizer, next_char_loss
+from minitorch_attn.speed import (
+    keep_freed_memory,
+    threads,
+    use_fused,
+)
 
-TARGET_FLOOR = 1.6   # step time / matmul floor, 1 thread
+TARGET_FLOOR = 1.6  # step time / matmul floor, 1 thread
 
 
 def default_model(args):
@@ -76,8 +78,8 @@ class Timers:
     def __init__(self):
         self.seconds = collections.defaultdict(float)
         self.calls = collections.Counter()
-        self.local = threading.local()   # .stack: the open regions of this thread
-        self.lock = threading.Lock()     # the parts of a step on threads add to the same totals
+        self.local = threading.local()  # .stack: the open regions of this thread
+        self.lock = threading.Lock()  # the parts of a step on threads add to the same totals
 
     def wrap(self, key_of, fn):
         def timed(*args, **kwargs):
@@ -95,6 +97,7 @@ class Timers:
                     self.calls[key] += 1
                 if stack:
                     stack[-1] += elapsed
+
         return timed
 
     def region(self, key, fn):
@@ -120,7 +123,7 @@ def instrument(timers):
             if name in cls.__dict__:
                 originals[cls, name] = cls.__dict__[name]
     for (cls, name), raw in originals.items():
-        if isinstance(raw, classmethod):    # Elementwise: one forward for several classes
+        if isinstance(raw, classmethod):  # Elementwise: one forward for several classes
             fn = raw.__func__
             setattr(cls, name, classmethod(timers.wrap(lambda args, n=name: (args[0].__name__, n), fn)))
         else:
@@ -137,10 +140,11 @@ def instrument(timers):
 def run_step(split, opt, batch, timers=None):
     """One step of ``minitorch-attn train``: ``split`` is its ``nn.SplitBatch`` (the batch in
     one part per thread; with ``timers``, one made by :func:`timed_split`)."""
+
     def go(key, fn):
         return fn() if timers is None else timers.region(("step", key), fn)
 
-    with use_fused():                                        # as the training job (speed/fused.py)
+    with use_fused():  # as the training job (speed/fused.py)
         go("zero_grad", opt.zero_grad)
         loss = split.backward(*batch)
         go("clip_grad_norm_", lambda: optim.clip_grad_norm_(split.model.parameters(), 1.0))
@@ -151,8 +155,10 @@ def run_step(split, opt, batch, timers=None):
 def timed_split(model, timers):
     """The step's SplitBatch with each part's forward timed as a region of the step (its
     backward walk is timed by :func:`instrument`)."""
+
     def loss_fn(model, x, y):
         return timers.region(("step", "forward (modules, Function.apply)"), lambda: next_char_loss(model, x, y))
+
     return nn.SplitBatch(model, loss_fn)
 
 
@@ -163,8 +169,15 @@ def recorded_products(run):
 
     def counted(a, b, **kwargs):
         batch = math.prod(numpy.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-        products.append((a.shape, b.shape, a.flags.c_contiguous, b.flags.c_contiguous,
-                         2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]))
+        products.append(
+            (
+                a.shape,
+                b.shape,
+                a.flags.c_contiguous,
+                b.flags.c_contiguous,
+                2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1],
+            )
+        )
         return matmul(a, b, **kwargs)
 
     np_namespace.matmul = counted
@@ -235,13 +248,13 @@ def against_the_floor(step, products, rounds):
     replay = replayer(products)
     rows = collections.defaultdict(list)
     for _ in range(rounds):
-        settle()   # the last round's products leave BLAS's threads spinning for a while
-        step()     # untimed: the step's own first allocations and threads
+        settle()  # the last round's products leave BLAS's threads spinning for a while
+        step()  # untimed: the step's own first allocations and threads
         start = time.perf_counter()
         step()
         rows["step"].append(time.perf_counter() - start)
         rows["replay"].append(replay())
-        rows["peak"].append(2.0 * 1024 ** 3 / matmul_seconds() / 1e9)
+        rows["peak"].append(2.0 * 1024**3 / matmul_seconds() / 1e9)
         floor = flop / (rows["peak"][-1] * 1e9)
         rows["step / floor"].append(rows["step"][-1] / floor)
         rows["replay / floor"].append(rows["replay"][-1] / floor)
@@ -269,7 +282,7 @@ def parts_alone_and_at_once(split, batch, rounds):
     for _ in range(rounds):
         for name, run in (("alone", one_part), ("at once", lambda: split.backward(x, y))):
             split.model.zero_grad()
-            run()                                  # untimed: as against_the_floor
+            run()  # untimed: as against_the_floor
             split.model.zero_grad()
             begin = time.perf_counter()
             run()
@@ -293,16 +306,29 @@ def model_flags(parser, seed_help="the weights and the batches"):
 
 def build_model(args):
     """The GPT of ``minitorch-attn train`` with its default flags but the shape and block of ``args``."""
-    return nn.GPT(args.vocab, d_model=args.d_model, num_heads=args.num_heads, num_layers=args.num_layers,
-                  max_seq_len=args.block_size, norm=args.norm, mlp=args.mlp, pos_encoding=args.pos_encoding)
+    return nn.GPT(
+        args.vocab,
+        d_model=args.d_model,
+        num_heads=args.num_heads,
+        num_layers=args.num_layers,
+        max_seq_len=args.block_size,
+        norm=args.norm,
+        mlp=args.mlp,
+        pos_encoding=args.pos_encoding,
+    )
 
 
 def main(argv=None):
-    keep_freed_memory()   # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--threads", type=positive_int, default=1,
-                        help="threads (the batch in one part per thread, as the training job does)")
+    keep_freed_memory()  # as the minitorch-attn command does (minitorch_attn/speed/allocator.py)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=1,
+        help="threads (the batch in one part per thread, as the training job does)",
+    )
     parser.add_argument("--steps", type=positive_int, default=20, help="rounds against the floor")
     parser.add_argument("--profiled-steps", type=positive_int, default=10, help="steps profiled (the table sums them)")
     model_flags(parser)
@@ -316,7 +342,7 @@ def main(argv=None):
 def profile(args):
     model, opt, batches = default_model(args)
     split = nn.SplitBatch(model, next_char_loss)
-    for i in range(3):                                       # warm-up: first allocations
+    for i in range(3):  # warm-up: first allocations
         run_step(split, opt, batches[i % 4])
     products = recorded_products(lambda: run_step(split, opt, batches[0]))
     counter = iter(range(10**9))
@@ -327,7 +353,7 @@ def profile(args):
     timers = Timers()
     instrument(timers)
     split = timed_split(model, timers)
-    run_step(split, opt, batches[0], timers)                 # warm the wrappers
+    run_step(split, opt, batches[0], timers)  # warm the wrappers
     timers.seconds.clear()
     timers.calls.clear()
     n = args.profiled_steps
@@ -338,12 +364,13 @@ def profile(args):
     rows = {key: s / n for key, s in timers.seconds.items()}
     calls = {key: c / n for key, c in timers.calls.items()}
     total = sum(rows.values())
-    print(f"one training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions; "
-          f"{model.num_parameters():,} parameters, batch "
-          f"{args.batch_size} x {args.block_size}), {args.threads} thread(s), {args.busy} busy helper process(es); "
-          f"ms per step, the mean of {n} profiled steps"
-          + ("; the batch in one part per thread, each part's times added" if len(split.parts(batches[0][0])) > 1
-             else ""))
+    print(
+        f"one training step of the default GPT ({args.norm}, {args.mlp}, {args.pos_encoding} positions; "
+        f"{model.num_parameters():,} parameters, batch "
+        f"{args.batch_size} x {args.block_size}), {args.threads} thread(s), {args.busy} busy helper process(es); "
+        f"ms per step, the mean of {n} profiled steps"
+        + ("; the batch in one part per thread, each part's times added" if len(split.parts(batches[0][0])) > 1 else "")
+    )
     print(f"{'part':<46}{'calls':>7}{'ms':>9}{'share':>8}")
 
     def line(name, key_list):
@@ -352,8 +379,10 @@ def profile(args):
         print(f"{name:<46}{count:>7.0f}{ms:>9.2f}{ms / (total * 1e3):>8.1%}")
 
     line(f"matrix products ({flop / 1e9:.2f} GFLOP)", [("matrix products", "")])
-    ops = sorted({k[0] for k in rows if k[1] in ("forward", "backward")},
-                 key=lambda name: -(rows.get((name, "forward"), 0) + rows.get((name, "backward"), 0)))
+    ops = sorted(
+        {k[0] for k in rows if k[1] in ("forward", "backward")},
+        key=lambda name: -(rows.get((name, "forward"), 0) + rows.get((name, "backward"), 0)),
+    )
     for name in ops:
         for part in ("forward", "backward"):
             if (name, part) in rows:
@@ -366,20 +395,28 @@ def profile(args):
     print(f"{'total (profiled)':<46}{'':>7}{total * 1e3:>9.2f}")
     print(f"{'  of which outside the matrix products':<46}{'':>7}{outside * 1e3:>9.2f}{outside / total:>8.1%}")
 
-    print(f"\nagainst the floor, median of {args.steps} rounds of a plain step (no timers), the step's "
-          f"{len(products)} products replayed alone, and the peak product, in turn:")
-    print(f"  matmul peak of this machine: {floor['peak']:.1f} GFLOP/s float32 at {args.threads} thread(s) "
-          f"((1024, 1024) @ (1024, 1024)); floor: {flop / 1e9:.2f} GFLOP at that peak, "
-          f"{flop / (floor['peak'] * 1e9) * 1e3:.1f} ms")
-    print(f"  plain step {floor['step'] * 1e3:.1f} ms = {floor['step / floor']:.2f}x the floor; its products "
-          f"alone {floor['replay'] * 1e3:.1f} ms = {floor['replay / floor']:.2f}x")
+    print(
+        f"\nagainst the floor, median of {args.steps} rounds of a plain step (no timers), the step's "
+        f"{len(products)} products replayed alone, and the peak product, in turn:"
+    )
+    print(
+        f"  matmul peak of this machine: {floor['peak']:.1f} GFLOP/s float32 at {args.threads} thread(s) "
+        f"((1024, 1024) @ (1024, 1024)); floor: {flop / 1e9:.2f} GFLOP at that peak, "
+        f"{flop / (floor['peak'] * 1e9) * 1e3:.1f} ms"
+    )
+    print(
+        f"  plain step {floor['step'] * 1e3:.1f} ms = {floor['step / floor']:.2f}x the floor; its products "
+        f"alone {floor['replay'] * 1e3:.1f} ms = {floor['replay / floor']:.2f}x"
+    )
     ratio = floor["step / floor"]
     verdict = ("met" if ratio <= TARGET_FLOOR else "NOT met") if args.threads == 1 else "(the target is for 1 thread)"
     print(f"target: step / floor <= {TARGET_FLOOR} at 1 thread: {ratio:.2f}  {verdict}")
     if parts > 1:
-        print(f"\nthe batch in {parts} parts, median of {args.steps} alternating rounds: one part alone on one thread "
-              f"{alone * 1e3:.1f} ms, the {parts} parts at once {at_once * 1e3:.1f} ms ({at_once / alone:.2f}x one "
-              f"alone: what the parts lose to what they share, the cores' caches and memory and the GIL)")
+        print(
+            f"\nthe batch in {parts} parts, median of {args.steps} alternating rounds: one part alone on one thread "
+            f"{alone * 1e3:.1f} ms, the {parts} parts at once {at_once * 1e3:.1f} ms ({at_once / alone:.2f}x one "
+            f"alone: what the parts lose to what they share, the cores' caches and memory and the GIL)"
+        )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from minitorch_attn.app.demo_common import log_ticks, pyplot, quick_caveat, rand
 
 args, out = setup(__doc__, "00_why_attention")
 d_model, num_heads = 64, 4
-length = 30 if args.quick else 100          # "when an RNN reaches word 100 ..."
+length = 30 if args.quick else 100  # "when an RNN reaches word 100 ..."
 
 
 class ElmanRNN(nn.Module):
@@ -45,10 +45,10 @@ class ElmanRNN(nn.Module):
         self.W_h = nn.Linear(d_model, d_model, bias=False)
 
     def forward(self, x):
-        inputs = self.W_x(x)                                  # every position at once: (B, T, d)
+        inputs = self.W_x(x)  # every position at once: (B, T, d)
         h = mt.zeros(x.shape[0], x.shape[2], device=x.device)
-        for t in range(x.shape[1]):                           # step t must wait for step t - 1
-            h = mt.tanh(inputs[:, t] + self.W_h(h))           # (B, d)
+        for t in range(x.shape[1]):  # step t must wait for step t - 1
+            h = mt.tanh(inputs[:, t] + self.W_h(h))  # (B, d)
         return h
 
 
@@ -73,36 +73,44 @@ x = randn(args.rng, 1, length, d_model, device=args.device, requires_grad=True)
 upstream = randn(args.rng, 1, d_model, device=args.device)
 curves = {}
 print(f"x (1, {length}, {d_model}); gradient norm reaching token t from the output at the last token {length}")
-print(f"{'model':<34} {'spectral radius':>15} {'token 1':>10} {'token ' + str(length // 2):>10} "
-      f"{'token ' + str(length - 1):>10}")
+print(
+    f"{'model':<34} {'spectral radius':>15} {'token 1':>10} {'token ' + str(length // 2):>10} "
+    f"{'token ' + str(length - 1):>10}"
+)
 rnn = ElmanRNN(d_model).to(args.device)
 W_h = rnn.W_h.weight.data
 for scale in (1.0, 3.0, 6.0):
-    rnn.W_h.weight.data = W_h * scale                                     # the same matrix, scaled
+    rnn.W_h.weight.data = W_h * scale  # the same matrix, scaled
     radius = float(numpy.abs(numpy.linalg.eigvals(rnn.W_h.weight.numpy().astype(numpy.float64))).max())
     name = "RNN, PyTorch's init" if scale == 1.0 else f"RNN, W_h x {scale:g}"
     curves[name] = g = gradient_per_token(rnn(x), x, upstream)
     print(f"{name:<34} {radius:15.2f} {g[0]:10.2e} {g[length // 2 - 1]:10.2e} {g[-2]:10.2e}")
 attention = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0).to(args.device)
-output, _ = attention(x, x, x, is_causal=True, need_weights=False)          # (1, T, d)
+output, _ = attention(x, x, x, is_causal=True, need_weights=False)  # (1, T, d)
 curves["attention (causal, one layer)"] = g = gradient_per_token(output[:, -1], x, upstream)
 print(f"{'attention (causal, one layer)':<34} {'':>15} {g[0]:10.2e} {g[length // 2 - 1]:10.2e} {g[-2]:10.2e}")
 rnn_default = curves["RNN, PyTorch's init"]
 first_zero = int(numpy.flatnonzero(rnn_default == 0)[-1]) + 1 if (rnn_default == 0).any() else None
-print(f"tutorial: 'when an RNN reaches word 100, it barely remembers word 1'. Measured at PyTorch's init: "
-      f"the gradient reaching token 1 has norm {rnn_default[0]:.1e}, the one reaching token {length - 1} "
-      f"{rnn_default[-2]:.1e}" + (f"; tokens 1-{first_zero} get exactly 0 (below float32's smallest number)"
-                                  if first_zero else ""))
+print(
+    f"tutorial: 'when an RNN reaches word 100, it barely remembers word 1'. Measured at PyTorch's init: "
+    f"the gradient reaching token 1 has norm {rnn_default[0]:.1e}, the one reaching token {length - 1} "
+    f"{rnn_default[-2]:.1e}"
+    + (f"; tokens 1-{first_zero} get exactly 0 (below float32's smallest number)" if first_zero else "")
+)
 attention_curve = curves["attention (causal, one layer)"]
-print(f"attention: token 1 gets {attention_curve[0] / attention_curve[-2]:.2f}x "
-      f"what token {length - 1} gets: one step away, whatever the distance")
+print(
+    f"attention: token 1 gets {attention_curve[0] / attention_curve[-2]:.2f}x "
+    f"what token {length - 1} gets: one step away, whatever the distance"
+)
 grown, exploded = curves["RNN, W_h x 3"], curves["RNN, W_h x 6"]
-print(f"the RNN's decay is a product over the steps: scaled by 3, the same W_h sends token 1 "
-      f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} "
-      f"(at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
-      f"scaled by 6 it explodes: token 1 gets {exploded[0] / exploded[-2]:.0e}x the gradient of token {length - 1} "
-      f"in this float32 run, but the recurrence is chaotic: rounding alone moves that figure by orders of "
-      f"magnitude, so only 'far above 1' is reproducible")
+print(
+    f"the RNN's decay is a product over the steps: scaled by 3, the same W_h sends token 1 "
+    f"{grown[0] / grown[-2]:.0f}x the gradient of token {length - 1} "
+    f"(at PyTorch's init: {rnn_default[0] / rnn_default[-2]:.0e}x); "
+    f"scaled by 6 it explodes: token 1 gets {exploded[0] / exploded[-2]:.0e}x the gradient of token {length - 1} "
+    f"in this float32 run, but the recurrence is chaotic: rounding alone moves that figure by orders of "
+    f"magnitude, so only 'far above 1' is reproducible"
+)
 
 # %% [markdown]
 # ## Waiting for each step, or all positions at once
@@ -127,13 +135,15 @@ for n in lengths:
             lambda: rnn(xs),  # noqa: B023
             lambda: attention(xs, xs, xs, is_causal=True, need_weights=False),  # noqa: B023
         )
-    rnn_work = batch * n * 2 * d_model * d_model                      # W_x x_t and W_h h per step
+    rnn_work = batch * n * 2 * d_model * d_model  # W_x x_t and W_h h per step
     attention_work = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)  # 4 projections, QKᵀ and weights @ V
     timings.append((n, comparison.first, comparison.second))
     print(f"{n:>6} {rnn_work:>18,} {attention_work:>24,}  {comparison.describe('RNN', 'attention')}")
-print("tutorial: 'they process all positions simultaneously ... the secret behind their incredible speed'. Measured: "
-      f"at T = {lengths[-1]} attention does {attention_work / rnn_work:.1f}x the RNN's multiply-adds and takes "
-      f"{comparison.ratio:.2f}x its time")
+print(
+    "tutorial: 'they process all positions simultaneously ... the secret behind their incredible speed'. Measured: "
+    f"at T = {lengths[-1]} attention does {attention_work / rnn_work:.1f}x the RNN's multiply-adds and takes "
+    f"{comparison.ratio:.2f}x its time"
+)
 quick_caveat(args, "how far back an RNN's gradient reaches at the tutorial's 100 words")
 
 # %% [markdown]

@@ -53,20 +53,22 @@ float32_eps = float(numpy.finfo(numpy.float32).eps)
 
 # %%
 directions = ["north", "east", "south", "west"]
-keys = numpy.array([[0.0, 1.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0]])       # (4 keys, 2)
-values = numpy.array([[4.0], [12.0], [20.0], [9.0]])                        # (4 values, 1): °C
-query = numpy.array([0.4, 1.0])                                             # north, a little east
+keys = numpy.array([[0.0, 1.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0]])  # (4 keys, 2)
+values = numpy.array([[4.0], [12.0], [20.0], [9.0]])  # (4 values, 1): °C
+query = numpy.array([0.4, 1.0])  # north, a little east
 print(f"section 2: a soft lookup; keys {directions} with values (°C) {show(values.ravel())}")
 lookups = {}
 for sharpness in (1, 4, 16):
-    q = mt.tensor((sharpness * query)[None, :], device=args.device)          # (1 query, 2)
+    q = mt.tensor((sharpness * query)[None, :], device=args.device)  # (1 query, 2)
     k, v = mt.tensor(keys, device=args.device), mt.tensor(values, device=args.device)
-    weights = F.softmax(q @ k.transpose(0, 1), dim=-1)                       # (1, 4)
-    answer = weights @ v                                                     # (1, 1)
+    weights = F.softmax(q @ k.transpose(0, 1), dim=-1)  # (1, 4)
+    answer = weights @ v  # (1, 1)
     lookups[sharpness] = w = weights.numpy()[0]
-    by_hand = float(w @ values[:, 0])                                        # the weighted average, in NumPy
-    print(f"  sharpness {sharpness:>2}: weights {show(w)}  answer {answer.item():6.2f} °C "
-          f"(weighted average by hand {by_hand:6.2f})")
+    by_hand = float(w @ values[:, 0])  # the weighted average, in NumPy
+    print(
+        f"  sharpness {sharpness:>2}: weights {show(w)}  answer {answer.item():6.2f} °C "
+        f"(weighted average by hand {by_hand:6.2f})"
+    )
 print(f"  the sharper the query, the closer the answer to the best key's value ({values[0, 0]:g} °C, north)")
 
 # %% [markdown]
@@ -79,16 +81,20 @@ print(f"  the sharper the query, the closer the answer to the best key's value (
 
 # %%
 d_model, d_k, tokens = 512, 64, 5
-x = randn(args.rng, tokens, d_model, device=args.device)                     # (5, 512)
+x = randn(args.rng, tokens, d_model, device=args.device)  # (5, 512)
 W_Q, W_K, W_V = (nn.Linear(d_model, d_k, bias=False).to(args.device) for _ in range(3))
-Q, K, V = W_Q(x), W_K(x), W_V(x)                                              # (5, 64) each
+Q, K, V = W_Q(x), W_K(x), W_V(x)  # (5, 64) each
 print(f"\nsection 3: x {x.shape} -> Q {Q.shape}, K {K.shape}, V {V.shape} by three learned (512, 64) projections")
-for name, scores in (("x xᵀ (no projections)", (x @ x.transpose(0, 1)).numpy()),
-                     ("Q Kᵀ (projections)", (Q @ K.transpose(0, 1)).numpy())):
+for name, scores in (
+    ("x xᵀ (no projections)", (x @ x.transpose(0, 1)).numpy()),
+    ("Q Kᵀ (projections)", (Q @ K.transpose(0, 1)).numpy()),
+):
     asymmetry = numpy.abs(scores - scores.T).max() / numpy.abs(scores).max()
     self_best = numpy.mean(scores.argmax(axis=-1) == numpy.arange(tokens))
-    print(f"  {name:<22} largest score with itself in {100 * self_best:3.0f}% of the rows; "
-          f"max |S - Sᵀ| / max |S| = {asymmetry:.2f}")
+    print(
+        f"  {name:<22} largest score with itself in {100 * self_best:3.0f}% of the rows; "
+        f"max |S - Sᵀ| / max |S| = {asymmetry:.2f}"
+    )
 print("  the projections let a token look for something other than what it offers")
 
 # %% [markdown]
@@ -100,14 +106,14 @@ print("  the projections let a token look for something other than what it offer
 # %%
 batch, heads, seq_len = 2, 1, 5
 q, k, v = (randn(args.rng, batch, heads, seq_len, d_k, device=args.device) for _ in range(3))
-output = F.scaled_dot_product_attention(q, k, v)            # (2, 1, 5, 64)
-weights = F.attention_weights(q, k)                          # (2, 1, 5, 5), scale 1/sqrt(64)
+output = F.scaled_dot_product_attention(q, k, v)  # (2, 1, 5, 64)
+weights = F.attention_weights(q, k)  # (2, 1, 5, 5), scale 1/sqrt(64)
 print(f"\nsection 4: Q, K, V shape: {q.shape}")
 print(f"output shape: {output.shape}")
 print(f"attention weights shape: {weights.shape}")
 
 qn, kn, vn = (t.numpy().astype(numpy.float64) for t in (q, k, v))
-raw = qn @ kn.swapaxes(-1, -2)                               # (2, 1, 5, 5)
+raw = qn @ kn.swapaxes(-1, -2)  # (2, 1, 5, 5)
 scores = raw / math.sqrt(d_k)
 reference = numpy.exp(scores - scores.max(axis=-1, keepdims=True))
 reference /= reference.sum(axis=-1, keepdims=True)
@@ -116,17 +122,23 @@ print(f"score std before / after dividing by sqrt({d_k}) = {math.sqrt(d_k):g}: {
 print("attention weights of batch 0, head 0 (row = query, column = key):")
 print(show(w[0, 0]))
 row_sums = w.sum(axis=-1)
-print(f"row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f} "
-      f"(every row sums to 1: {bool(numpy.allclose(row_sums, 1.0, atol=1e-6))})")
+print(
+    f"row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f} "
+    f"(every row sums to 1: {bool(numpy.allclose(row_sums, 1.0, atol=1e-6))})"
+)
 for name, ours, ref in (("weights", w, reference), ("output", output.numpy(), reference @ vn)):
     tolerance = 8 * float32_eps * max(1.0, numpy.abs(ref).max())
     difference = numpy.abs(ours - ref).max()
-    print(f"max |{name} - float64 NumPy|: {difference:.2e} (float32 rounding allows {tolerance:.1e}: "
-          f"{'agrees' if difference <= tolerance else 'DISAGREES'})")
+    print(
+        f"max |{name} - float64 NumPy|: {difference:.2e} (float32 rounding allows {tolerance:.1e}: "
+        f"{'agrees' if difference <= tolerance else 'DISAGREES'})"
+    )
 spread = (scores.max(axis=-1) - scores.min(axis=-1)).mean()
-print(f"tutorial: for random Q, K of this shape it prints weights between 0.156 and 0.231, which needs the scores "
-      f"of a row within log(0.231 / 0.156) = {math.log(0.231 / 0.156):.2f} of each other; measured here: weights "
-      f"{w.min():.3f} to {w.max():.3f}, the scaled scores of a row spanning {spread:.2f} on average")
+print(
+    f"tutorial: for random Q, K of this shape it prints weights between 0.156 and 0.231, which needs the scores "
+    f"of a row within log(0.231 / 0.156) = {math.log(0.231 / 0.156):.2f} of each other; measured here: weights "
+    f"{w.min():.3f} to {w.max():.3f}, the scaled scores of a row spanning {spread:.2f} on average"
+)
 
 # %% [markdown]
 # ## The picture
@@ -149,8 +161,15 @@ axes[0].legend(fontsize=8)
 image = axes[1].imshow(w[0, 0], cmap="viridis", vmin=0.0)
 for i in range(seq_len):
     for j in range(seq_len):
-        axes[1].text(j, i, f"{w[0, 0, i, j]:.2f}", ha="center", va="center", fontsize=8,
-                     color="white" if w[0, 0, i, j] < 0.5 * w[0, 0].max() else "black")
+        axes[1].text(
+            j,
+            i,
+            f"{w[0, 0, i, j]:.2f}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="white" if w[0, 0, i, j] < 0.5 * w[0, 0].max() else "black",
+        )
 axes[1].set_xticks(range(seq_len))
 axes[1].set_yticks(range(seq_len))
 axes[1].set_xlabel("key position")

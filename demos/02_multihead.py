@@ -33,7 +33,7 @@ from minitorch_attn.app.demo_common import log_ticks, pyplot, randn, save, setup
 
 args, out = setup(__doc__, "02_multihead")
 batch, seq_len, d_model, num_heads = 4, 10, 512, 8
-mha = nn.MultiHeadAttention(d_model, num_heads, dropout=0.1).to(args.device)   # the tutorial's module
+mha = nn.MultiHeadAttention(d_model, num_heads, dropout=0.1).to(args.device)  # the tutorial's module
 x = randn(args.rng, batch, seq_len, d_model, device=args.device)
 
 # %% [markdown]
@@ -45,26 +45,26 @@ x = randn(args.rng, batch, seq_len, d_model, device=args.device)
 
 # %%
 d_k = d_model // num_heads
-mha.eval()                                                      # no dropout: comparable outputs
+mha.eval()  # no dropout: comparable outputs
 with mt.no_grad():
     steps = [("input x", x)]
-    q, k, v = mha.W_q(x), mha.W_k(x), mha.W_v(x)                    # 1. project
+    q, k, v = mha.W_q(x), mha.W_k(x), mha.W_v(x)  # 1. project
     steps.append(("1. project: Q = x W_Qᵀ (also K, V)", q))
-    q_split = q.reshape(batch, seq_len, num_heads, d_k)              # 2. split d_model into h x d_k
+    q_split = q.reshape(batch, seq_len, num_heads, d_k)  # 2. split d_model into h x d_k
     steps.append(("2. split: reshape to (batch, seq_len, h, d_k)", q_split))
     q, k, v = (t.reshape(batch, seq_len, num_heads, d_k).transpose(1, 2) for t in (q, k, v))
     steps.append(("   then transpose heads beside the batch", q))
-    scores = q @ k.transpose(-2, -1) / d_k ** 0.5                    # 3. attend, every head at once
+    scores = q @ k.transpose(-2, -1) / d_k**0.5  # 3. attend, every head at once
     steps.append(("3. scores Q Kᵀ / √d_k, per head", scores))
     weights = F.softmax(scores, dim=-1)
     steps.append(("   weights = softmax(scores)", weights))
     context = weights @ v
     steps.append(("   context = weights V", context))
-    merged = context.transpose(1, 2)                                 # 4. merge the heads
+    merged = context.transpose(1, 2)  # 4. merge the heads
     steps.append(("4. merge: transpose back", merged))
     merged = merged.reshape(batch, seq_len, d_model)
     steps.append(("   reshape to (batch, seq_len, h d_k)", merged))
-    by_hand = mha.W_o(merged)                                        # 5. mix the heads
+    by_hand = mha.W_o(merged)  # 5. mix the heads
     steps.append(("5. output = merged W_Oᵀ", by_hand))
     module_output, module_weights = mha(x, x, x)
 print("section 6, shape after each step:")
@@ -77,8 +77,10 @@ output_gap = numpy.abs(by_hand.numpy() - module_output.numpy()).max()
 weight_gap = numpy.abs(weights.numpy() - module_weights.numpy()).max()
 eps = numpy.finfo(numpy.float32).eps
 within = (output_gap <= 8 * eps * numpy.abs(by_hand.numpy()).max()) and (weight_gap <= 8 * eps)
-print(f"max |step by step - MultiHeadAttention(x, x, x)|: {output_gap:.2e} (output), {weight_gap:.2e} (weights); "
-      f"within float32 rounding: {within}")
+print(
+    f"max |step by step - MultiHeadAttention(x, x, x)|: {output_gap:.2e} (output), {weight_gap:.2e} (weights); "
+    f"within float32 rounding: {within}"
+)
 
 # %% [markdown]
 # ## Section 7: the module
@@ -92,17 +94,21 @@ print(f"max |step by step - MultiHeadAttention(x, x, x)|: {output_gap:.2e} (outp
 # %%
 mha.train()
 with mt.no_grad():
-    output, weights = mha(x, x, x)                              # self-attention, training mode
+    output, weights = mha(x, x, x)  # self-attention, training mode
 print(f"\nsection 7: input shape: {x.shape}")
 print(f"output shape: {output.shape}")
 print(f"attention weights shape: {weights.shape}  (batch, heads, queries, keys); d_k = {mha.d_k}")
 row_sums = weights.numpy().sum(axis=-1)
-print(f"row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f} "
-      f"(every row sums to 1: {bool(numpy.allclose(row_sums, 1.0, atol=1e-5))})")
+print(
+    f"row sums: min {row_sums.min():.6f}, max {row_sums.max():.6f} "
+    f"(every row sums to 1: {bool(numpy.allclose(row_sums, 1.0, atol=1e-5))})"
+)
 dropped = F.dropout(weights, 0.1, training=True).numpy().sum(axis=-1)
-print(f"tutorial: 'Weights sum to 1.0: True' for its module in training mode, which returns the weights after "
-      f"dropout 0.1; measured after dropout: rows sum to {dropped.min():.3f} .. {dropped.max():.3f}, "
-      f"{numpy.mean(numpy.abs(dropped - 1) < 1e-5):.0%} of the {dropped.size} rows to 1")
+print(
+    f"tutorial: 'Weights sum to 1.0: True' for its module in training mode, which returns the weights after "
+    f"dropout 0.1; measured after dropout: rows sum to {dropped.min():.3f} .. {dropped.max():.3f}, "
+    f"{numpy.mean(numpy.abs(dropped - 1) < 1e-5):.0%} of the {dropped.size} rows to 1"
+)
 if not args.quick:
     try:
         import torch
@@ -110,13 +116,15 @@ if not args.quick:
         torch = None
         print("PyTorch is not installed: skipped what torch.nn.MultiheadAttention returns")
     if torch is not None:
-        torch.manual_seed(args.seed)       # its weights and dropout masks: the same seed, the same line
+        torch.manual_seed(args.seed)  # its weights and dropout masks: the same seed, the same line
         reference = torch.nn.MultiheadAttention(d_model, num_heads, dropout=0.1, batch_first=True)
         tx = torch.tensor(x.numpy())
         _, tw = reference(tx, tx, tx, need_weights=True, average_attn_weights=False)
         ts = tw.detach().sum(dim=-1)
-        print(f"torch.nn.MultiheadAttention(dropout=0.1) in training mode returns the weights after dropout: "
-              f"rows sum to {ts.min().item():.3f} .. {ts.max().item():.3f}")
+        print(
+            f"torch.nn.MultiheadAttention(dropout=0.1) in training mode returns the weights after dropout: "
+            f"rows sum to {ts.min().item():.3f} .. {ts.max().item():.3f}"
+        )
 for name, p in mha.named_parameters():
     print(f"  {name:<10} {str(p.shape):<12} {p.numel():>9,}")
 print(f"parameters: {mha.num_parameters():,} (4 x {d_model} x {d_model} = {4 * d_model * d_model:,}, no bias)")
@@ -133,12 +141,14 @@ print(f"parameters: {mha.num_parameters():,} (4 x {d_model} x {d_model} = {4 * d
 lengths = [10, 64] if args.quick else [10, 256, 1024]
 one_head = nn.MultiHeadAttention(d_model, 1, dropout=0.0).to(args.device)
 eight_heads = nn.MultiHeadAttention(d_model, num_heads, dropout=0.0).to(args.device)
-print(f"\nsection 5: 1 head (d_k = {d_model}) against {num_heads} heads (d_k = {d_k}), batch {batch}, "
-      f"forward without weights; parameters {one_head.num_parameters():,} and {eight_heads.num_parameters():,}")
+print(
+    f"\nsection 5: 1 head (d_k = {d_model}) against {num_heads} heads (d_k = {d_k}), batch {batch}, "
+    f"forward without weights; parameters {one_head.num_parameters():,} and {eight_heads.num_parameters():,}"
+)
 cost = []
 for n in lengths:
     xs = randn(args.rng, batch, n, d_model, device=args.device)
-    multiply_adds = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)   # the same for any h
+    multiply_adds = batch * (4 * n * d_model * d_model + 2 * n * n * d_model)  # the same for any h
     with mt.no_grad():
         comparison = timed_pair(  # both lambdas run in this iteration, with its xs
             args,
@@ -146,12 +156,16 @@ for n in lengths:
             lambda: eight_heads(xs, xs, xs, need_weights=False),  # noqa: B023
         )
     cost.append((n, comparison.first, comparison.second, comparison.ratio))
-    print(f"  T = {n:>4}: multiply-adds {multiply_adds:,} for both; softmax entries {batch * n * n:,} "
-          f"against {batch * num_heads * n * n:,} ({num_heads}x)")
+    print(
+        f"  T = {n:>4}: multiply-adds {multiply_adds:,} for both; softmax entries {batch * n * n:,} "
+        f"against {batch * num_heads * n * n:,} ({num_heads}x)"
+    )
     print(f"           {comparison.describe('1 head', f'{num_heads} heads')}")
-print(f"tutorial: '{num_heads} heads ... same compute cost'. Measured: the same multiply-adds, {num_heads}x the "
-      f"softmax entries; {num_heads} heads take {cost[0][3]:.2f}x the time of one at T = {lengths[0]} and "
-      f"{cost[-1][3]:.2f}x at T = {lengths[-1]}")
+print(
+    f"tutorial: '{num_heads} heads ... same compute cost'. Measured: the same multiply-adds, {num_heads}x the "
+    f"softmax entries; {num_heads} heads take {cost[0][3]:.2f}x the time of one at T = {lengths[0]} and "
+    f"{cost[-1][3]:.2f}x at T = {lengths[-1]}"
+)
 
 # %% [markdown]
 # ## The pictures

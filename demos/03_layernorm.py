@@ -34,7 +34,7 @@ from minitorch_attn.app.demo_common import normalize_over, pyplot, randn, save, 
 
 args, out = setup(__doc__, "03_layernorm")
 d = 512
-batch_norm_dims, layer_norm_dims = (0, 1), (-1,)   # (batch, seq) per feature; the features per token
+batch_norm_dims, layer_norm_dims = (0, 1), (-1,)  # (batch, seq) per feature; the features per token
 
 
 def change_of_sample_0(dims, first, second):
@@ -53,26 +53,32 @@ def change_of_sample_0(dims, first, second):
 
 # %%
 print("section 8: BatchNorm normalizes each feature over (batch, seq); LayerNorm each token over its features")
-for shape, dims, verdict in (((1, d), (0,), "fails: a constant output, no gradient"),
-                             ((1, 10, d), batch_norm_dims, "works: 10 values per feature")):
+for shape, dims, verdict in (
+    ((1, d), (0,), "fails: a constant output, no gradient"),
+    ((1, 10, d), batch_norm_dims, "works: 10 values per feature"),
+):
     outputs, gradients = [], []
-    for _ in range(2):                                                         # two different inputs
+    for _ in range(2):  # two different inputs
         x = randn(args.rng, *shape, device=args.device, requires_grad=True)
         y = normalize_over(x, dims)
         (y * randn(args.rng, *shape, device=args.device)).sum().backward()
         outputs.append(y.numpy())
         gradients.append(float(numpy.linalg.norm(x.grad.numpy())))
-    print(f"  batch 1, {'no sequence axis' if len(shape) == 2 else 'a sequence of 10'}, training mode: two inputs -> "
-          f"max |y1 - y2| = {numpy.abs(outputs[0] - outputs[1]).max():.2f}, |grad x| = {gradients[0]:.2f}  ({verdict})")
+    print(
+        f"  batch 1, {'no sequence axis' if len(shape) == 2 else 'a sequence of 10'}, training mode: two inputs -> "
+        f"max |y1 - y2| = {numpy.abs(outputs[0] - outputs[1]).max():.2f}, |grad x| = {gradients[0]:.2f}  ({verdict})"
+    )
 sequence = randn(args.rng, 1, 10, d, device=args.device)
 training_batch = randn(args.rng, 32, 10, d, device=args.device) * 2.0 + 1.0
-running_mean = training_batch.mean(dim=batch_norm_dims, keepdim=True)          # what training stored
+running_mean = training_batch.mean(dim=batch_norm_dims, keepdim=True)  # what training stored
 running_var = training_batch.var(dim=batch_norm_dims, keepdim=True, correction=0)
 eval_mode = ((sequence - running_mean) / (running_var + 1e-5).sqrt()).numpy()
 train_mode = normalize_over(sequence, batch_norm_dims).numpy()
-print(f"  batch 1, evaluation mode (running statistics of training): works, but differs from training mode "
-      f"on the same input by max {numpy.abs(eval_mode - train_mode).max():.2f}  (problem 3, different "
-      f"behaviour in training and testing: true)")
+print(
+    f"  batch 1, evaluation mode (running statistics of training): works, but differs from training mode "
+    f"on the same input by max {numpy.abs(eval_mode - train_mode).max():.2f}  (problem 3, different "
+    f"behaviour in training and testing: true)"
+)
 try:
     import torch
 except ImportError:
@@ -91,18 +97,24 @@ if torch is not None and not args.quick:
 # %%
 batch = randn(args.rng, 4, 10, d, device=args.device)
 other = batch.numpy().copy()
-other[1] = args.rng.standard_normal((10, d))                                   # a different batchmate
+other[1] = args.rng.standard_normal((10, d))  # a different batchmate
 other = mt.tensor(other, device=args.device)
-print(f"  a different sample 1 changes the output of sample 0 by: BatchNorm "
-      f"{change_of_sample_0(batch_norm_dims, batch, other):.3f}, "
-      f"LayerNorm {change_of_sample_0(layer_norm_dims, batch, other):.1e}")
-real = batch.numpy()[:, :6]                                                    # 6 real tokens each
-short, long = (mt.tensor(numpy.concatenate([real, numpy.zeros((4, pad, d), numpy.float32)], axis=1),
-                         device=args.device) for pad in (4, 14))               # padded to 10 and to 20
+print(
+    f"  a different sample 1 changes the output of sample 0 by: BatchNorm "
+    f"{change_of_sample_0(batch_norm_dims, batch, other):.3f}, "
+    f"LayerNorm {change_of_sample_0(layer_norm_dims, batch, other):.1e}"
+)
+real = batch.numpy()[:, :6]  # 6 real tokens each
+short, long = (
+    mt.tensor(numpy.concatenate([real, numpy.zeros((4, pad, d), numpy.float32)], axis=1), device=args.device)
+    for pad in (4, 14)
+)  # padded to 10 and to 20
 bn = [normalize_over(t, batch_norm_dims).numpy()[:, :6] for t in (short, long)]
 ln = [normalize_over(t, layer_norm_dims).numpy()[:, :6] for t in (short, long)]
-print(f"  padding to 20 tokens instead of 10 changes the real tokens' outputs by: BatchNorm "
-      f"{numpy.abs(bn[0] - bn[1]).max():.3f}, LayerNorm {numpy.abs(ln[0] - ln[1]).max():.1e}")
+print(
+    f"  padding to 20 tokens instead of 10 changes the real tokens' outputs by: BatchNorm "
+    f"{numpy.abs(bn[0] - bn[1]).max():.3f}, LayerNorm {numpy.abs(ln[0] - ln[1]).max():.1e}"
+)
 print("tutorial: 'fails when batch size = 1': only in training mode and without a sequence axis (measured above)")
 
 # %% [markdown]
@@ -111,6 +123,7 @@ print("tutorial: 'fails when batch size = 1': only in training mode and without 
 # The tutorial's four steps, each a primitive operation (mean, variance, division, scale
 # and shift), against `F.layer_norm`, whose backward is one closed-form line derived by hand.
 # The check uses a random upstream gradient: with a plain sum, errors that cancel would hide.
+
 
 # %%
 def layer_norm_from_primitives(x, gamma, beta, eps=1e-5):
@@ -139,7 +152,7 @@ def float64_reference(x, gamma, beta, upstream, eps=1e-5):
 
 
 shape = (4, 10, d)
-x = randn(args.rng, *shape, device=args.device) * 5.0 + 3.0    # far from standard: mean 3, std 5
+x = randn(args.rng, *shape, device=args.device) * 5.0 + 3.0  # far from standard: mean 3, std 5
 gamma = 1.0 + 0.1 * randn(args.rng, d, device=args.device)
 beta = 0.1 * randn(args.rng, d, device=args.device)
 upstream = randn(args.rng, *shape, device=args.device)
@@ -158,7 +171,7 @@ else:
     print("PyTorch is not installed: skipped the comparison with torch.nn.functional.layer_norm")
 reference = float64_reference(x, gamma, beta, upstream)
 
-plain = F.layer_norm(x, (d,)).numpy()   # γ = 1, β = 0: the statistics the tutorial prints
+plain = F.layer_norm(x, (d,)).numpy()  # γ = 1, β = 0: the statistics the tutorial prints
 print(f"\nsection 9: input  shape {x.shape}: mean {x.numpy().mean():+.4f}, std {x.numpy().std():.4f}")
 print(f"output mean per row: max |mean| {numpy.abs(plain.mean(axis=-1)).max():.2e}  (≈ 0)")
 print(f"output std per row: min {plain.std(axis=-1).min():.6f}, max {plain.std(axis=-1).max():.6f}  (≈ 1)")
@@ -166,8 +179,11 @@ names = ("output", "grad x", "grad gamma", "grad beta")
 print("max |float32 result - float64 NumPy reference|:")
 print(f"  {'':<11} " + " ".join(f"{name:>16}" for name in results) + f" {'scale':>10}")
 for i, name in enumerate(names):
-    print(f"  {name:<11} " + " ".join(f"{numpy.abs(r[i] - reference[i]).max():16.2e}" for r in results.values())
-          + f" {numpy.abs(reference[i]).max():10.2e}")
+    print(
+        f"  {name:<11} "
+        + " ".join(f"{numpy.abs(r[i] - reference[i]).max():16.2e}" for r in results.values())
+        + f" {numpy.abs(reference[i]).max():10.2e}"
+    )
 print("max |F.layer_norm - from primitives| (float32):")
 for name, a, b in zip(names, results["F.layer_norm"], results["from primitives"]):
     print(f"  {name:<11} {numpy.abs(a - b).max():.2e}")

@@ -33,8 +33,12 @@ from minitorch_attn.argtypes import positive_int
 
 
 def add_flags(parser):
-    parser.add_argument("--repeats", type=positive_int, default=None,
-                        help="at least this many alternating rounds per pair (default 5, --quick 3)")
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=None,
+        help="at least this many alternating rounds per pair (default 5, --quick 3)",
+    )
 
 
 args, out = setup(__doc__, "04_norm_speed", extra=add_flags)
@@ -53,6 +57,7 @@ use_torch = torch is not None and not args.quick and args.device == "cpu"
 # to undo. The float64 reference below writes that formula in NumPy; the tutorial's version
 # lets autograd chain the backwards of its primitive operations instead.
 
+
 # %%
 def rms_norm_from_primitives(x, gamma):
     """The tutorial's RMSNorm: the root mean square in primitive ops, then divide and scale."""
@@ -66,8 +71,11 @@ def float64_reference(x, gamma, g):
     rstd = 1 / numpy.sqrt((x * x).mean(-1, keepdims=True) + eps)
     x_hat = x * rstd
     dx_hat = g * gamma
-    return [gamma * x_hat, rstd * (dx_hat - x_hat * (dx_hat * x_hat).mean(-1, keepdims=True)),
-            (g * x_hat).sum(axis=tuple(range(x.ndim - 1)))]
+    return [
+        gamma * x_hat,
+        rstd * (dx_hat - x_hat * (dx_hat * x_hat).mean(-1, keepdims=True)),
+        (g * x_hat).sum(axis=tuple(range(x.ndim - 1))),
+    ]
 
 
 def output_and_gradients(fn, x, gamma, upstream):
@@ -81,20 +89,27 @@ d = 512
 x = randn(args.rng, 4, 10, d, device=args.device) * 3.0 + 1.0
 gamma = 1.0 + 0.1 * randn(args.rng, d, device=args.device)
 upstream = randn(args.rng, 4, 10, d, device=args.device)
-results = {"F.rms_norm": output_and_gradients(lambda x, g: F.rms_norm(x, (d,), g, eps=eps), x, gamma, upstream),
-           "from primitives": output_and_gradients(rms_norm_from_primitives, x, gamma, upstream)}
+results = {
+    "F.rms_norm": output_and_gradients(lambda x, g: F.rms_norm(x, (d,), g, eps=eps), x, gamma, upstream),
+    "from primitives": output_and_gradients(rms_norm_from_primitives, x, gamma, upstream),
+}
 if use_torch:
     tx, tg = torch.tensor(x.numpy(), requires_grad=True), torch.tensor(gamma.numpy(), requires_grad=True)
     ty = torch.nn.functional.rms_norm(tx, (d,), tg, eps=eps)
     (ty * torch.tensor(upstream.numpy())).sum().backward()
     results["PyTorch"] = [ty.detach().numpy(), tx.grad.numpy(), tg.grad.numpy()]
 reference = float64_reference(x, gamma, upstream)
-print(f"RMSNorm of x (4, 10, {d}) float32, eps {eps}: max |result - float64 NumPy reference| "
-      "under a random upstream gradient")
+print(
+    f"RMSNorm of x (4, 10, {d}) float32, eps {eps}: max |result - float64 NumPy reference| "
+    "under a random upstream gradient"
+)
 print(f"  {'':<11} " + " ".join(f"{name:>16}" for name in results) + f" {'scale':>10}")
 for i, name in enumerate(("output", "grad x", "grad gamma")):
-    print(f"  {name:<11} " + " ".join(f"{numpy.abs(r[i] - reference[i]).max():16.2e}" for r in results.values())
-          + f" {numpy.abs(reference[i]).max():10.2e}")
+    print(
+        f"  {name:<11} "
+        + " ".join(f"{numpy.abs(r[i] - reference[i]).max():16.2e}" for r in results.values())
+        + f" {numpy.abs(reference[i]).max():10.2e}"
+    )
 
 # %% [markdown]
 # ## The race
@@ -130,6 +145,7 @@ def forward(norm):
     def run():
         with mt.no_grad():
             norm()
+
     return run
 
 
@@ -137,17 +153,26 @@ def forward_backward(norm):
     def run():
         x.grad = gamma.grad = beta.grad = None
         norm().backward(upstream)
+
     return run
 
 
-ours = {"LayerNorm": lambda: F.layer_norm(x, (d,), gamma, beta, eps=eps),
-        "RMSNorm": lambda: F.rms_norm(x, (d,), gamma, eps=eps)}
+ours = {
+    "LayerNorm": lambda: F.layer_norm(x, (d,), gamma, beta, eps=eps),
+    "RMSNorm": lambda: F.rms_norm(x, (d,), gamma, eps=eps),
+}
 pairs = {  # name -> (LayerNorm, RMSNorm, what the pair is)
     "NumPy, written alike": (numpy_layer_norm, numpy_rms_norm, "like for like"),
-    "ours, forward": (forward(ours["LayerNorm"]), forward(ours["RMSNorm"]),
-                      "not alike: our LayerNorm makes one more pass, for an exact mean"),
-    "ours, forward + backward": (forward_backward(ours["LayerNorm"]), forward_backward(ours["RMSNorm"]),
-                                 "not alike, as above"),
+    "ours, forward": (
+        forward(ours["LayerNorm"]),
+        forward(ours["RMSNorm"]),
+        "not alike: our LayerNorm makes one more pass, for an exact mean",
+    ),
+    "ours, forward + backward": (
+        forward_backward(ours["LayerNorm"]),
+        forward_backward(ours["RMSNorm"]),
+        "not alike, as above",
+    ),
 }
 if use_torch:
     torch.set_grad_enabled(False)
@@ -164,17 +189,24 @@ if use_torch:
         return torch.nn.functional.layer_norm(tx, (d,), tg, tb, eps)
 
     pairs["PyTorch ops, written alike"] = (torch_layer_norm_from_ops, torch_rms_norm_from_ops, "like for like")
-    pairs["PyTorch's functions"] = (torch_fused_layer_norm, lambda: torch.nn.functional.rms_norm(tx, (d,), tg, eps),
-                                    "not alike on the CPU: layer_norm is one kernel, rms_norm (PyTorch 2.13's "
-                                    "profiler shows) runs pow, mean, add, rsqrt and mul apart")
-    pairs["the tutorial's pair"] = (torch_fused_layer_norm,
-                                    lambda: tg * (tx / torch.sqrt(tx.pow(2).mean(dim=-1, keepdim=True) + eps)),
-                                    "not alike: nn.LayerNorm's kernel against four separate ops")
+    pairs["PyTorch's functions"] = (
+        torch_fused_layer_norm,
+        lambda: torch.nn.functional.rms_norm(tx, (d,), tg, eps),
+        "not alike on the CPU: layer_norm is one kernel, rms_norm (PyTorch 2.13's "
+        "profiler shows) runs pow, mean, add, rsqrt and mul apart",
+    )
+    pairs["the tutorial's pair"] = (
+        torch_fused_layer_norm,
+        lambda: tg * (tx / torch.sqrt(tx.pow(2).mean(dim=-1, keepdim=True) + eps)),
+        "not alike: nn.LayerNorm's kernel against four separate ops",
+    )
 elif torch is None:
     print("PyTorch is not installed: skipped its functions and the tutorial's pair")
 
-print(f"\nx {shape} float32 on {args.device}, alternating rounds after one warm-up call each"
-      + (f", PyTorch {torch.__version__}" if use_torch else ""))
+print(
+    f"\nx {shape} float32 on {args.device}, alternating rounds after one warm-up call each"
+    + (f", PyTorch {torch.__version__}" if use_torch else "")
+)
 ratios = {}
 for name, (layer_norm, rms_norm, kind) in pairs.items():
     comparison = timed_pair(args, layer_norm, rms_norm, args.repeats)
@@ -182,11 +214,13 @@ for name, (layer_norm, rms_norm, kind) in pairs.items():
     print(f"  {name:<27} {comparison.describe('LayerNorm', 'RMSNorm')}  [{kind}]")
 if use_torch:
     torch.set_grad_enabled(True)
-print("tutorial: 'RMSNorm ~7-15% faster than LayerNorm' (a time ratio of about 0.85-0.93); its own printed "
-      f"run, 847.3 ms against 712.1 ms, is a ratio of {712.1 / 847.3:.3f}. Measured like for like: "
-      + ", ".join(f"{name} {ratios[name][0]:.2f}" for name in ratios if ratios[name][1] == "like for like")
-      + "; normalizing is bound by memory traffic, and written alike RMSNorm makes 4 passes over the data "
-        f"where LayerNorm makes 7 ({4 / 7:.2f})")
+print(
+    "tutorial: 'RMSNorm ~7-15% faster than LayerNorm' (a time ratio of about 0.85-0.93); its own printed "
+    f"run, 847.3 ms against 712.1 ms, is a ratio of {712.1 / 847.3:.3f}. Measured like for like: "
+    + ", ".join(f"{name} {ratios[name][0]:.2f}" for name in ratios if ratios[name][1] == "like for like")
+    + "; normalizing is bound by memory traffic, and written alike RMSNorm makes 4 passes over the data "
+    f"where LayerNorm makes 7 ({4 / 7:.2f})"
+)
 quick_caveat(args, "the time of normalizing rows of 4096 (the tutorial's width): here rows of 512 are cheap")
 
 # %% [markdown]
@@ -200,8 +234,10 @@ plt = pyplot()
 fig, ax = plt.subplots(figsize=(8, 0.55 * len(ratios) + 2.0), layout="constrained")
 names = list(ratios)
 values = [ratios[name][0] for name in names]
-for alike, style in ((True, dict(color="tab:blue", label="written alike")),
-                     (False, dict(color="tab:gray", hatch="//", label="not alike (see the printed line)"))):
+for alike, style in (
+    (True, dict(color="tab:blue", label="written alike")),
+    (False, dict(color="tab:gray", hatch="//", label="not alike (see the printed line)")),
+):
     rows = [i for i, name in enumerate(names) if (ratios[name][1] == "like for like") == alike]
     if rows:
         ax.barh(rows, [values[i] for i in rows], **style)

@@ -37,8 +37,10 @@ with mt.no_grad():
 print(f"TransformerEncoder({', '.join(f'{k}={v}' for k, v in config.items())})")
 print(f"token ids shape: {idx.shape}")
 print(f"output shape: {hidden.shape}")
-print(f"each of the {len(model.blocks)} blocks, Pre-LN (norm_first={model.blocks[0].norm_first}): "
-      "x = x + attention(norm1(x)), then x = x + ffn(norm2(x)), ffn = Linear, GELU, Linear")
+print(
+    f"each of the {len(model.blocks)} blocks, Pre-LN (norm_first={model.blocks[0].norm_first}): "
+    "x = x + attention(norm1(x)), then x = x + ffn(norm2(x)), ffn = Linear, GELU, Linear"
+)
 
 # %% [markdown]
 # ## Counting the parameters
@@ -47,15 +49,19 @@ print(f"each of the {len(model.blocks)} blocks, Pre-LN (norm_first={model.blocks
 # formula: embeddings `V d + L d`; per block, attention `4 d²` (no biases), the feed-forward
 # network `d d_ff + d_ff + d_ff d + d` and two LayerNorms `2 · 2d`; a final LayerNorm `2d`.
 
+
 # %%
 def breakdown(model):
     """``[(name, count)]`` for every part of the model, each block's attention, feed-forward
     network and norms on their own lines; the counts add up to ``model.num_parameters()``."""
-    rows = [("token_embedding", model.token_embedding.num_parameters()),
-            ("position_embedding", model.position_embedding.num_parameters())]
+    rows = [
+        ("token_embedding", model.token_embedding.num_parameters()),
+        ("position_embedding", model.position_embedding.num_parameters()),
+    ]
     for i, block in enumerate(model.blocks):
-        rows += [(f"blocks.{i}.{part}", sub.num_parameters()) for part, sub in block._modules.items()
-                 if sub.num_parameters()]
+        rows += [
+            (f"blocks.{i}.{part}", sub.num_parameters()) for part, sub in block._modules.items() if sub.num_parameters()
+        ]
     rows.append(("norm", model.norm.num_parameters()))
     return rows
 
@@ -73,8 +79,10 @@ print(f"  {'one block':<20} {block:>11,}  x {len(model.blocks)} blocks = {block 
 print(f"sum of the rows: {sum(count for _, count in rows):,}")
 print(f"by the formula: {formula:,}")
 print(f"total parameters: {total:,}")
-print(f"the tutorial prints {TUTORIAL_COUNT:,}: short by {total - TUTORIAL_COUNT:,} for the model it defines "
-      f"(less than its token embedding alone, {V * d:,})")
+print(
+    f"the tutorial prints {TUTORIAL_COUNT:,}: short by {total - TUTORIAL_COUNT:,} for the model it defines "
+    f"(less than its token embedding alone, {V * d:,})"
+)
 
 # %% [markdown]
 # ## The picture

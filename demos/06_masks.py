@@ -44,8 +44,8 @@ print(mask.numpy().astype(int))
 
 # %%
 mha = nn.MultiHeadAttention(256, 8, dropout=0.0).to(args.device)
-encoder = randn(args.rng, 2, 15, 256, device=args.device)   # (batch, source length, d_model)
-decoder = randn(args.rng, 2, 8, 256, device=args.device)    # (batch, target length, d_model)
+encoder = randn(args.rng, 2, 15, 256, device=args.device)  # (batch, source length, d_model)
+decoder = randn(args.rng, 2, 8, 256, device=args.device)  # (batch, target length, d_model)
 with mt.no_grad():
     runs = {
         "self-attention": mha(encoder, encoder, encoder),
@@ -54,8 +54,10 @@ with mt.no_grad():
     }
 for name, (output, weights) in runs.items():
     w = weights.numpy()
-    print(f"{name}: output {output.shape}, attention map {weights.shape}, "
-          f"rows sum to 1: {bool(numpy.allclose(w.sum(-1), 1.0, atol=1e-5))}")
+    print(
+        f"{name}: output {output.shape}, attention map {weights.shape}, "
+        f"rows sum to 1: {bool(numpy.allclose(w.sum(-1), 1.0, atol=1e-5))}"
+    )
 causal = runs["causal self-attention"][1].numpy()
 above = numpy.triu(numpy.ones(causal.shape[-2:], dtype=bool), k=1)
 print(f"causal weights above the diagonal (the future): max {causal[..., above].max():.1f}")

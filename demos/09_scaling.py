@@ -55,10 +55,14 @@ def softmax_statistics(q, k, scale, upstream):
 dims = [4, 16, 64, 256] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 batch, seq_len = (4, 32) if args.quick else (16, 64)
 upstream = randn(args.rng, batch, seq_len, seq_len, device=args.device)
-print(f"q, k: ({batch}, {seq_len}, d_k) of N(0, 1); uniform weights would have entropy "
-      f"log {seq_len} = {math.log(seq_len):.3f} nats")
-print(f"{'d_k':>5} | {'score std':>9} {'entropy':>8} {'grad norm':>10} (÷√d_k) | "
-      f"{'score std':>9} {'entropy':>8} {'grad norm':>10} (unscaled)")
+print(
+    f"q, k: ({batch}, {seq_len}, d_k) of N(0, 1); uniform weights would have entropy "
+    f"log {seq_len} = {math.log(seq_len):.3f} nats"
+)
+print(
+    f"{'d_k':>5} | {'score std':>9} {'entropy':>8} {'grad norm':>10} (÷√d_k) | "
+    f"{'score std':>9} {'entropy':>8} {'grad norm':>10} (unscaled)"
+)
 table = {"scaled": [], "unscaled": []}
 for d_k in dims:
     q = randn(args.rng, batch, seq_len, d_k, device=args.device)
@@ -69,9 +73,11 @@ for d_k in dims:
     print(f"{d_k:>5} | {s[0]:9.3f} {s[1]:8.3f} {s[2]:10.2e}          | {u[0]:9.3f} {u[1]:8.3f} {u[2]:10.2e}")
 ratio = table["scaled"][-1][2] / max(table["unscaled"][-1][2], 1e-300)
 print(f"at d_k = {dims[-1]} the gradient through the softmax is {ratio:,.0f}x larger with the 1/sqrt(d_k) factor")
-print(f"tutorial: without scaling the softmax becomes 'nearly one-hot (0.0001, 0.0001, 0.9998)'; measured at "
-      f"d_k = {dims[-1]}: the largest weight of a row is {table['unscaled'][-1][3]:.4f} on average "
-      f"(with the factor: {table['scaled'][-1][3]:.4f})")
+print(
+    f"tutorial: without scaling the softmax becomes 'nearly one-hot (0.0001, 0.0001, 0.9998)'; measured at "
+    f"d_k = {dims[-1]}: the largest weight of a row is {table['unscaled'][-1][3]:.4f} on average "
+    f"(with the factor: {table['scaled'][-1][3]:.4f})"
+)
 
 # %% [markdown]
 # ## What the factor does not fix
@@ -86,10 +92,14 @@ for std in (1.0, 2.0, 4.0):
     q = randn(args.rng, batch, seq_len, d_k, device=args.device) * std
     k = randn(args.rng, batch, seq_len, d_k, device=args.device) * std
     score_std, entropy, grad_norm, largest = softmax_statistics(q, k, 1.0 / math.sqrt(d_k), upstream)
-    print(f"  q, k entries of std {std:g}, divided by sqrt({d_k}): score std {score_std:6.2f}, entropy {entropy:.3f} "
-          f"nats, largest weight {largest:.3f} on average, grad norm {grad_norm:.2e}")
-print("  the factor corrects for the width d_k, not for the size of the entries: 'completely' holds for entries "
-      "of std 1 only")
+    print(
+        f"  q, k entries of std {std:g}, divided by sqrt({d_k}): score std {score_std:6.2f}, entropy {entropy:.3f} "
+        f"nats, largest weight {largest:.3f} on average, grad norm {grad_norm:.2e}"
+    )
+print(
+    "  the factor corrects for the width d_k, not for the size of the entries: 'completely' holds for entries "
+    "of std 1 only"
+)
 
 # %% [markdown]
 # ## The picture

@@ -39,7 +39,9 @@ def add_flags(parser):
     parser.add_argument("--layers", type=int, default=None, help="blocks in the stack (default 12, --quick 4)")
     parser.add_argument("--steps", type=int, default=None, help="training steps of each model (default 100, --quick 8)")
     parser.add_argument("--lr", type=float, default=6e-3, help="the same peak learning rate for all three")
-    parser.add_argument("--warmup", type=int, default=None, help="warmup steps of the third run (default 30, --quick 2)")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="warmup steps of the third run (default 30, --quick 2)"
+    )
     parser.add_argument("--grad-clip", type=float, default=0.0, help="clip the gradient norm to this (0: no clipping)")
     parser.add_argument("--context", type=int, default=None, help="characters per window (default 32)")
 
@@ -54,6 +56,7 @@ args, out = setup(__doc__, "10_pre_post_ln", extra=add_flags)
 # initialization, as in the tutorial: no depth-scaled residual projections to hide the
 # difference.
 
+
 # %%
 class CharLM(nn.Module):
     """A causal character-level language model: token and position embeddings, a stack of
@@ -67,9 +70,10 @@ class CharLM(nn.Module):
         super().__init__()
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(block_size, d_model)
-        self.blocks = nn.ModuleList(nn.TransformerEncoderBlock(d_model, num_heads, 4 * d_model, dropout=0.0,
-                                                               norm_first=norm_first)
-                                    for _ in range(num_layers))
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderBlock(d_model, num_heads, 4 * d_model, dropout=0.0, norm_first=norm_first)
+            for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size)
 
@@ -89,7 +93,7 @@ def block_gradient_norms(model, x, y):
     norms = []
     for block in model.blocks:
         total = sum(float(numpy.sum(p.grad.numpy().astype(numpy.float64) ** 2)) for p in block.parameters())
-        norms.append(total ** 0.5)
+        norms.append(total**0.5)
     model.zero_grad()
     return norms
 
@@ -97,7 +101,7 @@ def block_gradient_norms(model, x, y):
 def train(norm_first, warmup):
     """Train one model from the seed's initial weights on ``batches``; returns its gradient
     norms per block at initialization and its loss at every step."""
-    manual_seed(args.seed)                                       # the same initial weights' draws
+    manual_seed(args.seed)  # the same initial weights' draws
     model = CharLM(len(vocab), d_model, num_heads, layers, block_size, norm_first).to(args.device)
     norms = block_gradient_norms(model, *batches[0])
     opt = make_optimizer(model, args.lr, weight_decay=0.0)
@@ -129,8 +133,10 @@ text = load_corpus()[:50_000] if args.quick else load_corpus()
 vocab = CharVocab.from_text(text)
 train_ids, _ = split_ids(vocab.encode(text))
 batches = [get_batch(train_ids, batch_size, block_size, args.rng, args.device) for _ in range(steps)]
-print(f"{layers} blocks, d_model {d_model}, {num_heads} heads, context {block_size}, batch {batch_size}, "
-      f"AdamW peak lr {args.lr}, {steps} steps, the same batches for all three")
+print(
+    f"{layers} blocks, d_model {d_model}, {num_heads} heads, context {block_size}, batch {batch_size}, "
+    f"AdamW peak lr {args.lr}, {steps} steps, the same batches for all three"
+)
 
 tail = max(1, steps // 10)  # the final loss is the mean of the last `tail` steps
 runs = {"Pre-LN": (True, 0), "Post-LN": (False, 0), f"Post-LN, {warmup}-step warmup": (False, warmup)}
@@ -138,9 +144,11 @@ curves, grad_norms = {}, {}
 for name, (norm_first, run_warmup) in runs.items():
     grad_norms[name], curves[name] = train(norm_first, run_warmup)
     losses = curves[name]
-    print(f"{name:<28} gradient norm at init, first block {grad_norms[name][0]:.3e}, last block "
-          f"{grad_norms[name][-1]:.3e}; loss {losses[0]:.3f} -> {numpy.mean(losses[-tail:]):.3f} "
-          f"(mean of the last {tail} steps)")
+    print(
+        f"{name:<28} gradient norm at init, first block {grad_norms[name][0]:.3e}, last block "
+        f"{grad_norms[name][-1]:.3e}; loss {losses[0]:.3f} -> {numpy.mean(losses[-tail:]):.3f} "
+        f"(mean of the last {tail} steps)"
+    )
 for name, losses in curves.items():
     print(f"{name} losses every {tail} steps: " + " ".join(f"{v:.2f}" for v in losses[::tail]))
 final = {name: float(numpy.mean(losses[-tail:])) for name, losses in curves.items()}

@@ -44,8 +44,10 @@ q, k = randn(args.rng, 8, seq_len, d_k, device=args.device), randn(args.rng, 8, 
 print(f"1. missing 1/sqrt(d_k): q, k (8, {seq_len}, {d_k}) of N(0, 1)")
 for name, scale in (("scaled by 1/sqrt(d_k)", 1.0 / math.sqrt(d_k)), ("unscaled", 1.0)):
     weights = F.attention_weights(q, k, scale=scale).numpy()
-    print(f"   {name:<22} rows with a weight > 0.99: {100 * (weights.max(-1) > 0.99).mean():5.1f}%   "
-          f"mean largest weight {weights.max(-1).mean():.3f}")
+    print(
+        f"   {name:<22} rows with a weight > 0.99: {100 * (weights.max(-1) > 0.99).mean():5.1f}%   "
+        f"mean largest weight {weights.max(-1).mean():.3f}"
+    )
 
 # %% [markdown]
 # ## 2. Heads as wide as the model
@@ -53,6 +55,7 @@ for name, scale in (("scaled by 1/sqrt(d_k)", 1.0 / math.sqrt(d_k)), ("unscaled"
 # If every head gets all `d_model` dimensions instead of `d_model / h`, the projections
 # become `h` times wider: `h` times the parameters and `h` times the multiply-adds. The
 # tutorial says the cost "quadruples"; with 8 heads it is 8 times the work.
+
 
 # %%
 class HeadsOfWidthDModel(nn.Module):
@@ -91,17 +94,27 @@ def multiply_adds(width):
     return batch * length * (4 * d_model * width + 2 * length * width)
 
 
-print(f"\n2. heads of width d_model instead of d_k = d_model / h (d_model {d_model}, h {num_heads}, "
-      f"x ({batch}, {length}, {d_model}))")
-print(f"   d_k = {d_model // num_heads:<4} parameters {right.num_parameters():>10,}   multiply-adds "
-      f"{multiply_adds(d_model):>14,}")
-print(f"   d_k = {d_model:<4} parameters {wrong.num_parameters():>10,}   multiply-adds "
-      f"{multiply_adds(num_heads * d_model):>14,}")
-print(f"   {wrong.num_parameters() / right.num_parameters():.0f}x the parameters, "
-      f"{multiply_adds(num_heads * d_model) / multiply_adds(d_model):.0f}x the multiply-adds; "
-      f"measured: {timing.describe('d_k = 64', 'd_k = 512')}")
-print(f"   tutorial: 'computational cost quadruples'; the work grows h-fold ({num_heads}x here), and the time "
-      f"{timing.ratio:.1f}-fold")
+print(
+    f"\n2. heads of width d_model instead of d_k = d_model / h (d_model {d_model}, h {num_heads}, "
+    f"x ({batch}, {length}, {d_model}))"
+)
+print(
+    f"   d_k = {d_model // num_heads:<4} parameters {right.num_parameters():>10,}   multiply-adds "
+    f"{multiply_adds(d_model):>14,}"
+)
+print(
+    f"   d_k = {d_model:<4} parameters {wrong.num_parameters():>10,}   multiply-adds "
+    f"{multiply_adds(num_heads * d_model):>14,}"
+)
+print(
+    f"   {wrong.num_parameters() / right.num_parameters():.0f}x the parameters, "
+    f"{multiply_adds(num_heads * d_model) / multiply_adds(d_model):.0f}x the multiply-adds; "
+    f"measured: {timing.describe('d_k = 64', 'd_k = 512')}"
+)
+print(
+    f"   tutorial: 'computational cost quadruples'; the work grows h-fold ({num_heads}x here), and the time "
+    f"{timing.ratio:.1f}-fold"
+)
 quick_caveat(args, "the time growing with the work (one short sequence is mostly fixed costs)")
 
 # %% [markdown]
@@ -113,7 +126,7 @@ quick_caveat(args, "the time growing with the work (one short sequence is mostly
 mha = nn.MultiHeadAttention(64, 4, dropout=0.0).to(args.device)
 x = randn(args.rng, 1, 6, 64, device=args.device)
 data = x.numpy().copy()
-data[0, -1] += 1.0                                           # change only the last token
+data[0, -1] += 1.0  # change only the last token
 changed = mt.tensor(data, device=args.device)
 print("\n3. a causal mask in an encoder: change the last of 6 tokens, watch position 0's output")
 with mt.no_grad():
@@ -136,15 +149,21 @@ outputs = []
 for _ in range(2):
     x = randn(args.rng, 1, 8, device=args.device)
     outputs.append(normalize_over(x, (0,)).numpy())
-print(f"   training mode: two different inputs -> max |y1 - y2| = {numpy.abs(outputs[0] - outputs[1]).max():.3e} "
-      "(a constant output)")
+print(
+    f"   training mode: two different inputs -> max |y1 - y2| = {numpy.abs(outputs[0] - outputs[1]).max():.3e} "
+    "(a constant output)"
+)
 training = randn(args.rng, 64, 8, device=args.device)
 mean, var = training.mean(dim=0, keepdim=True), training.var(dim=0, keepdim=True, correction=0)
 inference = [((randn(args.rng, 1, 8, device=args.device) - mean) / (var + 1e-5).sqrt()).numpy() for _ in range(2)]
-print(f"   inference with running statistics: two different inputs -> max |y1 - y2| = "
-      f"{numpy.abs(inference[0] - inference[1]).max():.3e} (works)")
-print("   the reasons that stand against BatchNorm in a Transformer are the others of demo 03: batchmates and "
-      "padding change a token's output")
+print(
+    f"   inference with running statistics: two different inputs -> max |y1 - y2| = "
+    f"{numpy.abs(inference[0] - inference[1]).max():.3e} (works)"
+)
+print(
+    "   the reasons that stand against BatchNorm in a Transformer are the others of demo 03: batchmates and "
+    "padding change a token's output"
+)
 
 # %% [markdown]
 # ## 5. LayerNorm with γ = 0
@@ -153,6 +172,7 @@ print("   the reasons that stand against BatchNorm in a Transformer are the othe
 # reaches anything before it. But γ's own gradient is not 0: one step makes γ non-zero, and
 # the gradient flows again. The tutorial says "training is dead"; we train with Adam, as
 # Transformers are trained, to see.
+
 
 # %%
 def small_model(gamma):
@@ -169,8 +189,10 @@ names = {"0": "Linear before the norm", "1": "LayerNorm", "3": "Linear after the
 model = small_model(0.0)
 (model(x) * target).sum().backward()
 rows = [("input x", float(numpy.linalg.norm(x.grad.numpy())))]
-rows += [(f"{names[n.split('.')[0]]}: {n.split('.')[1]}", float(numpy.linalg.norm(p.grad.numpy())))
-         for n, p in model.named_parameters()]
+rows += [
+    (f"{names[n.split('.')[0]]}: {n.split('.')[1]}", float(numpy.linalg.norm(p.grad.numpy())))
+    for n, p in model.named_parameters()
+]
 print("\n5. LayerNorm with gamma (its weight) initialized to 0: gradient norms after one backward")
 for name, value in rows:
     print(f"   {name:<32} {value:10.3e}  {'vanishes' if value == 0.0 else 'flows'}")
@@ -190,13 +212,20 @@ for gamma in (0.0, 1.0):
         optimizer.step()
         losses.append(loss.item())
     curves[gamma] = losses
-    print(f"   γ = {gamma:g} at init: mean squared error {losses[0]:.3f} -> {losses[-1]:.3f} after {steps} Adam steps "
-          f"(lr 0.01); |γ| at the end {float(numpy.abs(model[1].weight.numpy()).mean()):.3f}")
-print(f"   tutorial: 'no gradient flows, training is dead'. Measured: γ's gradient is {rows[3][1]:.2e} at the first "
-      f"step, and the loss falls from {curves[0.0][0]:.3f} to {curves[0.0][-1]:.3f} "
-      f"(with γ = 1: to {curves[1.0][-1]:.3f})"
-      + ("; a slower start, not a dead network" if curves[0.0][-1] < 0.99 * curves[0.0][0] else
-         "; in these few steps it barely moved"))
+    print(
+        f"   γ = {gamma:g} at init: mean squared error {losses[0]:.3f} -> {losses[-1]:.3f} after {steps} Adam steps "
+        f"(lr 0.01); |γ| at the end {float(numpy.abs(model[1].weight.numpy()).mean()):.3f}"
+    )
+print(
+    f"   tutorial: 'no gradient flows, training is dead'. Measured: γ's gradient is {rows[3][1]:.2e} at the first "
+    f"step, and the loss falls from {curves[0.0][0]:.3f} to {curves[0.0][-1]:.3f} "
+    f"(with γ = 1: to {curves[1.0][-1]:.3f})"
+    + (
+        "; a slower start, not a dead network"
+        if curves[0.0][-1] < 0.99 * curves[0.0][0]
+        else "; in these few steps it barely moved"
+    )
+)
 
 # %% [markdown]
 # ## The picture

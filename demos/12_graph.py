@@ -93,9 +93,11 @@ def main(argv=None):
     draw(block_out, out, "attention_block", params=block)
 
     if not primitives.endswith(".svg"):
-        print(f"Graphviz's dot program is not installed: wrote .dot files into {out}; render one with "
-              "dot -Tsvg FILE.dot -o FILE.svg "
-              "(apt-get install graphviz, brew install graphviz or conda install graphviz)")
+        print(
+            f"Graphviz's dot program is not installed: wrote .dot files into {out}; render one with "
+            "dot -Tsvg FILE.dot -o FILE.svg "
+            "(apt-get install graphviz, brew install graphviz or conda install graphviz)"
+        )
         return 0
     plt = pyplot()  # 1 beside 2 in one picture
     images = []
@@ -106,8 +108,11 @@ def main(argv=None):
     images = [numpy.pad(img, ((0, height - img.shape[0]), (0, 0), (0, 0)), constant_values=1.0) for img in images]
     calls = size(mt.draw_graph(scratch))[1]
     fig, axes = plt.subplots(1, 2, figsize=(11, 9), gridspec_kw={"width_ratios": [img.shape[1] for img in images]})
-    for ax, image, title in zip(axes, images, (f"from primitive ops: autograd chains {calls} backwards",
-                                               "F.layer_norm: one hand-written backward")):
+    for ax, image, title in zip(
+        axes,
+        images,
+        (f"from primitive ops: autograd chains {calls} backwards", "F.layer_norm: one hand-written backward"),
+    ):
         ax.imshow(image)
         ax.set_title(title)
         ax.axis("off")

@@ -49,8 +49,9 @@ from minitorch_attn.speed import FastestThreads, blas_threads, chosen_by_user, g
 
 
 def add_flags(parser):
-    parser.add_argument("--steps", type=positive_int, default=None,
-                        help="optimizer steps of each model (default 1000; --quick 12)")
+    parser.add_argument(
+        "--steps", type=positive_int, default=None, help="optimizer steps of each model (default 1000; --quick 12)"
+    )
 
 
 args, out = setup(__doc__, "14_modern_block", extra=add_flags)
@@ -59,7 +60,7 @@ if args.quick:
     size = dict(d_model=32, num_heads=2, num_layers=1, max_seq_len=32)
     batch_size, warmup, text = 8, 5, load_corpus()[:20_000]
 else:
-    size = dict(d_model=128, num_heads=4, num_layers=3, max_seq_len=64)   # the training job's defaults
+    size = dict(d_model=128, num_heads=4, num_layers=3, max_seq_len=64)  # the training job's defaults
     batch_size, warmup, text = 16, 50, load_corpus()
 vocab = CharVocab.from_text(text)
 train_ids, val_ids = split_ids(vocab.encode(text))
@@ -79,7 +80,7 @@ block_size, d_model = size["max_seq_len"], size["d_model"]
 # two counts give the width).
 
 # %%
-KV_HEADS = 1 if args.quick else 2          # GQA: query heads per key/value head = num_heads / KV_HEADS
+KV_HEADS = 1 if args.quick else 2  # GQA: query heads per key/value head = num_heads / KV_HEADS
 MODELS = {
     "GPT-2 (LayerNorm, GELU, learned)": dict(),
     "GPT-2 + RMSNorm": dict(norm="rmsnorm"),
@@ -98,7 +99,7 @@ def width_for(options, budget):
     """The feed-forward width at which the model with ``options`` has ``budget`` parameters
     (as near as a whole width allows): the count is linear in the width."""
     if options.get("mlp", "gelu") == "gelu":
-        return 4 * d_model                                      # GPT-2's width, the budget's own
+        return 4 * d_model  # GPT-2's width, the budget's own
     at_8, at_9 = build(options, 8).num_parameters(), build(options, 9).num_parameters()
     return 8 + round((budget - at_8) / (at_9 - at_8))
 
@@ -111,8 +112,10 @@ for name, options in MODELS.items():
     count = build(options, widths[name]).num_parameters()
     print(f"{name:<36} {widths[name]:>5} {count:>11,} {100 * (count / budget - 1):>+8.2f}%")
 norm_count = 2 * size["num_layers"] + 1
-print(f"β, the parameters RMSNorm drops: {norm_count} norms x d_model {d_model} = {norm_count * d_model:,}, "
-      f"{100 * norm_count * d_model / budget:.2f}% of the budget (tutorial: 'fewer params')")
+print(
+    f"β, the parameters RMSNorm drops: {norm_count} norms x d_model {d_model} = {norm_count * d_model:,}, "
+    f"{100 * norm_count * d_model / budget:.2f}% of the budget (tutorial: 'fewer params')"
+)
 
 # %% [markdown]
 # ## What RMSNorm saves in time
@@ -122,11 +125,15 @@ print(f"β, the parameters RMSNorm drops: {norm_count} norms x d_model {d_model}
 # and backward; then two whole training steps, identical but for the norm, race each other:
 # a norm that is faster saves only its share of the step.
 
+
 # %%
 def norm_step(kind):
     """One forward and backward of ``"layernorm"`` or ``"rmsnorm"`` at a training step's shape."""
-    x = mt.tensor(args.rng.standard_normal((batch_size * block_size, d_model)).astype("float32"),
-                  device=args.device, requires_grad=True)
+    x = mt.tensor(
+        args.rng.standard_normal((batch_size * block_size, d_model)).astype("float32"),
+        device=args.device,
+        requires_grad=True,
+    )
     w = mt.ones(d_model, device=args.device, requires_grad=True)
     b = mt.zeros(d_model, device=args.device, requires_grad=True)
     g = mt.tensor(args.rng.standard_normal(x.shape).astype("float32"), device=args.device)
@@ -134,6 +141,7 @@ def norm_step(kind):
     def step():
         y = F.layer_norm(x, (d_model,), w, b) if kind == "layernorm" else F.rms_norm(x, (d_model,), w)
         y.backward(g)
+
     return step
 
 
@@ -147,20 +155,25 @@ def training_step(options):
         logits = model(x)
         model.zero_grad()
         F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).backward()
+
     return step
 
 
-timing_threads = get_num_threads() if chosen_by_user() else 1     # one BLAS thread, unless --threads says
+timing_threads = get_num_threads() if chosen_by_user() else 1  # one BLAS thread, unless --threads says
 with blas_threads(timing_threads):
     norms = timed_pair(args, norm_step("layernorm"), norm_step("rmsnorm"))
     whole = timed_pair(args, training_step({}), training_step(dict(norm="rmsnorm")), repeats=None if args.quick else 15)
 share = norm_count * norms.first / whole.first
 print(f"\ntimed with {timing_threads} BLAS thread(s) (--threads N to choose)")
-print(f"norm alone at ({batch_size * block_size}, {d_model}) float32, forward + backward: "
-      + norms.describe("LayerNorm", "RMSNorm"))
+print(
+    f"norm alone at ({batch_size * block_size}, {d_model}) float32, forward + backward: "
+    + norms.describe("LayerNorm", "RMSNorm")
+)
 print("training step (forward + backward) of the whole model: " + whole.describe("LayerNorm", "RMSNorm"))
-print(f"the {norm_count} LayerNorms take about {100 * share:.1f}% of a step (from the medians): RMSNorm's speed-up "
-      f"can save {100 * share * (1 - norms.ratio):.1f}% of it; tutorial: 'RMSNorm ~7-15% faster'")
+print(
+    f"the {norm_count} LayerNorms take about {100 * share:.1f}% of a step (from the medians): RMSNorm's speed-up "
+    f"can save {100 * share * (1 - norms.ratio):.1f}% of it; tutorial: 'RMSNorm ~7-15% faster'"
+)
 quick_caveat(args, "the norms' share of a training step at the training job's size")
 
 # %% [markdown]
@@ -173,6 +186,7 @@ quick_caveat(args, "the norms' share of a training step at the training job's si
 # it. The score is the validation bits per character on the whole validation split (the
 # last 10% of the text), each character predicted from at least half a context.
 
+
 # %%
 def train(options, d_ff):
     """Train one model for ``steps`` steps; returns its training curve (bits/char per
@@ -181,7 +195,7 @@ def train(options, d_ff):
     model = build(options, d_ff).to(args.device)
     opt = make_optimizer(model, 4e-3, weight_decay=0.1)
     schedule = optim.WarmupCosineLR(opt, warmup_steps=warmup, total_steps=steps, min_lr_ratio=0.0)
-    batches = numpy.random.default_rng(args.seed)               # the same batches for every model
+    batches = numpy.random.default_rng(args.seed)  # the same batches for every model
     threads, curve, seconds = FastestThreads(), [], 0.0
     for _ in range(steps):
         start = time.perf_counter()
@@ -198,14 +212,17 @@ def train(options, d_ff):
         curve.append(loss.item() / LN2)
     with threads.best():
         val = evaluate_bpc(model, val_ids, block_size, batch_size, device=args.device)
-    return dict(curve=curve, val=val, tokens_per_s=steps * batch_size * block_size / seconds,
-                parameters=model.num_parameters())
+    return dict(
+        curve=curve, val=val, tokens_per_s=steps * batch_size * block_size / seconds, parameters=model.num_parameters()
+    )
 
 
 baseline = bigram_bpc(train_ids, val_ids, len(vocab))
 results = {name: train(options, widths[name]) for name, options in MODELS.items()}
-print(f"\n{steps} steps each, batch {batch_size}, context {block_size}, seed {args.seed}, on {args.device}; "
-      f"bigram baseline {baseline:.3f} bits/char")
+print(
+    f"\n{steps} steps each, batch {batch_size}, context {block_size}, seed {args.seed}, on {args.device}; "
+    f"bigram baseline {baseline:.3f} bits/char"
+)
 print(f"{'model':<36} {'parameters':>11} {'val bits/char':>14} {'tokens/s':>9}")
 for name, r in results.items():
     print(f"{name:<36} {r['parameters']:>11,} {r['val']:>14.3f} {r['tokens_per_s']:>9,.0f}")
@@ -223,6 +240,7 @@ quick_caveat(args, "the differences between the blocks (a few steps of a tiny mo
 # shrinks with the number of key/value heads, while the number of query heads stays. The
 # cache below is filled by a real prompt, and its arrays are counted.
 
+
 # %%
 def cache_bytes(kv_heads, prompt):
     """``(bytes, positions)`` that the LLaMA-style model's cache holds after ``prompt``."""
@@ -238,32 +256,42 @@ def cache_bytes(kv_heads, prompt):
 prompt = mt.tensor(numpy.asarray([vocab.encode(text[:block_size])]), device=args.device)
 d_k, heads = d_model // size["num_heads"], size["num_heads"]
 kv_sizes = {}
-print(f"\nkey/value cache after a prompt of {block_size} characters ({size['num_layers']} layer(s), "
-      f"{heads} query heads of d_k {d_k}, float32):")
+print(
+    f"\nkey/value cache after a prompt of {block_size} characters ({size['num_layers']} layer(s), "
+    f"{heads} query heads of d_k {d_k}, float32):"
+)
 for kv_heads in sorted({heads, KV_HEADS, 1}, reverse=True):
     stored, length = cache_bytes(kv_heads, prompt)
     formula = 2 * size["num_layers"] * kv_heads * d_k * 4
     kv_sizes[kv_heads] = stored / length
-    print(f"  {kv_heads} kv heads: {stored:>8,} bytes for {length} positions = {stored // length:,} bytes per token "
-          f"(2 x {size['num_layers']} x {kv_heads} x {d_k} x 4 = {formula:,})")
-print(f"(the rotary model's cache keeps the last {block_size - 1} positions: with the next token they fill its "
-      f"window of {block_size} keys)")
+    print(
+        f"  {kv_heads} kv heads: {stored:>8,} bytes for {length} positions = {stored // length:,} bytes per token "
+        f"(2 x {size['num_layers']} x {kv_heads} x {d_k} x 4 = {formula:,})"
+    )
+print(
+    f"(the rotary model's cache keeps the last {block_size - 1} positions: with the next token they fill its "
+    f"window of {block_size} keys)"
+)
 
 # %% [markdown]
 # ## The training curves
+
 
 # %%
 def draw():
     """The training curves (a moving average) beside the cache's bytes per token."""
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw=dict(width_ratios=[2.2, 1]))
-    span = max(1, steps // 50)                 # a moving average over this many steps
+    span = max(1, steps // 50)  # a moving average over this many steps
     for name, r in results.items():
         smooth = numpy.convolve(r["curve"], numpy.ones(span) / span, mode="valid")
         left.plot(numpy.arange(span, steps + 1), smooth, label=f"{name}: {r['val']:.3f}")
     left.axhline(baseline, color="gray", linestyle="--", label=f"bigram baseline ({baseline:.2f})")
-    left.set(xlabel="step", ylabel="training bits per character",
-             title=f"Equal parameters, same batches ({budget:,} parameters)")
+    left.set(
+        xlabel="step",
+        ylabel="training bits per character",
+        title=f"Equal parameters, same batches ({budget:,} parameters)",
+    )
     left.legend(title="validation bits/char after the last step", fontsize=8, title_fontsize=8)
     left.grid(alpha=0.3)
     names = [f"{n} kv" for n in kv_sizes]

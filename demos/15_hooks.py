@@ -59,8 +59,10 @@ def main(argv=None):
 
     def watch(name):
         """A forward hook that puts a tensor hook on the projection's output: called in backward."""
+
         def forward_hook(module, inputs, output):
             output.register_hook(lambda grad: seen.__setitem__(name, grad))
+
         return forward_hook
 
     handles = [getattr(attention, f"W_{n}").register_forward_hook(watch(n)) for n in "qkv"]
@@ -70,13 +72,18 @@ def main(argv=None):
     (y * upstream).sum().backward()
     for n in "qkv":
         row = per_position(seen[n])
-        print(f"   ||dL/d{n.upper()}|| = {norm(seen[n]):7.3f}; position 0: {row[0]:.3f}, position {T - 1}: "
-              f"{row[-1]:.3f}")
+        print(
+            f"   ||dL/d{n.upper()}|| = {norm(seen[n]):7.3f}; position 0: {row[0]:.3f}, position {T - 1}: {row[-1]:.3f}"
+        )
     profiles = {n: per_position(seen[n]) for n in "kv"}
-    print(f"   under the causal mask key/value 0 is read by all {T} queries, key/value {T - 1} by one: "
-          f"||dL/dV|| falls from {profiles['v'][0]:.3f} to {profiles['v'][-1]:.3f}")
-    print(f"   query 0 sees key 0 alone, whose weight is 1 whatever its score: ||dL/dQ|| at position 0 is "
-          f"{per_position(seen['q'])[0]:.3f}")
+    print(
+        f"   under the causal mask key/value 0 is read by all {T} queries, key/value {T - 1} by one: "
+        f"||dL/dV|| falls from {profiles['v'][0]:.3f} to {profiles['v'][-1]:.3f}"
+    )
+    print(
+        f"   query 0 sees key 0 alone, whose weight is 1 whatever its score: ||dL/dQ|| at position 0 is "
+        f"{per_position(seen['q'])[0]:.3f}"
+    )
     for h in handles:
         h.remove()
 
@@ -86,7 +93,8 @@ def main(argv=None):
     for t in (q, k, v):
         t.retain_grad()
     y = mt.functional.scaled_dot_product_attention(
-        *(t.reshape(batch, T, heads, d_model // heads).transpose(1, 2) for t in (q, k, v)), is_causal=True)
+        *(t.reshape(batch, T, heads, d_model // heads).transpose(1, 2) for t in (q, k, v)), is_causal=True
+    )
     y = attention.W_o(y.transpose(1, 2).reshape(batch, T, d_model))
     attention.zero_grad()
     (y * upstream).sum().backward(retain_graph=True)
@@ -95,8 +103,10 @@ def main(argv=None):
     attention.zero_grad()
     stop = v.register_hook(lambda grad: grad * 0.0)
     (y * upstream).sum().backward(retain_graph=True)
-    print(f"   with a hook returning zeros on V: ||W_v.grad|| = {norm(attention.W_v.weight.grad):.3f}, "
-          f"||W_q.grad|| = {norm(attention.W_q.weight.grad):.3f}")
+    print(
+        f"   with a hook returning zeros on V: ||W_v.grad|| = {norm(attention.W_v.weight.grad):.3f}, "
+        f"||W_q.grad|| = {norm(attention.W_q.weight.grad):.3f}"
+    )
     stop.remove()
     attention.zero_grad()
     (y * upstream).sum().backward()
@@ -109,7 +119,9 @@ def main(argv=None):
     for index, block in enumerate(model.blocks):
         block.register_full_backward_hook(
             lambda module, grad_input, grad_output, index=index: flow.__setitem__(
-                index, (norm(grad_output[0]), norm(grad_input[0]))))
+                index, (norm(grad_output[0]), norm(grad_input[0]))
+            )
+        )
     ids = mt.tensor(args.rng.integers(0, 50, size=(batch, T)), device=args.device)
     targets = mt.tensor(args.rng.integers(0, 50, size=(batch, T)), device=args.device)
     logits = model(ids)
@@ -119,9 +131,11 @@ def main(argv=None):
     for index in reversed(range(layers)):
         above, below = flow[index]
         print(f"   {index:>5}   {above:28.4f}   {below:22.4f}")
-    print(f"   the backward visits the blocks from the last to the first, and the gradient does not fade on its "
-          f"way down: block 0 passes on {flow[0][1] / flow[layers - 1][0]:.2f}x what block {layers - 1} received "
-          f"(each residual connection adds the block's own term to an identity path)")
+    print(
+        f"   the backward visits the blocks from the last to the first, and the gradient does not fade on its "
+        f"way down: block 0 passes on {flow[0][1] / flow[layers - 1][0]:.2f}x what block {layers - 1} received "
+        f"(each residual connection adds the block's own term to an identity path)"
+    )
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")

@@ -52,8 +52,11 @@ WORDS = ("trophy", "bag")
 
 
 def flags(parser):
-    parser.add_argument("--pretrained", metavar="FOLDER",
-                        help="a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer.json)")
+    parser.add_argument(
+        "--pretrained",
+        metavar="FOLDER",
+        help="a Hugging Face GPT-2 folder (config.json, model.safetensors, tokenizer.json)",
+    )
 
 
 class WordTokens:
@@ -82,14 +85,23 @@ def load(args):
         model = nn.GPT.from_pretrained(args.pretrained, device=args.device)
         encoding = load_tokenizer(args.pretrained).encode(SENTENCE)
         if model.config["pos_encoding"] == "learned" and len(encoding.ids) > model.config["max_seq_len"]:
-            raise SystemExit(f"the sentence is {len(encoding.ids)} tokens, more than this model's "
-                             f"{model.config['max_seq_len']} positions")
+            raise SystemExit(
+                f"the sentence is {len(encoding.ids)} tokens, more than this model's "
+                f"{model.config['max_seq_len']} positions"
+            )
         return model, encoding.ids, encoding.offsets, True
     tokens = WordTokens(SENTENCE)
     ids, spans = tokens.encode(SENTENCE)
     width, layers, heads = (32, 2, 2) if args.quick else (96, 4, 4)
-    model = nn.GPT(len(tokens.vocab), d_model=width, num_heads=heads, num_layers=layers, max_seq_len=32,
-                   bias=True, tie_weights=True).to(args.device)   # GPT-2's options, randomly initialised
+    model = nn.GPT(
+        len(tokens.vocab),
+        d_model=width,
+        num_heads=heads,
+        num_layers=layers,
+        max_seq_len=32,
+        bias=True,
+        tie_weights=True,
+    ).to(args.device)  # GPT-2's options, randomly initialised
     return model, ids, spans, False
 
 
@@ -104,23 +116,27 @@ def main(argv=None):
     args, out = setup(__doc__, "16_pretrained", argv, extra=flags)
     model, ids, spans, pretrained = load(args)
     c = model.config
-    print(f"1. model: {'GPT.from_pretrained(' + repr(args.pretrained) + ')' if pretrained else 'random weights'}: "
-          f"{c['num_layers']} layers, {c['num_heads']} heads, d_model {c['d_model']}, "
-          f"{model.num_parameters():,} parameters")
+    print(
+        f"1. model: {'GPT.from_pretrained(' + repr(args.pretrained) + ')' if pretrained else 'random weights'}: "
+        f"{c['num_layers']} layers, {c['num_heads']} heads, d_model {c['d_model']}, "
+        f"{model.num_parameters():,} parameters"
+    )
     if not pretrained:
-        print("   no --pretrained folder: these weights are random, so the numbers below only show the code "
-              "path. For the real test pass a GPT-2 folder: huggingface-cli download gpt2 --include "
-              "'*.json' model.safetensors --local-dir gpt2, "
-              "then --pretrained gpt2")
+        print(
+            "   no --pretrained folder: these weights are random, so the numbers below only show the code "
+            "path. For the real test pass a GPT-2 folder: huggingface-cli download gpt2 --include "
+            "'*.json' model.safetensors --local-dir gpt2, "
+            "then --pretrained gpt2"
+        )
 
-    it = positions_of("it", spans, SENTENCE.index("because"))[-1]   # the last token of "it" asks
+    it = positions_of("it", spans, SENTENCE.index("because"))[-1]  # the last token of "it" asks
     trophy, bag = positions_of("trophy", spans), positions_of("bag", spans)
     print(f'2. "{SENTENCE}" as {len(ids)} tokens; "it" is token {it}, "trophy" {trophy}, "bag" {bag}')
     print('   (a causal model reads left to right: at "it" it has not yet seen "big")')
     with nn.in_eval_mode(model), mt.no_grad():
         _, weights = model(mt.tensor([ids], device=args.device), need_weights=True)
-    rows = numpy.stack([w.numpy()[0, :, it, :it + 1] for w in weights])      # (layers, heads, keys up to "it")
-    on_trophy, on_bag = rows[..., trophy].sum(-1), rows[..., bag].sum(-1)    # (layers, heads)
+    rows = numpy.stack([w.numpy()[0, :, it, : it + 1] for w in weights])  # (layers, heads, keys up to "it")
+    on_trophy, on_bag = rows[..., trophy].sum(-1), rows[..., bag].sum(-1)  # (layers, heads)
     print("   layer   share on 'trophy' per head            share on 'bag' per head")
     for layer in range(rows.shape[0]):
         t = " ".join(f"{v:.2f}" for v in on_trophy[layer])
@@ -130,15 +146,20 @@ def main(argv=None):
     # length alone, a head "prefers" the word whose tokens get more weight each, on average
     prefer = int((on_trophy / len(trophy) > on_bag / len(bag)).sum())
     best = numpy.unravel_index(numpy.argmax(on_trophy), on_trophy.shape)
-    print(f"   heads putting more weight on 'trophy' than on 'bag': {prefer} of {on_trophy.size}; "
-          f"mean over heads: trophy {on_trophy.mean():.3f}, bag {on_bag.mean():.3f}; "
-          f"the head looking most at 'trophy': layer {best[0]} head {best[1]} ({on_trophy[best]:.2f})")
+    print(
+        f"   heads putting more weight on 'trophy' than on 'bag': {prefer} of {on_trophy.size}; "
+        f"mean over heads: trophy {on_trophy.mean():.3f}, bag {on_bag.mean():.3f}; "
+        f"the head looking most at 'trophy': layer {best[0]} head {best[1]} ({on_trophy[best]:.2f})"
+    )
     first = rows[..., 0].mean()
-    print(f"   the first token takes {first:.2f} of the weight from 'it' on average over the heads; "
-          f"spread evenly over the {it + 1} tokens up to 'it', the weights would be trophy "
-          f"{len(trophy) / (it + 1):.3f}, bag {len(bag) / (it + 1):.3f}")
-    verdict = ("tutorial: attention links 'it' to 'trophy'; measured on these weights: "
-               + ("most heads prefer 'trophy'" if prefer > on_trophy.size / 2 else "most heads do not prefer 'trophy'"))
+    print(
+        f"   the first token takes {first:.2f} of the weight from 'it' on average over the heads; "
+        f"spread evenly over the {it + 1} tokens up to 'it', the weights would be trophy "
+        f"{len(trophy) / (it + 1):.3f}, bag {len(bag) / (it + 1):.3f}"
+    )
+    verdict = "tutorial: attention links 'it' to 'trophy'; measured on these weights: " + (
+        "most heads prefer 'trophy'" if prefer > on_trophy.size / 2 else "most heads do not prefer 'trophy'"
+    )
     print(f"   {verdict}" + ("" if pretrained else " (random weights: no evidence either way)"))
 
     steps = 2 if args.quick else 5
@@ -156,8 +177,11 @@ def main(argv=None):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    print("   loss per step: " + " -> ".join(f"{v:.3f}" for v in losses)
-          + f" ({'falls' if losses[-1] < losses[0] else 'does not fall'})")
+    print(
+        "   loss per step: "
+        + " -> ".join(f"{v:.3f}" for v in losses)
+        + f" ({'falls' if losses[-1] < losses[0] else 'does not fall'})"
+    )
     model.eval()
 
     print("4. the autograd graph of block 0")
@@ -165,7 +189,7 @@ def main(argv=None):
         h = model.embed(mt.tensor([ids[:4]], device=args.device)).detach().requires_grad_()
         block = model.blocks[0]
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)   # no dot program: the .dot file, said below
+            warnings.simplefilter("ignore", UserWarning)  # no dot program: the .dot file, said below
             path = mt.draw_graph(block(h, is_causal=True), os.path.join(out, "block.svg"), params=block)
         graph = mt.draw_graph(block(h, is_causal=True), params=block)
         calls = sum("shape=ellipse" in line for line in graph.body)
@@ -175,14 +199,17 @@ def main(argv=None):
 
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained", gridspec_kw={"width_ratios": [3, 2]})
-    labels = [SENTENCE[a:b] for a, b in spans[:it + 1]]
+    labels = [SENTENCE[a:b] for a, b in spans[: it + 1]]
     image = axes[0].imshow(rows.reshape(-1, it + 1), aspect="auto", cmap="viridis", vmin=0.0)
-    shown = range(it + 1) if it < 20 else sorted({0, trophy[0], bag[0], it})   # many tokens: label the ones that matter
+    shown = range(it + 1) if it < 20 else sorted({0, trophy[0], bag[0], it})  # many tokens: label the ones that matter
     axes[0].set_xticks(shown, [repr(labels[t])[1:-1] for t in shown], rotation=60, fontsize=9)
     num_layers, num_heads = on_trophy.shape
-    step = max(1, num_layers // 12)   # at most a dozen labels
-    axes[0].set_yticks([l * num_heads for l in range(0, num_layers, step)],
-                       [f"layer {l}" for l in range(0, num_layers, step)], fontsize=9)
+    step = max(1, num_layers // 12)  # at most a dozen labels
+    axes[0].set_yticks(
+        [l * num_heads for l in range(0, num_layers, step)],
+        [f"layer {l}" for l in range(0, num_layers, step)],
+        fontsize=9,
+    )
     for l in range(1, num_layers):
         axes[0].axhline(l * num_heads - 0.5, color="white", linewidth=0.8)
     axes[0].set_ylabel(f"{num_heads} heads per layer")

@@ -12,7 +12,6 @@ notebooks are generated from the code at build time by ``docs/_ext/catalogue.py`
 """
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -20,8 +19,10 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS / "_ext"))
 sys.path.insert(0, str(DOCS.parent))
 
-import minitorch_attn  # noqa: E402
 from catalogue import tour_cache_path  # noqa: E402
+
+import minitorch_attn  # noqa: E402
+from minitorch_attn.homework import derive  # noqa: E402
 
 project = "minitorch-attn"
 author = "the minitorch-attn developers"
@@ -32,7 +33,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
-    "sphinx-mathjax-offline",   # MathJax 3 copied into _static: no CDN at build or view time
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static: no CDN at build or view time
     "myst_nb",
     "catalogue",
     "glance",
@@ -49,27 +50,29 @@ mathjax_path = "mathjax/tex-svg.js"
 mathjax3_config = {"svg": {"fontCache": "global"}}
 
 # ---- the tour: every demo executed at build time in quick mode ---------------------------------
-os.environ["MINITORCH_ATTN_DEMO_FLAGS"] = "--quick"   # demo_common.demo_argv reads it in the kernel
+os.environ["MINITORCH_ATTN_DEMO_FLAGS"] = "--quick"  # demo_common.demo_argv reads it in the kernel
 # Executed notebooks are kept in jupyter-cache, so a second build reuses them; the folder's
 # name is a digest of the library's and the demos' code (and of the Python, NumPy and
 # matplotlib versions), so that a change there runs every demo again
 # (catalogue.tour_cache_path). A clean build (no docs/_build), as CI's, runs them all.
 nb_execution_mode = "cache"
 nb_execution_cache_path = tour_cache_path(DOCS / "_build" / ".jupyter_cache")
-nb_execution_in_temp = True          # each demo's runs/ folder goes to a temporary folder
+nb_execution_in_temp = True  # each demo's runs/ folder goes to a temporary folder
 nb_execution_timeout = 300
-nb_execution_raise_on_error = True   # a demo that raises fails the build
+nb_execution_raise_on_error = True  # a demo that raises fails the build
 nb_execution_show_tb = True
 nb_merge_streams = True
 
 # ---- API reference from the docstrings ---------------------------------------------------------
 autodoc_default_options = {"members": True, "member-order": "bysource"}
-autodoc_typehints = "none"           # the docstrings give shapes and dtypes in words
+autodoc_typehints = "none"  # the docstrings give shapes and dtypes in words
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_ivar = True
 nitpicky = True
 nitpick_ignore_regex = [
+    # the standard types of the type hints (the site works offline: no intersphinx)
+    ("py:class", r"(collections\.abc|typing)\..*"),
     ("py:.*", r"(numpy|cupy|array_api_strict|torch)\..*"),
     # private helpers are named in docstrings for the reader of the code, not documented here
     ("py:.*", r"(.*\.)?_[^_.][^.]*(\..*)?"),
@@ -96,8 +99,7 @@ def _without_derivation_markers(app, what, name, obj, options, lines):
     """The site is the solution manual: it shows every derivation, without the marker and
     hint lines of the derive mode (minitorch_attn/homework/derive.py), which need no blank
     line around them in a docstring."""
-    marker = re.compile(r"\s*\.\. (derivation \S+ begin|derivation end|hint \S+:)")
-    lines[:] = [line for line in lines if not marker.match(line)]
+    lines[:] = derive.show("\n".join(lines)).splitlines()
 
 
 def setup(app):

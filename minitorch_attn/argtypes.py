@@ -36,6 +36,7 @@ def print_error(prog, message):
 
 def _checked(convert, ok, expected):
     """An argparse ``type=``: ``convert`` the text, and accept it only if ``ok(value)``."""
+
     def parse(text):
         try:
             value = convert(text)
@@ -63,6 +64,7 @@ def device_type(devices=DEVICES):
     name of one of ``devices`` whose library and hardware are present. An unknown name's error
     lists ``devices`` (the same list as the flag's help, :func:`device_help`), a missing
     library's names the extra that installs it (the backend's message)."""
+
     def device(text):
         if text.split(":")[0] not in devices:  # "cuda:0" as PyTorch users write it
             raise argparse.ArgumentTypeError(f"unknown device {text!r}; expected one of {', '.join(devices)}")

@@ -32,8 +32,13 @@ from .nn import Module
 
 PICTURE_FORMATS = ("svg", "png", "pdf")
 SOURCE_SUFFIXES = (".dot", ".gv")
-COLOURS = {"output": "#f9c784", "parameter": "#a8d5ba", "input": "#b5d3f2", "constant": "#e0e0e0",
-           "intermediate": "#ffffff"}
+COLOURS = {
+    "output": "#f9c784",
+    "parameter": "#a8d5ba",
+    "input": "#b5d3f2",
+    "constant": "#e0e0e0",
+    "intermediate": "#ffffff",
+}
 
 
 def _walk(output):
@@ -49,15 +54,15 @@ def _walk(output):
     while pending:
         t = pending.pop()
         call = t.grad_fn
-        if call is None:                       # a leaf: nothing made it
+        if call is None:  # a leaf: nothing made it
             continue
         edges.append((call, t))
-        if id(call) in seen_calls:             # another output of a call already walked
+        if id(call) in seen_calls:  # another output of a call already walked
             continue
         seen_calls.add(id(call))
         calls.append(call)
         for x in call.inputs:
-            if not isinstance(x, Tensor):      # numbers, None, options: not part of the graph
+            if not isinstance(x, Tensor):  # numbers, None, options: not part of the graph
                 continue
             edges.append((x, call))
             if id(x) not in seen_tensors:
@@ -78,7 +83,7 @@ def _role(t, output):
 def _tensor_label(t, role, name, show_grad):
     lines = [f"{role} {name}" if name else role] if role != "intermediate" else ([name] if name else [])
     lines.append(f"{t.shape} {t.dtype}")
-    if show_grad and t._grad is not None:           # a leaf's, or a retained one (no warning to read)
+    if show_grad and t._grad is not None:  # a leaf's, or a retained one (no warning to read)
         g = t._grad.numpy().astype("float64")
         lines.append(f"|grad| = {math.sqrt(float((g * g).sum())):.3g}")
     return "\n".join(lines)
@@ -119,8 +124,9 @@ def draw_graph(
     if isinstance(params, Module):
         params = dict(params.named_parameters())
     if params is not None and (not isinstance(params, dict) or not all(isinstance(p, Tensor) for p in params.values())):
-        raise TypeError("draw_graph: params must be a Module or a dict {name: Tensor}, "
-                        "e.g. dict(model.named_parameters())")
+        raise TypeError(
+            "draw_graph: params must be a Module or a dict {name: Tensor}, e.g. dict(model.named_parameters())"
+        )
     suffix = "" if path is None else os.path.splitext(os.fspath(path))[1].lower()
     if path is not None and suffix not in SOURCE_SUFFIXES and suffix[1:] not in PICTURE_FORMATS:
         raise ValueError(f"draw_graph: path must end in .svg, .png, .pdf, .dot or .gv, got {os.fspath(path)!r}")
@@ -128,15 +134,22 @@ def draw_graph(
     names = {id(p): name for name, p in (params or {}).items()}
     tensors, calls, edges = _walk(output)
     key = {id(obj): f"{prefix}{i}" for prefix, objs in (("t", tensors), ("f", calls)) for i, obj in enumerate(objs)}
-    graph = graphviz.Digraph("autograd", graph_attr={"rankdir": "TB"},
-                             node_attr={"fontname": "Helvetica", "fontsize": "10"})
+    graph = graphviz.Digraph(
+        "autograd", graph_attr={"rankdir": "TB"}, node_attr={"fontname": "Helvetica", "fontsize": "10"}
+    )
     for t in tensors:
         role = _role(t, output)
         name = names.get(id(t))
         if name is not None and role in ("input", "constant"):
             role = "parameter"
-        graph.node(key[id(t)], _tensor_label(t, role, name, show_grad), shape="box", style="filled,rounded",
-                   fillcolor=COLOURS[role], penwidth="2" if role == "output" else "1")
+        graph.node(
+            key[id(t)],
+            _tensor_label(t, role, name, show_grad),
+            shape="box",
+            style="filled,rounded",
+            fillcolor=COLOURS[role],
+            penwidth="2" if role == "output" else "1",
+        )
     for call in calls:
         graph.node(key[id(call)], call.function.__name__, shape="ellipse", style="filled", fillcolor="#dddddd")
     for source, target in edges:
@@ -158,9 +171,12 @@ def _write(graph, path, suffix):
     except graphviz.ExecutableNotFound:
         source = os.path.splitext(path)[0] + ".dot"
         write_atomically(source, graph.source.encode("utf-8"))
-        warnings.warn(f"Graphviz's dot program is not installed, so {path} was not drawn; wrote {source}. "
-                      f"Render it with: dot -T{suffix[1:]} {source} -o {path} (install dot with "
-                      f"apt-get install graphviz, brew install graphviz or conda install graphviz)", stacklevel=3)
+        warnings.warn(
+            f"Graphviz's dot program is not installed, so {path} was not drawn; wrote {source}. "
+            f"Render it with: dot -T{suffix[1:]} {source} -o {path} (install dot with "
+            f"apt-get install graphviz, brew install graphviz or conda install graphviz)",
+            stacklevel=3,
+        )
         return source
     write_atomically(path, picture)
     return path

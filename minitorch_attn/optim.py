@@ -55,8 +55,10 @@ class Optimizer:
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor) or not hasattr(params, "__iter__"):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            f"but got {type(params).__name__}")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                f"but got {type(params).__name__}"
+            )
         given: list[Any] = list(params)
         if not given:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -70,11 +72,14 @@ class Optimizer:
             group = {**self.defaults, **group, "params": list(group["params"])}
             for p in group["params"]:
                 if not isinstance(p, Tensor):
-                    raise TypeError(f"{type(self).__name__} can only optimize Tensors, but one of the params "
-                                    f"is {type(p).__name__}")
+                    raise TypeError(
+                        f"{type(self).__name__} can only optimize Tensors, but one of the params is {type(p).__name__}"
+                    )
                 if p.grad_fn is not None:
-                    raise ValueError(f"{type(self).__name__} can't optimize a non-leaf Tensor (the result of an "
-                                     f"operation); give it the leaf, the Parameter itself")
+                    raise ValueError(
+                        f"{type(self).__name__} can't optimize a non-leaf Tensor (the result of an "
+                        f"operation); give it the leaf, the Parameter itself"
+                    )
                 if id(p) in seen:
                     raise ValueError("a parameter appears in more than one group")
                 seen.add(id(p))
@@ -144,7 +149,9 @@ class Optimizer:
         _check_state_dict(state_dict, len(self.parameters()))
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
-            raise ValueError(f"optimizer state has {len(groups)} parameter groups, this optimizer has {len(self.param_groups)}")
+            raise ValueError(
+                f"optimizer state has {len(groups)} parameter groups, this optimizer has {len(self.param_groups)}"
+            )
         for saved, group in zip(groups, self.param_groups):
             if len(saved["params"]) != len(group["params"]):
                 raise ValueError(
@@ -162,7 +169,9 @@ class Optimizer:
                     restored[name] = int(value)
                     continue
                 if tuple(value.shape) != p.shape:
-                    raise ValueError(f"optimizer state '{name}' of parameter {i} has shape {tuple(value.shape)}, expected {p.shape}")
+                    raise ValueError(
+                        f"optimizer state '{name}' of parameter {i} has shape {tuple(value.shape)}, expected {p.shape}"
+                    )
                 host = backend_of(value).to_numpy(value)
                 restored[name] = backend.xp.astype(backend.asarray(host), p.data.dtype, copy=True)  # never shared
             self.state[id(p)] = restored
@@ -221,21 +230,22 @@ class SGD(Optimizer):
         _check_hyperparameters(lr, weight_decay, momentum=momentum)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("nesterov momentum needs momentum > 0 and dampening = 0")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        )
 
     def _update(self, p, grad, state, group):
         momentum = group["momentum"]
         if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * p.data                           # 1
+            grad = grad + group["weight_decay"] * p.data  # 1
         if momentum and "momentum_buffer" not in state:
-            state["momentum_buffer"] = grad + 0                                    # 2: b = g (a copy)
+            state["momentum_buffer"] = grad + 0  # 2: b = g (a copy)
         elif momentum:
-            state["momentum_buffer"] = momentum * state["momentum_buffer"] + (1 - group["dampening"]) * grad   # 2
+            state["momentum_buffer"] = momentum * state["momentum_buffer"] + (1 - group["dampening"]) * grad  # 2
         if momentum:
             buf = state["momentum_buffer"]
-            grad = grad + momentum * buf if group["nesterov"] else buf             # 3
-        p.data -= group["lr"] * grad                                               # 4
+            grad = grad + momentum * buf if group["nesterov"] else buf  # 3
+        p.data -= group["lr"] * grad  # 4
 
 
 class Adam(Optimizer):
@@ -281,17 +291,17 @@ class Adam(Optimizer):
         if "exp_avg" not in state:
             state["exp_avg"], state["exp_avg_sq"] = xp.zeros_like(p.data), xp.zeros_like(p.data)
         if decay and self.decoupled:
-            p.data *= 1 - lr * decay                                               # 0 (AdamW): p = p (1 - lr λ)
+            p.data *= 1 - lr * decay  # 0 (AdamW): p = p (1 - lr λ)
         elif decay:
-            grad = grad + decay * p.data                                           # 0 (Adam): g = g + λ p
+            grad = grad + decay * p.data  # 0 (Adam): g = g + λ p
         kernels = fused_kernels()
-        if kernels is not None:          # speed: steps 1-4 written into m, v, p (minitorch_attn/speed/fused.py)
+        if kernels is not None:  # speed: steps 1-4 written into m, v, p (minitorch_attn/speed/fused.py)
             kernels.adam_steps_(xp, p.data, grad, state["exp_avg"], state["exp_avg_sq"], lr, beta1, beta2, eps, t)
             return
-        m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad                # 1
+        m = state["exp_avg"] = beta1 * state["exp_avg"] + (1 - beta1) * grad  # 1
         v = state["exp_avg_sq"] = beta2 * state["exp_avg_sq"] + (1 - beta2) * (grad * grad)  # 2
-        sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2 ** t) + eps              # 3: sqrt(v̂) + ε
-        p.data -= lr / (1 - beta1 ** t) * (m / sqrt_v_hat_eps)                     # 3, 4: lr m̂ / (sqrt(v̂) + ε)
+        sqrt_v_hat_eps = xp.sqrt(v) / math.sqrt(1 - beta2**t) + eps  # 3: sqrt(v̂) + ε
+        p.data -= lr / (1 - beta1**t) * (m / sqrt_v_hat_eps)  # 3, 4: lr m̂ / (sqrt(v̂) + ε)
 
 
 class AdamW(Adam):
@@ -357,18 +367,20 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, erro
     if not grads:
         return Tensor(numpy.zeros((), dtype=numpy.float64))
     xp = backend_of(grads[0].data).xp
-    with numpy.errstate(over="ignore", under="ignore", invalid="ignore"), blas_threads(1):   # speed: see above
-        norms = xp.stack([_l2_norm(g.data) for g in grads])   # float64 (a dot that overflows is redone)
+    with numpy.errstate(over="ignore", under="ignore", invalid="ignore"), blas_threads(1):  # speed: see above
+        norms = xp.stack([_l2_norm(g.data) for g in grads])  # float64 (a dot that overflows is redone)
         total = _l2_norm(norms)
         if error_if_nonfinite and not math.isfinite(float(total)):
             bad = [i for i, n in enumerate(backend_of(norms).to_numpy(norms).tolist()) if not math.isfinite(n)]
-            raise ValueError(f"the total gradient norm is {float(total)}: the gradients of {len(bad)} of the "
-                             f"{len(grads)} parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold "
-                             f"inf or NaN, so they cannot be clipped (error_if_nonfinite=True)")
-        scale = xp.minimum(max_norm / (total + 1e-6), 1.0)    # a NaN norm gives NaN, as PyTorch
-        if not backend_of(scale).all_false(~(scale >= 1.0)):   # speed: on the CPU, nothing to do within max_norm
+            raise ValueError(
+                f"the total gradient norm is {float(total)}: the gradients of {len(bad)} of the "
+                f"{len(grads)} parameters with a gradient (number {', '.join(map(str, bad[:5]))}) hold "
+                f"inf or NaN, so they cannot be clipped (error_if_nonfinite=True)"
+            )
+        scale = xp.minimum(max_norm / (total + 1e-6), 1.0)  # a NaN norm gives NaN, as PyTorch
+        if not backend_of(scale).all_false(~(scale >= 1.0)):  # speed: on the CPU, nothing to do within max_norm
             for g in grads:
-                g.data *= xp.astype(scale, g.data.dtype)      # the scale in the gradient's dtype, as a float would be
+                g.data *= xp.astype(scale, g.data.dtype)  # the scale in the gradient's dtype, as a float would be
                 g._version_counter[0] += 1
     return Tensor(total)
 
@@ -384,11 +396,11 @@ def _l2_norm(array):
     if n == 0:
         return xp.zeros((), dtype=f64, device=backend.device)
     flat = xp.reshape(array, (n,))
-    squares = xp.vecdot(flat, flat)              # overflows to inf, or loses what underflowed
+    squares = xp.vecdot(flat, flat)  # overflows to inf, or loses what underflowed
     limits = xp.finfo(array.dtype)
     plain = xp.sqrt(xp.astype(squares, f64))
     fine = (n * float(limits.smallest_normal) / float(limits.eps) <= squares) & (squares < math.inf)
-    if backend.all_false(~fine):                 # each term that underflowed is < eps / n of the sum
+    if backend.all_false(~fine):  # each term that underflowed is < eps / n of the sum
         return plain
     largest = xp.max(xp.abs(flat))
     usable = (largest > 0) & xp.isfinite(largest)

@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 
-from .speed import STOP_SIGNALS  # noqa: F401 (re-exported: the signals that stop a command)
+from .speed import STOP_SIGNALS
 
 
 def hang_up(signum, frame):

@@ -25,10 +25,20 @@ def where(self, condition, other):
 
 
 METHODS = {
-    "add": arithmetic.add, "sub": arithmetic.sub, "div": arithmetic.div, "pow": power.pow,
-    "matmul": ops.matmul, "maximum": minmax.maximum, "minimum": minmax.minimum,
-    "tril": shape_ops.tril, "triu": shape_ops.triu, "where": where,
-    "sigmoid": F.sigmoid, "relu": F.relu, "softmax": F.softmax, "log_softmax": F.log_softmax,
+    "add": arithmetic.add,
+    "sub": arithmetic.sub,
+    "div": arithmetic.div,
+    "pow": power.pow,
+    "matmul": ops.matmul,
+    "maximum": minmax.maximum,
+    "minimum": minmax.minimum,
+    "tril": shape_ops.tril,
+    "triu": shape_ops.triu,
+    "where": where,
+    "sigmoid": F.sigmoid,
+    "relu": F.relu,
+    "softmax": F.softmax,
+    "log_softmax": F.log_softmax,
     "logsumexp": logsumexp,
 }
 

@@ -42,8 +42,9 @@ def cuda_available():
 DEVICE_PARAMS = [
     "cpu",
     "strict",
-    pytest.param("cuda", marks=[pytest.mark.cuda,
-                                pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a CUDA GPU")]),
+    pytest.param(
+        "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not cuda_available(), reason="needs CuPy and a CUDA GPU")]
+    ),
 ]
 
 
@@ -63,7 +64,7 @@ def torch():
 def _seed():
     mt.manual_seed(0)
     yield
-    for backend in mt.core.backend._backends.values():   # a device's checks not read by the test end with it
+    for backend in mt.core.backend._backends.values():  # a device's checks not read by the test end with it
         backend._waiting.clear()
 
 
@@ -129,7 +130,8 @@ def expect_close(ours, expected, *, what, n_ops=8, dtype="float64", rtol=None, a
         worst = np.unravel_index(int(np.argmax(error)), error.shape) if error.ndim else ()
         raise AssertionError(
             f"{what}: {int(wrong.sum())} of {wrong.size} elements wrong; worst at {tuple(int(i) for i in worst)}: "
-            f"yours {got[worst]:.10g}, expected {expected[worst]:.10g} (tolerance {tolerance:.3g})")
+            f"yours {got[worst]:.10g}, expected {expected[worst]:.10g} (tolerance {tolerance:.3g})"
+        )
 
 
 def node_backward(output, grad):
@@ -168,8 +170,14 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FILES)))  # stable: same order within
 
 
-LONG_FILES = ("tests/test_homework.py", "tests/test_grading_isolation.py", "tests/test_demos.py",
-              "tests/test_train.py", "tests/test_cli.py", "tests/test_stop_signals.py")
+LONG_FILES = (
+    "tests/test_homework.py",
+    "tests/test_grading_isolation.py",
+    "tests/test_demos.py",
+    "tests/test_train.py",
+    "tests/test_cli.py",
+    "tests/test_stop_signals.py",
+)
 """The files of the suite that run longest, longest first (``pytest --durations``)."""
 
 

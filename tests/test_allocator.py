@@ -29,9 +29,9 @@ def _churn(mib=2, times=20):
 def test_freed_blocks_are_reused_without_page_faults(mib):
     """With glibc's defaults the arrays below take about 512 page faults per MiB (each
     array lands on pages the process has just returned); kept, they reuse the same memory."""
-    assert allocator.keep_freed_memory()   # as the commands do; calling again is harmless
+    assert allocator.keep_freed_memory()  # as the commands do; calling again is harmless
     times = 20 if mib < 32 else 3
-    _churn(mib, times)                     # the heap grows to its peak once
+    _churn(mib, times)  # the heap grows to its peak once
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     _churn(mib, times)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before

@@ -43,8 +43,8 @@ def test_a_node_used_twice_receives_the_sum():
 @pytest.mark.task_1_1
 def test_diamond_graph():
     x = mt.tensor(3.0, requires_grad=True)
-    y = times(x, x)          # dy/dx = 2x
-    z = times(y, x) + y      # dz/dx = 3x^2 + 2x
+    y = times(x, x)  # dy/dx = 2x
+    z = times(y, x) + y  # dz/dx = 3x^2 + 2x
     z.backward()
     assert x.grad.item() == 3 * 9 + 2 * 3
 
@@ -179,7 +179,7 @@ def test_gradients_have_their_inputs_shape_and_dtype_after_broadcasting():
 @pytest.mark.task_1_1
 def test_float32_stays_float32_with_python_floats(device):
     x = mt.randn(3, device=device, requires_grad=True)
-    for y in (x * 0.5, x + 1.0, 2.0 - x, x / 3.0, x ** 2.0, (x * 0.1).exp(), x.mean(), x.var()):
+    for y in (x * 0.5, x + 1.0, 2.0 - x, x / 3.0, x**2.0, (x * 0.1).exp(), x.mean(), x.var()):
         assert y.dtype == "float32"
 
 
@@ -233,22 +233,22 @@ def test_backward_of_several_outputs_at_once():
 def test_none_from_a_backward_is_a_zero_gradient_for_a_non_leaf_input():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = mt.tensor([3.0, 4.0], requires_grad=True)
-    b = y * 3                                  # not a leaf: its node receives nothing
+    b = y * 3  # not a leaf: its node receives nothing
     FirstOnly.apply(x, b).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
-    assert y.grad is None                      # no gradient reached it at all, as in PyTorch
+    assert y.grad is None  # no gradient reached it at all, as in PyTorch
 
 
 def test_none_from_a_backward_adds_nothing_to_the_other_paths():
     y = mt.tensor([3.0, 4.0], requires_grad=True)
     b = y * 3
-    (FirstOnly.apply(y, b) + b * b).sum().backward()   # d/dy = 2 + 2·b·3
+    (FirstOnly.apply(y, b) + b * b).sum().backward()  # d/dy = 2 + 2·b·3
     np.testing.assert_array_equal(y.grad.numpy(), 2 + 18 * np.array([3.0, 4.0]))
 
 
 def test_none_for_one_output_of_a_two_output_node():
     x = mt.tensor([0.5, -1.0], requires_grad=True)
-    first, second = mt.split(x * 1.0, 1)      # one node, two outputs
+    first, second = mt.split(x * 1.0, 1)  # one node, two outputs
     FirstOnly.apply(first, second).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 0.0])
 

@@ -23,7 +23,9 @@ def test_device_must_be_a_string():
 def test_cuda_without_cupy_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes "import cupy" raise ImportError
     monkeypatch.delitem(backend._backends, "cuda", raising=False)
-    with pytest.raises(RuntimeError, match=r'pip install -e "\.\[cuda12\]" for CUDA 12, or -e "\.\[cuda13\]" for CUDA 13'):
+    with pytest.raises(
+        RuntimeError, match=r'pip install -e "\.\[cuda12\]" for CUDA 12, or -e "\.\[cuda13\]" for CUDA 13'
+    ):
         mt.zeros(2, device="cuda")
 
 
@@ -66,11 +68,17 @@ def test_set_default_device_in_code(monkeypatch):
 
 def test_manual_seed_reproduces_draws(device):
     mt.manual_seed(123)
-    first = [mt.randn(4, device=device).numpy(), mt.rand(3, device=device).numpy(),
-             mt.randint(0, 10, (5,), device=device).numpy()]
+    first = [
+        mt.randn(4, device=device).numpy(),
+        mt.rand(3, device=device).numpy(),
+        mt.randint(0, 10, (5,), device=device).numpy(),
+    ]
     mt.manual_seed(123)
-    second = [mt.randn(4, device=device).numpy(), mt.rand(3, device=device).numpy(),
-              mt.randint(0, 10, (5,), device=device).numpy()]
+    second = [
+        mt.randn(4, device=device).numpy(),
+        mt.rand(3, device=device).numpy(),
+        mt.randint(0, 10, (5,), device=device).numpy(),
+    ]
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
     mt.manual_seed(124)
@@ -83,10 +91,12 @@ def test_one_seed_gives_the_same_draws_on_every_host_backed_device(dtype):
     draws = {}
     for device in ("cpu", "strict"):
         mt.manual_seed(7)
-        draws[device] = [mt.randn(5, dtype=dtype, device=device).numpy(),
-                         mt.rand(3, dtype=dtype, device=device).numpy(),
-                         mt.randint(0, 9, (4,), device=device).numpy(),
-                         backend.get_backend(device).next_seed()]
+        draws[device] = [
+            mt.randn(5, dtype=dtype, device=device).numpy(),
+            mt.rand(3, dtype=dtype, device=device).numpy(),
+            mt.randint(0, 9, (4,), device=device).numpy(),
+            backend.get_backend(device).next_seed(),
+        ]
     for a, b in zip(draws["cpu"], draws["strict"]):
         np.testing.assert_array_equal(a, b)
 
@@ -97,8 +107,9 @@ def test_manual_seed_rejects_non_int():
 
 
 def test_erf_matches_math_erf_to_the_last_digits(device):
-    xs = np.concatenate([np.linspace(-7, 7, 2001),
-                         [0.0, -0.0, 1e-300, -1e-10, 0.84375, 1.25, 1 / 0.35, 6.0, 30.0, -np.inf, np.inf]])
+    xs = np.concatenate(
+        [np.linspace(-7, 7, 2001), [0.0, -0.0, 1e-300, -1e-10, 0.84375, 1.25, 1 / 0.35, 6.0, 30.0, -np.inf, np.inf]]
+    )
     be = backend.get_backend(device)
     got = be.to_numpy(be.erf(be.asarray(xs)))
     expected = np.array([math.erf(v) for v in xs])
@@ -132,13 +143,16 @@ def test_arrays_of_unknown_libraries_are_rejected():
         mt.Tensor([1.0, 2.0])
 
 
-@pytest.mark.parametrize("index_shape, rest, num_rows", [
-    ((1024,), (16,), 7),        # many repeats of few rows (an embedding's backward)
-    ((3, 5), (2, 3), 4),        # a 2-D index, 2-D rows
-    ((0,), (3,), 5),            # no index at all
-    ((6,), (), 3),              # scalar rows
-    ((6,), (0,), 4),            # rows of width 0
-])
+@pytest.mark.parametrize(
+    "index_shape, rest, num_rows",
+    [
+        ((1024,), (16,), 7),  # many repeats of few rows (an embedding's backward)
+        ((3, 5), (2, 3), 4),  # a 2-D index, 2-D rows
+        ((0,), (3,), 5),  # no index at all
+        ((6,), (), 3),  # scalar rows
+        ((6,), (0,), 4),  # rows of width 0
+    ],
+)
 def test_cpu_index_add_is_a_scatter_add(index_shape, rest, num_rows):
     """The cpu backend's sorted, run-by-run scatter-add equals numpy.add.at's in float64,
     within float32's rounding of a sum of k terms (k eps Σ|v| per row), negative indices

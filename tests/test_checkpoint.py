@@ -79,7 +79,9 @@ def test_mismatched_model_lists_the_differences(tmp_path):
     path = tmp_path / "model.npz"
     checkpoint.save(path, model, config=model.config)
     wider = nn.GPT(**{**CONFIG, "d_model": 8})
-    with pytest.raises(checkpoint.CheckpointError, match=r"token_embedding.weight: checkpoint \(11, 16\), model \(11, 8\)"):
+    with pytest.raises(
+        checkpoint.CheckpointError, match=r"token_embedding.weight: checkpoint \(11, 16\), model \(11, 8\)"
+    ):
         checkpoint.restore(checkpoint.load(path), wider)
     deeper = nn.GPT(**{**CONFIG, "num_layers": 2})
     with pytest.raises(checkpoint.CheckpointError, match=r"missing keys \['blocks.1"):
@@ -143,13 +145,20 @@ def test_other_files_and_garbled_records_raise_checkpoint_errors(tmp_path):
     assert "allow_pickle" not in str(error.value)
     with pytest.raises(checkpoint.CheckpointError, match="is a folder"):
         checkpoint.load(tmp_path)
-    garbled = [([1, 2], "a JSON list"), (3, "a JSON int"),
-               ({"format_version": 1, "config": {}, "extra": {}}, "missing: optimizer")]
+    garbled = [
+        ([1, 2], "a JSON list"),
+        (3, "a JSON int"),
+        ({"format_version": 1, "config": {}, "extra": {}}, "missing: optimizer"),
+    ]
     for meta, message in garbled:
         with pytest.raises(checkpoint.CheckpointError, match=message):
             checkpoint.load(_with_meta(tmp_path / "meta.npz", meta))
-    bad_optimizer = {"format_version": 1, "config": {}, "extra": {},
-                     "optimizer": {"type": "SGD", "param_groups": [], "scalars": {}}}
+    bad_optimizer = {
+        "format_version": 1,
+        "config": {},
+        "extra": {},
+        "optimizer": {"type": "SGD", "param_groups": [], "scalars": {}},
+    }
     with pytest.raises(checkpoint.CheckpointError, match="corrupt optimizer record"):
         checkpoint.load(_with_meta(tmp_path / "optim.npz", bad_optimizer, **{"optim/x/m": np.zeros(2)}))
 

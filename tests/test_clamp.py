@@ -42,7 +42,7 @@ BOUNDS = [
 def test_values_and_gradients_with_every_kind_of_bound(label, low, high):
     rng = np.random.default_rng(0)
     x = rng.uniform(-1, 1, (4, 5))
-    x[0, :3] = [0.5, -0.5, 0.0]     # ties with the number bounds
+    x[0, :3] = [0.5, -0.5, 0.0]  # ties with the number bounds
 
     def make(b):
         if b == "tensor":
@@ -54,8 +54,10 @@ def test_values_and_gradients_with_every_kind_of_bound(label, low, high):
     low, high = make(low), make(high)
     if isinstance(low, np.ndarray) and isinstance(high, np.ndarray):
         low, high = np.minimum(low, high), np.maximum(low, high)
-    tensors = {k: mt.tensor(v, dtype="float64", requires_grad=True) if isinstance(v, np.ndarray) else v
-               for k, v in (("x", x), ("low", low), ("high", high))}
+    tensors = {
+        k: mt.tensor(v, dtype="float64", requires_grad=True) if isinstance(v, np.ndarray) else v
+        for k, v in (("x", x), ("low", low), ("high", high))
+    }
     y = mt.clamp(tensors["x"], tensors["low"], tensors["high"])
     g = rng.standard_normal(y.shape)
     y.backward(mt.tensor(g, dtype="float64"))
@@ -64,8 +66,12 @@ def test_values_and_gradients_with_every_kind_of_bound(label, low, high):
     np.testing.assert_array_equal(tensors["x"].grad.numpy(), np.where(keep, g, 0.0))
     for name, chose, value in (("low", chose_low, low), ("high", chose_high, high)):
         if isinstance(value, np.ndarray):
-            np.testing.assert_allclose(tensors[name].grad.numpy(), unbroadcast(np.where(chose, g, 0.0), value.shape),
-                                       rtol=0, atol=16 * np.finfo(np.float64).eps * np.abs(g).sum())
+            np.testing.assert_allclose(
+                tensors[name].grad.numpy(),
+                unbroadcast(np.where(chose, g, 0.0), value.shape),
+                rtol=0,
+                atol=16 * np.finfo(np.float64).eps * np.abs(g).sum(),
+            )
 
 
 def test_gradients_to_tensor_bounds_pass_gradcheck():
@@ -117,6 +123,7 @@ def test_torch_agrees(torch):
     mt.clamp(*ours).backward(mt.tensor(g, dtype="float64"))
     torch.clamp(*theirs).backward(torch.tensor(g))
     for a, b in zip(ours, theirs):
-        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=0,
-                                   atol=16 * np.finfo(np.float64).eps * np.abs(g).sum())
+        np.testing.assert_allclose(
+            a.grad.numpy(), b.grad.numpy(), rtol=0, atol=16 * np.finfo(np.float64).eps * np.abs(g).sum()
+        )
     assert str(torch.clamp(torch.tensor([-3, 0, 3]), min=0.5).dtype) == "torch.float32"

@@ -34,9 +34,9 @@ def test_ci_runs_every_readme_command_word_for_word():
     commands = [c.strip() for c in re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)]
     listed = subprocess.run(["bash", str(ROOT / ".ci" / "run"), "--list"], capture_output=True, text=True, check=True)
     assert listed.stdout.splitlines() == commands
-    assert any(c.endswith("minitorch-attn train") for c in commands)          # the main job
-    assert any(c.endswith("&& pytest") for c in commands)                     # the tests
-    assert any("sphinx-build -W" in c for c in commands)                      # the site
+    assert any(c.endswith("minitorch-attn train") for c in commands)  # the main job
+    assert any(c.endswith("&& pytest") for c in commands)  # the tests
+    assert any("sphinx-build -W" in c for c in commands)  # the site
     ci = (ROOT / ".ci" / "run").read_text()
     assert "minitorch-attn homework selftest" in ci and "pytest tests/test_docs_site.py" in ci
     assert 'pip install --quiet -e ".[lint]"' in ci and "ruff check . && ruff format --check . && mypy" in ci
@@ -58,25 +58,61 @@ def _fails_with_status_2(argv, capsys):
     return lines[0]
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--steps", "0"), ("--steps", "-3"), ("--time-budget", "-1"), ("--time-budget", "nan"),
-    ("--eval-interval", "0"), ("--eval-windows", "0"), ("--batch-size", "0"), ("--block-size", "0"),
-    ("--d-model", "0"), ("--num-layers", "0"), ("--num-heads", "0"), ("--dropout", "1.5"),
-    ("--dropout", "-0.1"), ("--val-fraction", "0"), ("--val-fraction", "1"), ("--lr", "0"),
-    ("--lr", "inf"), ("--grad-clip", "-1"), ("--warmup-steps", "-1"), ("--weight-decay", "-1"),
-    ("--sample-tokens", "-1"), ("--seed", "-1"), ("--steps", "two"), ("--top-p", "0"), ("--top-p", "1.5"),
-    ("--threads", "0"), ("--threads", "1.5"), ("--min-lr-ratio", "-0.1"), ("--min-lr-ratio", "1.5"),
-    ("--min-lr-ratio", "nan"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--steps", "0"),
+        ("--steps", "-3"),
+        ("--time-budget", "-1"),
+        ("--time-budget", "nan"),
+        ("--eval-interval", "0"),
+        ("--eval-windows", "0"),
+        ("--batch-size", "0"),
+        ("--block-size", "0"),
+        ("--d-model", "0"),
+        ("--num-layers", "0"),
+        ("--num-heads", "0"),
+        ("--dropout", "1.5"),
+        ("--dropout", "-0.1"),
+        ("--val-fraction", "0"),
+        ("--val-fraction", "1"),
+        ("--lr", "0"),
+        ("--lr", "inf"),
+        ("--grad-clip", "-1"),
+        ("--warmup-steps", "-1"),
+        ("--weight-decay", "-1"),
+        ("--sample-tokens", "-1"),
+        ("--seed", "-1"),
+        ("--steps", "two"),
+        ("--top-p", "0"),
+        ("--top-p", "1.5"),
+        ("--threads", "0"),
+        ("--threads", "1.5"),
+        ("--min-lr-ratio", "-0.1"),
+        ("--min-lr-ratio", "1.5"),
+        ("--min-lr-ratio", "nan"),
+    ],
+)
 def test_train_rejects_bad_numbers(flag, value, capsys):
-    line = _fails_with_status_2(["train", "--text", "no-such-file.txt", flag, value], capsys)  # fails fast if let through
+    line = _fails_with_status_2(
+        ["train", "--text", "no-such-file.txt", flag, value], capsys
+    )  # fails fast if let through
     assert line.startswith("minitorch-attn train: error: argument " + flag) and "expected" in line
 
 
-@pytest.mark.parametrize("flag, value", [
-    ("--top-k", "0"), ("--top-k", "-2"), ("--temperature", "-1"), ("--temperature", "nan"),
-    ("--max-new-tokens", "-5"), ("--top-p", "0"), ("--top-p", "1.01"), ("--top-p", "nan"),
-])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--top-k", "0"),
+        ("--top-k", "-2"),
+        ("--temperature", "-1"),
+        ("--temperature", "nan"),
+        ("--max-new-tokens", "-5"),
+        ("--top-p", "0"),
+        ("--top-p", "1.01"),
+        ("--top-p", "nan"),
+    ],
+)
 def test_sample_rejects_bad_numbers(flag, value, capsys):
     line = _fails_with_status_2(["sample", "--checkpoint", "c.npz", flag, value], capsys)
     assert line.startswith("minitorch-attn sample: error: argument " + flag)
@@ -92,19 +128,43 @@ def test_unusable_files_and_devices_are_one_line_errors(tmp_path, capsys):
     a_file.write_text("")
     run = ["--steps", "1", "--out", str(tmp_path / "run"), "--quiet"]
     cases = [
-        (["train", "--time-budget", "0"], "minitorch-attn train: error: --time-budget 0 means no time limit: give --steps"),
-        (["train", "--text", str(tmp_path / "missing.txt"), *run], "minitorch-attn train: error: No such file or directory"),
-        (["train", "--text", str(binary), *run], "minitorch-attn train: error: " + repr(str(binary)) + " is not UTF-8 text"),
-        (["train", "--text", str(tmp_path), *run], "minitorch-attn train: error: Is a directory: " + repr(str(tmp_path))),
+        (
+            ["train", "--time-budget", "0"],
+            "minitorch-attn train: error: --time-budget 0 means no time limit: give --steps",
+        ),
+        (
+            ["train", "--text", str(tmp_path / "missing.txt"), *run],
+            "minitorch-attn train: error: No such file or directory",
+        ),
+        (
+            ["train", "--text", str(binary), *run],
+            "minitorch-attn train: error: " + repr(str(binary)) + " is not UTF-8 text",
+        ),
+        (
+            ["train", "--text", str(tmp_path), *run],
+            "minitorch-attn train: error: Is a directory: " + repr(str(tmp_path)),
+        ),
         (["train", "--text", str(a_file), *run], "minitorch-attn train: error: the text has 0 characters, too few"),
-        (["train", "--text", str(text), "--steps", "1", "--out", str(a_file)], "minitorch-attn train: error: argument --out"),
-        (["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
-         "minitorch-attn train: error: no checkpoint at"),
-        (["train", "--text", str(text), "--device", "gpu", *run],
-         "minitorch-attn train: error: argument --device: unknown device 'gpu'"),
-        (["sample", "--checkpoint", str(text), "--device", "gpu"],
-         "minitorch-attn sample: error: argument --device: unknown device 'gpu'"),
-        (["sample", "--checkpoint", str(text)], "minitorch-attn sample: error: " + repr(str(text)) + " is not a readable checkpoint"),
+        (
+            ["train", "--text", str(text), "--steps", "1", "--out", str(a_file)],
+            "minitorch-attn train: error: argument --out",
+        ),
+        (
+            ["train", "--text", str(text), "--resume", str(tmp_path / "missing.npz"), *run],
+            "minitorch-attn train: error: no checkpoint at",
+        ),
+        (
+            ["train", "--text", str(text), "--device", "gpu", *run],
+            "minitorch-attn train: error: argument --device: unknown device 'gpu'",
+        ),
+        (
+            ["sample", "--checkpoint", str(text), "--device", "gpu"],
+            "minitorch-attn sample: error: argument --device: unknown device 'gpu'",
+        ),
+        (
+            ["sample", "--checkpoint", str(text)],
+            "minitorch-attn sample: error: " + repr(str(text)) + " is not a readable checkpoint",
+        ),
         (["homework", "make", "--out", str(a_file)], "minitorch-attn homework make: error: argument --out"),
     ]
     for argv, start in cases:
@@ -145,10 +205,27 @@ def test_train_in_a_tree_before_assignment_6_says_which_flags_train_gpt2s_block(
     assert cli.main([*argv, *gpt2]) == 0  # GPT-2's block uses none of assignment 6's code
 
 
-
 # ---- the train and sample commands as a new user meets them ----------------------------------------
-TINY = ["--d-model", "16", "--num-layers", "1", "--num-heads", "2", "--block-size", "16", "--batch-size", "4",
-        "--warmup-steps", "2", "--eval-interval", "5", "--eval-windows", "2", "--sample-tokens", "10"]
+TINY = [
+    "--d-model",
+    "16",
+    "--num-layers",
+    "1",
+    "--num-heads",
+    "2",
+    "--block-size",
+    "16",
+    "--batch-size",
+    "4",
+    "--warmup-steps",
+    "2",
+    "--eval-interval",
+    "5",
+    "--eval-windows",
+    "2",
+    "--sample-tokens",
+    "10",
+]
 
 
 @pytest.fixture(scope="module")
@@ -162,8 +239,10 @@ def text(tmp_path_factory):
 def trained(text, tmp_path_factory):
     """A run folder of a few steps (its checkpoint is at step 5)."""
     out = tmp_path_factory.mktemp("run") / "run"
-    assert main(["train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", str(out),
-                 "--quiet", *TINY]) == 0
+    assert (
+        main(["train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", str(out), "--quiet", *TINY])
+        == 0
+    )
     return out
 
 
@@ -188,23 +267,56 @@ def test_every_size_requirement_is_checked_before_training(tmp_path, capsys):
     assert "the text has 240 characters" in line and "this text gives them 216 and 24" in line
     assert "at least 641 characters" in line  # for --block-size 64 and --val-fraction 0.1, the defaults
     assert not (tmp_path / "run").exists()
-    line = _fails_with_status_2(["train", "--text", str(short), "--steps", "3", "--block-size", "8",
-                                 "--val-fraction", "0.01", "--out", str(tmp_path / "run")], capsys)
+    line = _fails_with_status_2(
+        [
+            "train",
+            "--text",
+            str(short),
+            "--steps",
+            "3",
+            "--block-size",
+            "8",
+            "--val-fraction",
+            "0.01",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capsys,
+    )
     assert "at least 801 characters" in line
 
 
 def test_out_refuses_a_folder_with_files_unless_asked(trained, text, tmp_path, capsys):
     before = (trained / "checkpoint.npz").read_bytes()
     line = _fails_with_status_2(["train", "--text", str(text), "--steps", "1", "--out", str(trained), *TINY], capsys)
-    assert line.startswith(f"minitorch-attn train: error: --out {trained} already holds files (attention.png, "
-                           "checkpoint.npz, loss.png, metrics.json)")
+    assert line.startswith(
+        f"minitorch-attn train: error: --out {trained} already holds files (attention.png, "
+        "checkpoint.npz, loss.png, metrics.json)"
+    )
     assert "--resume" in line and "--overwrite" in line
     assert (trained / "checkpoint.npz").read_bytes() == before
     copy = tmp_path / "copy"
     copy.mkdir()
     (copy / "notes.txt").write_text("mine")
-    assert main(["train", "--text", str(text), "--steps", "1", "--time-budget", "0", "--out", str(copy),
-                 "--overwrite", "--quiet", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "1",
+                "--time-budget",
+                "0",
+                "--out",
+                str(copy),
+                "--overwrite",
+                "--quiet",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     assert (copy / "checkpoint.npz").exists() and (copy / "notes.txt").read_text() == "mine"
 
 
@@ -214,14 +326,36 @@ def _as_terminal(monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
 
 
-def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_flags(trained, text, tmp_path, capsys,
-                                                                                 monkeypatch):
+def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_flags(
+    trained, text, tmp_path, capsys, monkeypatch
+):
     _as_terminal(monkeypatch)
     shutil.copytree(trained, tmp_path / "run")
     run = tmp_path / "run"
     capsys.readouterr()
-    assert main(["train", "--text", str(text), "--steps", "3", "--time-budget", "0", "--out", str(run),
-                 "--resume", str(run / "checkpoint.npz"), *TINY, "--d-model", "32", "--norm", "rmsnorm"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "3",
+                "--time-budget",
+                "0",
+                "--out",
+                str(run),
+                "--resume",
+                str(run / "checkpoint.npz"),
+                *TINY,
+                "--d-model",
+                "32",
+                "--norm",
+                "rmsnorm",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert f"resuming from step 5 of {run / 'checkpoint.npz'}" in out
     assert "warning: --d-model 32 is ignored: the checkpoint's model has d_model 16" in err
@@ -232,8 +366,24 @@ def test_resume_says_where_it_starts_counts_on_and_warns_about_ignored_model_fla
 
 
 def test_quiet_still_prints_the_results(text, tmp_path, capsys):
-    assert main(["train", "--text", str(text), "--steps", "2", "--time-budget", "0", "--out", str(tmp_path / "run"),
-                 "--quiet", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "2",
+                "--time-budget",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert err == ""  # no progress bar
     assert "corpus:" not in out and "model:" not in out  # no log lines
@@ -245,19 +395,38 @@ def test_quiet_still_prints_the_results(text, tmp_path, capsys):
 
 
 def test_the_final_validation_says_why_it_differs_from_the_last_estimate(text, tmp_path, capsys):
-    assert main(["train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", str(tmp_path / "run"),
-                 "--quiet", *TINY]) == 0  # an estimate at step 5 (--eval-interval 5) on 2 windows
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "5",
+                "--time-budget",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                *TINY,
+            ]
+        )
+        == 0
+    )  # an estimate at step 5 (--eval-interval 5) on 2 windows
     lines = capsys.readouterr().out.splitlines()
     final = float(re.search(r"step 5: validation ([0-9.]+) bits/char on the whole split", lines[1]).group(1))
     history = ckpt.load(tmp_path / "run" / "checkpoint.npz")["extra"]["history"]
     gap = abs(history["val_bpc"][-1] - final)
-    assert lines[2].startswith("  (the periodic estimates above score 2 windows, about 16 of the split's 299 characters, "
-                               "at the same places each time; the last, "), lines[2]
+    assert lines[2].startswith(
+        "  (the periodic estimates above score 2 windows, about 16 of the split's 299 characters, "
+        "at the same places each time; the last, "
+    ), lines[2]
     assert f"at step 5, is {gap:.3f} " in lines[2]
     easier = history["val_bpc"][-1] < final
-    assert lines[2].endswith(f"the whole split: the text at those places is {'easier' if easier else 'harder'} than "
-                             f"the split's average)")   # the estimate is of step 5 too: no step came between
-    assert "did not get worse" not in lines[2]   # a claim the figures cannot make (a --resume made it worse)
+    assert lines[2].endswith(
+        f"the whole split: the text at those places is {'easier' if easier else 'harder'} than the split's average)"
+    )  # the estimate is of step 5 too: no step came between
+    assert "did not get worse" not in lines[2]  # a claim the figures cannot make (a --resume made it worse)
     assert lines[3] == "sample:"
 
 
@@ -266,8 +435,26 @@ def test_grad_clip_0_turns_clipping_off(text, tmp_path, monkeypatch):
         raise AssertionError("--grad-clip 0 clipped")
 
     monkeypatch.setattr(optim, "clip_grad_norm_", no_clipping)
-    assert main(["train", "--text", str(text), "--steps", "2", "--time-budget", "0", "--out", str(tmp_path / "run"),
-                 "--grad-clip", "0", "--quiet", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "2",
+                "--time-budget",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+                "--grad-clip",
+                "0",
+                "--quiet",
+                *TINY,
+            ]
+        )
+        == 0
+    )
 
 
 def test_a_time_budget_alone_shows_progress_in_seconds(text, tmp_path, capsys, monkeypatch):
@@ -278,8 +465,25 @@ def test_a_time_budget_alone_shows_progress_in_seconds(text, tmp_path, capsys, m
 
 
 def test_output_that_is_not_a_terminal_gets_the_log_lines_and_no_bar(text, tmp_path, capsys):
-    assert main(["train", "--text", str(text), "--steps", "3", "--time-budget", "0", "--out", str(tmp_path / "run"),
-                 *TINY, "--eval-interval", "1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "3",
+                "--time-budget",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+                *TINY,
+                "--eval-interval",
+                "1",
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "\r" not in err and "step/s" not in err and "%|" not in err
     assert "corpus:" in out and "step 1: val " in out
@@ -297,12 +501,19 @@ class _Command:
         # Ctrl-C reaches the command as it reaches one typed in a terminal even when these tests
         # run in the background: a shell without job control starts background jobs with SIGINT
         # ignored, and a child would inherit that (Python then never raises KeyboardInterrupt)
-        self.process = subprocess.Popen([*command, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.process = subprocess.Popen(
+            [*command, *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         self.output = {"out": bytearray(), "err": bytearray()}
-        self.readers = [threading.Thread(target=self._read, args=(stream, self.output[name]), daemon=True)
-                        for name, stream in (("out", self.process.stdout), ("err", self.process.stderr))]
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream, self.output[name]), daemon=True)
+            for name, stream in (("out", self.process.stdout), ("err", self.process.stderr))
+        ]
         for reader in self.readers:
             reader.start()
 
@@ -341,9 +552,30 @@ class _Command:
 def test_ctrl_c_twice_while_training_and_in_the_final_validation_keeps_the_checkpoint(tmp_path):
     # the default corpus with half of it for validation, scored one 8-character window at a
     # time: the final validation takes many seconds, the steps before it milliseconds
-    run = _Command("train", "--val-fraction", "0.5", "--block-size", "8", "--batch-size", "1", "--d-model", "8",
-                   "--num-layers", "1", "--num-heads", "1", "--eval-interval", "3", "--eval-windows", "1",
-                   "--steps", "100000", "--out", "run", cwd=tmp_path)
+    run = _Command(
+        "train",
+        "--val-fraction",
+        "0.5",
+        "--block-size",
+        "8",
+        "--batch-size",
+        "1",
+        "--d-model",
+        "8",
+        "--num-layers",
+        "1",
+        "--num-heads",
+        "1",
+        "--eval-interval",
+        "3",
+        "--eval-windows",
+        "1",
+        "--steps",
+        "100000",
+        "--out",
+        "run",
+        cwd=tmp_path,
+    )
     run.wait_for(lambda out: "step 3: val" in out)
     run.ctrl_c()
     run.wait_for(lambda out: "final validation on the whole split" in out)
@@ -389,8 +621,16 @@ def test_ctrl_c_while_the_corpus_is_read_stops_cleanly(tmp_path):
 
 
 def test_sample_prints_as_it_generates_and_ctrl_c_stops_it_cleanly(trained, tmp_path):
-    run = _Command("sample", "--checkpoint", str(trained / "checkpoint.npz"), "--prompt", "The ",
-                   "--max-new-tokens", "1000000", cwd=tmp_path)
+    run = _Command(
+        "sample",
+        "--checkpoint",
+        str(trained / "checkpoint.npz"),
+        "--prompt",
+        "The ",
+        "--max-new-tokens",
+        "1000000",
+        cwd=tmp_path,
+    )
     run.wait_for(lambda out: len(out) >= 10)  # the prompt and characters, long before the million
     run.ctrl_c()
     assert run.finish() == 130
@@ -401,11 +641,14 @@ def test_sample_prints_as_it_generates_and_ctrl_c_stops_it_cleanly(trained, tmp_
 def test_errors_raised_while_running_say_error_and_point_to_help_in_every_command(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert _fails_with_status_2(["demo", "no_such_demo"], capsys).startswith(
-        "minitorch-attn demo: error: no demo called 'no_such_demo'")
+        "minitorch-attn demo: error: no demo called 'no_such_demo'"
+    )
     assert _fails_with_status_2(["gradcheck", "--only", "no such op"], capsys) == (
-        "minitorch-attn gradcheck: error: no gradcheck entry matches 'no such op'")
-    assert _fails_with_status_2(["export", "--checkpoint", str(tmp_path / "none.npz"), "--out",
-                                 str(tmp_path / "m.safetensors")], capsys).startswith("minitorch-attn export: error: ")
+        "minitorch-attn gradcheck: error: no gradcheck entry matches 'no such op'"
+    )
+    assert _fails_with_status_2(
+        ["export", "--checkpoint", str(tmp_path / "none.npz"), "--out", str(tmp_path / "m.safetensors")], capsys
+    ).startswith("minitorch-attn export: error: ")
 
 
 def test_the_readme_says_what_the_main_job_writes_and_what_to_run_next(trained):

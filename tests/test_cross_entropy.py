@@ -18,17 +18,23 @@ REDUCTIONS = ["mean", "sum", "none"]
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("smoothing", [0.0, 0.3])
 def test_class_weights_match_torch(rng, torch, reduction, smoothing):
-    logits = rng.standard_normal((3, 4, 2))                     # (N, C, d1)
+    logits = rng.standard_normal((3, 4, 2))  # (N, C, d1)
     target = np.array([[0, 3], [-100, 1], [2, 2]])
     weight = rng.uniform(0.2, 2.0, 4)
 
     def ours(x):
-        return F.cross_entropy(x, mt.tensor(target), weight=mt.tensor(weight, dtype="float64"),
-                               reduction=reduction, label_smoothing=smoothing)
+        return F.cross_entropy(
+            x,
+            mt.tensor(target),
+            weight=mt.tensor(weight, dtype="float64"),
+            reduction=reduction,
+            label_smoothing=smoothing,
+        )
 
     def theirs(x):
-        return torch.nn.functional.cross_entropy(x, torch.tensor(target), weight=torch.tensor(weight),
-                                                 reduction=reduction, label_smoothing=smoothing)
+        return torch.nn.functional.cross_entropy(
+            x, torch.tensor(target), weight=torch.tensor(weight), reduction=reduction, label_smoothing=smoothing
+        )
 
     _assert_torch_agrees(torch, ours, theirs, [logits])
 
@@ -45,7 +51,7 @@ def test_weighted_mean_divides_by_the_targets_weights(device):
 def test_an_ignored_row_of_minus_inf_logits_adds_nothing(device, reduction, expected):
     logits = _t([[-np.inf]], device, requires_grad=True)
     loss = F.cross_entropy(logits, mt.tensor([-100], device=device), reduction=reduction)
-    np.testing.assert_array_equal(loss.numpy(), expected)     # PyTorch: 0.0, nan (0 / 0), [0.]
+    np.testing.assert_array_equal(loss.numpy(), expected)  # PyTorch: 0.0, nan (0 / 0), [0.]
     loss.backward(mt.ones(loss.shape, dtype="float64", device=device))
     np.testing.assert_array_equal(logits.grad.numpy(), [[0.0]])
 
@@ -56,26 +62,30 @@ def test_padding_rows_of_minus_inf_add_nothing_next_to_real_rows(rng, torch, red
     """The loss and the real rows' gradients are PyTorch's; the padding rows' gradients are
     exactly 0 (PyTorch 2.13 gives NaN there, the bug this guards against)."""
     logits = rng.standard_normal((4, 3))
-    logits[[1, 3]] = -np.inf                                    # padding positions
+    logits[[1, 3]] = -np.inf  # padding positions
     target = np.array([2, -100, 0, -100])
     weight = np.array([0.5, 1.0, 2.0])
     kwargs = {"plain": {}, "label_smoothing": {"label_smoothing": 0.1}, "weight": {"weight": weight}}[option]
     ours = {k: mt.tensor(v) if k == "weight" else v for k, v in kwargs.items()}
     theirs = {k: torch.tensor(v) if k == "weight" else v for k, v in kwargs.items()}
-    loss, (grad,) = _run(lambda x: F.cross_entropy(x, mt.tensor(target), reduction=reduction, **ours),
-                         [logits], "cpu")
+    loss, (grad,) = _run(lambda x: F.cross_entropy(x, mt.tensor(target), reduction=reduction, **ours), [logits], "cpu")
     ref_loss, (ref_grad,) = _torch_run(
-        torch, lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(target), reduction=reduction, **theirs),
-        [logits])
+        torch,
+        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(target), reduction=reduction, **theirs),
+        [logits],
+    )
     _assert_same([loss, grad[[0, 2]]], [ref_loss, ref_grad[[0, 2]]])
     np.testing.assert_array_equal(grad[[1, 3]], 0.0)
 
 
-@pytest.mark.parametrize("logits_shape, target_shape, target_value", [
-    ((0, 3), (0,), 0),            # no rows
-    ((2, 0), (2,), -100),         # no classes, every target ignored
-    ((2, 3, 0), (2, 0), 0),       # (N, C, d1) with d1 = 0
-])
+@pytest.mark.parametrize(
+    "logits_shape, target_shape, target_value",
+    [
+        ((0, 3), (0,), 0),  # no rows
+        ((2, 0), (2,), -100),  # no classes, every target ignored
+        ((2, 3, 0), (2, 0), 0),  # (N, C, d1) with d1 = 0
+    ],
+)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_empty_inputs_give_what_torch_gives(torch, logits_shape, target_shape, target_value, reduction):
     logits = np.ones(logits_shape)
@@ -84,7 +94,7 @@ def test_empty_inputs_give_what_torch_gives(torch, logits_shape, target_shape, t
     loss = F.cross_entropy(x, mt.tensor(target), reduction=reduction)
     tx = torch.tensor(logits, requires_grad=True)
     expected = torch.nn.functional.cross_entropy(tx, torch.tensor(target), reduction=reduction)
-    np.testing.assert_array_equal(loss.numpy(), expected.detach().numpy())   # nan, 0.0 or empty
+    np.testing.assert_array_equal(loss.numpy(), expected.detach().numpy())  # nan, 0.0 or empty
     loss.backward(mt.ones(loss.shape, dtype="float64"))
     assert x.grad.shape == logits_shape
 

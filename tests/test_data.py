@@ -17,7 +17,7 @@ def test_vocab_round_trip_and_unknown_characters():
     vocab = data.CharVocab.from_text("hello world")
     assert vocab.chars == " dehlorw" and len(vocab) == 8
     assert vocab.decode(vocab.encode("world hello")) == "world hello"
-    assert vocab.decode(vocab.encode("héllo")) == "h llo"      # é was never seen: a space
+    assert vocab.decode(vocab.encode("héllo")) == "h llo"  # é was never seen: a space
     assert vocab.unknown_count == 1
     with pytest.raises(ValueError):
         data.CharVocab("aa")
@@ -74,6 +74,7 @@ def _write_to_pipe(path, data, ctrl_c=False):
             _press_ctrl_c_once_reading()
             done.wait()
         os.close(fd)
+
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     return thread, done
@@ -81,7 +82,7 @@ def _write_to_pipe(path, data, ctrl_c=False):
 
 @needs_pipes
 def test_a_file_and_a_pipe_give_the_same_text_with_every_line_ending_as_newline(tmp_path):
-    raw = "one\r\ntwo\rthree\nfour é\r\n".encode("utf-8")
+    raw = "one\r\ntwo\rthree\nfour é\r\n".encode()
     (tmp_path / "file").write_bytes(raw)
     os.mkfifo(tmp_path / "pipe")
     writer, _ = _write_to_pipe(tmp_path / "pipe", raw)
@@ -126,12 +127,33 @@ def test_the_ctrl_c_tests_pass_in_a_suite_started_with_ctrl_c_ignored(tmp_path):
     import signal
     import subprocess
 
-    tests = [f"{__file__}::{name}" for name in ("test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read",
-                                                "test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read")]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                          "-o", "addopts=", f"--basetemp={tmp_path / 'run'}", *tests],
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-                         capture_output=True, text=True, timeout=240)
+    tests = [
+        f"{__file__}::{name}"
+        for name in (
+            "test_a_ctrl_c_noted_while_a_pipe_is_read_stops_the_read",
+            "test_a_ctrl_c_before_a_named_pipe_has_a_writer_stops_the_read",
+        )
+    ]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-o",
+            "addopts=",
+            f"--basetemp={tmp_path / 'run'}",
+            *tests,
+        ],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "2 passed" in run.stdout
 

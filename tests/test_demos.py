@@ -24,95 +24,195 @@ DEMOS = Path(__file__).resolve().parents[1] / "demos"
 
 # demo -> (lines or fragments its output must contain, pictures it must write)
 EXPECTED = {
-    "00_why_attention": (["x (1, 30, 64)", "RNN, PyTorch's init", "RNN, W_h x 6", "attention (causal, one layer)",
-                          "attention / RNN time ratio", "tutorial: 'when an RNN reaches word 100"],
-                         ["why_attention.png"]),
-    "01_attention": (["sharpness 16: weights [1.000 0.000 0.000 0.000]  answer   4.00 °C",
-                      "x xᵀ (no projections)  largest score with itself in 100% of the rows",
-                      "Q, K, V shape: (2, 1, 5, 64)", "output shape: (2, 1, 5, 64)",
-                      "attention weights shape: (2, 1, 5, 5)", "every row sums to 1: True"],
-                     ["attention_weights.png"]),
-    "02_multihead": (["output shape: (4, 10, 512)", "attention weights shape: (4, 8, 10, 10)",
-                      "every row sums to 1: True", "parameters: 1,048,576 ", "(4, 10, 8, 64)", "(4, 8, 10, 64)",
-                      "(weights); within float32 rounding: True",
-                      "multiply-adds 42,352,640 for both; softmax entries 400 against 3,200 (8x)",
-                      "8 heads / 1 head time ratio"],
-                     ["heads.png", "heads_cost.png"]),
-    "03_layernorm": (["batch 1, no sequence axis, training mode: two inputs -> max |y1 - y2| = 0.00, |grad x| = 0.00",
-                      "changes the output of sample 0 by: BatchNorm", "LayerNorm 0.0e+00",
-                      "input  shape (4, 10, 512)", "output std per row: min 1.0000", "max 1.0000"],
-                     ["layernorm_histogram.png"]),
-    "04_norm_speed": (["x (8, 64, 512) float32", "NumPy, written alike", "RMSNorm / LayerNorm time ratio"],
-                      ["norm_speed.png"]),
-    "05_encoder": (["token ids shape: (4, 20)", "output shape: (4, 20, 256)",
-                    "total parameters: "
-                    f"{30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
-                    "sum of the rows: 12,544,000", "by the formula: 12,544,000", "the tutorial prints 6,832,384"],
-                   ["encoder_parameters.png"]),
-    "06_masks": (["[[1 0 0 0 0]", " [1 1 1 1 1]]",
-                  "self-attention: output (2, 15, 256), attention map (2, 8, 15, 15), rows sum to 1: True",
-                  "causal self-attention: output (2, 8, 256), attention map (2, 8, 8, 8), rows sum to 1: True",
-                  "cross-attention: output (2, 8, 256), attention map (2, 8, 8, 15), rows sum to 1: True",
-                  "above the diagonal (the future): max 0.0"],
-                 ["three_attentions.png"]),
-    "07_flash": (["Counted: 134,217,728 (0.134 billion", "16,777,216 (right)", "causal", "not causal",
-                  "max |flash - standard|", "time ratio flash / standard"],
-                 ["flash_memory.png"]),
-    "08_heatmaps": (["the tutorial's example ['The', 'cat', 'sat', 'on', 'mat']: weights (5, 5), rows sum to 1.000000",
-                     "tutorial: 'cat' attends to 'sat' (0.08); measured: 'cat' attends most to 'cat' (0.80)",
-                     "tutorial: 'on' attends to 'mat' (0.09); measured: 'on' attends most to 'on' (0.63)",
-                     "attention maps: (2, 2, 56, 56) (layers, heads, queries, keys), rows sum to 1: True"],
-                    ["cat_sat_on_mat.png", "trained_heads.png", "trained_head_detail.png", "model/checkpoint.npz"]),
-    "09_scaling": (["uniform weights would have entropy log 32", "with the 1/sqrt(d_k) factor",
-                    "q, k entries of std 4, divided by sqrt(64)"], ["scaling.png"]),
-    "10_pre_post_ln": (["4 blocks", "Pre-LN                       gradient norm at init",
-                        "Post-LN                      gradient norm at init", "Post-LN, 2-step warmup",
-                        "final loss, Post-LN minus Pre-LN"],
-                       ["pre_post_ln.png"]),
-    "11_mistakes": (["d_k = 64   parameters  1,048,576   multiply-adds     17,039,360",
-                     "d_k = 512  parameters  8,388,608   multiply-adds    136,314,880",
-                     "8x the parameters, 8x the multiply-adds",
-                     "is_causal=True  |change of position 0| = 0.000e+00",
-                     "training mode: two different inputs -> max |y1 - y2| = 0.000e+00 (a constant output)",
-                     "Linear before the norm: weight    0.000e+00  vanishes", "LayerNorm: bias",
-                     "tutorial: 'no gradient flows, training is dead'"],
-                    ["zero_gamma_gradients.png"]),
-    "12_graph": (["layernorm_primitives: 11 tensors, 8 Function calls, 20 arrows",
-                  "layernorm_fused: 4 tensors, 1 Function call, 4 arrows",
-                  "attention_block: 33 tensors, 20 Function calls, 56 arrows"],
-                 ["layernorm_graphs.png", "attention_block.png"] if shutil.which("dot") else
-                 ["layernorm_primitives.dot", "attention_block.dot"]),
-    "13_rope": (["30 steps each, batch 8, context 32", "positions  parameters  val bits/char",
-                 "learned        16,416", "rope           15,392", "rope minus learned: ",
-                 "sample, learned positions:\nThe ", "sample, rope positions:\nThe "],
-                ["rope_vs_learned.png"]),
-    "14_modern_block": (["GPT-2 (LayerNorm, GELU, learned)       128      16,416    +0.00%",
-                         "LLaMA (RMSNorm, RoPE, SwiGLU)           99      16,448    +0.19%",
-                         "LLaMA + GQA (1 of 2 kv heads)          109      16,384    -0.19%",
-                         "β, the parameters RMSNorm drops: 3 norms x d_model 32 = 96, 0.58% of the budget",
-                         "forward + backward: RMSNorm / LayerNorm time ratio",
-                         "training step (forward + backward) of the whole model: RMSNorm / LayerNorm time ratio",
-                         "12 steps each, batch 8, context 32, seed 0",
-                         "LLaMA + GQA (1 of 2 kv heads) minus GPT-2: ",
-                         "  2 kv heads:    7,936 bytes for 31 positions = 256 bytes per token (2 x 1 x 2 x 16 x 4 = 256)",
-                         "  1 kv heads:    3,968 bytes for 31 positions = 128 bytes per token (2 x 1 x 1 x 16 x 4 = 128)"],
-                        ["modern_block.png"]),
-    "15_hooks": (["1. hooks on the projections of one causal attention layer",
-                  "under the causal mask key/value 0 is read by all 8 queries, key/value 7 by one",
-                  "||dL/dQ|| at position 0 is 0.000",
-                  "q.grad, k.grad, v.grad (retain_grad) equal what the hooks saw: True",
-                  "with a hook returning zeros on V: ||W_v.grad|| = 0.000",
-                  "3. full backward hooks on each block of a GPT"],
-                 ["hooks.png"]),
-    "16_pretrained": (["1. model: random weights: 2 layers, 2 heads, d_model 32", "no --pretrained folder",
-                       '"it" is token 9, "trophy" [1], "bag" [7]',
-                       "heads putting more weight on 'trophy' than on 'bag':",
-                       "(random weights: no evidence either way)", "(falls)",
-                       "Function calls from the block's input to its output"],
-                      ["it_attention.png"]),
-    "train_gpt": (["corpus: 20,000 characters", "model: GPT with 28,000 parameters (2 layers, d_model 32",
-                   "step 15: validation"],
-                  ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"]),
+    "00_why_attention": (
+        [
+            "x (1, 30, 64)",
+            "RNN, PyTorch's init",
+            "RNN, W_h x 6",
+            "attention (causal, one layer)",
+            "attention / RNN time ratio",
+            "tutorial: 'when an RNN reaches word 100",
+        ],
+        ["why_attention.png"],
+    ),
+    "01_attention": (
+        [
+            "sharpness 16: weights [1.000 0.000 0.000 0.000]  answer   4.00 °C",
+            "x xᵀ (no projections)  largest score with itself in 100% of the rows",
+            "Q, K, V shape: (2, 1, 5, 64)",
+            "output shape: (2, 1, 5, 64)",
+            "attention weights shape: (2, 1, 5, 5)",
+            "every row sums to 1: True",
+        ],
+        ["attention_weights.png"],
+    ),
+    "02_multihead": (
+        [
+            "output shape: (4, 10, 512)",
+            "attention weights shape: (4, 8, 10, 10)",
+            "every row sums to 1: True",
+            "parameters: 1,048,576 ",
+            "(4, 10, 8, 64)",
+            "(4, 8, 10, 64)",
+            "(weights); within float32 rounding: True",
+            "multiply-adds 42,352,640 for both; softmax entries 400 against 3,200 (8x)",
+            "8 heads / 1 head time ratio",
+        ],
+        ["heads.png", "heads_cost.png"],
+    ),
+    "03_layernorm": (
+        [
+            "batch 1, no sequence axis, training mode: two inputs -> max |y1 - y2| = 0.00, |grad x| = 0.00",
+            "changes the output of sample 0 by: BatchNorm",
+            "LayerNorm 0.0e+00",
+            "input  shape (4, 10, 512)",
+            "output std per row: min 1.0000",
+            "max 1.0000",
+        ],
+        ["layernorm_histogram.png"],
+    ),
+    "04_norm_speed": (
+        ["x (8, 64, 512) float32", "NumPy, written alike", "RMSNorm / LayerNorm time ratio"],
+        ["norm_speed.png"],
+    ),
+    "05_encoder": (
+        [
+            "token ids shape: (4, 20)",
+            "output shape: (4, 20, 256)",
+            "total parameters: "
+            f"{30000 * 256 + 512 * 256 + 6 * (4 * 256 * 256 + 4 * 256 + 2 * 256 * 1024 + 1024 + 256) + 2 * 256:,}",
+            "sum of the rows: 12,544,000",
+            "by the formula: 12,544,000",
+            "the tutorial prints 6,832,384",
+        ],
+        ["encoder_parameters.png"],
+    ),
+    "06_masks": (
+        [
+            "[[1 0 0 0 0]",
+            " [1 1 1 1 1]]",
+            "self-attention: output (2, 15, 256), attention map (2, 8, 15, 15), rows sum to 1: True",
+            "causal self-attention: output (2, 8, 256), attention map (2, 8, 8, 8), rows sum to 1: True",
+            "cross-attention: output (2, 8, 256), attention map (2, 8, 8, 15), rows sum to 1: True",
+            "above the diagonal (the future): max 0.0",
+        ],
+        ["three_attentions.png"],
+    ),
+    "07_flash": (
+        [
+            "Counted: 134,217,728 (0.134 billion",
+            "16,777,216 (right)",
+            "causal",
+            "not causal",
+            "max |flash - standard|",
+            "time ratio flash / standard",
+        ],
+        ["flash_memory.png"],
+    ),
+    "08_heatmaps": (
+        [
+            "the tutorial's example ['The', 'cat', 'sat', 'on', 'mat']: weights (5, 5), rows sum to 1.000000",
+            "tutorial: 'cat' attends to 'sat' (0.08); measured: 'cat' attends most to 'cat' (0.80)",
+            "tutorial: 'on' attends to 'mat' (0.09); measured: 'on' attends most to 'on' (0.63)",
+            "attention maps: (2, 2, 56, 56) (layers, heads, queries, keys), rows sum to 1: True",
+        ],
+        ["cat_sat_on_mat.png", "trained_heads.png", "trained_head_detail.png", "model/checkpoint.npz"],
+    ),
+    "09_scaling": (
+        [
+            "uniform weights would have entropy log 32",
+            "with the 1/sqrt(d_k) factor",
+            "q, k entries of std 4, divided by sqrt(64)",
+        ],
+        ["scaling.png"],
+    ),
+    "10_pre_post_ln": (
+        [
+            "4 blocks",
+            "Pre-LN                       gradient norm at init",
+            "Post-LN                      gradient norm at init",
+            "Post-LN, 2-step warmup",
+            "final loss, Post-LN minus Pre-LN",
+        ],
+        ["pre_post_ln.png"],
+    ),
+    "11_mistakes": (
+        [
+            "d_k = 64   parameters  1,048,576   multiply-adds     17,039,360",
+            "d_k = 512  parameters  8,388,608   multiply-adds    136,314,880",
+            "8x the parameters, 8x the multiply-adds",
+            "is_causal=True  |change of position 0| = 0.000e+00",
+            "training mode: two different inputs -> max |y1 - y2| = 0.000e+00 (a constant output)",
+            "Linear before the norm: weight    0.000e+00  vanishes",
+            "LayerNorm: bias",
+            "tutorial: 'no gradient flows, training is dead'",
+        ],
+        ["zero_gamma_gradients.png"],
+    ),
+    "12_graph": (
+        [
+            "layernorm_primitives: 11 tensors, 8 Function calls, 20 arrows",
+            "layernorm_fused: 4 tensors, 1 Function call, 4 arrows",
+            "attention_block: 33 tensors, 20 Function calls, 56 arrows",
+        ],
+        ["layernorm_graphs.png", "attention_block.png"]
+        if shutil.which("dot")
+        else ["layernorm_primitives.dot", "attention_block.dot"],
+    ),
+    "13_rope": (
+        [
+            "30 steps each, batch 8, context 32",
+            "positions  parameters  val bits/char",
+            "learned        16,416",
+            "rope           15,392",
+            "rope minus learned: ",
+            "sample, learned positions:\nThe ",
+            "sample, rope positions:\nThe ",
+        ],
+        ["rope_vs_learned.png"],
+    ),
+    "14_modern_block": (
+        [
+            "GPT-2 (LayerNorm, GELU, learned)       128      16,416    +0.00%",
+            "LLaMA (RMSNorm, RoPE, SwiGLU)           99      16,448    +0.19%",
+            "LLaMA + GQA (1 of 2 kv heads)          109      16,384    -0.19%",
+            "β, the parameters RMSNorm drops: 3 norms x d_model 32 = 96, 0.58% of the budget",
+            "forward + backward: RMSNorm / LayerNorm time ratio",
+            "training step (forward + backward) of the whole model: RMSNorm / LayerNorm time ratio",
+            "12 steps each, batch 8, context 32, seed 0",
+            "LLaMA + GQA (1 of 2 kv heads) minus GPT-2: ",
+            "  2 kv heads:    7,936 bytes for 31 positions = 256 bytes per token (2 x 1 x 2 x 16 x 4 = 256)",
+            "  1 kv heads:    3,968 bytes for 31 positions = 128 bytes per token (2 x 1 x 1 x 16 x 4 = 128)",
+        ],
+        ["modern_block.png"],
+    ),
+    "15_hooks": (
+        [
+            "1. hooks on the projections of one causal attention layer",
+            "under the causal mask key/value 0 is read by all 8 queries, key/value 7 by one",
+            "||dL/dQ|| at position 0 is 0.000",
+            "q.grad, k.grad, v.grad (retain_grad) equal what the hooks saw: True",
+            "with a hook returning zeros on V: ||W_v.grad|| = 0.000",
+            "3. full backward hooks on each block of a GPT",
+        ],
+        ["hooks.png"],
+    ),
+    "16_pretrained": (
+        [
+            "1. model: random weights: 2 layers, 2 heads, d_model 32",
+            "no --pretrained folder",
+            '"it" is token 9, "trophy" [1], "bag" [7]',
+            "heads putting more weight on 'trophy' than on 'bag':",
+            "(random weights: no evidence either way)",
+            "(falls)",
+            "Function calls from the block's input to its output",
+        ],
+        ["it_attention.png"],
+    ),
+    "train_gpt": (
+        ["corpus: 20,000 characters", "model: GPT with 28,000 parameters (2 layers, d_model 32", "step 15: validation"],
+        ["checkpoint.npz", "loss.png", "attention.png", "metrics.json"],
+    ),
 }
 
 
@@ -137,11 +237,17 @@ def run_as_notebook(name, out, kernel):
 
     nb = demos_cli.notebook(DEMOS / f"{name}.py")
     flags = f"--quick --out {out}"
-    nb.cells.insert(0, nbformat.v4.new_code_cell(
-        f"%reset -f\nimport os\nos.environ[{demo_common.FLAGS_VARIABLE!r}] = {flags!r}"))
+    nb.cells.insert(
+        0, nbformat.v4.new_code_cell(f"%reset -f\nimport os\nos.environ[{demo_common.FLAGS_VARIABLE!r}] = {flags!r}")
+    )
     nbclient.NotebookClient(nb, km=kernel, timeout=600).execute()
-    return "".join(output.get("text", "") for cell in nb.cells if cell.cell_type == "code"
-                   for output in cell.outputs if output.output_type == "stream" and output.name == "stdout")
+    return "".join(
+        output.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "stream" and output.name == "stdout"
+    )
 
 
 NOTEBOOK_MODULES = ("jupytext", "nbclient", "ipykernel")
@@ -177,13 +283,14 @@ def test_demo_runs_quick_and_prints_its_numbers(name, quick_run):
         assert line in text, f"{name}: expected {line!r} in its output:\n{text}"
     for picture in pictures:
         path = folder / picture
-        assert path.is_file() and path.stat().st_size > (1000 if picture.endswith(".png") else 0), \
+        assert path.is_file() and path.stat().st_size > (1000 if picture.endswith(".png") else 0), (
             f"{name} did not write {picture}"
+        )
 
 
 def reference_table(text, title):
     """``{row: [errors..., scale]}`` from the table a demo prints under the line ``title``."""
-    lines = text[text.index(title):].splitlines()[2:]
+    lines = text[text.index(title) :].splitlines()[2:]
     rows = {}
     for line in lines:
         match = re.match(r"  (\S+(?: \S+)?) +((?:[0-9.e+-]+ +)+[0-9.e+-]+)$", line)
@@ -212,7 +319,9 @@ def test_attention_demo_agrees_with_its_numpy_check(quick_run):
 
 def test_flash_demo_agrees_with_standard_attention(quick_run):
     text, _ = quick_run("07_flash")
-    differences = [float(d) for d in re.findall(r"max \|flash - standard\| of the outputs over all lengths: ([0-9.e+-]+)", text)]
+    differences = [
+        float(d) for d in re.findall(r"max \|flash - standard\| of the outputs over all lengths: ([0-9.e+-]+)", text)
+    ]
     assert len(differences) == 2 and max(differences) < 1e-5, text
 
 
@@ -220,22 +329,31 @@ def test_mistakes_demo_zero_gamma_verdicts(quick_run):
     text, _ = quick_run("11_mistakes")
     verdicts = dict(re.findall(r"   (\S.*?\S)\s+[0-9.e+-]+  (vanishes|flows)", text))
     assert verdicts == {
-        "input x": "vanishes", "Linear before the norm: weight": "vanishes", "Linear before the norm: bias": "vanishes",
-        "LayerNorm: weight": "flows", "LayerNorm: bias": "flows",
-        "Linear after the norm: weight": "vanishes", "Linear after the norm: bias": "flows",
+        "input x": "vanishes",
+        "Linear before the norm: weight": "vanishes",
+        "Linear before the norm: bias": "vanishes",
+        "LayerNorm: weight": "flows",
+        "LayerNorm: bias": "flows",
+        "Linear after the norm: weight": "vanishes",
+        "Linear after the norm: bias": "flows",
     }
 
 
 def test_same_seed_same_numbers(tmp_path):
-    first, second, other = (run("01_attention", tmp_path / folder, "--seed", seed)
-                            for folder, seed in (("a", "3"), ("b", "3"), ("c", "4")))
+    first, second, other = (
+        run("01_attention", tmp_path / folder, "--seed", seed) for folder, seed in (("a", "3"), ("b", "3"), ("c", "4"))
+    )
     strip = lambda text: re.sub(r"picture: .*", "", text)  # noqa: E731 (the folders differ)
     assert strip(first) == strip(second) != strip(other)
 
 
 def test_script_runs_as_python_demos_name(tmp_path):
-    done = subprocess.run([sys.executable, str(DEMOS / "01_attention.py"), "--quick", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(DEMOS / "01_attention.py"), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "every row sums to 1: True" in done.stdout
 
@@ -260,8 +378,9 @@ def test_demo_list_shows_the_sections_of_each_demo_and_a_demo_for_every_section(
     assert index["4"] == "attention, scaling, hooks" and index["16"] == "scaling, mistakes"
 
 
-@pytest.mark.parametrize("sections, label", [((1,), "§1"), ((2, 3, 4), "§2-4"), ((4, 16), "§4, 16"),
-                                             ((8, 9), "§8, 9"), ((), "beyond")])
+@pytest.mark.parametrize(
+    "sections, label", [((1,), "§1"), ((2, 3, 4), "§2-4"), ((4, 16), "§4, 16"), ((8, 9), "§8, 9"), ((), "beyond")]
+)
 def test_section_label(sections, label):
     assert demos_cli.section_label(sections) == label
 
@@ -307,6 +426,8 @@ def test_train_gpt_demo_is_the_train_command_and_leaves_the_environment_alone(mo
     status = demos_cli.run_demo(DEMOS / "train_gpt.py", ["--steps", "3"])
     assert status == 0 and calls == [["train", "--steps", "3"]]
     assert not {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"} & set(os.environ)
+
+
 def test_alternate_swaps_the_order_each_round_and_reports_the_median_ratio(monkeypatch):
     """A fake clock: the first function takes 1 s, the second 3 s, except one slow round of
     the first (10 s) that the median ignores."""
@@ -325,8 +446,9 @@ def test_alternate_swaps_the_order_each_round_and_reports_the_median_ratio(monke
     result = measure.alternate(first, second, repeats=5, warmup=1, min_seconds=0.0)
     assert "".join(calls) == "ab" + "ab" + "ba" + "ab" + "ba" + "ab"
     assert (result.first, result.second, result.ratio, result.rounds) == (1.0, 3.0, 3.0, 5)
-    assert result.describe("A", "B") == ("B / A time ratio 3.00 (speed relative to A: 0.33x; "
-                                         "medians 1 s and 3 s over 5 alternating rounds)")
+    assert result.describe("A", "B") == (
+        "B / A time ratio 3.00 (speed relative to A: 0.33x; medians 1 s and 3 s over 5 alternating rounds)"
+    )
 
 
 def test_alternate_adds_rounds_until_each_function_ran_min_seconds(monkeypatch):
@@ -360,8 +482,18 @@ def test_format_seconds_keeps_three_digits(seconds, text):
     assert measure.format_seconds(seconds) == text
 
 
-@pytest.mark.parametrize("name", ["00_why_attention", "04_norm_speed", "07_flash", "08_heatmaps", "10_pre_post_ln",
-                                  "11_mistakes", "14_modern_block"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "00_why_attention",
+        "04_norm_speed",
+        "07_flash",
+        "08_heatmaps",
+        "10_pre_post_ln",
+        "11_mistakes",
+        "14_modern_block",
+    ],
+)
 def test_quick_runs_say_which_lesson_needs_the_full_size(quick_run, name):
     text, _ = quick_run(name)
     assert re.search(r"^\[--quick\] these sizes are too small to show .+: run without --quick to see it$", text, re.M)
@@ -420,8 +552,9 @@ def test_demo_is_a_notebook_of_prose_and_code_cells(name):
     ``quick_run`` when the ``notebooks`` extra is installed)."""
     pytest.importorskip("jupytext", reason='the notebook tests need pip install -e ".[notebooks]"')
     kinds = [cell.cell_type for cell in demos_cli.notebook(DEMOS / f"{name}.py").cells]
-    assert kinds.count("markdown") >= 1 and kinds.count("code") >= 2, \
+    assert kinds.count("markdown") >= 1 and kinds.count("code") >= 2, (
         f"demos/{name}.py is not written in cells: '# %% [markdown]' prose and '# %%' code (see demos/01_attention.py)"
+    )
 
 
 def test_every_demo_is_run_by_the_tests():
@@ -446,8 +579,9 @@ def test_notebooks_command_without_jupytext_says_what_to_install(tmp_path, monke
 
 def test_a_missing_checkpoint_is_refused_before_the_heatmaps_demo_draws(tmp_path, capsys):
     out = tmp_path / "heatmaps"
-    status = demos_cli.run_demo(DEMOS / "08_heatmaps.py", ["--checkpoint", str(tmp_path / "nothere.npz"),
-                                                          "--out", str(out)])
+    status = demos_cli.run_demo(
+        DEMOS / "08_heatmaps.py", ["--checkpoint", str(tmp_path / "nothere.npz"), "--out", str(out)]
+    )
     assert status == 2 and "no checkpoint at" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
 

@@ -32,7 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("MINITORCH_ATTN_DOCS", ROOT / "docs" / "_build" / "html"))
 BUILD = 'pip install -e ".[docs]" && sphinx-build -W --keep-going -n docs docs/_build/html'
 PHONE = {"width": 375, "height": 812}
-SCREENSHOTS = {"index.html": "start.png", "engine/norms.html": "layernorm.png", "tour/demos/03_layernorm.html": "tour.png"}
+SCREENSHOTS = {
+    "index.html": "start.png",
+    "engine/norms.html": "layernorm.png",
+    "tour/demos/03_layernorm.html": "tour.png",
+}
 
 # Raw TeX that MathJax would have replaced: its delimiters and the commands our formulas use.
 RAW_TEX = r"\\\(|\\\)|\\\[|\\\]|\$\$|\\(frac|partial|sum|mathrm|hat|delta|odot|sqrt|top|cdot)\b"
@@ -139,7 +143,7 @@ def _check(page, url, problems, width_only=False):
         found += [f"TeX error in a formula: {m!r}" for m in seen["texErrors"]]
         raw = re.search(RAW_TEX, seen["text"])
         if raw:
-            around = seen["text"][max(raw.start() - 60, 0):raw.end() + 60].replace("\n", " ")
+            around = seen["text"][max(raw.start() - 60, 0) : raw.end() + 60].replace("\n", " ")
             found.append(f"raw TeX in the text: ...{around}...")
     found += problems
     problems.clear()
@@ -178,13 +182,12 @@ def _search(page, base):
     """Type ``layer_norm`` into the search box of the start page; the result links."""
     page.goto(base + "index.html", wait_until="load")
     box = page.locator("input[name=q]").first
-    if not box.is_visible():            # a narrow window hides the sidebar's box
+    if not box.is_visible():  # a narrow window hides the sidebar's box
         page.set_viewport_size({"width": 1280, "height": 900})
     box.fill("layer_norm")
     box.press("Enter")
     page.wait_for_url("**/search.html*")
-    page.wait_for_function("() => document.querySelectorAll('#search-results ul.search li').length > 0",
-                           timeout=15_000)
+    page.wait_for_function("() => document.querySelectorAll('#search-results ul.search li').length > 0", timeout=15_000)
     return page.eval_on_selector_all("#search-results ul.search li a", "links => links.map(a => a.href)")
 
 

@@ -35,7 +35,7 @@ def text_batch(vocab, length, rng):
     """Three windows of the Python language reference."""
     ids = vocab.encode(data.load_corpus())
     starts = rng.integers(0, len(ids) - length, 3)
-    return np.stack([ids[s:s + length] for s in starts])
+    return np.stack([ids[s : s + length] for s in starts])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -59,7 +59,7 @@ def test_pytorch_logits_equal_ours_on_real_text(case, torch, tmp_path, rng, caps
     with torch.no_grad():
         theirs32 = theirs(torch.tensor(batch)).numpy()
         theirs64 = theirs.double()(torch.tensor(batch)).numpy()
-    for p in model.parameters():                              # our float64 reference
+    for p in model.parameters():  # our float64 reference
         p.data = mt.tensor(p.numpy(), dtype="float64").data
     reference = model(mt.tensor(batch)).numpy()
 
@@ -78,12 +78,14 @@ def test_sampling_continues_in_pytorch(torch, tmp_path, rng):
     cli.main(["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")])
     theirs, their_vocab = GPT.from_export(str(tmp_path / "m.safetensors"))
     prompt = list(vocab.encode("The "))
-    ours = sampling.generate_ids(model, prompt, 24, temperature=0)   # past max_seq_len = 16
+    ours = sampling.generate_ids(model, prompt, 24, temperature=0)  # past max_seq_len = 16
     assert theirs.generate(prompt, 24, temperature=0) == ours
     assert len(their_vocab.decode(theirs.generate(prompt, 5, temperature=0.8, top_k=3))) == 5
 
 
-def test_export_refuses_a_wrong_suffix_a_missing_folder_and_reports_missing_safetensors(tmp_path, rng, capsys, monkeypatch):
+def test_export_refuses_a_wrong_suffix_a_missing_folder_and_reports_missing_safetensors(
+    tmp_path, rng, capsys, monkeypatch
+):
     write_checkpoint(tmp_path / "c.npz", rng, {})
     for out, message in (("m.pt", "must be a .safetensors file"), ("no/such/m.safetensors", "does not exist")):
         assert cli.main(["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / out)]) == 2
@@ -107,7 +109,7 @@ def test_an_earlier_export_is_kept_unless_overwrite(tmp_path, rng, capsys):
     command = ["export", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(tmp_path / "m.safetensors")]
     assert cli.main(command) == 0
     before = (tmp_path / "m.safetensors").read_bytes()
-    (tmp_path / "m.json").write_text("{}")          # the user's own edit, kept
+    (tmp_path / "m.json").write_text("{}")  # the user's own edit, kept
     assert cli.main(command) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (tmp_path / "m.safetensors").read_bytes() == before and (tmp_path / "m.json").read_text() == "{}"

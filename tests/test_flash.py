@@ -22,10 +22,11 @@ import pytest
 import minitorch_attn as mt
 import minitorch_attn.functional as F
 from minitorch_attn.core.backend import get_backend
-from minitorch_attn.speed import pool, rows, threads
-from minitorch_attn.functional import _attention_common as common, flash as flash_module
+from minitorch_attn.functional import _attention_common as common
+from minitorch_attn.functional import flash as flash_module
 from minitorch_attn.functional import flash_attention
 from minitorch_attn.functional._flash_dropout import dropout_mask
+from minitorch_attn.speed import pool, rows, threads
 from tests.conftest import expect_close
 
 TOL64 = 1e-12
@@ -38,8 +39,7 @@ def _t(values, device, dtype="float64", requires_grad=False):
 def _inputs(shape_q, shape_k, dim_v, seed=0):
     """Host arrays q (..., N_q, E), k (..., N_k, E), v (..., N_k, dim_v) in float64."""
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal(shape_q), rng.standard_normal(shape_k),
-            rng.standard_normal(shape_k[:-1] + (dim_v,)))
+    return (rng.standard_normal(shape_q), rng.standard_normal(shape_k), rng.standard_normal(shape_k[:-1] + (dim_v,)))
 
 
 def _run(fn, arrays, device, dtype="float64", mask=None, seed=1):
@@ -104,8 +104,12 @@ def _assert_close(ours, reference, tol=TOL64, names=None):
 def _names(result):
     """What each array of ``_run``'s ``outputs + gradients`` is."""
     outs, grads = result
-    return (["output", "log-sum-exp"][:len(outs)]
-            + ["gradient of q", "gradient of k", "gradient of v", "gradient of the mask"][:len(grads)])
+    return ["output", "log-sum-exp"][: len(outs)] + [
+        "gradient of q",
+        "gradient of k",
+        "gradient of v",
+        "gradient of the mask",
+    ][: len(grads)]
 
 
 # ---- float64: exactly the dense attention ---------------------------------------------------------
@@ -124,16 +128,31 @@ CASES = {
     "causal top-left, N_q = N_k": ((2, 2, 9, 3), (2, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=3)),
     "causal top-left, N_q < N_k": ((1, 2, 5, 3), (1, 2, 9, 3), 2, dict(is_causal=True, block_size_q=2, block_size_k=2)),
     "causal top-left, N_q > N_k": ((1, 2, 9, 3), (1, 2, 5, 3), 2, dict(is_causal=True, block_size_q=4, block_size_k=2)),
-    "causal bottom-right, N_q < N_k": ((1, 2, 5, 3), (1, 2, 9, 3), 2,
-                                   dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2, block_size_k=3)),
-    "causal bottom-right, N_q > N_k (empty rows)": ((1, 2, 9, 3), (1, 2, 5, 3), 2,
-                                                dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2,
-                                                     block_size_k=2)),
-    "causal, N_q = 1, bottom-right": ((2, 1, 1, 3), (2, 1, 7, 3), 2,
-                                    dict(is_causal=True, causal_alignment="bottom_right", block_size_q=1, block_size_k=3)),
+    "causal bottom-right, N_q < N_k": (
+        (1, 2, 5, 3),
+        (1, 2, 9, 3),
+        2,
+        dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2, block_size_k=3),
+    ),
+    "causal bottom-right, N_q > N_k (empty rows)": (
+        (1, 2, 9, 3),
+        (1, 2, 5, 3),
+        2,
+        dict(is_causal=True, causal_alignment="bottom_right", block_size_q=2, block_size_k=2),
+    ),
+    "causal, N_q = 1, bottom-right": (
+        (2, 1, 1, 3),
+        (2, 1, 7, 3),
+        2,
+        dict(is_causal=True, causal_alignment="bottom_right", block_size_q=1, block_size_k=3),
+    ),
     "GQA": ((2, 6, 5, 3), (2, 2, 7, 3), 2, dict(enable_gqa=True, block_size_q=2, block_size_k=3)),
-    "GQA, causal, scale": ((1, 4, 6, 3), (1, 1, 6, 3), 4, dict(enable_gqa=True, is_causal=True, scale=0.3,
-                                                               block_size_q=4, block_size_k=4)),
+    "GQA, causal, scale": (
+        (1, 4, 6, 3),
+        (1, 1, 6, 3),
+        4,
+        dict(enable_gqa=True, is_causal=True, scale=0.3, block_size_q=4, block_size_k=4),
+    ),
 }
 
 
@@ -143,8 +162,10 @@ def test_forward_equals_dense_attention_in_float64(device, name):
     shape_q, shape_k, dim_v, options = CASES[name]
     q, k, v = (_t(a, device) for a in _inputs(shape_q, shape_k, dim_v))
     dense_options = {k: v for k, v in options.items() if not k.startswith("block")}
-    _assert_close([flash_attention(q, k, v, **options).numpy()],
-                  [F.scaled_dot_product_attention(q, k, v, **dense_options).numpy()])
+    _assert_close(
+        [flash_attention(q, k, v, **options).numpy()],
+        [F.scaled_dot_product_attention(q, k, v, **dense_options).numpy()],
+    )
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -188,8 +209,10 @@ def test_forward_with_masks_equals_dense_attention_in_float64(device, name):
     mask = _mask(shape_m, kind, np.random.default_rng(2))
     mask = _t(mask, device, "bool" if mask.dtype == bool else "float64")
     gqa = shape_q[-3] != shape_k[-3]
-    _assert_close([flash_attention(q, k, v, mask, enable_gqa=gqa, block_size_q=2, block_size_k=4).numpy()],
-                  [F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=gqa).numpy()])
+    _assert_close(
+        [flash_attention(q, k, v, mask, enable_gqa=gqa, block_size_q=2, block_size_k=4).numpy()],
+        [F.scaled_dot_product_attention(q, k, v, mask, enable_gqa=gqa).numpy()],
+    )
 
 
 @pytest.mark.parametrize("name", MASKS)
@@ -198,42 +221,74 @@ def test_masks_equal_dense_attention_in_float64(device, name):
     arrays = _inputs(shape_q, shape_k, 3)
     mask = _mask(shape_m, kind, np.random.default_rng(2))
     gqa = shape_q[-3] != shape_k[-3]
-    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=gqa, block_size_q=2, block_size_k=4),
-                arrays, device, mask=mask)
-    reference = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, enable_gqa=gqa),
-                     arrays, device, mask=mask)
+    ours = _run(
+        lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=gqa, block_size_q=2, block_size_k=4),
+        arrays,
+        device,
+        mask=mask,
+    )
+    reference = _run(
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m, enable_gqa=gqa), arrays, device, mask=mask
+    )
     _assert_close(ours[0] + ours[1], reference[0] + reference[1], names=_names(ours))
     assert all(np.all(np.isfinite(g)) for g in ours[1])
 
 
-@pytest.mark.parametrize("options", [
-    dict(is_causal=True, causal_alignment="bottom_right"),
-    dict(mask_kind="bool"),
-    dict(mask_kind="float", enable_gqa=True),
-], ids=["causal bottom-right", "bool mask", "additive mask, GQA"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(is_causal=True, causal_alignment="bottom_right"),
+        dict(mask_kind="bool"),
+        dict(mask_kind="float", enable_gqa=True),
+    ],
+    ids=["causal bottom-right", "bool mask", "additive mask, GQA"],
+)
 def test_logsumexp_and_its_gradient(device, options):
     options = dict(options)
     kind = options.pop("mask_kind", None)
     gqa = options.get("enable_gqa", False)
     arrays = _inputs((2, 4, 7, 3), (2, 2 if gqa else 4, 5, 3), 2)
     mask = None if kind is None else _mask((2, 1, 7, 5), kind, np.random.default_rng(3))
-    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, return_lse=True, block_size_q=3, block_size_k=2,
-                                                   **options)[1], arrays, device, mask=mask)
-    reference = _run(lambda q, k, v, m: _logsumexp_reference(
-        q, k, m, options.get("is_causal", False), options.get("causal_alignment", "top_left"),
-        groups=2 if gqa else 1) + 0 * v.sum(), arrays, device, mask=mask)
+    ours = _run(
+        lambda q, k, v, m: flash_attention(q, k, v, m, return_lse=True, block_size_q=3, block_size_k=2, **options)[1],
+        arrays,
+        device,
+        mask=mask,
+    )
+    reference = _run(
+        lambda q, k, v, m: (
+            _logsumexp_reference(
+                q,
+                k,
+                m,
+                options.get("is_causal", False),
+                options.get("causal_alignment", "top_left"),
+                groups=2 if gqa else 1,
+            )
+            + 0 * v.sum()
+        ),
+        arrays,
+        device,
+        mask=mask,
+    )
     _assert_close(ours[0] + ours[1], reference[0] + reference[1], names=_names(ours))
 
 
 def test_float64_matches_pytorch(torch):
     arrays = _inputs((2, 4, 9, 5), (2, 2, 11, 5), 3)
     mask = np.random.default_rng(4).standard_normal((2, 1, 9, 11))
-    ours = _run(lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=True, block_size_q=4, block_size_k=3),
-                arrays, "cpu", mask=mask)
+    ours = _run(
+        lambda q, k, v, m: flash_attention(q, k, v, m, enable_gqa=True, block_size_q=4, block_size_k=3),
+        arrays,
+        "cpu",
+        mask=mask,
+    )
     q, k, v, m = (torch.tensor(a, requires_grad=True) for a in (*arrays, mask))
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
     out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)))
-    _assert_close(ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)], names=_names(ours))
+    _assert_close(
+        ours[0] + ours[1], [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v, m)], names=_names(ours)
+    )
 
 
 # ---- the backward's loop on its own (task 5.2) -------------------------------------------------------
@@ -249,29 +304,46 @@ def _backward_loop_on_its_own(q, k, v, dO, block_q, block_k, causal_offset=None)
     lse = np.log(np.exp(S - S.max(-1, keepdims=True)).sum(-1, keepdims=True)) + S.max(-1, keepdims=True)
     O = np.exp(S - lse) @ V
     dO = dO.reshape(O.shape)
-    plan = flash_module._Plan(scale=scale, causal_offset=causal_offset, dropout_p=0.0, seed=0, block_q=block_q,
-                              block_k=block_k, groups=1, threads=1)
-    dQ, dK, dV, _ = flash_module._backward_chunk(np, get_backend("cpu").device, plan, Q, K, V, None, None, lse, dO,
-                                                 (dO * O).sum(-1, keepdims=True), False)
+    plan = flash_module._Plan(
+        scale=scale,
+        causal_offset=causal_offset,
+        dropout_p=0.0,
+        seed=0,
+        block_q=block_q,
+        block_k=block_k,
+        groups=1,
+        threads=1,
+    )
+    dQ, dK, dV, _ = flash_module._backward_chunk(
+        np, get_backend("cpu").device, plan, Q, K, V, None, None, lse, dO, (dO * O).sum(-1, keepdims=True), False
+    )
     return (scale * dQ).reshape(q.shape), dK.reshape(k.shape), dV.reshape(v.shape)
 
 
 @pytest.mark.task_5_2
-@pytest.mark.parametrize("shapes, blocks, causal_offset", [
-    (((2, 3, 7, 4), (2, 3, 5, 4), 3), (3, 2), None),
-    (((1, 2, 5, 3), (1, 2, 9, 3), 2), (2, 4), None),
-    (((1, 2, 6, 3), (1, 2, 6, 3), 2), (4, 4), 0),
-    (((1, 1, 5, 3), (1, 1, 8, 3), 2), (2, 3), 3),
-], ids=["N_q > N_k, ragged", "N_q < N_k", "causal, one tile row", "causal bottom-right, ragged"])
+@pytest.mark.parametrize(
+    "shapes, blocks, causal_offset",
+    [
+        (((2, 3, 7, 4), (2, 3, 5, 4), 3), (3, 2), None),
+        (((1, 2, 5, 3), (1, 2, 9, 3), 2), (2, 4), None),
+        (((1, 2, 6, 3), (1, 2, 6, 3), 2), (4, 4), 0),
+        (((1, 1, 5, 3), (1, 1, 8, 3), 2), (2, 3), 3),
+    ],
+    ids=["N_q > N_k, ragged", "N_q < N_k", "causal, one tile row", "causal bottom-right, ragged"],
+)
 def test_backward_loop_on_its_own_is_dense_attention_s_gradient(shapes, blocks, causal_offset):
     shape_q, shape_k, dim_v = shapes
     q, k, v = _inputs(shape_q, shape_k, dim_v)
     dO = np.random.default_rng(1).standard_normal(shape_q[:-1] + (dim_v,))
     ours = _backward_loop_on_its_own(q, k, v, dO, *blocks, causal_offset)
     alignment = "top_left" if not causal_offset else "bottom_right"
-    dense = _run(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=causal_offset is not None,
-                                                                   causal_alignment=alignment),
-                 [q, k, v], "cpu")
+    dense = _run(
+        lambda q, k, v, m: F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal_offset is not None, causal_alignment=alignment
+        ),
+        [q, k, v],
+        "cpu",
+    )
     _assert_close(list(ours), dense[1], names=["gradient of q", "gradient of k", "gradient of v"])
 
 
@@ -287,8 +359,7 @@ def test_backward_loop_gives_keys_no_query_sees_exactly_zero_gradients():
 
 
 # ---- float32: no worse than dense float32 attention ---------------------------------------------------
-@pytest.mark.parametrize("options", [{}, dict(is_causal=True), dict(enable_gqa=True)],
-                         ids=["plain", "causal", "GQA"])
+@pytest.mark.parametrize("options", [{}, dict(is_causal=True), dict(enable_gqa=True)], ids=["plain", "causal", "GQA"])
 def test_float32_error_at_most_that_of_dense_attention(device, options):
     gqa = options.get("enable_gqa", False)
     arrays = _inputs((2, 4, 96, 32), (2, 2 if gqa else 4, 80, 32), 32, seed=5)
@@ -312,7 +383,7 @@ def test_float32_error_at_most_that_of_dense_attention(device, options):
 def test_rows_without_keys_give_zero_output_and_infinite_lse(device):
     q, k, v = (_t(a, device) for a in _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2))
     keep = np.ones((2, 1, 5, 4), dtype=bool)
-    keep[0, :, 1] = False          # query row 1 of batch 0 sees nothing
+    keep[0, :, 1] = False  # query row 1 of batch 0 sees nothing
     for mask in (_t(keep, device, "bool"), _t(np.where(keep, 0.0, -np.inf), device)):
         out, lse = (t.numpy() for t in flash_attention(q, k, v, mask, return_lse=True, block_size_q=2, block_size_k=3))
         assert np.all(out[0, :, 1] == 0) and np.all(np.isfinite(out))
@@ -322,12 +393,15 @@ def test_rows_without_keys_give_zero_output_and_infinite_lse(device):
 def test_rows_without_keys_give_zero_output_zero_gradient_and_infinite_lse(device):
     arrays = _inputs((2, 2, 5, 3), (2, 2, 4, 3), 2)
     keep = np.ones((2, 1, 5, 4), dtype=bool)
-    keep[0, :, 1] = False          # query row 1 of batch 0 sees nothing
+    keep[0, :, 1] = False  # query row 1 of batch 0 sees nothing
     bias = np.where(keep, 0.0, -np.inf)
     for mask in (keep, bias):
         (out, lse), (dq, dk, dv, *rest) = _run(
             lambda q, k, v, m: flash_attention(q, k, v, m, return_lse=True, block_size_q=2, block_size_k=3),
-            arrays, device, mask=mask)
+            arrays,
+            device,
+            mask=mask,
+        )
         assert np.all(out[0, :, 1] == 0) and np.all(dq[0, :, 1] == 0)
         assert np.all(lse[0, :, 1] == np.inf) and np.all(np.isfinite(np.delete(lse, 1, axis=2)))
         assert all(np.all(np.isfinite(g)) for g in (dq, dk, dv, *rest))
@@ -351,8 +425,10 @@ def test_a_nan_or_plus_inf_score_makes_its_row_nan_in_both_kernels_as_in_torch(t
     out = torch.nn.functional.scaled_dot_product_attention(*tensors[:3], attn_mask=tensors[3])
     out.backward(torch.tensor(np.random.default_rng(1).standard_normal(out.shape)))
     expected = [out.detach().numpy()] + [t.grad.numpy() for t in tensors]
-    for fn in (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
-               lambda q, k, v, m: flash_attention(q, k, v, m, block_size_q=2, block_size_k=3)):
+    for fn in (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+        lambda q, k, v, m: flash_attention(q, k, v, m, block_size_q=2, block_size_k=3),
+    ):
         outs, grads = _run(fn, arrays, "cpu", mask=bias)
         for ours, theirs in zip(outs + grads, expected, strict=True):
             np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
@@ -373,7 +449,9 @@ def test_keys_no_query_sees_get_exactly_zero_gradients(device):
     # whole key blocks there are skipped
     (out,), (dq, dk, dv) = _run(
         lambda q, k, v, m: flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
-        _inputs((1, 2, 4, 3), (1, 2, 10, 3), 2), device)
+        _inputs((1, 2, 4, 3), (1, 2, 10, 3), 2),
+        device,
+    )
     assert np.all(dk[..., 4:, :] == 0) and np.all(dv[..., 4:, :] == 0)
     assert np.all(dk[..., :4, :] != 0)
 
@@ -413,11 +491,14 @@ def test_dropout_equals_dense_attention_with_the_same_mask(device):
     arrays = _inputs((2, 4, 7, 3), (2, 2, 6, 3), 2)
     p = 0.3
     mt.manual_seed(11)
-    seed = get_backend(device).next_seed()      # what flash_attention draws after manual_seed(11)
+    seed = get_backend(device).next_seed()  # what flash_attention draws after manual_seed(11)
     keep = dropout_mask(seed, (2, 4), 7, 6, p, device=device)
     with mt.no_grad():
-        keep_scale = mt.where(keep, mt.full((1,), 1 / (1 - p), dtype="float64", device=device),
-                              mt.zeros(1, dtype="float64", device=device))
+        keep_scale = mt.where(
+            keep,
+            mt.full((1,), 1 / (1 - p), dtype="float64", device=device),
+            mt.zeros(1, dtype="float64", device=device),
+        )
 
     def ours(q, k, v, m):
         mt.manual_seed(11)
@@ -436,6 +517,7 @@ def test_dropout_mask_does_not_depend_on_the_tiling(device):
     results = []
     for blocks in ((1, 1), (2, 3), (4, 8), (64, 64)):
         mt.manual_seed(3)
+
         def tiled(q, k, v, m, blocks=blocks):
             return flash_attention(q, k, v, dropout_p=0.5, block_size_q=blocks[0], block_size_k=blocks[1])
 
@@ -448,7 +530,7 @@ def test_dropout_keeps_the_expected_fraction():
     keep = dropout_mask(12345, (2, 4), 64, 64, 0.25).numpy()
     assert abs(keep.mean() - 0.75) < 0.01
     assert abs(keep[0, 0].mean() - keep[1, 3].mean()) < 0.05
-    assert not np.array_equal(keep[0, 0], keep[0, 1])       # heads get different masks
+    assert not np.array_equal(keep[0, 0], keep[0, 1])  # heads get different masks
     assert not np.array_equal(keep, dropout_mask(12346, (2, 4), 64, 64, 0.25).numpy())
 
 
@@ -484,7 +566,7 @@ def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
     cores); BLAS gets its own count back afterwards."""
     monkeypatch.setattr(threads, "_requested", None)
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
-    monkeypatch.setitem(rows.SPLITS, "FlashAttention", rows.Split(from_bytes=0))   # the pool at any size
+    monkeypatch.setitem(rows.SPLITS, "FlashAttention", rows.Split(from_bytes=0))  # the pool at any size
     seen = []
     chunk = flash_module._forward_chunk
 
@@ -497,7 +579,7 @@ def test_the_pool_is_used_by_default_with_a_one_thread_blas(monkeypatch):
     with threads.blas_threads(2):
         flash_attention(q, k, v)
         after = threads.blas_thread_count()
-    assert seen == [1] * 2 * pool.CHUNKS_PER_THREAD and after == 2   # the 4 heads in 4 chunks
+    assert seen == [1] * 2 * pool.CHUNKS_PER_THREAD and after == 2  # the 4 heads in 4 chunks
 
 
 def test_a_call_too_small_for_the_pool_runs_as_at_one_thread(monkeypatch):
@@ -519,7 +601,9 @@ def test_a_call_too_small_for_the_pool_runs_as_at_one_thread(monkeypatch):
         flash_attention(q, k, v)
         assert seen == [(True, 1)] and threads.blas_thread_count() == 2
         seen.clear()
-        monkeypatch.setitem(rows.SPLITS, "FlashAttention", rows.Split(from_bytes=4 * 4 * 128 * 128))   # its scores' bytes
+        monkeypatch.setitem(
+            rows.SPLITS, "FlashAttention", rows.Split(from_bytes=4 * 4 * 128 * 128)
+        )  # its scores' bytes
         flash_attention(q, k, v)
     assert len(seen) == 2 * pool.CHUNKS_PER_THREAD and not any(main for main, _ in seen)
 

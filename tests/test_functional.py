@@ -21,7 +21,6 @@ from minitorch_attn.functional import _attention_common as common
 from tests.conftest import expect_close, float64_tolerance
 
 
-
 def _t(values, device, dtype="float64", requires_grad=False):
     return mt.tensor(np.asarray(values), dtype=dtype, device=device, requires_grad=requires_grad)
 
@@ -29,13 +28,14 @@ def _t(values, device, dtype="float64", requires_grad=False):
 def _run(fn, arrays, device, upstream_seed=1, dtype="float64"):
     """Call ``fn`` on tensors made from ``arrays`` (float arrays require grad; other values
     pass through), backpropagate a random upstream gradient; return (output, grads)."""
-    inputs = [_t(a, device, dtype, requires_grad=True) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
-              for a in arrays]
+    inputs = [
+        _t(a, device, dtype, requires_grad=True) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+        for a in arrays
+    ]
     out = fn(*inputs)
     upstream = np.random.default_rng(upstream_seed).standard_normal(out.shape)
     out.backward(_t(upstream, device, out.dtype))
-    return out.numpy(), [t.grad.numpy() if isinstance(t, mt.Tensor) and t.requires_grad else None
-                         for t in inputs]
+    return out.numpy(), [t.grad.numpy() if isinstance(t, mt.Tensor) and t.requires_grad else None for t in inputs]
 
 
 def _assert_same(ours, reference, n_ops=64, dtype="float64", names=None):
@@ -76,13 +76,13 @@ def _assert_torch_agrees(torch, fn, torch_fn, arrays, n_ops=64):
 
 def _torch_run(torch, fn, arrays, upstream_seed=1):
     """The same as :func:`_run` with PyTorch tensors in float64."""
-    inputs = [torch.tensor(a, requires_grad=True) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
-              for a in arrays]
+    inputs = [
+        torch.tensor(a, requires_grad=True) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in arrays
+    ]
     out = fn(*inputs)
     upstream = np.random.default_rng(upstream_seed).standard_normal(tuple(out.shape))
     out.backward(torch.tensor(upstream))
-    return out.detach().numpy(), [t.grad.numpy() if hasattr(t, "grad") and t.requires_grad else None
-                                  for t in inputs]
+    return out.detach().numpy(), [t.grad.numpy() if hasattr(t, "grad") and t.requires_grad else None for t in inputs]
 
 
 # ---- references composed from the primitive ops (an independent derivation of each backward) ----
@@ -127,16 +127,19 @@ def test_log_softmax_of_far_apart_and_far_shifted_rows(device):
     assert y.dtype == np.float32
 
 
-SOFTMAX_FAMILY = [pytest.param("softmax", marks=pytest.mark.task_2_1),
-                  pytest.param("log_softmax", marks=pytest.mark.task_2_2)]   # each its own task's
+SOFTMAX_FAMILY = [
+    pytest.param("softmax", marks=pytest.mark.task_2_1),
+    pytest.param("log_softmax", marks=pytest.mark.task_2_2),
+]  # each its own task's
 
 
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 @pytest.mark.parametrize("name", SOFTMAX_FAMILY)
 def test_softmax_and_log_softmax_match_the_composed_primitives(rng, device, name, dim):
     x = rng.standard_normal((3, 4, 5)) * 3
-    ours, composed = {"softmax": (F.softmax, composed_softmax),
-                      "log_softmax": (F.log_softmax, composed_log_softmax)}[name]
+    ours, composed = {"softmax": (F.softmax, composed_softmax), "log_softmax": (F.log_softmax, composed_log_softmax)}[
+        name
+    ]
     _assert_runs_agree(lambda t: ours(t, dim), lambda t: composed(t, dim), [x], device)
 
 
@@ -173,8 +176,10 @@ def test_the_backward_never_divides_by_p_where_a_route_through_log_p_would(devic
     exact gradients: p ∘ (g - Σ g p) = [0, 0] and g - p Σ g = [1 - 3, 2 - 0]."""
     upstream = _t([1.0, 2.0], device)
     grads = {}
-    routes = {"softmax": (("softmax", F.softmax), ("log(softmax)", lambda t: mt.log(F.softmax(t)))),
-              "log_softmax": (("log_softmax", F.log_softmax),)}[name]
+    routes = {
+        "softmax": (("softmax", F.softmax), ("log(softmax)", lambda t: mt.log(F.softmax(t)))),
+        "log_softmax": (("log_softmax", F.log_softmax),),
+    }[name]
     for route, fn in routes:
         x = _t([0.0, -np.inf], device, requires_grad=True)
         fn(x).backward(upstream)
@@ -192,7 +197,6 @@ def test_an_all_minus_inf_row_gives_nan_as_in_torch(device, name):
     x = _t([[-np.inf, -np.inf], [0.0, 0.0]], device, "float32")
     y = getattr(F, name)(x).numpy()
     assert np.all(np.isnan(y[0])) and np.all(np.isfinite(y[1]))
-
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered", "ignore:overflow encountered")
@@ -262,31 +266,38 @@ def test_cross_entropy_never_indexes_with_the_ignore_index(rng, device):
 
 @pytest.mark.parametrize("target", [[0, 3], [-2, 1]])
 def test_cross_entropy_rejects_targets_out_of_range(device, target):
-    with pytest.raises(ValueError, match="class indices in \\[0, 3\\)"):   # on a device: with the loss's read
+    with pytest.raises(ValueError, match="class indices in \\[0, 3\\)"):  # on a device: with the loss's read
         F.cross_entropy(_t(np.zeros((2, 3)), device), mt.tensor(target, device=device)).item()
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
 def test_cross_entropy_matches_torch(rng, torch, reduction, smoothing):
-    logits = rng.standard_normal((2, 5, 3))                     # (N, C, d1)
+    logits = rng.standard_normal((2, 5, 3))  # (N, C, d1)
     target = np.array([[0, 4, -100], [2, -100, 1]])
     _assert_torch_agrees(
         torch,
         lambda x: F.cross_entropy(x, mt.tensor(target), reduction=reduction, label_smoothing=smoothing),
-        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(target), reduction=reduction,
-                                                    label_smoothing=smoothing),
-        [logits])
+        lambda x: torch.nn.functional.cross_entropy(
+            x, torch.tensor(target), reduction=reduction, label_smoothing=smoothing
+        ),
+        [logits],
+    )
 
 
 @pytest.mark.task_2_3
 def test_cross_entropy_of_one_unbatched_example(rng, device, torch):
     logits = rng.standard_normal(5)
-    _assert_runs_agree(lambda x: F.cross_entropy(x, mt.tensor(3, device=device)),
-                       lambda x: F.cross_entropy(x.reshape(1, 5), mt.tensor([3], device=device)), [logits], device)
+    _assert_runs_agree(
+        lambda x: F.cross_entropy(x, mt.tensor(3, device=device)),
+        lambda x: F.cross_entropy(x.reshape(1, 5), mt.tensor([3], device=device)),
+        [logits],
+        device,
+    )
     expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(3)).item()
-    np.testing.assert_allclose(F.cross_entropy(_t(logits, device), mt.tensor(3, device=device)).item(), expected,
-                               rtol=1e-14)
+    np.testing.assert_allclose(
+        F.cross_entropy(_t(logits, device), mt.tensor(3, device=device)).item(), expected, rtol=1e-14
+    )
 
 
 @pytest.mark.task_2_3
@@ -314,8 +325,9 @@ def test_cross_entropy_errors():
 # =============================================================================================
 # gelu, relu, dropout
 # =============================================================================================
-@pytest.mark.parametrize("approximate, value, derivative", [
-    ("none", 0.8413447461, 1.0833154706), ("tanh", 0.8411919906, 1.0829640838)])
+@pytest.mark.parametrize(
+    "approximate, value, derivative", [("none", 0.8413447461, 1.0833154706), ("tanh", 0.8411919906, 1.0829640838)]
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gelu_at_one(device, approximate, value, derivative, dtype):
     x = _t([1.0], device, dtype, requires_grad=True)
@@ -330,15 +342,24 @@ def test_gelu_at_one(device, approximate, value, derivative, dtype):
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_and_relu_match_torch(rng, torch, approximate):
     x = rng.standard_normal((3, 7)) * 3
-    _assert_torch_agrees(torch, lambda t: F.gelu(t, approximate=approximate),
-                         lambda t: torch.nn.functional.gelu(t, approximate=approximate), [x])
+    _assert_torch_agrees(
+        torch,
+        lambda t: F.gelu(t, approximate=approximate),
+        lambda t: torch.nn.functional.gelu(t, approximate=approximate),
+        [x],
+    )
     _assert_torch_agrees(torch, F.relu, torch.relu, [x])
 
 
 def test_tanh_gelu_matches_the_composed_primitives(rng, device):
     x = rng.standard_normal((4, 5)) * 2
     c = math.sqrt(2 / math.pi)
-    _assert_runs_agree(lambda t: F.gelu(t, approximate="tanh"), lambda t: 0.5 * t * (1 + (c * (t + 0.044715 * t ** 3)).tanh()), [x], device)
+    _assert_runs_agree(
+        lambda t: F.gelu(t, approximate="tanh"),
+        lambda t: 0.5 * t * (1 + (c * (t + 0.044715 * t**3)).tanh()),
+        [x],
+        device,
+    )
 
 
 def test_relu_matches_the_composed_primitives(rng, device):
@@ -354,8 +375,8 @@ def test_dropout_is_inverted_and_backward_reuses_the_mask(rng, device):
     out, grad = y.numpy(), x.grad.numpy()
     assert y.dtype == "float32"
     assert set(np.unique(out)) <= {0.0, np.float32(1 / 0.75)}
-    assert abs((out == 0).mean() - 0.25) < 0.02           # about p of them dropped
-    np.testing.assert_array_equal(grad, upstream * out)     # the same mask, the same scale
+    assert abs((out == 0).mean() - 0.25) < 0.02  # about p of them dropped
+    np.testing.assert_array_equal(grad, upstream * out)  # the same mask, the same scale
 
 
 @pytest.mark.parametrize("flag", ["yes", "False", None, 1])
@@ -363,10 +384,12 @@ def test_yes_no_options_must_be_bools(flag):
     """training="False" (a string, e.g. read from a config file) once dropped as if True,
     and enable_gqa="False" grouped heads; every yes/no option takes only True or False."""
     q = mt.ones(1, 2, 3, 4)
-    calls = {"training": lambda: F.dropout(q, 0.5, training=flag),
-             "enable_gqa": lambda: F.scaled_dot_product_attention(q, q, q, enable_gqa=flag),
-             "is_causal": lambda: F.flash_attention(q, q, q, is_causal=flag),
-             "interleaved": lambda: F.rotary_embedding(q, interleaved=flag)}
+    calls = {
+        "training": lambda: F.dropout(q, 0.5, training=flag),
+        "enable_gqa": lambda: F.scaled_dot_product_attention(q, q, q, enable_gqa=flag),
+        "is_causal": lambda: F.flash_attention(q, q, q, is_causal=flag),
+        "interleaved": lambda: F.rotary_embedding(q, interleaved=flag),
+    }
     for name, call in calls.items():
         with pytest.raises(TypeError, match=f"{name} must be True or False"):
             call()
@@ -399,7 +422,7 @@ def test_layer_norm_of_a_far_shifted_row_is_exact(device):
 @pytest.mark.task_3_1
 @pytest.mark.parametrize("offset", [1.0, 1e3, 4e4])
 def test_layer_norm_is_shift_invariant(rng, device, offset):
-    x = rng.integers(-8, 8, (3, 8)) / 4.0                  # exact in float32 even after the shift
+    x = rng.integers(-8, 8, (3, 8)) / 4.0  # exact in float32 even after the shift
     base = F.layer_norm(_t(x, device, "float32"), 8).numpy()
     shifted = F.layer_norm(_t(x + offset, device, "float32"), 8).numpy()
     np.testing.assert_allclose(shifted, base, rtol=0, atol=float64_tolerance(base, 4))
@@ -442,7 +465,9 @@ def test_layer_norm_over_several_dims_equals_flattening_them(rng, device):
     _assert_runs_agree(
         lambda x, w, b: F.layer_norm(x, (2, 4), w, b),
         lambda x, w, b: F.layer_norm(x.reshape(2, 3, 8), 8, w.reshape(8), b.reshape(8)).reshape(2, 3, 2, 4),
-        [x, w, b], device)
+        [x, w, b],
+        device,
+    )
 
 
 @pytest.mark.task_3_1
@@ -453,8 +478,12 @@ def test_layer_norm_matches_the_composed_primitives(rng, device):
 
 def test_layer_norm_matches_torch(rng, torch):
     arrays = [rng.standard_normal((2, 3, 2, 5)) * 3 + 1, rng.standard_normal((2, 5)), rng.standard_normal((2, 5))]
-    _assert_torch_agrees(torch, lambda x, w, b: F.layer_norm(x, (2, 5), w, b, eps=1e-4),
-                         lambda x, w, b: torch.nn.functional.layer_norm(x, (2, 5), w, b, eps=1e-4), arrays)
+    _assert_torch_agrees(
+        torch,
+        lambda x, w, b: F.layer_norm(x, (2, 5), w, b, eps=1e-4),
+        lambda x, w, b: torch.nn.functional.layer_norm(x, (2, 5), w, b, eps=1e-4),
+        arrays,
+    )
 
 
 def test_layer_norm_errors():
@@ -509,15 +538,20 @@ def test_rms_norm_default_eps_is_the_dtype_epsilon(device):
 @pytest.mark.task_3_2
 def test_rms_norm_matches_the_composed_primitives(rng, device):
     arrays = [rng.standard_normal((2, 3, 6)), rng.standard_normal(6)]
-    _assert_runs_agree(lambda x, w: F.rms_norm(x, 6, w, eps=1e-5), lambda x, w: composed_rms_norm(x, w, 1e-5),
-                       arrays, device)
+    _assert_runs_agree(
+        lambda x, w: F.rms_norm(x, 6, w, eps=1e-5), lambda x, w: composed_rms_norm(x, w, 1e-5), arrays, device
+    )
 
 
 @pytest.mark.parametrize("eps", [None, 1e-3])
 def test_rms_norm_matches_torch(rng, torch, eps):
     arrays = [rng.standard_normal((3, 2, 4)) * 0.1, rng.standard_normal((2, 4))]
-    _assert_torch_agrees(torch, lambda x, w: F.rms_norm(x, (2, 4), w, eps=eps),
-                         lambda x, w: torch.nn.functional.rms_norm(x, (2, 4), w, eps=eps), arrays)
+    _assert_torch_agrees(
+        torch,
+        lambda x, w: F.rms_norm(x, (2, 4), w, eps=eps),
+        lambda x, w: torch.nn.functional.rms_norm(x, (2, 4), w, eps=eps),
+        arrays,
+    )
 
 
 # =============================================================================================
@@ -533,8 +567,12 @@ def test_linear_and_embedding_match_torch(rng, torch):
     _assert_torch_agrees(torch, F.linear, torch.nn.functional.linear, arrays)
     _assert_torch_agrees(torch, F.linear, torch.nn.functional.linear, arrays[:2])
     index = np.array([[0, 3, 3], [1, 0, 3]])
-    _assert_torch_agrees(torch, lambda w: F.embedding(mt.tensor(index), w),
-                         lambda w: torch.nn.functional.embedding(torch.tensor(index), w), [rng.standard_normal((4, 3))])
+    _assert_torch_agrees(
+        torch,
+        lambda w: F.embedding(mt.tensor(index), w),
+        lambda w: torch.nn.functional.embedding(torch.tensor(index), w),
+        [rng.standard_normal((4, 3))],
+    )
 
 
 def test_embedding_accumulates_repeated_rows(rng, device):
@@ -596,11 +634,13 @@ def test_the_causal_rule_and_its_offset_are_one_function(device):
     backend = get_backend(device)
     assert common.causal_offset("top_left", 3, 5) == 0 and common.causal_offset("bottom_right", 3, 5) == 2
     tile = backend.to_numpy(common.causal_keep(backend.xp, backend.device, 1, 3, 2, 5, offset=0))
-    np.testing.assert_array_equal(tile, [[0, 0, 0], [1, 0, 0]])     # queries 1-2, keys 2-4: j <= i
-    for call in (lambda: F.causal_mask(2, 2, "middle"),
-                 lambda: F.scaled_dot_product_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle"),
-                 lambda: F.attention_weights(mt.zeros(2, 2), mt.zeros(2, 2), causal_alignment="middle"),
-                 lambda: F.flash_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle")):
+    np.testing.assert_array_equal(tile, [[0, 0, 0], [1, 0, 0]])  # queries 1-2, keys 2-4: j <= i
+    for call in (
+        lambda: F.causal_mask(2, 2, "middle"),
+        lambda: F.scaled_dot_product_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle"),
+        lambda: F.attention_weights(mt.zeros(2, 2), mt.zeros(2, 2), causal_alignment="middle"),
+        lambda: F.flash_attention(*[mt.zeros(2, 2)] * 3, causal_alignment="middle"),
+    ):
         with pytest.raises(ValueError, match=r"causal_alignment must be one of \('top_left', 'bottom_right'\)"):
             call()
 
@@ -608,10 +648,14 @@ def test_the_causal_rule_and_its_offset_are_one_function(device):
 def test_gqa_layout_is_a_view_where_head_h_meets_key_head_h_over_g(device):
     backend = get_backend(device)
     xp = backend.xp
-    q, k, mask = mt.zeros(2, 6, 3, 4, device=device), mt.zeros(2, 2, 5, 4, device=device), mt.zeros(6, 1, 5, device=device)
+    q, k, mask = (
+        mt.zeros(2, 6, 3, 4, device=device),
+        mt.zeros(2, 2, 5, 4, device=device),
+        mt.zeros(6, 1, 5, device=device),
+    )
     lq, lk, lv, lmask = common.gqa_layout(xp, q.data, k.data, k.data, mask.data, groups=3)
     assert tuple(lq.shape) == (2, 2, 3, 3, 4) and tuple(lk.shape) == tuple(lv.shape) == (2, 2, 1, 5, 4)
-    assert tuple(lmask.shape) == (1, 2, 3, 1, 5)                    # the mask's heads split as (H_kv, G)
+    assert tuple(lmask.shape) == (1, 2, 3, 1, 5)  # the mask's heads split as (H_kv, G)
     grad = backend.asarray(np.arange(2 * 2 * 3 * 5 * 4, dtype=np.float64).reshape(2, 2, 3, 5, 4))
     summed = backend.to_numpy(common.sum_over_group(xp, grad))
     np.testing.assert_array_equal(summed, backend.to_numpy(grad).sum(axis=2, keepdims=True))
@@ -621,8 +665,10 @@ def test_gqa_layout_is_a_view_where_head_h_meets_key_head_h_over_g(device):
 # scaled_dot_product_attention
 # =============================================================================================
 @pytest.mark.task_4_1
-@pytest.mark.parametrize("scale, expected", [(None, [0.66976, 0.33024]), (1.0, [0.73106, 0.26894]),
-                                             (2.0, [0.88080, 0.11920]), (0.0, [0.5, 0.5])])
+@pytest.mark.parametrize(
+    "scale, expected",
+    [(None, [0.66976, 0.33024]), (1.0, [0.73106, 0.26894]), (2.0, [0.88080, 0.11920]), (0.0, [0.5, 0.5])],
+)
 def test_sdpa_scale(device, scale, expected):
     q, eye = _t([[1.0, 0.0]], device, "float32"), _t(np.eye(2), device, "float32")
     out = F.scaled_dot_product_attention(q, eye, eye, scale=scale)
@@ -635,7 +681,7 @@ def test_sdpa_scale_multiplies_scores_before_the_bias(device):
     q, eye = _t([[1.0, 0.0]], device), _t(np.eye(2), device)
     bias = _t([[0.0, 1.0]], device)
     out = F.scaled_dot_product_attention(q, eye, eye, attn_mask=bias, scale=2.0).numpy()
-    p0 = 1 / (1 + math.exp(1.0 - 2.0))                       # scores 2·[1, 0] + [0, 1] = [2, 1]
+    p0 = 1 / (1 + math.exp(1.0 - 2.0))  # scores 2·[1, 0] + [0, 1] = [2, 1]
     np.testing.assert_allclose(out[0], [p0, 1 - p0], rtol=1e-14)
 
 
@@ -669,8 +715,9 @@ def test_sdpa_row_without_keys_outputs_zero_with_zero_gradients(rng, device):
 def test_sdpa_inf_and_nan_at_masked_positions_never_reach_the_output(device):
     k = np.array([[1.0, 0.0], [np.nan, 1.0], [np.inf, 0.0]])
     keep = mt.tensor([[True, False, False]], device=device)
-    out = F.scaled_dot_product_attention(_t([[1.0, 1.0]], device), _t(k, device), _t(np.eye(3)[:, :2], device),
-                                         attn_mask=keep)
+    out = F.scaled_dot_product_attention(
+        _t([[1.0, 1.0]], device), _t(k, device), _t(np.eye(3)[:, :2], device), attn_mask=keep
+    )
     np.testing.assert_array_equal(out.numpy(), [[1.0, 0.0]])
 
 
@@ -680,7 +727,7 @@ def test_sdpa_finite_minimum_bias_is_an_ordinary_number(device):
     q, k = mt.zeros(1, 2, device=device), mt.zeros(2, 2, device=device)
     lowest = float(np.finfo(np.float32).min)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=_t([[lowest, lowest]], device, "float32"))
-    np.testing.assert_allclose(out.numpy(), [[2.0]])               # equal scores: the plain average
+    np.testing.assert_allclose(out.numpy(), [[2.0]])  # equal scores: the plain average
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=_t([[0.0, lowest]], device, "float32"))
     np.testing.assert_allclose(out.numpy(), [[1.0]])
 
@@ -699,10 +746,13 @@ def test_sdpa_row_without_keys_outputs_zero(rng, device):
 def test_sdpa_forward_matches_the_composed_primitives(rng, device):
     q, k, v = (_t(rng.standard_normal(s), device) for s in [(2, 3, 4), (2, 5, 4), (2, 5, 3)])
     bias, causal = _t(rng.standard_normal((3, 5)), device), F.causal_mask(3, 5, device=device)
-    for ours, composed in [(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3),
-                            composed_attention(q, k, v, bias=bias, scale=0.3)),
-                           (F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                            composed_attention(q, k, v, keep=causal))]:
+    for ours, composed in [
+        (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.3),
+            composed_attention(q, k, v, bias=bias, scale=0.3),
+        ),
+        (F.scaled_dot_product_attention(q, k, v, is_causal=True), composed_attention(q, k, v, keep=causal)),
+    ]:
         _assert_same(ours.numpy(), composed.numpy(), names=["attention output"])
 
 
@@ -738,10 +788,11 @@ def test_sdpa_backward_on_its_own_matches_the_composed_primitives(rng, dropout):
     leaves = [_t(a, "cpu", requires_grad=True) for a in (q, k, v)]
     weights = composed_softmax((leaves[0] @ leaves[1].transpose(-2, -1)) * scale)
     ((weights * _t(M, "cpu")) @ leaves[2]).backward(_t(dO, "cpu"))
-    drop = M[:, None] if dropout else None            # in the grouped-query layout, as P
+    drop = M[:, None] if dropout else None  # in the grouped-query layout, as P
     dq, dk, dv = _sdpa_backward_on_its_own(q, k, v, dO, scale, drop)
-    _assert_same([dq, dk, dv], [leaf.grad.numpy() for leaf in leaves],
-                 names=["gradient of q", "gradient of k", "gradient of v"])
+    _assert_same(
+        [dq, dk, dv], [leaf.grad.numpy() for leaf in leaves], names=["gradient of q", "gradient of k", "gradient of v"]
+    )
 
 
 def test_sdpa_matches_the_composed_primitives(rng, device):
@@ -750,13 +801,25 @@ def test_sdpa_matches_the_composed_primitives(rng, device):
     keep = rng.random((2, 1, 5)) < 0.7
     keep[..., 0] = True
     causal = F.causal_mask(3, 5, device=device)
-    _assert_runs_agree(lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b, scale=0.3),
-                       lambda q, k, v, b: composed_attention(q, k, v, bias=b, scale=0.3), arrays + [bias], device)
-    _assert_runs_agree(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                       lambda q, k, v: composed_attention(q, k, v, keep=causal), arrays, device)
+    _assert_runs_agree(
+        lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b, scale=0.3),
+        lambda q, k, v, b: composed_attention(q, k, v, bias=b, scale=0.3),
+        arrays + [bias],
+        device,
+    )
+    _assert_runs_agree(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        lambda q, k, v: composed_attention(q, k, v, keep=causal),
+        arrays,
+        device,
+    )
     mask = mt.tensor(keep, device=device)
-    _assert_runs_agree(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
-                       lambda q, k, v: composed_attention(q, k, v, keep=mask), arrays, device)
+    _assert_runs_agree(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+        lambda q, k, v: composed_attention(q, k, v, keep=mask),
+        arrays,
+        device,
+    )
 
 
 @pytest.mark.parametrize("case", ["plain", "causal", "bool mask", "float mask", "gqa", "empty row"])
@@ -769,7 +832,7 @@ def test_sdpa_matches_torch(rng, torch, case):
         mask = rng.random((4, 1, 6)) < 0.6
         mask[..., 0] = True
         if case == "empty row":
-            mask[1, 0, :] = False                # head 1: no query sees any key
+            mask[1, 0, :] = False  # head 1: no query sees any key
     elif case == "gqa":
         k, v = k[:, :2], v[:, :2]
         kw = dict(enable_gqa=True)
@@ -789,13 +852,19 @@ def test_sdpa_matches_torch(rng, torch, case):
 
 @pytest.mark.torch
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(L=st.integers(1, 4), S=st.integers(1, 5), E=st.integers(1, 3), Ev=st.integers(1, 3),
-       kind=st.sampled_from(["bool", "float", "causal", "none"]), seed=st.integers(0, 2**16))
+@given(
+    L=st.integers(1, 4),
+    S=st.integers(1, 5),
+    E=st.integers(1, 3),
+    Ev=st.integers(1, 3),
+    kind=st.sampled_from(["bool", "float", "causal", "none"]),
+    seed=st.integers(0, 2**16),
+)
 def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
     torch = pytest.importorskip("torch")
     draw = np.random.default_rng(seed)
     arrays = [draw.standard_normal(s) for s in [(2, L, E), (2, S, E), (2, S, Ev)]]
-    mask = draw.random((L, S)) < 0.5                              # rows with no key included
+    mask = draw.random((L, S)) < 0.5  # rows with no key included
     if kind == "float":
         arrays.append(np.where(mask, draw.standard_normal((L, S)), -np.inf))
     options = dict(is_causal=kind == "causal")
@@ -816,14 +885,17 @@ def test_sdpa_matches_torch_on_random_shapes_and_masks(L, S, E, Ev, kind, seed):
 
 def test_sdpa_gqa_uses_repeat_interleave_and_sums_the_groups(rng, device):
     q, k, v = (rng.standard_normal(s) for s in [(1, 4, 3, 2), (1, 2, 5, 2), (1, 2, 5, 3)])
-    index = mt.tensor([0, 0, 1, 1], device=device)                  # query head h -> kv head h // 2
+    index = mt.tensor([0, 0, 1, 1], device=device)  # query head h -> kv head h // 2
 
-    def repeat_interleave(t):                                       # (1, 2, S, D) -> (1, 4, S, D)
+    def repeat_interleave(t):  # (1, 2, S, D) -> (1, 4, S, D)
         return t.transpose(0, 1)[index].transpose(0, 1)
 
-    _assert_runs_agree(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-                       lambda q, k, v: composed_attention(q, repeat_interleave(k), repeat_interleave(v)),
-                       [q, k, v], device)
+    _assert_runs_agree(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        lambda q, k, v: composed_attention(q, repeat_interleave(k), repeat_interleave(v)),
+        [q, k, v],
+        device,
+    )
 
 
 def test_sdpa_float_mask_gradient_has_the_mask_shape(rng, device):
@@ -908,15 +980,33 @@ def test_attention_and_norm_argument_errors():
     cases = [
         (lambda: F.scaled_dot_product_attention(None, q, q), TypeError, "query must be a Tensor"),
         (lambda: F.scaled_dot_product_attention(q, q, None), TypeError, "value must be a Tensor"),
-        (lambda: F.scaled_dot_product_attention(q, q, q, is_causal="yes"), TypeError, "is_causal must be True or False"),
-        (lambda: F.scaled_dot_product_attention(q, q, q, scale=float("nan")), ValueError, "scale must be a finite number"),
-        (lambda: F.scaled_dot_product_attention(mt.randn(1, 2, 3, 0), mt.randn(1, 2, 3, 0), q),
-         ValueError, "head dim E is 0"),
-        (lambda: F.scaled_dot_product_attention(q, mt.randn(1, 0, 3, 4), mt.randn(1, 0, 3, 4), enable_gqa=True),
-         ValueError, "multiple of key/value heads"),
+        (
+            lambda: F.scaled_dot_product_attention(q, q, q, is_causal="yes"),
+            TypeError,
+            "is_causal must be True or False",
+        ),
+        (
+            lambda: F.scaled_dot_product_attention(q, q, q, scale=float("nan")),
+            ValueError,
+            "scale must be a finite number",
+        ),
+        (
+            lambda: F.scaled_dot_product_attention(mt.randn(1, 2, 3, 0), mt.randn(1, 2, 3, 0), q),
+            ValueError,
+            "head dim E is 0",
+        ),
+        (
+            lambda: F.scaled_dot_product_attention(q, mt.randn(1, 0, 3, 4), mt.randn(1, 0, 3, 4), enable_gqa=True),
+            ValueError,
+            "multiple of key/value heads",
+        ),
         (lambda: F.layer_norm(q, 4, eps=-1.0), ValueError, "eps must be a finite number > 0"),
         (lambda: F.rms_norm(q, 4, eps="small"), ValueError, "eps must be a finite number > 0"),
-        (lambda: F.cross_entropy(mt.randn(2, 3), mt.tensor([0, 1]), ignore_index=None), TypeError, "ignore_index must be an int"),
+        (
+            lambda: F.cross_entropy(mt.randn(2, 3), mt.tensor([0, 1]), ignore_index=None),
+            TypeError,
+            "ignore_index must be an int",
+        ),
     ]
     for call, error, message in cases:
         with pytest.raises(error, match=message):
@@ -936,9 +1026,12 @@ def test_dropout_accepts_any_real_number_as_p():
 def test_embedding_padding_idx_matches_torch(rng, padding_idx, torch):
     index = np.array([[0, 3, 3], [1, 0, 2]])
     weight = rng.standard_normal((4, 3))
-    _assert_torch_agrees(torch, lambda w: F.embedding(mt.tensor(index), w, padding_idx=padding_idx),
-                         lambda w: torch.nn.functional.embedding(torch.tensor(index), w, padding_idx=padding_idx),
-                         [weight])
+    _assert_torch_agrees(
+        torch,
+        lambda w: F.embedding(mt.tensor(index), w, padding_idx=padding_idx),
+        lambda w: torch.nn.functional.embedding(torch.tensor(index), w, padding_idx=padding_idx),
+        [weight],
+    )
 
 
 def test_the_padding_row_is_read_but_gets_no_gradient(device):
@@ -949,10 +1042,15 @@ def test_the_padding_row_is_read_but_gets_no_gradient(device):
     np.testing.assert_array_equal(w.grad.numpy(), [[0, 0], [1, 1], [0, 0], [0, 0]])
 
 
-@pytest.mark.parametrize("padding_idx, error, message", [
-    (4, ValueError, r"padding_idx must be in \[-4, 4\)"), (-5, ValueError, r"padding_idx must be in \[-4, 4\)"),
-    (1.0, TypeError, "padding_idx must be an int or None"), (True, TypeError, "padding_idx must be an int or None"),
-])
+@pytest.mark.parametrize(
+    "padding_idx, error, message",
+    [
+        (4, ValueError, r"padding_idx must be in \[-4, 4\)"),
+        (-5, ValueError, r"padding_idx must be in \[-4, 4\)"),
+        (1.0, TypeError, "padding_idx must be an int or None"),
+        (True, TypeError, "padding_idx must be an int or None"),
+    ],
+)
 def test_a_padding_idx_outside_the_rows_is_refused(padding_idx, error, message):
     with pytest.raises(error, match=message):
         F.embedding(mt.tensor([0]), mt.zeros(4, 2), padding_idx=padding_idx)

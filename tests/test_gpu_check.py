@@ -16,8 +16,11 @@ ON_THE_GPU_MACHINE = {"numpy", "pytest", "hypothesis", "pytest-xdist", "matplotl
 
 
 def requirements(text):
-    return {re.split(r"[<>=!~ ]", line, maxsplit=1)[0]: line.replace(" ", "")
-            for line in (s.strip() for s in text.splitlines()) if line and not line.startswith("#")}
+    return {
+        re.split(r"[<>=!~ ]", line, maxsplit=1)[0]: line.replace(" ", "")
+        for line in (s.strip() for s in text.splitlines())
+        if line and not line.startswith("#")
+    }
 
 
 def setup_cfg():
@@ -34,7 +37,9 @@ def carried():
 
 def test_the_carried_wheels_are_what_the_gpu_machine_lacks_with_setup_cfgs_bounds():
     config = setup_cfg()
-    needed = requirements(config["options"]["install_requires"]) | requirements(config["options.extras_require"]["test"])
+    needed = requirements(config["options"]["install_requires"]) | requirements(
+        config["options.extras_require"]["test"]
+    )
     expected = {name: spec for name, spec in needed.items() if name not in ON_THE_GPU_MACHINE}
     assert carried() == expected
 
@@ -43,7 +48,7 @@ def test_each_cuda_extra_names_the_cupy_of_its_cuda_version():
     extras = setup_cfg()["options.extras_require"]
     assert requirements(extras["cuda12"]).keys() == {"cupy-cuda12x"}
     assert requirements(extras["cuda13"]).keys() == {"cupy-cuda13x"}
-    assert requirements(extras["cuda"]) == requirements(extras["cuda12"])   # the alias docs/devices.md names
+    assert requirements(extras["cuda"]) == requirements(extras["cuda12"])  # the alias docs/devices.md names
     devices = (ROOT / "docs" / "devices.md").read_text()
     assert '".[cuda12]"' in devices and '".[cuda13]"' in devices and "the same as `cuda12`" in devices
 

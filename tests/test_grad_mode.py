@@ -22,7 +22,7 @@ def in_thread(function):
     def run():
         try:
             result["value"] = function()
-        except BaseException as error:  # noqa: BLE001 (re-raised in the caller)
+        except BaseException as error:
             result["error"] = error
 
     thread = threading.Thread(target=run)
@@ -122,7 +122,7 @@ def test_a_decorated_generator_runs_its_body_in_the_mode_and_the_caller_in_its_o
         with mt.set_grad_enabled(outer):
             gen = steps(3)
             assert next(gen) is mode
-            assert mt.is_grad_enabled() is outer      # between steps: the caller's mode
+            assert mt.is_grad_enabled() is outer  # between steps: the caller's mode
             assert gen.send(0) is mode
             assert mt.is_grad_enabled() is outer
             assert gen.send(1) is mode

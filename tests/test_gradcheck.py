@@ -202,7 +202,7 @@ class TanhOffBy0_1Percent(Tanh):
 
 def test_pytorch_tolerances_let_a_backward_0_1_percent_off_pass_and_derived_ones_do_not():
     x = f64(4, 3)
-    assert mt.gradcheck(TanhOffBy0_1Percent.apply, [x])          # rtol=1e-3: PyTorch's defaults, kept for users
+    assert mt.gradcheck(TanhOffBy0_1Percent.apply, [x])  # rtol=1e-3: PyTorch's defaults, kept for users
     report = mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True)
     assert not report.passed and "allowed" in report.failure and "step" in report.failure
     assert not mt.check_gradients(TanhOffBy0_1Percent.apply, [x], derived=True, fast_mode=True).passed
@@ -214,9 +214,9 @@ def test_derived_tolerances_pass_a_correct_backward_with_room_and_are_tight(devi
     x = f64(4, 3, device=device)
     report = mt.check_gradients(Tanh.apply, [x], derived=True)
     assert report.passed, report.failure
-    assert report.error_ratio < 0.1                                   # robust: a tenth of its allowance at most
+    assert report.error_ratio < 0.1  # robust: a tenth of its allowance at most
     gradient_size = float(np.max(np.abs(1 - np.tanh(x.numpy()) ** 2)))
-    assert report.max_tolerance < 1e-6 * gradient_size              # tight: far below 0.1% of the gradient
+    assert report.max_tolerance < 1e-6 * gradient_size  # tight: far below 0.1% of the gradient
     assert 1e-6 <= report.step <= 1e-3
 
 
@@ -237,6 +237,6 @@ def test_gradcheck_keeps_pytorch_defaults():
 
 def test_zero_tolerances_are_allowed_and_say_where_the_backward_is_off():
     with warnings.catch_warnings():
-        warnings.simplefilter("error")     # no division by a zero tolerance
+        warnings.simplefilter("error")  # no division by a zero tolerance
         report = mt.check_gradients(TanhOffBy0_1Percent.apply, [f64(3)], atol=0.0, rtol=0.0)
     assert not report.passed and report.error_ratio == float("inf")

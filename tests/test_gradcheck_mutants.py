@@ -15,9 +15,9 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import opinfo
 from minitorch_attn.gradcheck.suite import Entry
+from minitorch_attn.opinfo.held_back import HeldBack
 from minitorch_attn.opinfo.record import Inputs
 from tests.conftest import float64_tolerance
-from minitorch_attn.opinfo.held_back import HeldBack
 from tests.test_opinfo import raw_reference_gradients, run
 
 OFF_BY = 1.001
@@ -43,11 +43,13 @@ def root_functions(record, sample):
 
 def scaled(backward):
     """``backward`` with every gradient it returns times :data:`OFF_BY`."""
+
     def mutant(ctx, *grad_outputs):
         grads = backward(ctx, *grad_outputs)
         if isinstance(grads, tuple):
             return tuple(None if g is None else g * OFF_BY for g in grads)
         return None if grads is None else grads * OFF_BY
+
     return staticmethod(mutant)
 
 
@@ -59,15 +61,22 @@ def test_a_backward_scaled_by_1_001_fails_the_suite(record, monkeypatch):
     sample = smallest_sample(record)
     functions = root_functions(record, sample)
     assert functions, f"{record.name}: {sample.name!r} makes no node to mutate"
-    entry = Entry(sample.name, sample.make, sample.call(record.op), sample.fast_mode,
-                  sample.rounding_steps(record, "float64", backward=True))
+    entry = Entry(
+        sample.name,
+        sample.make,
+        sample.call(record.op),
+        sample.fast_mode,
+        sample.rounding_steps(record, "float64", backward=True),
+    )
     assert entry.run().passed, f"{sample.name}: fails before it is mutated"
     assert sample.fn is not None or agrees_with_the_closed_form(record, sample) is not False
     for function in functions:
         monkeypatch.setattr(function, "backward", scaled(function.backward))
     report = entry.run()
-    assert not report.passed, (f"{record.name}: a backward 0.1% off passes {sample.name!r} "
-                               f"(largest share of its tolerance used: {report.error_ratio:.3g})")
+    assert not report.passed, (
+        f"{record.name}: a backward 0.1% off passes {sample.name!r} "
+        f"(largest share of its tolerance used: {report.error_ratio:.3g})"
+    )
     if sample.fn is None:
         assert agrees_with_the_closed_form(record, sample) is not True, f"{record.name}: the closed form misses it"
 
@@ -81,5 +90,8 @@ def agrees_with_the_closed_form(record, sample):
     except HeldBack:
         return None
     steps = sample.rounding_steps(record, "float64", backward=True)
-    return all(np.allclose(g.numpy(), e, rtol=0, atol=float64_tolerance(e, steps, "float64"))
-               for g, e in zip(grads, expected) if g is not None)
+    return all(
+        np.allclose(g.numpy(), e, rtol=0, atol=float64_tolerance(e, steps, "float64"))
+        for g, e in zip(grads, expected)
+        if g is not None
+    )

@@ -59,6 +59,7 @@ def test_ctrl_c_is_a_clean_stop_with_status_130(capsys, monkeypatch):
 
     def interrupted():
         raise KeyboardInterrupt
+
     monkeypatch.setattr(command, "entries", interrupted)
     assert command.main([]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -69,8 +70,13 @@ def test_python_m_gradcheck_runs_from_any_folder(tmp_path):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "gradcheck", "--only", "matmul"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcheck", "--only", "matmul"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and "0 failed" in done.stdout, done.stderr
 
 
@@ -79,8 +85,9 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     import subprocess
     import sys
 
-    process = subprocess.Popen([sys.executable, "-m", "gradcheck", "--only", "a"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcheck", "--only", "a"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     process.stdout.readline()
     process.stdout.close()
     assert process.wait(timeout=120) == 0

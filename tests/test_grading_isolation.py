@@ -27,7 +27,7 @@ import pytest
 from minitorch_attn.homework import hiding, judge, markers, remote, sandbox
 from minitorch_attn.homework.grade import Grader, GraderError, task_limits
 from minitorch_attn.homework.instructor import InstructorTree
-from minitorch_attn.homework.results import gradescope_results, grade_submission
+from minitorch_attn.homework.results import gradescope_results
 from minitorch_attn.homework.runner import cap
 from minitorch_attn.homework.submission import Submission
 
@@ -41,9 +41,14 @@ STUB = ["raise NotImplementedError('Task 2.1: not done')"]
 
 def cheating(forward, backward=STUB, task="2.1", base=REFERENCE):
     """``base`` (the reference) with task 2.1's two regions replaced by ``forward`` and ``backward`` (text)."""
-    return base.with_blocks(SOFTMAX, task, [textwrap.dedent(forward).strip().splitlines(),
-                                                 textwrap.dedent(backward if isinstance(backward, str)
-                                                                 else "\n".join(backward)).strip().splitlines()])
+    return base.with_blocks(
+        SOFTMAX,
+        task,
+        [
+            textwrap.dedent(forward).strip().splitlines(),
+            textwrap.dedent(backward if isinstance(backward, str) else "\n".join(backward)).strip().splitlines(),
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,9 @@ def student_python(tmp_path_factory):
     if sandbox.reachable(sys.executable):
         return sys.executable
     system = pathlib.Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
-    site = pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    site = (
+        pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    )
     if not system.is_file() or not sandbox.reachable(system) or not site.is_dir():
         pytest.skip(f"{sys.executable} is private and there is no {system} to run student code with")
     real = pathlib.Path(os.path.realpath(site))
@@ -81,7 +88,7 @@ def private_tree(tmp_path_factory):
     return folder
 
 
-COLLECTED = {}   # the instructor's tests of each task, collected once for this module's graders
+COLLECTED = {}  # the instructor's tests of each task, collected once for this module's graders
 
 
 def quick(grader):
@@ -89,10 +96,12 @@ def quick(grader):
     back), so that each cheat is graded in seconds."""
     key = grader.has_reference
     if key not in COLLECTED:
-        grader.expected("2.1")   # collects them
-        COLLECTED[key] = {name: [i for i in ids if not i.startswith("tests/instructor/")][:3]
-                          + [i for i in ids if i.startswith("tests/instructor/")][:1]
-                          for name, ids in grader._expected.items()}
+        grader.expected("2.1")  # collects them
+        COLLECTED[key] = {
+            name: [i for i in ids if not i.startswith("tests/instructor/")][:3]
+            + [i for i in ids if i.startswith("tests/instructor/")][:1]
+            for name, ids in grader._expected.items()
+        }
     grader._expected = COLLECTED[key]
     return grader
 
@@ -161,9 +170,16 @@ raise NotImplementedError('Task 2.1: not done')
 """
 
 
-@pytest.mark.parametrize("cheat", [FORGE_REPORT, REGISTER_HOOK, PATCH_PLUGIN, REEXEC_PYTEST],
-                         ids=["forged report, then exit", "pytest hook registered at run time",
-                              "the grader's report plugin patched", "pytest run again with PYTEST_ADDOPTS"])
+@pytest.mark.parametrize(
+    "cheat",
+    [FORGE_REPORT, REGISTER_HOOK, PATCH_PLUGIN, REEXEC_PYTEST],
+    ids=[
+        "forged report, then exit",
+        "pytest hook registered at run time",
+        "the grader's report plugin patched",
+        "pytest run again with PYTEST_ADDOPTS",
+    ],
+)
 def test_a_forged_verdict_earns_nothing(plain, cheat):
     result = graded(plain, cheating(cheat))
     assert result.score == 0
@@ -185,8 +201,11 @@ raise NotImplementedError('Task 2.1: not done')
 """
 
 
-@pytest.mark.parametrize("cheat", [FORGE_REPLY, PATCH_WORKER],
-                         ids=["a reply written on the grader's channel", "the worker's answers replaced"])
+@pytest.mark.parametrize(
+    "cheat",
+    [FORGE_REPLY, PATCH_WORKER],
+    ids=["a reply written on the grader's channel", "the worker's answers replaced"],
+)
 def test_a_forged_answer_to_the_held_back_tests_earns_nothing(plain, cheat):
     result = graded(plain, cheating(cheat))
     assert result.score == 0 and any(c.held_back and not c.passed for c in result.checks)
@@ -211,7 +230,7 @@ def test_the_instructor_tree_cannot_be_read_nor_written(isolated, private_tree):
     """
     result = graded(isolated, cheating(steal))
     text = "\n".join(c.message for c in result.failures)
-    assert result.score == 0 and ("PermissionError" in text or "FileNotFoundError" in text)   # closed, or not in sight
+    assert result.score == 0 and ("PermissionError" in text or "FileNotFoundError" in text)  # closed, or not in sight
     assert target.read_text() == before
 
 
@@ -226,12 +245,12 @@ def test_the_grader_s_own_copies_cannot_be_written(isolated):
     raise NotImplementedError('Task 2.1: not done')
     """
     assert graded(isolated, cheating(vandal)).score == 0
-    assert graded(isolated, REFERENCE, task="2.2").score == 30   # the next task is graded on intact copies
+    assert graded(isolated, REFERENCE, task="2.2").score == 30  # the next task is graded on intact copies
 
 
 @pytest.mark.parametrize("who", ["plain", "isolated"])
 def test_a_daemon_that_left_the_session_is_killed(request, who):
-    shared = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"   # the grader's, writable by all
+    shared = pathlib.Path("/tmp") / f"minitorch-attn-daemon-{os.getpid()}"  # the grader's, writable by all
     shared.mkdir(exist_ok=True)
     shared.chmod(0o1777)
     pid_file = shared / "pid"
@@ -253,7 +272,7 @@ def test_a_daemon_that_left_the_session_is_killed(request, who):
     grader = request.getfixturevalue(who)
     try:
         assert graded(grader, cheating(daemon)).score == 0
-        if grader.confinement.hidden:   # its /tmp was its own: look for any process of the student account
+        if grader.confinement.hidden:  # its /tmp was its own: look for any process of the student account
             left = [pid for pid in _pids_of(grader.account[0]) if _alive(pid)]
             assert not left, f"processes of the student account outlived the grading: {left}"
         else:
@@ -297,16 +316,19 @@ def test_the_copy_student_code_runs_in_holds_no_reference_and_no_held_back_test(
     the other tasks of assignment 2 are the student's own code (stubs here), and nothing
     held back is there."""
     with Grader(TREE) as grader:
-        folder = grader.workspace.copy_with(grader.student_tree(cheating("p = None", base=Submission.stubs(TREE)), 2),
-                                            TREE.tasks_of(2) | TREE.tasks_of(2, later=True))
+        folder = grader.workspace.copy_with(
+            grader.student_tree(cheating("p = None", base=Submission.stubs(TREE)), 2),
+            TREE.tasks_of(2) | TREE.tasks_of(2, later=True),
+        )
         try:
             assert "NotImplementedError('Task 4." in (folder / "minitorch_attn/functional/attention.py").read_text()
             softmax = (folder / SOFTMAX).read_text()
             assert "NotImplementedError('Task 2.2" in softmax and "NotImplementedError('Task 2.3" in softmax
             for held in (*TREE.manifest["held_out"], "tests/instructor", "minitorch_attn/homework/release_secret.txt"):
                 assert not (folder / held).exists(), held
-            solutions = markers.distinctive_lines([r for regions in TREE.regions.values() for r in regions
-                                                   if int(r.task.split(".")[0]) >= 2])
+            solutions = markers.distinctive_lines(
+                [r for regions in TREE.regions.values() for r in regions if int(r.task.split(".")[0]) >= 2]
+            )
             lines = {line.strip() for path in folder.rglob("*.py") for line in path.read_text().splitlines()}
             assert solutions and not solutions & lines
         finally:
@@ -322,7 +344,7 @@ def test_the_visible_run_holds_nothing_held_back(plain):
     shown = plain.visible(cheating(leak, base=Submission.stubs(TREE)), 2, 120, 60)
     text = "\n".join(c.message for run in shown.values() for c in run.checks)
     assert "LEAK" in text and "def test_" not in text and '"mutants"' not in text
-    assert "NotImplementedError('Task 2.2" in text   # the other tasks are the student's own (stubs here)
+    assert "NotImplementedError('Task 2.2" in text  # the other tasks are the student's own (stubs here)
 
 
 HELD_BACK_LEAK = """
@@ -371,20 +393,20 @@ def test_another_task_s_reference_cannot_be_read(request, who):
     result = graded(grader, cheating(OTHER_TASK_LEAK, base=Submission.stubs(TREE)))
     text = "\n".join(c.message for c in result.checks)
     assert result.score == 0 and "LEAK" in text and "NotImplementedError('Task 2.2" in text
-    distinctive = "y = z - lse_z"   # a line of the reference's log_softmax forward
+    distinctive = "y = z - lse_z"  # a line of the reference's log_softmax forward
     if who == "isolated":
         assert distinctive not in text
-    else:   # the first region read is the copy's: the stub
+    else:  # the first region read is the copy's: the stub
         assert text.split("LEAK ")[1].lstrip().startswith("raise NotImplementedError('Task 2.2")
 
 
-BORROW = "p = ctx.xp.exp(log_softmax(Tensor(x), dim).data)"   # softmax = exp(log_softmax), task 2.2's op
+BORROW = "p = ctx.xp.exp(log_softmax(Tensor(x), dim).data)"  # softmax = exp(log_softmax), task 2.2's op
 
 
 def test_calling_another_task_s_code_calls_the_student_s_own(plain):
     backward = REFERENCE.blocks[(SOFTMAX, "2.1")][1]
-    assert graded(plain, cheating(BORROW, backward, base=Submission.stubs(TREE))).score == 0   # their 2.2: a stub
-    assert graded(plain, cheating(BORROW, backward)).score == 30   # their 2.2 is right, and so softmax built on it
+    assert graded(plain, cheating(BORROW, backward, base=Submission.stubs(TREE))).score == 0  # their 2.2: a stub
+    assert graded(plain, cheating(BORROW, backward)).score == 30  # their 2.2 is right, and so softmax built on it
 
 
 BORROW_LATER = """
@@ -418,7 +440,7 @@ def test_student_code_has_no_network(isolated):
         """
         result = graded(isolated, cheating(send))
         with pytest.raises(BlockingIOError):
-            server.accept()            # no run of the student's code reached it
+            server.accept()  # no run of the student's code reached it
     text = "\n".join(c.message for c in result.checks)
     assert result.score == 0 and "UNREACHABLE" in text and "SENT" not in text
 
@@ -452,8 +474,14 @@ def test_the_remote_library_reads_replies_defensively():
     deep = 1
     for _ in range(remote.MAX_DEPTH + 2):
         deep = {"list": [deep]}
-    for reply in ({"array": pickled}, {"array": "not base64!"}, {"tuple": [1], "list": [2]}, {"ref": ["3", "x"]},
-                  {"function": "os.system"}, deep):
+    for reply in (
+        {"array": pickled},
+        {"array": "not base64!"},
+        {"tuple": [1], "list": [2]},
+        {"ref": ["3", "x"]},
+        {"function": "os.system"},
+        deep,
+    ):
         with pytest.raises(remote.StudentError):
             student._decode(reply)
     assert student._decode({"tuple": [1, "a" * 10_000, None]})[1] == "a" * remote.MAX_TEXT_CHARS
@@ -465,9 +493,18 @@ def test_the_remote_library_reads_replies_defensively():
 # ---- held-back inputs cannot be memorised --------------------------------------------------------------
 def test_held_back_inputs_follow_the_secret_and_the_code():
     one = judge.seed("secret", "2.1", "code")
-    assert one == judge.seed("secret", "2.1", "code")     # the same submission, the same grade
-    assert len({one, judge.seed("other", "2.1", "code"), judge.seed("secret", "2.1", "code "),
-                judge.seed("secret", "2.2", "code")}) == 4
+    assert one == judge.seed("secret", "2.1", "code")  # the same submission, the same grade
+    assert (
+        len(
+            {
+                one,
+                judge.seed("other", "2.1", "code"),
+                judge.seed("secret", "2.1", "code "),
+                judge.seed("secret", "2.2", "code"),
+            }
+        )
+        == 4
+    )
 
 
 # ---- never lose earned points -------------------------------------------------------------------------------
@@ -488,7 +525,7 @@ def test_a_hang_that_swallows_timeouts_costs_its_own_task_and_ends_in_time():
         # its share (8 + 4 s) and room for starting its two runs on a machine other work
         # keeps busy (under load a run took 14 s to start and stop), not a timing to meet
         assert time.monotonic() - start < 5 * (8.0 + 4.0)
-        earned = grader.grade_task(TASKS["2.2"], REFERENCE)   # the usual limits: its points must not hang on the load
+        earned = grader.grade_task(TASKS["2.2"], REFERENCE)  # the usual limits: its points must not hang on the load
     assert (hung.score, earned.score) == (0, 30)
     assert "stopped after" in "\n".join(c.message for c in hung.checks)
 
@@ -520,16 +557,24 @@ def test_results_json_is_written_after_each_task_and_kept_when_the_grader_is_sto
     pid_file = pathlib.Path("/tmp") / f"minitorch-attn-hang-{os.getpid()}"
     pid_file.unlink(missing_ok=True)
     path = tree / SOFTMAX
-    hang = ["import os, sys", "if any('(task_2_2)' in a for a in sys.argv):   # task 2.2's run, not the visible one",
-            f"    open({str(pid_file)!r} + '.part', 'w').write(str(__import__('os').getpid()))",
-            f"    os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})", "    while True:", "        pass"]
+    hang = [
+        "import os, sys",
+        "if any('(task_2_2)' in a for a in sys.argv):   # task 2.2's run, not the visible one",
+        f"    open({str(pid_file)!r} + '.part', 'w').write(str(__import__('os').getpid()))",
+        f"    os.rename({str(pid_file)!r} + '.part', {str(pid_file)!r})",
+        "    while True:",
+        "        pass",
+    ]
     forward, backward = REFERENCE.blocks[(SOFTMAX, "2.2")]
     from minitorch_attn.homework.instructor import splice
+
     path.write_text(splice(path.read_text(), markers.find_regions(path), "2.2", [hang + forward, backward]))
     results = tmp_path / "results.json"
-    code = ("from minitorch_attn.stopping import stop_as_ctrl_c; stop_as_ctrl_c()\n"
-            "from minitorch_attn.homework.results import grade_submission\n"
-            f"grade_submission({str(tree)!r}, 2, {str(results)!r}, budget=400)\n")
+    code = (
+        "from minitorch_attn.stopping import stop_as_ctrl_c; stop_as_ctrl_c()\n"
+        "from minitorch_attn.homework.results import grade_submission\n"
+        f"grade_submission({str(tree)!r}, 2, {str(results)!r}, budget=400)\n"
+    )
     grader = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
         while not pid_file.exists():
@@ -558,7 +603,7 @@ def test_a_python_with_pytorch_is_refused_when_isolation_is_required(monkeypatch
 
 def _alive(pid):
     """Whether ``pid`` is a running process (a zombie waiting to be reaped is not)."""
-    for _ in range(200):   # SIGKILL is delivered at once; a reaper may take a moment
+    for _ in range(200):  # SIGKILL is delivered at once; a reaper may take a moment
         try:
             with open(f"/proc/{pid}/stat") as stat:
                 if stat.read().rsplit(")", 1)[1].split()[0] in "ZX":
@@ -572,6 +617,7 @@ def _alive(pid):
 def test_a_student_grades_their_own_tree_without_held_back_tests(tmp_path):
     """In a student tree there is no held-back test and no reference: the public tests decide."""
     from minitorch_attn.homework.make import make
+
     make(tmp_path / "hw2", 2)
     with Grader(tmp_path / "hw2", budget=400) as grader:
         assert not grader.has_reference
@@ -612,13 +658,16 @@ def test_the_student_s_library_answers_in_a_process_of_its_own():
             student.module("os")
         student.reset()
         student.begin(60)
-        with pytest.raises(remote.StudentError, match=r"ended the student's process \(the process ended with exit "
-                                                      r"status 3\)"):
+        with pytest.raises(
+            remote.StudentError,
+            match=r"ended the student's process \(the process ended with exit "
+            r"status 3\)",
+        ):
             student.module("os")._exit(3)
         student.reset()
         student.begin(60)
         assert student.module("math").sqrt(4.0) == 2.0 and student.restarts == 2
-        for _ in range(remote.MAX_STOPS_IN_A_ROW):   # code that ends the process in every check ...
+        for _ in range(remote.MAX_STOPS_IN_A_ROW):  # code that ends the process in every check ...
             student.reset()
             student.begin(60)
             with pytest.raises(remote.StudentError, match="ended the student's process"):
@@ -626,7 +675,7 @@ def test_the_student_s_library_answers_in_a_process_of_its_own():
         student.reset()
         student.begin(60)
         with pytest.raises(remote.StudentError, match="not run: the student's process was stopped in the 3 checks"):
-            student.module("math")                   # ... fails the next checks at once
+            student.module("math")  # ... fails the next checks at once
     finally:
         student.close()
 
@@ -641,10 +690,10 @@ def test_a_kept_array_is_the_very_array_the_student_s_code_gets():
         student.begin(60)
         kept = student.keep(np.arange(3.0))
         assert isinstance(kept, remote.Remote)
-        student.module("numpy").multiply(kept, 2.0, out=kept)      # written in place there
+        student.module("numpy").multiply(kept, 2.0, out=kept)  # written in place there
         assert student.read(kept).tolist() == [0.0, 2.0, 4.0]
         sent = np.arange(3.0)
-        student.module("numpy").multiply(sent, 2.0, out=sent)      # sent as data: a copy there
+        student.module("numpy").multiply(sent, 2.0, out=sent)  # sent as data: a copy there
         assert sent.tolist() == [0.0, 1.0, 2.0]
     finally:
         student.close()
@@ -674,20 +723,35 @@ def test_feedback_names_the_mistake_only_from_tagged_probes():
         return Check(f"{probes.PROBES_FILE}::test_probe_3_1[{kind}]", outcome, message)
 
     known, _ = probes.load(ROOT)
-    missing_xhat = [probe("mean"), probe("xhat", "failed", "differs [probe 3.1/xhat: c = -1]"),
-                    Check("tests/test_functional.py::t", "failed", "x")]
+    missing_xhat = [
+        probe("mean"),
+        probe("xhat", "failed", "differs [probe 3.1/xhat: c = -1]"),
+        Check("tests/test_functional.py::t", "failed", "x"),
+    ]
     name = "layer_norm backward without the x̂ mean(dx̂ x̂) term"
     assert probes.diagnose(known, "3.1", missing_xhat) == name
     assert probes.diagnose(known, "3.1", missing_xhat, problem="the run timed out") is None
-    assert probes.diagnose(known, "3.2", missing_xhat) is None                          # another task's signature
-    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "NotImplementedError"),
-                                   probe("xhat", "failed", "NotImplementedError")]) is None   # a stub
-    assert probes.diagnose(known, "3.1", [probe("mean", "failed", "[probe 3.1/mean: c = -1]"),
-                                   probe("xhat", "failed", "[probe 3.1/xhat: c = -1]")]) is None  # no such mistake
+    assert probes.diagnose(known, "3.2", missing_xhat) is None  # another task's signature
+    assert (
+        probes.diagnose(
+            known,
+            "3.1",
+            [probe("mean", "failed", "NotImplementedError"), probe("xhat", "failed", "NotImplementedError")],
+        )
+        is None
+    )  # a stub
+    assert (
+        probes.diagnose(
+            known,
+            "3.1",
+            [probe("mean", "failed", "[probe 3.1/mean: c = -1]"), probe("xhat", "failed", "[probe 3.1/xhat: c = -1]")],
+        )
+        is None
+    )  # no such mistake
     assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat", "failed", "[probe 3.1/xhat: c = -2]")]) is None
-    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat")]) is None        # correct code
+    assert probes.diagnose(known, "3.1", [probe("mean"), probe("xhat")]) is None  # correct code
     forged = [Check("tests/test_functional.py::t", "failed", "[probe 3.1/xhat: c = -1]")]
-    assert probes.diagnose(known, "3.1", forged) is None                                # a public check's message
+    assert probes.diagnose(known, "3.1", forged) is None  # a public check's message
     result = TaskResult("3.1", "layer_norm", 60, missing_xhat, diagnosis=name)
     assert f"The probes of this task name the mistake: {name}." in describe(result)
     assert "probes of this task" not in describe(result, public_only=True)
@@ -696,8 +760,12 @@ def test_feedback_names_the_mistake_only_from_tagged_probes():
 def test_the_preflight_reports_a_missing_library_in_results_json(tmp_path):
     (tmp_path / "setup.cfg").write_text("[options]\ninstall_requires =\n    numpy>=2.0\n    no-such-library-here>=1\n")
     results = tmp_path / "results" / "results.json"
-    done = subprocess.run([sys.executable, str(ROOT / "minitorch_attn/homework/preflight.py"), str(results)],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "minitorch_attn/homework/preflight.py"), str(results)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "no-such-library-here" in done.stderr and "Traceback" not in done.stderr
     written = json.loads(results.read_text())
     assert "score" not in written and written["tests"] == []
@@ -749,7 +817,7 @@ def test_a_root_grader_refuses_what_it_cannot_isolate_and_says_the_command_that_
     # warned and graded; now it covers them, or refuses
     import tempfile
 
-    with tempfile.TemporaryDirectory() as folder:   # pytest's own tmp_path is private to its user
+    with tempfile.TemporaryDirectory() as folder:  # pytest's own tmp_path is private to its user
         tree = pathlib.Path(folder) / "course" / "checkout"
         (tree / "minitorch_attn").mkdir(parents=True)
         solution = tree / "minitorch_attn" / "softmax.py"
@@ -782,16 +850,20 @@ def test_hiding_covers_a_checkout_and_binds_back_the_python_inside_it(tmp_path):
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "__init__.py").write_text("torch")
     (site / "numpy.py").write_text("numpy")
-    shared = pathlib.Path("/dev/shm") / f"minitorch-attn-test-{os.getpid()}"   # another grading's leftover
+    shared = pathlib.Path("/dev/shm") / f"minitorch-attn-test-{os.getpid()}"  # another grading's leftover
     shared.write_text("left by an earlier grading")
     readable, writable = os.pipe()
     pid = os.fork()
-    if pid == 0:   # the child, as a student process would be before it becomes the student
+    if pid == 0:  # the child, as a student process would be before it becomes the student
         try:
             hiding.hide((str(root), str(site / "torch"), "/dev/shm"), (str(root / ".venv"),))
-            seen = {"root": sorted(os.listdir(root)), "site": sorted(os.listdir(site)),
-                    "torch": os.listdir(site / "torch"), "numpy": (site / "numpy.py").read_text(),
-                    "shared": shared.exists()}
+            seen = {
+                "root": sorted(os.listdir(root)),
+                "site": sorted(os.listdir(site)),
+                "torch": os.listdir(site / "torch"),
+                "numpy": (site / "numpy.py").read_text(),
+                "shared": shared.exists(),
+            }
             try:
                 (root / "mine").write_text("x")
                 seen["writable"] = True
@@ -804,9 +876,15 @@ def test_hiding_covers_a_checkout_and_binds_back_the_python_inside_it(tmp_path):
     os.waitpid(pid, 0)
     seen = json.loads(os.read(readable, 100_000) or b"{}")
     shared.unlink()
-    assert seen == {"root": [".venv"], "site": ["numpy.py", "torch"], "torch": [], "numpy": "numpy", "shared": False,
-                    "writable": False}
-    assert (root / "minitorch_attn" / "softmax.py").read_text() == "reference"   # outside, nothing changed
+    assert seen == {
+        "root": [".venv"],
+        "site": ["numpy.py", "torch"],
+        "torch": [],
+        "numpy": "numpy",
+        "shared": False,
+        "writable": False,
+    }
+    assert (root / "minitorch_attn" / "softmax.py").read_text() == "reference"  # outside, nothing changed
 
 
 def test_the_plan_hides_every_folder_of_the_machine_but_the_systems_and_keeps_the_python(student_python):
@@ -816,8 +894,11 @@ def test_the_plan_hides_every_folder_of_the_machine_but_the_systems_and_keeps_th
     hidden, kept = hiding.plan(student_python, ())
     tops = {path for path in hidden if path.count("/") == 1}
     assert {"/tmp", "/root"} <= tops and not tops & {f"/{name}" for name in hiding.VISIBLE}
-    assert os.path.realpath(pathlib.Path(student_python).parent.parent) in kept or any(
-        os.path.realpath(student_python).startswith(k + "/") for k in kept) or "/tmp" not in tops
+    assert (
+        os.path.realpath(pathlib.Path(student_python).parent.parent) in kept
+        or any(os.path.realpath(student_python).startswith(k + "/") for k in kept)
+        or "/tmp" not in tops
+    )
 
 
 def test_a_region_that_does_not_compile_for_any_reason_is_that_task_s_zero():
@@ -893,7 +974,7 @@ def test_a_student_who_opens_the_reference_file_gets_nothing(covered, readable_t
     exec(textwrap.dedent(code), scope)
     p = scope['p']
     """
-    result = graded(covered, cheating(steal, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))   # the backward is theirs
+    result = graded(covered, cheating(steal, REFERENCE.blocks[(SOFTMAX, "2.1")][1]))  # the backward is theirs
     text = "\n".join(c.message for c in result.failures)
     assert result.score == 0 and "FileNotFoundError" in text and "def " not in text
 
@@ -907,16 +988,23 @@ p = torch.softmax(t, dim).detach().numpy()
 """
 
 
-@pytest.mark.parametrize("unguard", ["", "sys.meta_path[:] = [f for f in sys.meta_path if 'NoReference' not in repr(f)]"])
+@pytest.mark.parametrize(
+    "unguard", ["", "sys.meta_path[:] = [f for f in sys.meta_path if 'NoReference' not in repr(f)]"]
+)
 def test_a_student_who_imports_torch_gets_nothing(request, unguard):
-    pytest.importorskip("torch")   # the grader's environment has it: the student's process must not
+    pytest.importorskip("torch")  # the grader's environment has it: the student's process must not
     who = "covered" if unguard else "plain"
-    result = graded(request.getfixturevalue(who), cheating(TORCH_CHEAT.format(unguard=unguard),
-                                                           REFERENCE.blocks[(SOFTMAX, "2.1")][1]))
+    result = graded(
+        request.getfixturevalue(who),
+        cheating(TORCH_CHEAT.format(unguard=unguard), REFERENCE.blocks[(SOFTMAX, "2.1")][1]),
+    )
     text = "\n".join(c.message for c in result.failures)
-    assert result.score == 0   # with torch in reach, this forward and the reference backward earn the points
-    assert ("graded code may not import a library" in text) if not unguard else (
-        "module 'torch' has no attribute 'from_numpy'" in text)
+    assert result.score == 0  # with torch in reach, this forward and the reference backward earn the points
+    assert (
+        ("graded code may not import a library" in text)
+        if not unguard
+        else ("module 'torch' has no attribute 'from_numpy'" in text)
+    )
 
 
 def test_graders_at_the_same_time_get_accounts_of_their_own():

@@ -25,8 +25,11 @@ def parts(graph):
             edges.append(tuple(line.split(" -> ")))
             continue
         key, attributes = line.split(" ", 1)
-        label = attributes.split('label="', 1)[1].split('"', 1)[0] if 'label="' in attributes else \
-            attributes.split("label=", 1)[1].split(" ", 1)[0]
+        label = (
+            attributes.split('label="', 1)[1].split('"', 1)[0]
+            if 'label="' in attributes
+            else attributes.split("label=", 1)[1].split(" ", 1)[0]
+        )
         labels[key], shapes[key] = label, "box" if "shape=box" in attributes else "ellipse"
     boxes = [labels[k] for k in labels if shapes[k] == "box"]
     ellipses = [labels[k] for k in labels if shapes[k] == "ellipse"]
@@ -40,8 +43,10 @@ def test_a_product_and_a_sum():
     assert sorted(ellipses) == ["Mul", "Sum"]
     assert sorted(boxes) == ["(3,) float32", "input\n(3,) float32", "input\n(3,) float32", "output\n() float32"]
     # forward direction: each input into Mul, Mul to its result, that into Sum, Sum to the output
-    assert sorted(edges) == sorted([("input\n(3,) float32", "Mul")] * 2 + [("Mul", "(3,) float32"),
-                                   ("(3,) float32", "Sum"), ("Sum", "output\n() float32")])
+    assert sorted(edges) == sorted(
+        [("input\n(3,) float32", "Mul")] * 2
+        + [("Mul", "(3,) float32"), ("(3,) float32", "Sum"), ("Sum", "output\n() float32")]
+    )
 
 
 def test_a_tensor_used_twice_has_two_arrows():
@@ -53,7 +58,7 @@ def test_a_tensor_used_twice_has_two_arrows():
 
 def test_parameters_constants_and_gradient_norms():
     layer = nn.Linear(4, 2)
-    x = mt.randn(5, 4)                                           # no gradient: a constant
+    x = mt.randn(5, 4)  # no gradient: a constant
     loss = F.relu(layer(x)).sum()
     loss.backward()
     boxes, ellipses, _ = parts(mt.draw_graph(loss, show_grad=True, params=layer))
@@ -83,8 +88,9 @@ def test_a_gpt_on_two_threads_shows_its_ops_as_on_one(monkeypatch):
         monkeypatch.setattr(threads, "_requested", count)
         mt.manual_seed(0)
         model = nn.GPT(11, d_model=8, num_heads=2, num_layers=2, max_seq_len=6)
-        loss = F.cross_entropy(model(mt.tensor(np.arange(12).reshape(2, 6) % 11)).reshape(12, 11),
-                               mt.tensor(np.arange(12) % 11))
+        loss = F.cross_entropy(
+            model(mt.tensor(np.arange(12).reshape(2, 6) % 11)).reshape(12, 11), mt.tensor(np.arange(12) % 11)
+        )
         drawn.append(sorted(parts(mt.draw_graph(loss))[1]))
     assert drawn[1] == drawn[0]
     assert drawn[1].count("GELU") == 2 and drawn[1].count("ScaledDotProductAttention") == 2

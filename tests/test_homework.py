@@ -13,7 +13,6 @@ import os
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -68,11 +67,14 @@ def test_markers_agree_with_the_manifest():
     assert markers.check() == []
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("x = 1\n# BEGIN SOLUTION 1.1\ny = 2\n", "never closed"),
-    ("x = 1\n# END SOLUTION\n", "without a BEGIN"),
-    ("# BEGIN SOLUTION 1.1\n# BEGIN SOLUTION 1.2\n# END SOLUTION\n", "inside the region"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("x = 1\n# BEGIN SOLUTION 1.1\ny = 2\n", "never closed"),
+        ("x = 1\n# END SOLUTION\n", "without a BEGIN"),
+        ("# BEGIN SOLUTION 1.1\n# BEGIN SOLUTION 1.2\n# END SOLUTION\n", "inside the region"),
+    ],
+)
 def test_broken_markers_are_reported(tmp_path, source, problem):
     path = tmp_path / "module.py"
     path.write_text(source)
@@ -94,10 +96,12 @@ def test_unknown_task_ids_unmarked_tasks_and_unregistered_markers_are_reported(t
     assert any("no test carries @pytest.mark.task_1_2" in p for p in problems)
 
 
-REFERENCE_SOURCE = ('import numpy as np\n\n\n# BEGIN REFERENCE 2.1\ndef np_softmax_backward(grads, x):\n'
-                    '    return [grads[0]]\n\n\nnp_other = np_softmax_backward\n# END REFERENCE\n\n\n'
-                    '# BEGIN REFERENCE 1.4\ndef np_max_backward(grads, x):\n    return [x]\n# END REFERENCE\n'
-                    'RECORD = (np_softmax_backward, np_max_backward)\n')
+REFERENCE_SOURCE = (
+    "import numpy as np\n\n\n# BEGIN REFERENCE 2.1\ndef np_softmax_backward(grads, x):\n"
+    "    return [grads[0]]\n\n\nnp_other = np_softmax_backward\n# END REFERENCE\n\n\n"
+    "# BEGIN REFERENCE 1.4\ndef np_max_backward(grads, x):\n    return [x]\n# END REFERENCE\n"
+    "RECORD = (np_softmax_backward, np_max_backward)\n"
+)
 
 
 def test_a_reference_answer_is_held_back_where_its_task_is_to_do(tmp_path):
@@ -114,12 +118,15 @@ def test_a_reference_answer_is_held_back_where_its_task_is_to_do(tmp_path):
     assert markers.hold_back(REFERENCE_SOURCE, "opinfo/m.py", set()).count("def ") == 2
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("# BEGIN REFERENCE 2.1\nprint('hi')\n# END REFERENCE\n", "holds only definitions"),
-    ("def f():\n    # BEGIN REFERENCE 2.1\n    x = 1\n    # END REFERENCE\n", "must be at module level"),
-    ("# BEGIN REFERENCE 9.9\nx = 1\n# END REFERENCE\n", "task 9.9, which is not in the manifest"),
-    ("# BEGIN REFERENCE 2.1\nx = 1\n", "never closed"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("# BEGIN REFERENCE 2.1\nprint('hi')\n# END REFERENCE\n", "holds only definitions"),
+        ("def f():\n    # BEGIN REFERENCE 2.1\n    x = 1\n    # END REFERENCE\n", "must be at module level"),
+        ("# BEGIN REFERENCE 9.9\nx = 1\n# END REFERENCE\n", "task 9.9, which is not in the manifest"),
+        ("# BEGIN REFERENCE 2.1\nx = 1\n", "never closed"),
+    ],
+)
 def test_broken_reference_regions_are_reported(tmp_path, source, problem):
     package = tmp_path / "minitorch_attn" / "opinfo"
     package.mkdir(parents=True)
@@ -160,7 +167,7 @@ def test_student_tree_of_each_assignment(tmp_path, number):
             assert not leaked, f"{path.relative_to(tree)} contains solution code: {leaked[:3]}"
     assert not (tree / "tests" / "instructor").exists()
     assert not (tree / "minitorch_attn" / "homework" / "mutants.json").exists()
-    for path in sorted((ROOT / "minitorch_attn" / "opinfo").glob("*.py")):   # nor the catalogue's answers
+    for path in sorted((ROOT / "minitorch_attn" / "opinfo").glob("*.py")):  # nor the catalogue's answers
         theirs = (tree / path.relative_to(ROOT)).read_text()
         assert not markers.find_references(path, theirs)
         for region in markers.find_references(path):
@@ -184,6 +191,7 @@ def test_derive_mode_hides_the_derivations_of_the_tasks_handed_out(tmp_path):
     raises otherwise), a sheet per task, the held-back files stay out, and the reference's
     code in that tree is read back with no code outside the regions."""
     from minitorch_attn.homework import derive
+
     guided, derived = tmp_path / "guided", tmp_path / "derive"
     make(guided, 3)
     make(derived, 3, hide_derivations=True)
@@ -201,13 +209,15 @@ def test_derive_mode_hides_the_derivations_of_the_tasks_handed_out(tmp_path):
     for held in ("leaks.json", "signatures.json", "mutants.json"):
         assert not (derived / "minitorch_attn" / "homework" / held).exists()
     assert derive.hide("a\n.. derivation 9.9 begin\nsecret\n.. hint 9.9: look\n.. derivation end\nb\n", {"9.9"}) == (
-        "a\nDerive this backward yourself (task 9.9) and write the derivation in derivations/task_9_9.md.\nHint: look\nb\n")
+        "a\nDerive this backward yourself (task 9.9) and write the derivation in derivations/task_9_9.md."
+        "\nHint: look\nb\n"
+    )
     assert derive.show("a\n.. derivation 9.9 begin\nsecret\n.. hint 9.9: look\n.. derivation end\n") == "a\nsecret\n"
     with pytest.raises(derive.DerivationMarkerError, match="not closed"):
         derive.show(".. derivation 9.9 begin\n")
     submission = Submission.from_path(derived, TREE)
     assert not submission.ungraded(TREE, 3)
-    tasks = markers.assignment_by_number(MANIFEST, 3)["tasks"]   # what the autograder of the derive mode says
+    tasks = markers.assignment_by_number(MANIFEST, 3)["tasks"]  # what the autograder of the derive mode says
     (derived / "derivations" / "task_3_1.md").write_text(derive.sheet(tasks[0], []) + "$$dx = ?$$\n")
     (derived / "derivations" / "task_3_2.md").unlink()
     notes = derive.sheet_notes(derived, tasks)
@@ -239,13 +249,17 @@ def test_student_code_runs_in_the_student_s_own_tree():
     with Grader(TREE) as grader:
         sources = grader.student_tree(broken, 2)
     softmax = sources[SOFTMAX]
-    assert softmax.count("raise NotImplementedError('Task 2.2:") == 2           # code that does not compile: the stub
+    assert softmax.count("raise NotImplementedError('Task 2.2:") == 2  # code that does not compile: the stub
     assert "NotImplementedError('Task 2.1" not in softmax and "NotImplementedError('Task 2.3" not in softmax
-    assert softmax == splice_all((ROOT / SOFTMAX).read_text(), TREE.regions[SOFTMAX],
-                                 {t: REFERENCE.blocks[(SOFTMAX, t)] for t in ("2.1", "2.3")}, TREE.tasks_of(2),
-                                 TREE.titles)
+    assert softmax == splice_all(
+        (ROOT / SOFTMAX).read_text(),
+        TREE.regions[SOFTMAX],
+        {t: REFERENCE.blocks[(SOFTMAX, t)] for t in ("2.1", "2.3")},
+        TREE.tasks_of(2),
+        TREE.titles,
+    )
     assert "NotImplementedError('Task 4." in sources["minitorch_attn/functional/attention.py"]
-    assert "minitorch_attn/core/autograd.py" not in sources                          # assignment 1: as in the base
+    assert "minitorch_attn/core/autograd.py" not in sources  # assignment 1: as in the base
 
 
 def test_splicing_follows_the_instructor_tree_when_it_changes(tmp_path):
@@ -275,7 +289,7 @@ def test_a_submission_may_be_a_tree_a_zip_or_the_edited_files(tmp_path):
     loose = tmp_path / "loose"
     loose.mkdir()
     shutil.copy(tree / "minitorch_attn/functional/attention.py", loose / "attention.py")
-    shutil.copy(tree / "minitorch_attn/nn/attention.py", loose / "attention (1).py")   # renamed on upload
+    shutil.copy(tree / "minitorch_attn/nn/attention.py", loose / "attention (1).py")  # renamed on upload
     zipped_tree = shutil.make_archive(str(tmp_path / "tree"), "zip", tmp_path, "hw4")
     zipped_files = tmp_path / "files.zip"
     with zipfile.ZipFile(zipped_files, "w") as archive:
@@ -316,12 +330,15 @@ def test_a_syntax_error_is_its_task_zero_with_the_line(grader):
 
 
 # ---- the four escapes of the issue lose points in their own task ------------------------------------
-@pytest.mark.parametrize("name, task_id", [
-    ("softmax without the max shift", "2.1"),
-    ("flash forward without the running maximum", "5.1"),
-    ("leaf gradients added in place into a shared array", "1.1"),
-    ("mean backward only works for the last axis", "1.4"),
-])
+@pytest.mark.parametrize(
+    "name, task_id",
+    [
+        ("softmax without the max shift", "2.1"),
+        ("flash forward without the running maximum", "5.1"),
+        ("leaf gradients added in place into a shared array", "1.1"),
+        ("mean backward only works for the last axis", "1.4"),
+    ],
+)
 def test_the_issue_escapes_lose_their_own_task(grader, name, task_id):
     planted = mutant(name).submission(REFERENCE, TREE)
     result = grader.grade_task(task(task_id), planted)
@@ -332,20 +349,26 @@ def test_a_task_that_calls_the_catalogue_s_answer_gets_nothing_from_it(grader):
     """The catalogue's closed forms of a task still to do are held back in the copy a student's
     code runs in: a softmax that calls them fails its task, with a message that says so."""
     forward, backward = REFERENCE.blocks[(SOFTMAX, "2.1")]
-    borrowed = ["from minitorch_attn.opinfo import softmax as answers",
-                "p = ctx.xp.asarray(answers.np_softmax(x, dim), dtype=x.dtype)"]
-    with Grader(TREE) as quick:     # a test of each file of the task's public ones is enough
+    borrowed = [
+        "from minitorch_attn.opinfo import softmax as answers",
+        "p = ctx.xp.asarray(answers.np_softmax(x, dim), dtype=x.dtype)",
+    ]
+    with Grader(TREE) as quick:  # a test of each file of the task's public ones is enough
         quick._expected = {"task_2_1": _one_of_each_file(grader.expected("2.1", public_only=True))}
         result = quick.grade_task(task("2.1"), REFERENCE.with_blocks(SOFTMAX, "2.1", [borrowed, backward]))
-    assert result.score == 0 and any("held back" in c.message for c in result.failures), \
-        [c.message for c in result.failures][:2]
+    assert result.score == 0 and any("held back" in c.message for c in result.failures), [
+        c.message for c in result.failures
+    ][:2]
 
 
 # ---- points land on the right task ---------------------------------------------------------------------
-@pytest.mark.parametrize("solved, stubbed", [
-    ("3.1", "3.2"),   # layer_norm never calls rms_norm
-    ("2.3", "2.1"),   # cross_entropy is its own fused computation: no softmax in it
-])
+@pytest.mark.parametrize(
+    "solved, stubbed",
+    [
+        ("3.1", "3.2"),  # layer_norm never calls rms_norm
+        ("2.3", "2.1"),  # cross_entropy is its own fused computation: no softmax in it
+    ],
+)
 def test_a_solved_task_earns_its_points_whatever_the_tasks_it_does_not_call(grader, solved, stubbed):
     """Partial work is scored: a task earns its points with the other tasks of the
     submission left as handed out, where its code does not call theirs."""
@@ -373,8 +396,11 @@ def test_a_task_earns_its_points_with_the_tasks_its_checks_need_as_handed_out(gr
     forward (4.1) saved. Quick: a test of each file, collected by the shared grader."""
     chosen = ("1.4", "4.2")
     with Grader(TREE) as quick:
-        quick._expected = {markers.marker_name(t): _one_of_each_file(grader.expected(t, public_only=True))
-                           + _one_of_each_file(grader.held_back(t)) for t in chosen}
+        quick._expected = {
+            markers.marker_name(t): _one_of_each_file(grader.expected(t, public_only=True))
+            + _one_of_each_file(grader.held_back(t))
+            for t in chosen
+        }
         for solved in chosen:
             submission = Submission.stubs(TREE)
             for rel in TREE.files_of(solved):
@@ -389,18 +415,22 @@ def _append(path, text):
     path.write_text(path.read_text() + text)
 
 
-CHEATS = {   # the issue's cheats, each of which raised an untouched or buggy tree to 50-100/100
+CHEATS = {  # the issue's cheats, each of which raised an untouched or buggy tree to 50-100/100
     "a root conftest.py passing every report": lambda tree: (tree / "conftest.py").write_text(
         "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"),
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    ),
     "a gradient checker that accepts anything": lambda tree: _append(
         tree / "minitorch_attn/gradcheck/checker.py",
-        "\ncheck_gradients = lambda *a, **k: GradcheckReport(0.0, 0.0, None)\ngradcheck = lambda *a, **k: True\n"),
+        "\ncheck_gradients = lambda *a, **k: GradcheckReport(0.0, 0.0, None)\ngradcheck = lambda *a, **k: True\n",
+    ),
     "numpy.testing patched in __init__.py": lambda tree: _append(
         tree / "minitorch_attn/__init__.py",
-        "\nimport numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n"),
+        "\nimport numpy.testing\nnumpy.testing.assert_allclose = lambda *a, **k: None\n",
+    ),
     ".homework.json naming another assignment": lambda tree: (tree / ".homework.json").write_text(
-        json.dumps({"assignment": 1})),
+        json.dumps({"assignment": 1})
+    ),
     "edited tests": lambda tree: (tree / "tests/test_functional.py").write_text("def test_nothing():\n    pass\n"),
 }
 
@@ -417,9 +447,10 @@ def handed_out(tmp_path_factory):
 def test_a_cheat_outside_the_solution_regions_never_reaches_the_graded_copy(tmp_path, handed_out, cheat):
     cheating = shutil.copytree(handed_out, tmp_path / "cheating")
     CHEATS[cheat](cheating)
-    for t in ("3.1", "3.2"):   # what the grader runs for each task is the same, so is the grade
-        assert (TREE.spliced(t, Submission.from_path(cheating, TREE).for_task(t, TREE))
-                == TREE.spliced(t, Submission.from_path(handed_out, TREE).for_task(t, TREE)))
+    for t in ("3.1", "3.2"):  # what the grader runs for each task is the same, so is the grade
+        assert TREE.spliced(t, Submission.from_path(cheating, TREE).for_task(t, TREE)) == TREE.spliced(
+            t, Submission.from_path(handed_out, TREE).for_task(t, TREE)
+        )
 
 
 def test_an_untouched_tree_with_every_cheat_scores_zero(tmp_path, handed_out, grader):
@@ -438,13 +469,25 @@ def test_a_hang_a_debugger_and_a_crash_each_cost_their_own_task(tmp_path):
     forward_21, backward_21 = REFERENCE.blocks[(SOFTMAX, "2.1")]
     forward_22, backward_22 = REFERENCE.blocks[(SOFTMAX, "2.2")]
     forward_23, backward_23 = REFERENCE.blocks[(SOFTMAX, "2.3")]
-    hang_once = ["import builtins", "if not hasattr(builtins, 'hung_once'):", "    builtins.hung_once = True",
-                 "    while True:", "        pass"]
-    solve(tree, {(SOFTMAX, "2.1"): [hang_once + forward_21, backward_21],
-                 (SOFTMAX, "2.2"): [["breakpoint()"] + forward_22, backward_22],
-                 (SOFTMAX, "2.3"): [["import os", "os._exit(3)"] + forward_23, backward_23]})
-    (tree / "results.json").write_text('{"score": 100}')           # an older result is replaced
-    results, graded = grade_submission(tree, 2, tree / "results.json", timeout=3, budget=300)   # a share past a loaded start-up
+    hang_once = [
+        "import builtins",
+        "if not hasattr(builtins, 'hung_once'):",
+        "    builtins.hung_once = True",
+        "    while True:",
+        "        pass",
+    ]
+    solve(
+        tree,
+        {
+            (SOFTMAX, "2.1"): [hang_once + forward_21, backward_21],
+            (SOFTMAX, "2.2"): [["breakpoint()"] + forward_22, backward_22],
+            (SOFTMAX, "2.3"): [["import os", "os._exit(3)"] + forward_23, backward_23],
+        },
+    )
+    (tree / "results.json").write_text('{"score": 100}')  # an older result is replaced
+    results, graded = grade_submission(
+        tree, 2, tree / "results.json", timeout=3, budget=300
+    )  # a share past a loaded start-up
     outputs = {r.task_id: "\n".join(c.message for c in r.failures) + (r.problem or "") for r in graded}
     assert [r.score for r in graded] == [0, 0, 0]
     assert "Timeout" in outputs["2.1"]
@@ -457,8 +500,10 @@ def test_ctrl_c_while_a_task_is_graded_stops_its_run_and_what_it_started(tmp_pat
     # the run has a session of its own (a terminal's Ctrl-C never reaches it): the grader
     # must stop it, or it would go on in the background after the command has ended
     started = tmp_path / "started"
-    code = ("import os, signal, subprocess, time; p = subprocess.Popen(['sleep', '120'], start_new_session=True); "
-            f"open({str(started)!r}, 'w').write(str(p.pid)); os.kill(os.getppid(), signal.SIGINT); time.sleep(120)")
+    code = (
+        "import os, signal, subprocess, time; p = subprocess.Popen(['sleep', '120'], start_new_session=True); "
+        f"open({str(started)!r}, 'w').write(str(p.pid)); os.kill(os.getppid(), signal.SIGINT); time.sleep(120)"
+    )
     with pytest.raises(KeyboardInterrupt):
         sandbox.run([sys.executable, "-c", code], tmp_path, limit=100)
     assert not _alive(int(started.read_text()))
@@ -468,8 +513,10 @@ def test_ctrl_c_while_a_task_is_graded_stops_its_run_and_what_it_started(tmp_pat
 def test_processes_a_run_leaves_behind_are_stopped_with_it(tmp_path):
     # student code may start a process that outlives the run, also one that left its session
     started = tmp_path / "started"
-    code = ("import os, subprocess, sys; p = subprocess.Popen(['sleep', '120'], start_new_session=True); "
-            f"open({str(started)!r}, 'w').write(str(p.pid))")
+    code = (
+        "import os, subprocess, sys; p = subprocess.Popen(['sleep', '120'], start_new_session=True); "
+        f"open({str(started)!r}, 'w').write(str(p.pid))"
+    )
     assert sandbox.run([sys.executable, "-c", code], tmp_path, limit=100).stopped is None
     assert not _alive(int(started.read_text()))
 
@@ -488,9 +535,13 @@ def _alive(pid):
 
 
 def test_a_skipped_test_counts_as_failed():
-    records = [{"package": "/x/minitorch_attn"}, {"selected": ["tests/t.py::a", "tests/t.py::b"], "tasks": {}},
-               {"test": "tests/t.py::a", "outcome": "passed", "message": "", "where": ""},
-               {"test": "tests/t.py::b", "outcome": "skipped", "message": "needs X", "where": ""}, {"exit": 0}]
+    records = [
+        {"package": "/x/minitorch_attn"},
+        {"selected": ["tests/t.py::a", "tests/t.py::b"], "tasks": {}},
+        {"test": "tests/t.py::a", "outcome": "passed", "message": "", "where": ""},
+        {"test": "tests/t.py::b", "outcome": "skipped", "message": "needs X", "where": ""},
+        {"exit": 0},
+    ]
     run = read_checks(records, ["tests/t.py::a", "tests/t.py::b"], sandbox.Finished(0, None, ""))
     result = TaskResult("2.1", "softmax", 30, run.checks)
     assert [c.outcome for c in run.checks] == ["passed", "skipped"] and result.score == 0
@@ -509,8 +560,10 @@ def test_a_mistake_caught_by_public_checks_only_fails_the_selftest():
 def test_a_test_without_a_record_failed_and_records_of_other_tests_are_ignored():
     records = [{"test": "tests/t.py::other", "outcome": "passed"}, {"test": "tests/t.py::a", "outcome": "maybe"}]
     run = read_checks(records, ["tests/t.py::a", "tests/t.py::b"], sandbox.Finished(0, None, ""))
-    assert [c.outcome for c in run.checks] == ["failed", "failed"] and [c.nodeid for c in run.checks] == \
-        ["tests/t.py::a", "tests/t.py::b"]
+    assert [c.outcome for c in run.checks] == ["failed", "failed"] and [c.nodeid for c in run.checks] == [
+        "tests/t.py::a",
+        "tests/t.py::b",
+    ]
 
 
 def test_a_missing_library_is_a_grader_error_not_a_zero(tmp_path, monkeypatch):
@@ -526,14 +579,14 @@ def test_a_missing_library_is_a_grader_error_not_a_zero(tmp_path, monkeypatch):
     old.write_text('{"score": 100}')
     with pytest.raises(GraderError, match="the tests need array-api-strict"):
         grade_submission(ROOT, 1, old)
-    assert not old.exists()   # no grade given, and no older one left to be mistaken for it
+    assert not old.exists()  # no grade given, and no older one left to be mistaken for it
 
 
 # ---- Gradescope ---------------------------------------------------------------------------------------
 def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path):
     """Gradescope's layout, rooted in a temporary folder: source (the unpacked zip),
     run_autograder beside it, the submission (just the edited file), results/."""
-    names = write_autograder(tmp_path / "autograder.zip", 3, pins=["numpy"])   # setup.sh is not run here
+    names = write_autograder(tmp_path / "autograder.zip", 3, pins=["numpy"])  # setup.sh is not run here
     assert {"setup.sh", "run_autograder", "setup.cfg", "README.md"} <= set(names)
     assert not [n for n in names if n.endswith("mutants.json") or "__pycache__" in n]
     root = tmp_path / "autograder"
@@ -546,10 +599,21 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
     solve(student, {(NORMS, t): buggy.blocks[(NORMS, t)] for t in ("3.1", "3.2")})
     (root / "submission").mkdir()
     shutil.copy(student / NORMS, root / "submission" / "normalization.py")
-    environment = dict(os.environ, AUTOGRADER_ROOT=str(root), MINITORCH_ATTN_REQUIRE_ISOLATION="",
-                       PATH=f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}")
-    done = subprocess.run(["bash", str(root / "run_autograder")], cwd=root, env=environment, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=600)
+    environment = dict(
+        os.environ,
+        AUTOGRADER_ROOT=str(root),
+        MINITORCH_ATTN_REQUIRE_ISOLATION="",
+        PATH=f"{pathlib.Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
+    done = subprocess.run(
+        ["bash", str(root / "run_autograder")],
+        cwd=root,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((root / "results" / "results.json").read_text())
 
@@ -558,15 +622,23 @@ def test_the_autograder_zip_grades_a_submission_in_a_gradescope_layout(tmp_path)
         assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(test)
         assert test["visibility"] == ("visible" if "(smoke test)" in test["name"] else "after_published")
         broken = "3.2" in test["name"]
-        assert test["status"] == ("failed" if broken else "passed") and test["score"] == test["max_score"] * (not broken)
+        assert test["status"] == ("failed" if broken else "passed") and test["score"] == test["max_score"] * (
+            not broken
+        )
     graded = next(t for t in results["tests"] if t["name"].startswith("Task 3.2:"))
     assert graded["score"] == 0 and len(graded["output"]) > 300
     # the probes name the mistake (signatures.json ships in the zip, held out of the student's copies)
     assert "The probes of this task name the mistake: rms_norm backward without the x̂ term." in graded["output"]
-    assert re.search(r"rms_norm \(weight\) gradient of input 0, inputs \(3, 6\), \(6,\) float64, drawn for this "
-                     r"submission: \d+ of 18 elements wrong; worst at \(\d+, \d+\): yours", graded["output"])
-    assert re.search(r"rms_norm over normalized_shape \(.*\) \((with|no) weight\) gradient of x, input \(2, 3, 4, 2\) "
-                     r"float64: \d+ of 48 elements wrong", graded["output"])       # op, shape, gradient
+    assert re.search(
+        r"rms_norm \(weight\) gradient of input 0, inputs \(3, 6\), \(6,\) float64, drawn for this "
+        r"submission: \d+ of 18 elements wrong; worst at \(\d+, \d+\): yours",
+        graded["output"],
+    )
+    assert re.search(
+        r"rms_norm over normalized_shape \(.*\) \((with|no) weight\) gradient of x, input \(2, 3, 4, 2\) "
+        r"float64: \d+ of 48 elements wrong",
+        graded["output"],
+    )  # op, shape, gradient
     smoke = next(t for t in results["tests"] if t["name"].startswith("Task 3.2 (smoke test)"))
     assert "tests/instructor" not in smoke["output"] and "FAILED tests/test_functional.py::" in smoke["output"]
 
@@ -578,19 +650,36 @@ def test_every_mutant_applies_to_its_own_task_only():
         tasks = {t["id"] for t in markers.assignment_by_number(MANIFEST, number)["tasks"]}
         assert sum(m.task in tasks for m in mutants) >= MIN_MUTANTS, f"assignment {number}"
     for m in mutants:
-        planted = m.submission(REFERENCE, TREE)   # raises StaleMutant when its text is gone
+        planted = m.submission(REFERENCE, TREE)  # raises StaleMutant when its text is gone
         changed = {key for key in planted.blocks if planted.blocks[key] != REFERENCE.blocks[key]}
         assert changed == {(m.file, m.task)}, m.name
     kinds = {m.kind for m in mutants}
-    assert {"overflow", "shared array changed", "saved array changed", "reduction axis", "gradient of ones",
-            "missing accumulation", "formula term", "special value", "option combination", "normalized rank",
-            "broadcasting"} <= kinds
+    assert {
+        "overflow",
+        "shared array changed",
+        "saved array changed",
+        "reduction axis",
+        "gradient of ones",
+        "missing accumulation",
+        "formula term",
+        "special value",
+        "option combination",
+        "normalized rank",
+        "broadcasting",
+    } <= kinds
 
 
 def test_check_results_report_every_failure_in_full():
     long_message = "gradient of input 1 (shape (3, 5)) is wrong at element (2, 1): " + "x" * 400
-    result = TaskResult("2.1", "softmax", 30, [Check("tests/instructor/test_a.py::t", "failed", long_message, "here:1"),
-                                               Check("tests/test_b.py::u", "skipped", "no GPU")])
+    result = TaskResult(
+        "2.1",
+        "softmax",
+        30,
+        [
+            Check("tests/instructor/test_a.py::t", "failed", long_message, "here:1"),
+            Check("tests/test_b.py::u", "skipped", "no GPU"),
+        ],
+    )
     assert long_message in describe(result)
     public = describe(result, public_only=True)
     assert "test_a" not in public and "skipped, which counts as failed" in public

@@ -29,14 +29,19 @@ def _scenario(lib):
     first = (list(seen), y.grad.tolist(), x.grad.tolist(), y.retains_grad, x.retains_grad)
     seen.clear()
     h2.remove()
-    h2.remove()                                  # a second remove does nothing
+    h2.remove()  # a second remove does nothing
     z.sum().backward()
     return first, (list(seen), y.grad.tolist(), x.grad.tolist())
 
 
 SCENARIO = (
-    ([("h1", [4.0, 8.0]), ("h2", [4.0, 8.0]), ("h3", [40.0, 80.0]), ("hx", [80.0, 160.0], None)],
-     [40.0, 80.0], [80.0, 160.0], True, False),
+    (
+        [("h1", [4.0, 8.0]), ("h2", [4.0, 8.0]), ("h3", [40.0, 80.0]), ("hx", [80.0, 160.0], None)],
+        [40.0, 80.0],
+        [80.0, 160.0],
+        True,
+        False,
+    ),
     ([("h1", [4.0, 8.0]), ("h3", [4.0, 8.0]), ("hx", [8.0, 16.0], [80.0, 160.0])], [44.0, 88.0], [88.0, 176.0]),
 )
 
@@ -60,7 +65,7 @@ def test_a_leaf_used_twice_has_its_hook_called_once_with_the_sum():
     assert calls == [7.0] and a.grad.item() == 7.0
     calls.clear()
     a.grad = None
-    a.backward(mt.tensor([5.0]))                 # a leaf as the root: its hooks run too
+    a.backward(mt.tensor([5.0]))  # a leaf as the root: its hooks run too
     assert calls == [5.0] and a.grad.item() == 5.0
 
 
@@ -130,9 +135,11 @@ def test_errors_as_pytorch():
         mt.tensor([1.0]).register_hook(lambda g: None)
     with pytest.raises(RuntimeError, match="requires_grad=False"):
         mt.tensor([1.0]).retain_grad()
-    for hook, error, match in [(lambda g: g[:1], RuntimeError, "changed the size"),
-                               (lambda g: 3, TypeError, "hook returned 'int'"),
-                               (lambda g: g.double(), RuntimeError, "changed the type")]:
+    for hook, error, match in [
+        (lambda g: g[:1], RuntimeError, "changed the size"),
+        (lambda g: 3, TypeError, "hook returned 'int'"),
+        (lambda g: g.double(), RuntimeError, "changed the type"),
+    ]:
         c = mt.tensor([1.0, 2.0], requires_grad=True)
         d = c * 2
         d.register_hook(hook)
@@ -150,9 +157,9 @@ def test_reading_grad_of_a_computed_tensor_warns_unless_retained():
     y.retain_grad()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert y.grad is None and x.grad is None     # retained, and a leaf: no warning
+        assert y.grad is None and x.grad is None  # retained, and a leaf: no warning
     assert x.retains_grad is False
-    x.retain_grad()                                  # a no-op on a leaf
+    x.retain_grad()  # a no-op on a leaf
     assert x.retains_grad is False
 
 
@@ -218,7 +225,7 @@ def _module_scenario(lib, nn_lib):
         return [None if g is None else g.tolist() for g in grads]
 
     lin = nn_lib.Linear(2, 2)
-    with (mt.no_grad() if lib is mt else lib.no_grad()):
+    with mt.no_grad() if lib is mt else lib.no_grad():
         lin.weight.copy_(lib.tensor([[1.0, 2.0], [3.0, 4.0]]))
         lin.bias.copy_(lib.tensor([0.5, -0.5]))
     lin.register_forward_pre_hook(lambda m, args: seen.append(("pre", type(args).__name__, len(args))))
@@ -247,9 +254,9 @@ def _module_scenario(lib, nn_lib):
     two.register_full_backward_hook(lambda m, gi, go: seen.append(("two", values(gi), values(go))))
     two.register_full_backward_pre_hook(lambda m, go: seen.append(("two pre", values(go))))
     a = lib.tensor([1.0], requires_grad=True)
-    first, _ = two(a, lib.tensor([2.0]))                 # b requires no grad: zeros; the 2nd output unused: None
+    first, _ = two(a, lib.tensor([2.0]))  # b requires no grad: zeros; the 2nd output unused: None
     first.sum().backward()
-    first, second = two(a, 3.0, k=1)                     # a number: None
+    first, second = two(a, 3.0, k=1)  # a number: None
     (first + second).sum().backward()
     two.register_forward_pre_hook(lambda m, args, kwargs: seen.append(("kwargs", len(args), kwargs)), with_kwargs=True)
     handle = two.register_forward_hook(lambda m, args, kwargs, out: (out[0] * 0, out[1]), with_kwargs=True)
@@ -260,15 +267,23 @@ def _module_scenario(lib, nn_lib):
 
 
 MODULE_SCENARIO = [
-    ("pre", "tuple", 1), ("forward", [[2.0, 4.0]], (1, 2)), ("backward", [None], [[[1.0, 1.0]]]),
-    ("pre", "tuple", 1), ("forward", [[2.0, 4.0]], (1, 2)),
-    ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]), ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]),
+    ("pre", "tuple", 1),
+    ("forward", [[2.0, 4.0]], (1, 2)),
+    ("backward", [None], [[[1.0, 1.0]]]),
+    ("pre", "tuple", 1),
+    ("forward", [[2.0, 4.0]], (1, 2)),
+    ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]),
+    ("backward", [[[4.0, 6.0]]], [[[1.0, 1.0]]]),
     ("x.grad", [[16.0, 24.0]]),
     ("replaced", [[0.0, 0.0]], [[1.0, 2.0], [1.0, 2.0]]),
-    ("two pre", [[1.0], None]), ("two", [[6.0], [0.0]], [[1.0], None]),
-    ("two pre", [[1.0], [1.0]]), ("two", [[4.0], None], [[1.0], [1.0]]),
-    ("kwargs", 2, {"k": 4}), ("zeroed by a forward hook", [0.0]),
-    ("kwargs", 2, {"k": 4}), ("after remove", [4.0]),
+    ("two pre", [[1.0], None]),
+    ("two", [[6.0], [0.0]], [[1.0], None]),
+    ("two pre", [[1.0], [1.0]]),
+    ("two", [[4.0], None], [[1.0], [1.0]]),
+    ("kwargs", 2, {"k": 4}),
+    ("zeroed by a forward hook", [0.0]),
+    ("kwargs", 2, {"k": 4}),
+    ("after remove", [4.0]),
 ]
 
 

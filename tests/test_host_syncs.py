@@ -40,6 +40,7 @@ def syncs(monkeypatch):
             if self.device != host and to_host:
                 counter[_caller()] += 1
             return original(self, *args, **kwargs)
+
         return wrapper
 
     for name in ("__float__", "__int__", "__bool__", "__index__", "__complex__", "to_device"):
@@ -68,16 +69,47 @@ def test_a_training_step_makes_at_most_two_host_synchronisations(syncs, tmp_path
     text.write_text(data.load_corpus()[:4000], encoding="utf-8")
     at_batch, real_get_batch = [], train.get_batch
 
-    def get_batch(*args, **kwargs):     # a step begins with its batch
+    def get_batch(*args, **kwargs):  # a step begins with its batch
         at_batch.append(syncs.copy())
         return real_get_batch(*args, **kwargs)
 
     monkeypatch.setattr(train, "get_batch", get_batch)
-    assert cli.main(["train", "--text", str(text), "--device", "strict", "--steps", "5", "--time-budget", "0",
-                     "--eval-interval", "1000", "--sample-tokens", "0", "--quiet", "--out", str(tmp_path / "run"),
-                     "--d-model", "16", "--num-layers", "2", "--num-heads", "2", "--block-size", "16",
-                     "--batch-size", "4", "--grad-clip", "0.5"]) == 0
-    steps = [after - before for before, after in zip(at_batch, at_batch[1:])]   # steps 1 to 4 (5 ends the loop)
+    assert (
+        cli.main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--device",
+                "strict",
+                "--steps",
+                "5",
+                "--time-budget",
+                "0",
+                "--eval-interval",
+                "1000",
+                "--sample-tokens",
+                "0",
+                "--quiet",
+                "--out",
+                str(tmp_path / "run"),
+                "--d-model",
+                "16",
+                "--num-layers",
+                "2",
+                "--num-heads",
+                "2",
+                "--block-size",
+                "16",
+                "--batch-size",
+                "4",
+                "--grad-clip",
+                "0.5",
+            ]
+        )
+        == 0
+    )
+    steps = [after - before for before, after in zip(at_batch, at_batch[1:])]  # steps 1 to 4 (5 ends the loop)
     assert len(steps) == 4
     for made in steps:
         assert made.total() <= MAX_PER_STEP, f"a training step read the device {made.total()} times: {dict(made)}"
@@ -86,7 +118,7 @@ def test_a_training_step_makes_at_most_two_host_synchronisations(syncs, tmp_path
 
 def test_clipping_makes_no_host_synchronisation(syncs):
     params = [nn.Parameter(mt.randn(4, 3, device="strict")), nn.Parameter(mt.randn(3, device="strict"))]
-    params[0].grad = mt.tensor(np.full((4, 3), 2e19), dtype="float32", device="strict")   # overflows: redone
+    params[0].grad = mt.tensor(np.full((4, 3), 2e19), dtype="float32", device="strict")  # overflows: redone
     params[1].grad = mt.ones(3, device="strict")
     total = optim.clip_grad_norm_(params, 1.0)
     assert syncs.total() == 0
@@ -95,11 +127,11 @@ def test_clipping_makes_no_host_synchronisation(syncs):
 
 def test_a_bad_target_on_a_device_raises_at_the_next_read_and_on_the_cpu_at_once(syncs):
     logits = mt.randn(2, 5, device="strict")
-    loss = F.cross_entropy(logits, mt.tensor([1, 7], device="strict"))    # the check waits: no read
+    loss = F.cross_entropy(logits, mt.tensor([1, 7], device="strict"))  # the check waits: no read
     assert syncs.total() == 0
     with pytest.raises(ValueError, match=r"targets must be class indices in \[0, 5\).*from 1 to 7"):
         loss.item()
-    assert syncs.total() == 1 + 2          # the checks, then the message's two values
-    assert np.isfinite(F.cross_entropy(logits, mt.tensor([1, 4], device="strict")).item())   # the check is gone
+    assert syncs.total() == 1 + 2  # the checks, then the message's two values
+    assert np.isfinite(F.cross_entropy(logits, mt.tensor([1, 4], device="strict")).item())  # the check is gone
     with pytest.raises(ValueError, match=r"targets must be class indices in \[0, 5\)"):
         F.cross_entropy(logits.cpu(), mt.tensor([1, 7]))

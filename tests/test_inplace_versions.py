@@ -29,8 +29,9 @@ WRITES = [
 
 
 def test_the_writes_listed_here_are_every_in_place_method_of_tensor():
-    methods = {name for name, _ in inspect.getmembers(mt.Tensor, callable)
-               if name.endswith("_") and not name.startswith("_")} - {"requires_grad_"}
+    methods = {
+        name for name, _ in inspect.getmembers(mt.Tensor, callable) if name.endswith("_") and not name.startswith("_")
+    } - {"requires_grad_"}
     assert methods == {name for name, _ in WRITES if name != "setitem" and "setitem" not in name}
 
 
@@ -50,17 +51,20 @@ def test_every_write_bumps_the_version_and_writes_the_tensors_own_memory(name, w
 def test_a_write_to_a_saved_input_makes_backward_raise(name, write):
     w = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x = mt.tensor([0.5, -1.0, 2.0])
-    loss = (w * x).sum()          # saves x for w's gradient
+    loss = (w * x).sum()  # saves x for w's gradient
     write(x)
-    with pytest.raises(RuntimeError, match=rf"{MODIFIED}: \[float32 tensor of shape \(3,\)\], argument 1 of "
-                                           rf"<MulBackward> \(a leaf\), is at version 1; expected version 0"):
+    with pytest.raises(
+        RuntimeError,
+        match=rf"{MODIFIED}: \[float32 tensor of shape \(3,\)\], argument 1 of "
+        rf"<MulBackward> \(a leaf\), is at version 1; expected version 0",
+    ):
         loss.backward()
 
 
 @pytest.mark.parametrize("name, write", WRITES, ids=[n for n, _ in WRITES])
 def test_a_write_to_a_saved_output_makes_backward_raise(name, write):
     w = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    y = w.exp()                   # saves its output
+    y = w.exp()  # saves its output
     with mt.no_grad():
         write(y)
     with pytest.raises(RuntimeError, match=rf"{MODIFIED}: .*output 0 of <ExpBackward>, is at version 1"):
@@ -80,7 +84,7 @@ def test_a_write_through_a_view_is_seen(name, write):
 def test_a_write_to_a_tensor_that_backward_does_not_need_is_no_error():
     w = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
     x = mt.tensor([0.5, -1.0, 2.0])
-    loss = (w + x).sum() + (w * 2.0).sum() + w.tanh().sum()   # add and tanh save nothing of x or w
+    loss = (w + x).sum() + (w * 2.0).sum() + w.tanh().sum()  # add and tanh save nothing of x or w
     with mt.no_grad():
         x.add_(1.0)
         w.add_(1.0)
@@ -99,15 +103,18 @@ def test_an_optimizer_step_between_forward_and_backward_raises():
         loss.backward()
 
 
-@pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.1, momentum=0.9), lambda p: optim.Adam(p),
-                                  lambda p: optim.AdamW(p)], ids=["SGD", "Adam", "AdamW"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda p: optim.SGD(p, lr=0.1, momentum=0.9), lambda p: optim.Adam(p), lambda p: optim.AdamW(p)],
+    ids=["SGD", "Adam", "AdamW"],
+)
 def test_every_optimizer_step_bumps_the_versions_of_what_it_updates(make):
     w = nn.Parameter(mt.randn(3))
     other = nn.Parameter(mt.randn(3))
     opt = make([w, other])
     (w * w).sum().backward()
     opt.step()
-    assert w._version == 1 and other._version == 0   # other had no gradient: not written
+    assert w._version == 1 and other._version == 0  # other had no gradient: not written
 
 
 def test_clip_grad_norm_bumps_the_versions_of_the_gradients_it_scales():
@@ -127,7 +134,9 @@ def test_the_no_grad_write_to_a_leaf_before_the_forward_still_works():
     assert w.is_leaf and w.requires_grad
 
 
-@pytest.mark.parametrize("name, write", [w for w in WRITES if "setitem" not in w[0]], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, write", [w for w in WRITES if "setitem" not in w[0]], ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_a_leaf_that_requires_grad_refuses_a_write_in_grad_mode(name, write):
     w = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
@@ -147,7 +156,7 @@ def test_setitem_with_a_graph_involved_raises_a_clear_error():
 def test_an_in_place_op_on_a_computed_tensor_is_recorded_as_pytorch():
     w = mt.tensor([1.0, 2.0, 3.0], requires_grad=True, dtype="float64")
     a = w * 2.0
-    a.add_(w).mul_(3.0)            # a = 3 (2w + w) = 9 w
+    a.add_(w).mul_(3.0)  # a = 3 (2w + w) = 9 w
     a.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [9.0, 9.0, 9.0])
     assert not a.is_leaf
@@ -160,7 +169,7 @@ def test_in_place_dtype_and_shape_rules():
     f = mt.zeros(3)
     with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         f.add_(mt.zeros(2, 3))
-    f.add_(mt.tensor([1, 2, 3]))    # an int value into a float tensor is fine
+    f.add_(mt.tensor([1, 2, 3]))  # an int value into a float tensor is fine
     assert f.dtype == "float32" and f.tolist() == [1.0, 2.0, 3.0]
 
 
@@ -171,8 +180,8 @@ def test_requires_grad_false_on_a_computed_tensor_raises_as_pytorch():
         y.requires_grad_(False)
     with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
         y.requires_grad = False
-    y.requires_grad_(True)      # already so: allowed
-    w.requires_grad_(False)     # a leaf: allowed
+    y.requires_grad_(True)  # already so: allowed
+    w.requires_grad_(False)  # a leaf: allowed
     assert not w.requires_grad
 
 
@@ -219,7 +228,7 @@ def test_torch_raises_where_we_raise(torch):
 
 
 def test_repr_of_a_wrapped_array_names_its_dtype_once():
-    text = repr(mt.randn(2, 4))     # NumPy puts its dtype= on a line of its own here
+    text = repr(mt.randn(2, 4))  # NumPy puts its dtype= on a line of its own here
     assert text.count("dtype=") == 1 and text.endswith("device='cpu', dtype=float32)")
 
 
@@ -227,7 +236,7 @@ def test_an_in_place_op_saves_the_old_values_it_needs_as_pytorch():
     w = mt.tensor([1.0, 2.0], requires_grad=True, dtype="float64")
     b = mt.tensor([3.0, 4.0], requires_grad=True, dtype="float64")
     a = w * 2.0
-    a.mul_(b)                       # b's gradient is a's old value, 2 w
+    a.mul_(b)  # b's gradient is a's old value, 2 w
     a.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [6.0, 8.0])
     np.testing.assert_allclose(b.grad.numpy(), [2.0, 4.0])
@@ -236,7 +245,7 @@ def test_an_in_place_op_saves_the_old_values_it_needs_as_pytorch():
 def test_a_constant_written_with_a_value_that_requires_grad_joins_the_graph_without_a_cycle():
     w = mt.tensor([1.0, 2.0], requires_grad=True, dtype="float64")
     x = mt.ones(2, dtype="float64")
-    x.mul_(w).add_(w)                # x = 1 * w + w
+    x.mul_(w).add_(w)  # x = 1 * w + w
     assert not x.is_leaf and x.requires_grad
     x.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [2.0, 2.0])
@@ -245,7 +254,7 @@ def test_a_constant_written_with_a_value_that_requires_grad_joins_the_graph_with
 def test_a_node_recorded_before_the_write_still_raises():
     w = mt.tensor([1.0, 2.0], requires_grad=True)
     a = w * 2.0
-    c = a * a                        # saves a
+    c = a * a  # saves a
     a.add_(1.0)
     with pytest.raises(RuntimeError, match=MODIFIED):
         c.sum().backward()

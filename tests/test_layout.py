@@ -11,10 +11,16 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "minitorch_attn"
-CORE_CYCLE = {"minitorch_attn.core.autograd", "minitorch_attn.core.tensor", "minitorch_attn.core.ops",
-              "minitorch_attn.core.minmax",
-              "minitorch_attn.core.shape_ops", "minitorch_attn.core.reductions", "minitorch_attn.core.power",
-              "minitorch_attn.core.indexing"}  # Tensor <-> engine <-> operations, said so in core/
+CORE_CYCLE = {
+    "minitorch_attn.core.autograd",
+    "minitorch_attn.core.tensor",
+    "minitorch_attn.core.ops",
+    "minitorch_attn.core.minmax",
+    "minitorch_attn.core.shape_ops",
+    "minitorch_attn.core.reductions",
+    "minitorch_attn.core.power",
+    "minitorch_attn.core.indexing",
+}  # Tensor <-> engine <-> operations, said so in core/
 MAX_LINES = 520
 
 
@@ -44,9 +50,9 @@ def _resolve(importer, node, known):
     for alias in node.names:
         child = f"{source}.{alias.name}"
         if child in known:
-            targets.append(child)       # from pkg import submodule
+            targets.append(child)  # from pkg import submodule
         elif source in known:
-            targets.append(source)      # from module import name
+            targets.append(source)  # from module import name
     return targets
 
 
@@ -115,7 +121,9 @@ def test_no_function_imports_the_package():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for sub in ast.walk(node):
-                    if isinstance(sub, ast.ImportFrom) and (sub.level or (sub.module or "").startswith("minitorch_attn")):
+                    if isinstance(sub, ast.ImportFrom) and (
+                        sub.level or (sub.module or "").startswith("minitorch_attn")
+                    ):
                         found.append(f"{path.name}:{sub.lineno}")
                     if isinstance(sub, ast.Import) and any(a.name.startswith("minitorch_attn") for a in sub.names):
                         found.append(f"{path.name}:{sub.lineno}")
@@ -158,7 +166,7 @@ def speed_layer_breaches(known, sources):
     from inside ``speed/`` that leaves it. ``sources`` maps module names to their text."""
     public, found = speed_public_names(), []
     for name, text in sources.items():
-        bound = set()                                  # local names bound to the speed package itself
+        bound = set()  # local names bound to the speed package itself
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ImportFrom):
                 source = _source_of(name, node, known)
@@ -180,8 +188,12 @@ def speed_layer_breaches(known, sources):
                     elif not _in_speed(name) and _in_speed(alias.name) and alias.name != SPEED:
                         found.append((name, f"imports {alias.name}, a module inside the speed layer"))
         for node in ast.walk(ast.parse(text)):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
-                    and node.attr not in public):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+                and node.attr not in public
+            ):
                 found.append((name, f"uses {node.value.id}.{node.attr}, not one of {SPEED}'s public names"))
     return found
 
@@ -204,13 +216,16 @@ def test_the_course_reaches_the_speed_layer_only_through_its_public_names():
     assert not breaches, f"the speed layer is reached around its public names: {breaches}"
 
 
-@pytest.mark.parametrize("planted, module", [
-    ("from ..speed.pool import run_on_threads\n", "minitorch_attn.functional.flash"),
-    ("from ..speed import _run_each\n", "minitorch_attn.functional.flash"),
-    ("from .. import speed\nspeed.pool\n", "minitorch_attn.functional.flash"),
-    ("import minitorch_attn.speed.rows\n", "minitorch_attn.optim"),
-    ("from ..core.tensor import Tensor\n", "minitorch_attn.speed.rows"),
-])
+@pytest.mark.parametrize(
+    "planted, module",
+    [
+        ("from ..speed.pool import run_on_threads\n", "minitorch_attn.functional.flash"),
+        ("from ..speed import _run_each\n", "minitorch_attn.functional.flash"),
+        ("from .. import speed\nspeed.pool\n", "minitorch_attn.functional.flash"),
+        ("import minitorch_attn.speed.rows\n", "minitorch_attn.optim"),
+        ("from ..core.tensor import Tensor\n", "minitorch_attn.speed.rows"),
+    ],
+)
 def test_the_speed_layer_check_finds_a_planted_breach(planted, module):
     known = modules()
     sources = {name: path.read_text() for name, path in known.items()}
@@ -223,16 +238,22 @@ def test_every_module_is_on_the_map():
     """``docs/map.md`` names every module of the package (its path, or its name in the row
     of its folder), so that a reader finds each one."""
     text = (PACKAGE.parent / "docs" / "map.md").read_text()
-    missing = [str(path.relative_to(PACKAGE.parent)) for path in sorted(PACKAGE.rglob("*.py"))
-               if path.name != "__init__.py" and not _on_the_map(path, text)]
+    missing = [
+        str(path.relative_to(PACKAGE.parent))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "__init__.py" and not _on_the_map(path, text)
+    ]
     assert not missing, f"modules with no row in docs/map.md: {missing}"
 
 
 def _on_the_map(path, text):
     relative = path.relative_to(PACKAGE.parent)
     folder = relative.parent.as_posix()
-    return (f"`{relative.as_posix()}`" in text or f"`{relative.relative_to('minitorch_attn').as_posix()}`" in text
-            or any(f"`{path.name}`" in row and f"`{folder}/" in row for row in text.splitlines()))
+    return (
+        f"`{relative.as_posix()}`" in text
+        or f"`{relative.relative_to('minitorch_attn').as_posix()}`" in text
+        or any(f"`{path.name}`" in row and f"`{folder}/" in row for row in text.splitlines())
+    )
 
 
 # ---- the engine on one page -------------------------------------------------------------------------
@@ -249,17 +270,27 @@ def test_the_engine_fits_on_one_page():
     defined = {node.name for node in ast.parse(text).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     assert "run_backward" in defined
     assert not defined & {"record_versions", "check_versions"}, "version counting belongs in core/inplace.py"
-    inplace = {node.name for node in ast.parse((PACKAGE / "core" / "inplace.py").read_text()).body
-               if isinstance(node, ast.FunctionDef)}
+    inplace = {
+        node.name
+        for node in ast.parse((PACKAGE / "core" / "inplace.py").read_text()).body
+        if isinstance(node, ast.FunctionDef)
+    }
     assert {"record_versions", "check_versions"} <= inplace
 
 
 # ---- the parts of the package: course, speed layer, support, application, homework ---------------------
 APP = "minitorch_attn.app"
 LAYERS = {
-    "course": ("minitorch_attn.core", "minitorch_attn.functional", "minitorch_attn.nn", "minitorch_attn.optim",
-               "minitorch_attn.graph", "minitorch_attn.gradcheck", "minitorch_attn.opinfo",
-               "minitorch_attn.tensor_methods"),
+    "course": (
+        "minitorch_attn.core",
+        "minitorch_attn.functional",
+        "minitorch_attn.nn",
+        "minitorch_attn.optim",
+        "minitorch_attn.graph",
+        "minitorch_attn.gradcheck",
+        "minitorch_attn.opinfo",
+        "minitorch_attn.tensor_methods",
+    ),
     "speed layer": (SPEED,),
     "support": ("minitorch_attn.argtypes", "minitorch_attn.atomic", "minitorch_attn.stopping"),
     "application": (APP,),
@@ -282,8 +313,10 @@ def test_every_module_belongs_to_one_part_of_the_package():
     """A new module goes into the course, the speed layer, support, ``app/`` or ``homework/``,
     and the map and this table say which: the layout shows the architecture."""
     unplaced = [name for name in modules() if layer_of(name) is None]
-    assert not unplaced, (f"modules in no part of the package (put them in a package of tests/test_layout.py's "
-                          f"LAYERS, application code in minitorch_attn/app/): {unplaced}")
+    assert not unplaced, (
+        f"modules in no part of the package (put them in a package of tests/test_layout.py's "
+        f"LAYERS, application code in minitorch_attn/app/): {unplaced}"
+    )
 
 
 def application_breaches(known, sources):
@@ -312,12 +345,15 @@ def test_nothing_outside_the_application_imports_it():
     assert not breaches, f"the application is imported from below it: {breaches}"
 
 
-@pytest.mark.parametrize("planted, module", [
-    ("from ..app import checkpoint\n", "minitorch_attn.nn.layers"),
-    ("from ..app.train import train\n", "minitorch_attn.gradcheck.command"),
-    ("import minitorch_attn.app.data\n", "minitorch_attn.optim"),
-    ("def f():\n    from .app import cli\n", "minitorch_attn.graph"),
-])
+@pytest.mark.parametrize(
+    "planted, module",
+    [
+        ("from ..app import checkpoint\n", "minitorch_attn.nn.layers"),
+        ("from ..app.train import train\n", "minitorch_attn.gradcheck.command"),
+        ("import minitorch_attn.app.data\n", "minitorch_attn.optim"),
+        ("def f():\n    from .app import cli\n", "minitorch_attn.graph"),
+    ],
+)
 def test_the_application_check_finds_a_planted_import(planted, module):
     known = modules()
     sources = {name: path.read_text() for name, path in known.items()}

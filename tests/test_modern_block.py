@@ -19,8 +19,8 @@ from minitorch_attn.app import checkpoint, sampling
 from minitorch_attn.nn import transformer
 from tests.conftest import float64_tolerance
 
-MODERN = dict(nn.LLAMA, num_kv_heads=2)     # 4 query heads share 2 key/value heads
-ASSEMBLY = dict(MODERN, mlp="gelu")         # its parts of task 6.3, with GPT-2's feed-forward network
+MODERN = dict(nn.LLAMA, num_kv_heads=2)  # 4 query heads share 2 key/value heads
+ASSEMBLY = dict(MODERN, mlp="gelu")  # its parts of task 6.3, with GPT-2's feed-forward network
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_silu_values_and_gradients_against_float64():
     y = F.silu(x)
     expected = np_silu(x.numpy())
     np.testing.assert_allclose(y.numpy(), expected, rtol=0, atol=float64_tolerance(expected, 8, "float64"))
-    assert y.numpy()[5] == pytest.approx(0.7310585786300049, abs=1e-15)   # silu(1) = σ(1)
+    assert y.numpy()[5] == pytest.approx(0.7310585786300049, abs=1e-15)  # silu(1) = σ(1)
     assert mt.gradcheck(F.silu, [x])
     assert mt.gradcheck(F.silu, [mt.randn(3, 4, dtype="float64", requires_grad=True)])
 
@@ -108,7 +108,7 @@ def test_swiglu_gradients_by_finite_differences_and_of_every_weight(tanh_gate):
     ffn(x).sum().backward()
     for name, p in ffn.named_parameters():
         assert p.grad is not None and p.grad.shape == p.shape, name
-    assert nn.SwiGLU(4, 6, bias=True).w2.bias.shape == (4,)     # biases only when asked for
+    assert nn.SwiGLU(4, 6, bias=True).w2.bias.shape == (4,)  # biases only when asked for
 
 
 @pytest.mark.task_6_2
@@ -116,23 +116,23 @@ def test_swiglu_width_matches_a_gelu_network_of_width_4d():
     assert nn.swiglu_width(128) == 344 and nn.swiglu_width(48) == 128
     gelu, swiglu = nn.FeedForward(128, 512), nn.SwiGLU(128, nn.swiglu_width(128))
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    assert count(gelu) == 131712 and count(swiglu) == 132096   # within 0.3%
+    assert count(gelu) == 131712 and count(swiglu) == 132096  # within 0.3%
 
 
 @pytest.mark.task_6_3
 def test_the_modern_gpt_has_no_biases_and_the_parts_it_is_made_of(monkeypatch):
     built = []
 
-    def stand_in(d_model, d_ff):                   # SwiGLU itself is task 6.2's: record the choice
+    def stand_in(d_model, d_ff):  # SwiGLU itself is task 6.2's: record the choice
         built.append((d_model, d_ff))
         return nn.Linear(d_model, d_ff, bias=False)
 
     monkeypatch.setattr(transformer, "SwiGLU", stand_in)
     model = small_gpt(**MODERN, d_ff=40)
-    assert built == [(16, 40), (16, 40)]                                    # mlp="swiglu" in every block
+    assert built == [(16, 40), (16, 40)]  # mlp="swiglu" in every block
     names = [name for name, _ in model.named_parameters()]
     assert not [n for n in names if n.endswith("bias")]
-    assert "position_embedding.weight" not in names                         # rotary positions
+    assert "position_embedding.weight" not in names  # rotary positions
     block = model.blocks[0]
     assert isinstance(block.norm1, nn.RMSNorm)
     assert block.attn.num_kv_heads == 2 and block.attn.W_qkv.weight.shape == (16 + 2 * 2 * 4, 16)
@@ -161,7 +161,7 @@ def test_rotary_attention_sees_relative_positions_only():
     np.testing.assert_allclose(later, at_start, rtol=0, atol=float64_tolerance(at_start, 64, "float64"))
     unrotated = to_float64(nn.MultiHeadAttention(8, 2, dropout=0.0, num_kv_heads=1))
     unrotated.load_state_dict(mha.state_dict())
-    assert np.abs(unrotated(x, x, x, is_causal=True)[0].numpy() - at_start).max() > 1e-3   # the rotation matters
+    assert np.abs(unrotated(x, x, x, is_causal=True)[0].numpy() - at_start).max() > 1e-3  # the rotation matters
 
 
 @pytest.mark.task_6_3
@@ -171,28 +171,29 @@ def test_cached_chunks_of_any_size_give_the_logits_of_one_forward():
     then single tokens: the logits of one forward over the whole sequence at every step."""
     model = small_gpt(**ASSEMBLY).eval()
     rng = np.random.default_rng(5)
-    for p in model.parameters():           # weights large enough for every position to matter
+    for p in model.parameters():  # weights large enough for every position to matter
         p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
     idx = mt.tensor(rng.integers(0, 11, (2, 20)))
     full = model(idx).numpy()
     cache, pieces, start = model.new_cache(), [], 0
     for size in (3, 6, 1, 9, 1):
-        pieces.append(model(idx[:, start:start + size], cache=cache).numpy())
+        pieces.append(model(idx[:, start : start + size], cache=cache).numpy())
         start += size
     assert start == 20 and cache.position == 20 and cache.length == 7
-    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=0,
-                               atol=float64_tolerance(full, 100, "float64"))
+    np.testing.assert_allclose(
+        np.concatenate(pieces, axis=1), full, rtol=0, atol=float64_tolerance(full, 100, "float64")
+    )
 
 
 # ---- it trains -----------------------------------------------------------------------------------
 def train(model, steps=30, seed=0):
     rng = np.random.default_rng(seed)
-    data = np.tile(np.arange(11), 40)        # a sequence the model can learn: 0 1 2 ... 10 0 1 ...
+    data = np.tile(np.arange(11), 40)  # a sequence the model can learn: 0 1 2 ... 10 0 1 ...
     opt = optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(steps):
         starts = rng.integers(0, len(data) - 9, 8)
-        batch = np.stack([data[s:s + 9] for s in starts])
+        batch = np.stack([data[s : s + 9] for s in starts])
         logits = model(mt.tensor(batch[:, :-1]))
         loss = F.cross_entropy(logits.reshape(-1, 11), mt.tensor(batch[:, 1:].reshape(-1)))
         opt.zero_grad()
@@ -236,12 +237,13 @@ def test_pytorch_reimplementation_gives_equal_logits_and_gradients_in_float64(to
 
     model = small_gpt(**MODERN, tie_weights=False)
     rng = np.random.default_rng(3)
-    for p in model.parameters():              # weights large enough for every layer to matter
+    for p in model.parameters():  # weights large enough for every layer to matter
         p.data = mt.tensor(rng.normal(0.0, 0.2, p.shape), dtype="float64").data
-    theirs = TorchGPT(**{k: v for k, v in model.config.items() if k != "attn_impl"},
-                      norm_eps=float(np.finfo(np.float64).eps)).double()
+    theirs = TorchGPT(
+        **{k: v for k, v in model.config.items() if k != "attn_impl"}, norm_eps=float(np.finfo(np.float64).eps)
+    ).double()
     theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in model.state_dict().items()})
-    batch = rng.integers(0, 11, (3, 12))      # past max_seq_len: rotary attention slides
+    batch = rng.integers(0, 11, (3, 12))  # past max_seq_len: rotary attention slides
     target = rng.integers(0, 11, (3 * 12,))
     logits = model(mt.tensor(batch))
     loss = F.cross_entropy(logits.reshape(-1, 11), mt.tensor(target))
@@ -264,23 +266,52 @@ def test_train_builds_the_modern_block_from_flags_and_export_loads_it_in_pytorch
 
     text = tmp_path / "corpus.txt"
     text.write_text(data.load_corpus()[:4000], encoding="utf-8")
-    flags = ["--d-model", "16", "--num-layers", "1", "--num-heads", "4", "--block-size", "16", "--batch-size", "4",
-             "--sample-tokens", "5", "--eval-windows", "2", "--time-budget", "0", "--quiet",
-             "--norm", "rmsnorm", "--pos-encoding", "rope", "--mlp", "swiglu", "--num-kv-heads", "2"]
+    flags = [
+        "--d-model",
+        "16",
+        "--num-layers",
+        "1",
+        "--num-heads",
+        "4",
+        "--block-size",
+        "16",
+        "--batch-size",
+        "4",
+        "--sample-tokens",
+        "5",
+        "--eval-windows",
+        "2",
+        "--time-budget",
+        "0",
+        "--quiet",
+        "--norm",
+        "rmsnorm",
+        "--pos-encoding",
+        "rope",
+        "--mlp",
+        "swiglu",
+        "--num-kv-heads",
+        "2",
+    ]
     out = tmp_path / "run"
     assert cli.main(["train", "--text", str(text), "--steps", "3", "--out", str(out), *flags]) == 0
     ckpt = next(out.rglob("*.npz"))
     config = checkpoint.load(ckpt)["config"]
     assert (config["mlp"], config["num_kv_heads"], config["norm"], config["pos_encoding"]) == (
-        "swiglu", 2, "rmsnorm", "rope")
+        "swiglu",
+        2,
+        "rmsnorm",
+        "rope",
+    )
     assert cli.main(["export", "--checkpoint", str(ckpt), "--out", str(tmp_path / "m.safetensors")]) == 0
     theirs, vocab = TorchGPT.from_export(str(tmp_path / "m.safetensors"))
     ours = sampling.load_model(str(ckpt))[0].eval()
     ids = np.asarray([vocab.encode("The quick brown fox")])
     with torch.no_grad():
         reference = theirs(torch.tensor(ids)).numpy()
-    np.testing.assert_allclose(ours(mt.tensor(ids)).numpy(), reference, rtol=0,
-                               atol=float64_tolerance(reference, 10, "float32"))
+    np.testing.assert_allclose(
+        ours(mt.tensor(ids)).numpy(), reference, rtol=0, atol=float64_tolerance(reference, 10, "float32")
+    )
 
 
 @pytest.mark.task_6_1
@@ -288,9 +319,11 @@ def test_train_builds_the_modern_block_from_flags_and_export_loads_it_in_pytorch
 def test_silu_below_its_exponent_cap_keeps_its_relative_digits(dtype):
     """Past x = -80 the forward caps e^-x and takes s = e^x there: the values stay exact
     relative to the float64 math (1/(1 + e^80) in place of e^x would be off by up to 1e35)."""
-    values = np.array([-79.5, -80.5, -85.0, -87.0, -100.0 if dtype == "float64" else -86.5, -700.0 if dtype == "float64" else -80.0])
+    values = np.array(
+        [-79.5, -80.5, -85.0, -87.0, -100.0 if dtype == "float64" else -86.5, -700.0 if dtype == "float64" else -80.0]
+    )
     y = F.silu(mt.tensor(values, dtype=dtype)).numpy().astype(np.float64)
-    exact = values * np.exp(values - np.logaddexp(0.0, values))           # x σ(x), σ(x) = e^x / (1 + e^x)
+    exact = values * np.exp(values - np.logaddexp(0.0, values))  # x σ(x), σ(x) = e^x / (1 + e^x)
     np.testing.assert_allclose(y, exact, rtol=8 * float(np.finfo(dtype).eps), atol=0)
 
 

@@ -34,11 +34,16 @@ def test_load_state_dict_result_is_torchs_named_tuple(torch):
     assert tuple(ours) == tuple(result) and ours._fields == result._fields
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: optim.AdamW(p, lr=np.float32(1e-3), betas=(np.float32(0.9), np.float64(0.99)),
-                          weight_decay=np.float64(0.1)),
-    lambda p: optim.SGD(p, lr=np.float64(0.1), momentum=np.float32(0.5)),
-], ids=["AdamW", "SGD"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: optim.AdamW(
+            p, lr=np.float32(1e-3), betas=(np.float32(0.9), np.float64(0.99)), weight_decay=np.float64(0.1)
+        ),
+        lambda p: optim.SGD(p, lr=np.float64(0.1), momentum=np.float32(0.5)),
+    ],
+    ids=["AdamW", "SGD"],
+)
 def test_numpy_numbers_in_hyperparameters_and_config_save_and_load(tmp_path, make):
     m = model()
     opt = make(m.parameters())
@@ -59,8 +64,10 @@ def test_what_json_cannot_store_is_a_clear_error(tmp_path):
         checkpoint.save(tmp_path / "c.npz", model(), config={"f": object()})
 
 
-@pytest.mark.parametrize("affine, bias, params", [(True, True, ["weight", "bias"]), (True, False, ["weight"]),
-                                                  (False, True, []), (False, False, [])])
+@pytest.mark.parametrize(
+    "affine, bias, params",
+    [(True, True, ["weight", "bias"]), (True, False, ["weight"]), (False, True, []), (False, False, [])],
+)
 def test_layer_norm_without_affine_or_bias(affine, bias, params):
     ln = nn.LayerNorm(4, elementwise_affine=affine, bias=bias)
     assert [n for n, _ in ln.named_parameters()] == params
@@ -89,12 +96,18 @@ def test_norm_flags_are_read_by_their_truth_as_pytorch_reads_them():
 
 def test_norm_modules_match_torch(torch):
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
-    for ours, theirs in [(nn.LayerNorm(4, bias=False), torch.nn.LayerNorm(4, bias=False)),
-                         (nn.LayerNorm(4, elementwise_affine=False), torch.nn.LayerNorm(4, elementwise_affine=False)),
-                         (nn.RMSNorm(4, elementwise_affine=False), torch.nn.RMSNorm(4, elementwise_affine=False))]:
+    for ours, theirs in [
+        (nn.LayerNorm(4, bias=False), torch.nn.LayerNorm(4, bias=False)),
+        (nn.LayerNorm(4, elementwise_affine=False), torch.nn.LayerNorm(4, elementwise_affine=False)),
+        (nn.RMSNorm(4, elementwise_affine=False), torch.nn.RMSNorm(4, elementwise_affine=False)),
+    ]:
         assert len(ours.parameters()) == len(list(theirs.parameters()))
-        np.testing.assert_allclose(ours(mt.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(),
-                                   rtol=0, atol=16 * np.finfo(np.float32).eps)
+        np.testing.assert_allclose(
+            ours(mt.tensor(x)).numpy(),
+            theirs(torch.tensor(x)).detach().numpy(),
+            rtol=0,
+            atol=16 * np.finfo(np.float32).eps,
+        )
 
 
 def renormed(weight, idx, max_norm, p):
@@ -117,7 +130,7 @@ def test_embedding_max_norm_renormalizes_the_looked_up_rows_in_place(norm_type):
     want = renormed(before, idx, 1.5, norm_type)
     np.testing.assert_allclose(e.weight.numpy(), want, rtol=4 * np.finfo(np.float32).eps)
     np.testing.assert_allclose(y.numpy(), want[idx], rtol=4 * np.finfo(np.float32).eps)
-    np.testing.assert_array_equal(e.weight.numpy()[[3, 4]], before[[3, 4]])   # not looked up: untouched
+    np.testing.assert_array_equal(e.weight.numpy()[[3, 4]], before[[3, 4]])  # not looked up: untouched
     assert e.weight._version == version + 1 and e.weight.is_leaf
     y.sum().backward()
     np.testing.assert_array_equal(e.weight.grad.numpy()[:, 0], [2, 1, 2, 0, 0, 1])
@@ -133,7 +146,7 @@ def test_embedding_max_norm_with_padding_and_bad_values():
             nn.Embedding(4, 3, max_norm=bad)
     before = e.weight.numpy().copy()
     with pytest.raises(ValueError):
-        e(mt.tensor([-1, 2]))            # refused before any write
+        e(mt.tensor([-1, 2]))  # refused before any write
     np.testing.assert_array_equal(e.weight.numpy(), before)
 
 
@@ -143,6 +156,7 @@ def test_embedding_max_norm_matches_torch(torch):
     with torch.no_grad():
         te.weight.copy_(torch.tensor(e.weight.numpy()))
     idx = [[0, 1, 1], [3, 0, 4]]
-    np.testing.assert_allclose(e(mt.tensor(idx)).numpy(), te(torch.tensor(idx)).detach().numpy(),
-                               rtol=0, atol=4 * np.finfo(np.float32).eps)
+    np.testing.assert_allclose(
+        e(mt.tensor(idx)).numpy(), te(torch.tensor(idx)).detach().numpy(), rtol=0, atol=4 * np.finfo(np.float32).eps
+    )
     np.testing.assert_allclose(e.weight.numpy(), te.weight.detach().numpy(), rtol=0, atol=4 * np.finfo(np.float32).eps)

@@ -6,15 +6,14 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import float64_tolerance
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-
 from minitorch_attn import opinfo
-from conftest import float64_tolerance
 
 nan = float("nan")
-CALLS = opinfo.one_input_calls()   # each op's call and its NaN facts: its catalogue record
+CALLS = opinfo.one_input_calls()  # each op's call and its NaN facts: its catalogue record
 
 
 def nan_input(lib=mt, **options):
@@ -76,7 +75,7 @@ def test_clamp_at_nan():
 
 def test_dropout_keeps_nan():
     y = F.dropout(mt.full((64,), nan), p=0.5)
-    assert np.isnan(y.numpy()).all()    # NaN times the mask, as PyTorch
+    assert np.isnan(y.numpy()).all()  # NaN times the mask, as PyTorch
 
 
 def _forward_backward(op, x, grad):

@@ -154,14 +154,17 @@ def test_einsum_is_matmul_and_takes_a_list():
     np.testing.assert_allclose(mt.einsum("ij,jk->ik", [a, b]).numpy(), (a @ b).numpy(), rtol=1e-14)
 
 
-@pytest.mark.parametrize("equation, shapes, message", [
-    ("ii->i", [(3, 3)], "a diagonal"),
-    ("...ij->ij", [(2, 3, 3)], r"'\.\.\.'"),
-    ("ij,jk->ik", [(3, 4), (5, 2)], "index 'j' has size 4 in one operand and 5"),
-    ("ij->k", [(3, 4)], "found in no operand"),
-    ("ij,jk->ik", [(3, 4)], "names 2 operands, got 1"),
-    ("ijk->i", [(3, 4)], "operand 0 has 2 dims"),
-])
+@pytest.mark.parametrize(
+    "equation, shapes, message",
+    [
+        ("ii->i", [(3, 3)], "a diagonal"),
+        ("...ij->ij", [(2, 3, 3)], r"'\.\.\.'"),
+        ("ij,jk->ik", [(3, 4), (5, 2)], "index 'j' has size 4 in one operand and 5"),
+        ("ij->k", [(3, 4)], "found in no operand"),
+        ("ij,jk->ik", [(3, 4)], "names 2 operands, got 1"),
+        ("ijk->i", [(3, 4)], "operand 0 has 2 dims"),
+    ],
+)
 def test_einsum_errors_name_what_is_wrong(equation, shapes, message):
     with pytest.raises(ValueError, match=message):
         mt.einsum(equation, *[mt.randn(*s) for s in shapes])
@@ -187,8 +190,11 @@ def test_one_hot_probability_targets_give_the_class_index_loss_without_weights()
     classes = mt.tensor([0, 2, 1, 1])
     onehot = mt.tensor(np.eye(3)[classes.numpy()], dtype="float64")
     for eps in (0.0, 0.1):
-        np.testing.assert_allclose(F.cross_entropy(logits, onehot, label_smoothing=eps).item(),
-                                   F.cross_entropy(logits, classes, label_smoothing=eps).item(), rtol=1e-14)
+        np.testing.assert_allclose(
+            F.cross_entropy(logits, onehot, label_smoothing=eps).item(),
+            F.cross_entropy(logits, classes, label_smoothing=eps).item(),
+            rtol=1e-14,
+        )
 
 
 def test_probability_targets_of_another_shape_are_refused():

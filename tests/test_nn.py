@@ -38,7 +38,10 @@ def test_gpt_parameter_count_matches_the_formula():
     block = (3 * d * d + d * d) + (d * ff + ff + ff * d + d) + 2 * (2 * d)  # attn, ffn, two LayerNorms
     tied = V * d + T * d + L * block + 2 * d
     assert nn.GPT(V, d_model=d, num_heads=4, num_layers=L, max_seq_len=T).num_parameters() == tied
-    assert nn.GPT(V, d_model=d, num_heads=4, num_layers=L, max_seq_len=T, tie_weights=False).num_parameters() == tied + V * d
+    assert (
+        nn.GPT(V, d_model=d, num_heads=4, num_layers=L, max_seq_len=T, tie_weights=False).num_parameters()
+        == tied + V * d
+    )
 
 
 def test_bad_head_count_raises():
@@ -151,9 +154,11 @@ def test_embedding_padding_row_starts_at_zero_and_gets_no_gradient_as_pytorch(rn
 def test_linear_and_norms_match_pytorch(torch):
     x = x64(2, 3, 6)
     xt = torch.tensor(x.numpy())
-    for ours, theirs in [(nn.Linear(6, 4), torch.nn.Linear(6, 4)),
-                         (nn.LayerNorm(6), torch.nn.LayerNorm(6)),
-                         (nn.RMSNorm(6), torch.nn.RMSNorm(6))]:
+    for ours, theirs in [
+        (nn.Linear(6, 4), torch.nn.Linear(6, 4)),
+        (nn.LayerNorm(6), torch.nn.LayerNorm(6)),
+        (nn.RMSNorm(6), torch.nn.RMSNorm(6)),
+    ]:
         to_float64(ours)
         theirs = theirs.double()
         ours.weight.data = mt.randn(*ours.weight.shape, dtype="float64").data
@@ -171,13 +176,15 @@ def test_multihead_attention_matches_pytorch(torch):
     ours = to_float64(nn.MultiHeadAttention(d, h, dropout=0.0))
     theirs = torch.nn.MultiheadAttention(d, h, bias=False, batch_first=True).double()
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.tensor(np.concatenate(
-            [ours.W_q.weight.numpy(), ours.W_k.weight.numpy(), ours.W_v.weight.numpy()])))
+        theirs.in_proj_weight.copy_(
+            torch.tensor(np.concatenate([ours.W_q.weight.numpy(), ours.W_k.weight.numpy(), ours.W_v.weight.numpy()]))
+        )
         theirs.out_proj.weight.copy_(torch.tensor(ours.W_o.weight.numpy()))
     q, kv = x64(2, 5, d), x64(2, 7, d)
     out, weights = ours(q, kv, kv)
-    t_out, t_weights = theirs(torch.tensor(q.numpy()), torch.tensor(kv.numpy()), torch.tensor(kv.numpy()),
-                              average_attn_weights=False)
+    t_out, t_weights = theirs(
+        torch.tensor(q.numpy()), torch.tensor(kv.numpy()), torch.tensor(kv.numpy()), average_attn_weights=False
+    )
     expected = t_out.detach().numpy()
     np.testing.assert_allclose(out.numpy(), expected, atol=float64_tolerance(expected, 50, "float64"))
     np.testing.assert_allclose(weights.numpy(), t_weights.detach().numpy(), atol=1e-13)
@@ -246,8 +253,9 @@ def test_fused_qkv_equals_separate_projections(device):
 def test_causal_attention_ignores_the_future():
     mha = nn.MultiHeadAttention(8, 2, dropout=0.0)
     x = mt.randn(1, 6, 8)
-    y = mt.tensor(np.concatenate([x.numpy()[:, :4], np.random.default_rng(0).standard_normal((1, 2, 8))], axis=1),
-                  dtype="float32")
+    y = mt.tensor(
+        np.concatenate([x.numpy()[:, :4], np.random.default_rng(0).standard_normal((1, 2, 8))], axis=1), dtype="float32"
+    )
     a, w = mha(x, x, x, is_causal=True)
     b, _ = mha(y, y, y, is_causal=True)
     np.testing.assert_allclose(a.numpy()[:, :4], b.numpy()[:, :4], rtol=1e-5, atol=1e-6)
@@ -273,10 +281,10 @@ def test_encoder_block_pre_and_post_ln(norm_first, norm):
     block = nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0, norm_first=norm_first, norm=norm)
     x = mt.randn(2, 5, 8)
     attend = lambda h: block.attn(h, h, h)[0]  # noqa: E731
-    if norm_first:   # x + attn(norm1(x)), then + ffn(norm2(.))
+    if norm_first:  # x + attn(norm1(x)), then + ffn(norm2(.))
         h = x + attend(block.norm1(x))
         expected = h + block.ffn(block.norm2(h))
-    else:            # norm1(x + attn(x)), then norm2(. + ffn(.))
+    else:  # norm1(x + attn(x)), then norm2(. + ffn(.))
         h = block.norm1(x + attend(x))
         expected = block.norm2(h + block.ffn(h))
     np.testing.assert_allclose(block(x).numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
@@ -308,13 +316,28 @@ def test_transformer_encoder_shapes_and_length_check():
 def test_gpt_is_a_decoder_not_an_encoder_and_keeps_its_parameter_names():
     gpt = nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)
     assert not isinstance(gpt, nn.TransformerEncoder)
-    block = ["attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight", "norm1.bias", "norm2.weight",
-             "norm2.bias", "ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]
+    block = [
+        "attn.W_qkv.weight",
+        "attn.W_o.weight",
+        "norm1.weight",
+        "norm1.bias",
+        "norm2.weight",
+        "norm2.bias",
+        "ffn.0.weight",
+        "ffn.0.bias",
+        "ffn.2.weight",
+        "ffn.2.bias",
+    ]
     # the names of checkpoints written before GPT and TransformerEncoder were separated, and
     # the tied lm_head.weight listed again at the end, as PyTorch's state_dict lists it
-    assert list(gpt.state_dict()) == ["token_embedding.weight", "position_embedding.weight",
-                                      *(f"blocks.0.{name}" for name in block), "norm.weight", "norm.bias",
-                                      "lm_head.weight"]
+    assert list(gpt.state_dict()) == [
+        "token_embedding.weight",
+        "position_embedding.weight",
+        *(f"blocks.0.{name}" for name in block),
+        "norm.weight",
+        "norm.bias",
+        "lm_head.weight",
+    ]
 
 
 def test_the_mask_argument_is_attn_mask_as_in_functional():
@@ -349,17 +372,18 @@ def test_kv_cache_gives_the_same_logits(num_kv_heads):
     idx = mt.randint(0, 12, (2, 9))
     full = gpt(idx).numpy()
     cache = gpt.new_cache()
-    steps = [gpt(idx[:, :4], cache=cache).numpy()]          # the prompt in one go ...
-    for t in range(4, 9):                                     # ... then one token at a time
-        steps.append(gpt(idx[:, t:t + 1], cache=cache).numpy())
+    steps = [gpt(idx[:, :4], cache=cache).numpy()]  # the prompt in one go ...
+    for t in range(4, 9):  # ... then one token at a time
+        steps.append(gpt(idx[:, t : t + 1], cache=cache).numpy())
     assert cache.length == 9
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-4, atol=1e-5)
 
 
 def _rope_gpt(rng, max_seq_len=3, num_layers=2, **options):
     """A float64 GPT with rotary positions and weights large enough to matter (std 0.3)."""
-    gpt = nn.GPT(12, d_model=16, num_heads=4, num_layers=num_layers, max_seq_len=max_seq_len,
-                 pos_encoding="rope", **options).eval()
+    gpt = nn.GPT(
+        12, d_model=16, num_heads=4, num_layers=num_layers, max_seq_len=max_seq_len, pos_encoding="rope", **options
+    ).eval()
     for p in gpt.parameters():
         p.data = mt.tensor(rng.normal(0.0, 0.3, p.shape), dtype="float64").data
     return gpt
@@ -370,7 +394,7 @@ def test_rope_gpt_has_no_position_table_and_reads_any_length(rng):
     gpt = _rope_gpt(rng)
     assert "position_embedding.weight" not in gpt.state_dict()
     assert all(block.attn.rope_base == 10000.0 for block in gpt.blocks)
-    assert gpt(mt.randint(0, 12, (2, 10))).shape == (2, 10, 12)      # longer than max_seq_len = 3
+    assert gpt(mt.randint(0, 12, (2, 10))).shape == (2, 10, 12)  # longer than max_seq_len = 3
     with pytest.raises(ValueError, match="exceeds max_seq_len=3"):
         nn.GPT(12, d_model=16, num_heads=4, num_layers=1, max_seq_len=3)(mt.randint(0, 12, (1, 4)))
     with pytest.raises(ValueError, match="pos_encoding must be one of"):
@@ -397,15 +421,16 @@ def test_rope_attention_slides_over_the_last_max_seq_len_keys(rng):
 def test_rope_kv_cache_slides_and_gives_the_same_logits(rng, num_kv_heads, attn_impl):
     gpt = _rope_gpt(rng, max_seq_len=4, num_kv_heads=num_kv_heads, attn_impl=attn_impl)
     idx = mt.tensor(rng.integers(0, 12, (2, 13)))
-    full = gpt(idx).numpy()                                   # one forward, banded causal mask
+    full = gpt(idx).numpy()  # one forward, banded causal mask
     cache = gpt.new_cache()
-    steps = [gpt(idx[:, :6], cache=cache).numpy()]           # a prompt longer than the window ...
-    assert cache.length == 3 and cache.position == 6          # ... keeps the last window - 1
-    for t in range(6, 13):                                    # ... then one token at a time
-        steps.append(gpt(idx[:, t:t + 1], cache=cache).numpy())
+    steps = [gpt(idx[:, :6], cache=cache).numpy()]  # a prompt longer than the window ...
+    assert cache.length == 3 and cache.position == 6  # ... keeps the last window - 1
+    for t in range(6, 13):  # ... then one token at a time
+        steps.append(gpt(idx[:, t : t + 1], cache=cache).numpy())
     assert cache.length == 3 and cache.position == 13
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0,
-                               atol=float64_tolerance(full, n_ops=100, dtype="float64"))
+    np.testing.assert_allclose(
+        np.concatenate(steps, axis=1), full, rtol=0, atol=float64_tolerance(full, n_ops=100, dtype="float64")
+    )
 
 
 def test_rotary_attention_needs_self_attention():
@@ -415,10 +440,13 @@ def test_rotary_attention_needs_self_attention():
         mha(mt.randn(1, 3, 8), mt.randn(1, 5, 8), mt.randn(1, 5, 8))
 
 
-@pytest.mark.parametrize("options", [
-    dict(),
-    dict(num_kv_heads=1, fused_qkv=True, bias=True),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),
+        dict(num_kv_heads=1, fused_qkv=True, bias=True),
+    ],
+)
 def test_attention_module_gradients_by_finite_differences(options):
     """The module wires the checked ops together (projections, head split, GQA, attention,
     head merge); the gradient of its input must agree with central differences too
@@ -453,30 +481,37 @@ def test_block_gradients_by_finite_differences(norm_first):
     assert mt.gradcheck(lambda x: block(x, is_causal=True), [x], fast_mode=True)
 
 
-@pytest.mark.parametrize("call", [
-    lambda: nn.Linear(4, 5)([[1.0, 2.0, 3.0, 4.0]]),
-    lambda: nn.Linear(4, 5)(None),
-    lambda: nn.LayerNorm(4)([1.0, 2.0, 3.0, 4.0]),
-    lambda: nn.RMSNorm(4)(None),
-    lambda: nn.MultiHeadAttention(8, 2)(None, None, None),
-    lambda: nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)([[1, 2]]),
-    lambda: nn.TransformerEncoder(5, 8, 2, 16, 1, 4)([[1, 2, 3]]),
-], ids=["linear-list", "linear-none", "layernorm", "rmsnorm", "attention", "gpt", "encoder"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: nn.Linear(4, 5)([[1.0, 2.0, 3.0, 4.0]]),
+        lambda: nn.Linear(4, 5)(None),
+        lambda: nn.LayerNorm(4)([1.0, 2.0, 3.0, 4.0]),
+        lambda: nn.RMSNorm(4)(None),
+        lambda: nn.MultiHeadAttention(8, 2)(None, None, None),
+        lambda: nn.GPT(5, d_model=8, num_heads=2, num_layers=1, max_seq_len=4)([[1, 2]]),
+        lambda: nn.TransformerEncoder(5, 8, 2, 16, 1, 4)([[1, 2, 3]]),
+    ],
+    ids=["linear-list", "linear-none", "layernorm", "rmsnorm", "attention", "gpt", "encoder"],
+)
 def test_modules_given_something_other_than_a_tensor_raise_type_error(call):
     with pytest.raises(TypeError, match=r"expected a Tensor, got (list|NoneType)"):
         call()
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: nn.GELU("x"), "approximate must be 'none' or 'tanh'"),
-    (lambda: nn.LayerNorm(0), "normalized_shape"),
-    (lambda: nn.RMSNorm((4, 0)), "normalized_shape"),
-    (lambda: nn.LayerNorm(4, eps=-1), "eps must be a finite number > 0"),
-    (lambda: nn.LayerNorm(4, eps=0.0), "eps must be a finite number > 0"),
-    (lambda: nn.RMSNorm(4, eps="small"), "eps must be a finite number > 0"),
-    (lambda: nn.GPT(5, num_layers=-1), "num_layers must be a positive int"),
-    (lambda: nn.GPT(5, num_layers=0), "num_layers must be a positive int"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: nn.GELU("x"), "approximate must be 'none' or 'tanh'"),
+        (lambda: nn.LayerNorm(0), "normalized_shape"),
+        (lambda: nn.RMSNorm((4, 0)), "normalized_shape"),
+        (lambda: nn.LayerNorm(4, eps=-1), "eps must be a finite number > 0"),
+        (lambda: nn.LayerNorm(4, eps=0.0), "eps must be a finite number > 0"),
+        (lambda: nn.RMSNorm(4, eps="small"), "eps must be a finite number > 0"),
+        (lambda: nn.GPT(5, num_layers=-1), "num_layers must be a positive int"),
+        (lambda: nn.GPT(5, num_layers=0), "num_layers must be a positive int"),
+    ],
+)
 def test_bad_constructor_arguments_raise_value_error(make, message):
     with pytest.raises(ValueError, match=message):
         make()
@@ -495,11 +530,12 @@ EMPTY_SHAPES = [(0, 5, 6), (2, 0, 6), (0, 0, 6)]
 
 def _torch_twin(ours, torch):
     """The PyTorch layer of ``ours`` in float64, holding the same weights."""
-    theirs = {nn.Linear: lambda m: torch.nn.Linear(m.in_features, m.out_features),
-              nn.LayerNorm: lambda m: torch.nn.LayerNorm(m.normalized_shape, eps=m.eps),
-              nn.RMSNorm: lambda m: torch.nn.RMSNorm(m.normalized_shape, eps=m.eps),
-              nn.Embedding: lambda m: torch.nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
-              }[type(ours)](ours).double()
+    theirs = {
+        nn.Linear: lambda m: torch.nn.Linear(m.in_features, m.out_features),
+        nn.LayerNorm: lambda m: torch.nn.LayerNorm(m.normalized_shape, eps=m.eps),
+        nn.RMSNorm: lambda m: torch.nn.RMSNorm(m.normalized_shape, eps=m.eps),
+        nn.Embedding: lambda m: torch.nn.Embedding(m.num_embeddings, m.embedding_dim, padding_idx=m.padding_idx),
+    }[type(ours)](ours).double()
     with torch.no_grad():
         for name, p in ours.named_parameters():
             getattr(theirs, name).copy_(torch.tensor(p.numpy()))
@@ -507,8 +543,11 @@ def _torch_twin(ours, torch):
 
 
 @pytest.mark.parametrize("shape", EMPTY_SHAPES)
-@pytest.mark.parametrize("make", [lambda: nn.Linear(6, 4), lambda: nn.LayerNorm(6), lambda: nn.RMSNorm(6),
-                                  lambda: nn.Embedding(6, 4)], ids=["Linear", "LayerNorm", "RMSNorm", "Embedding"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: nn.Linear(6, 4), lambda: nn.LayerNorm(6), lambda: nn.RMSNorm(6), lambda: nn.Embedding(6, 4)],
+    ids=["Linear", "LayerNorm", "RMSNorm", "Embedding"],
+)
 def test_layers_take_empty_batch_and_sequence_dims_as_pytorch(make, shape, device, torch):
     ours = to_float64(make(), device)
     theirs = _torch_twin(ours, torch)
@@ -534,7 +573,10 @@ def test_attention_takes_an_empty_batch_as_pytorch(attn_impl, need_weights, torc
     theirs = torch.nn.MultiheadAttention(8, 2, bias=False, batch_first=True).double()
     x = x64(0, 5, 8).requires_grad_()
     xt = torch.zeros(0, 5, 8, dtype=torch.float64, requires_grad=True)
-    (out, weights), (t_out, t_weights) = ours(x, x, x, need_weights=need_weights), theirs(xt, xt, xt, average_attn_weights=False)
+    (out, weights), (t_out, t_weights) = (
+        ours(x, x, x, need_weights=need_weights),
+        theirs(xt, xt, xt, average_attn_weights=False),
+    )
     assert out.shape == tuple(t_out.shape) == (0, 5, 8)
     assert weights is None if not need_weights else weights.shape == tuple(t_weights.shape)
     out.sum().backward()
@@ -547,7 +589,10 @@ def test_attention_takes_an_empty_batch_as_pytorch(attn_impl, need_weights, torc
 def test_blocks_and_models_take_an_empty_batch():
     shape = (0, 4)
     x = x64(*shape, 8).requires_grad_()
-    encoder, decoder = nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0), nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0)
+    encoder, decoder = (
+        nn.TransformerEncoderBlock(8, 2, 16, dropout=0.0),
+        nn.TransformerDecoderBlock(8, 2, 16, dropout=0.0),
+    )
     out = to_float64(encoder)(x, is_causal=True) + to_float64(decoder)(x, x64(0, 3, 8))
     out.sum().backward()
     assert out.shape == x.grad.shape == x.shape
@@ -566,12 +611,17 @@ def test_the_flash_model_takes_an_empty_sequence(shape):
     logits.sum().backward()
     assert logits.shape == (*shape, 7)
     assert all(not np.any(p.grad.numpy()) for p in gpt.parameters())
-@pytest.mark.parametrize("make, message", [
-    (lambda: nn.KVCache(0), "num_layers must be a positive int"),
-    (lambda: nn.KVCache(2, window=0), "window must be a positive int"),
-    (lambda: nn.KVCache(2, window=-3), "window must be a positive int"),
-    (lambda: nn.KVCache(2, max_positions=2.5), "max_positions must be a positive int"),
-])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: nn.KVCache(0), "num_layers must be a positive int"),
+        (lambda: nn.KVCache(2, window=0), "window must be a positive int"),
+        (lambda: nn.KVCache(2, window=-3), "window must be a positive int"),
+        (lambda: nn.KVCache(2, max_positions=2.5), "max_positions must be a positive int"),
+    ],
+)
 def test_kv_cache_rejects_sizes_that_cannot_be(make, message):
     """KVCache(2, window=0) once kept k[:, :, n + 1:] (nothing) and KVCache(0) failed only
     at its first use with an IndexError."""
@@ -603,8 +653,11 @@ def test_linear_with_an_empty_feature_dim_as_pytorch(torch, in_features, out_fea
     layer = nn.Linear(in_features, out_features, dtype="float64")
     x = mt.zeros(2, in_features, dtype="float64", requires_grad=True)
     y = layer(x)
-    reference = torch.nn.functional.linear(torch.zeros(2, in_features, dtype=torch.float64),
-                                           torch.tensor(layer.weight.numpy()), torch.tensor(layer.bias.numpy()))
+    reference = torch.nn.functional.linear(
+        torch.zeros(2, in_features, dtype=torch.float64),
+        torch.tensor(layer.weight.numpy()),
+        torch.tensor(layer.bias.numpy()),
+    )
     assert y.shape == tuple(reference.shape)
     np.testing.assert_array_equal(y.numpy(), reference.numpy())
     y.backward(mt.ones(*y.shape, dtype="float64"))

@@ -29,7 +29,7 @@ def test_an_eps_that_leaves_a_row_undefined_is_rejected(norm, eps):
 def test_an_eps_that_rounds_to_zero_in_the_dtype_is_rejected(norm):
     with pytest.raises(ValueError, match="eps = 1e-50 rounds to 0 in float32"):
         NORMS[norm](mt.ones(2, 3), 1e-50)
-    y = NORMS[norm](mt.ones(2, 3, dtype="float64"), 1e-50)      # representable in float64
+    y = NORMS[norm](mt.ones(2, 3, dtype="float64"), 1e-50)  # representable in float64
     assert np.all(np.isfinite(y.numpy()))
 
 
@@ -39,7 +39,7 @@ def test_a_constant_row_amplifies_the_layer_norm_gradient_by_one_over_sqrt_eps(r
     w, g = rng.standard_normal(4), rng.standard_normal((1, 4))
     F.layer_norm(x, 4, _t(w, device), eps=eps).backward(_t(g, device))
     dxhat = g * w
-    expected = (dxhat - dxhat.mean()) / np.sqrt(eps)           # 316 times dx̂ - mean(dx̂) at 1e-5
+    expected = (dxhat - dxhat.mean()) / np.sqrt(eps)  # 316 times dx̂ - mean(dx̂) at 1e-5
     np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)
 
 
@@ -47,7 +47,7 @@ def test_a_constant_row_amplifies_the_layer_norm_gradient_by_one_over_sqrt_eps(r
 def test_an_all_zero_row_amplifies_the_rms_norm_gradient_by_one_over_sqrt_eps(device, dtype, amplification):
     x = _t(np.zeros((1, 4)), device, dtype, requires_grad=True)
     g = np.array([[1.0, -2.0, 0.5, 3.0]])
-    y = F.rms_norm(x, 4)                                        # default eps: finfo(dtype).eps
+    y = F.rms_norm(x, 4)  # default eps: finfo(dtype).eps
     y.backward(_t(g, device, dtype))
     assert np.all(y.numpy() == 0)
     ratio = x.grad.numpy() / g

@@ -6,11 +6,10 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import float64_tolerance
 
 import minitorch_attn as mt
 import minitorch_attn.functional as F
-
-from conftest import float64_tolerance
 
 EPS = 1e-30  # small enough that the unscaled float64 reference does not feel it either
 NORMS = {
@@ -38,7 +37,7 @@ def test_the_cases_of_the_report(name, big):
 def test_large_rows_are_scale_invariant_and_their_gradients_scale_by_one_over_s(name, dtype, scale):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((5, 16))
-    x[0] = 0.0                       # an all-zero row in the same call keeps its own rule
+    x[0] = 0.0  # an all-zero row in the same call keeps its own rule
     w = rng.standard_normal(16)
     g = rng.standard_normal((5, 16))
 
@@ -49,7 +48,7 @@ def test_large_rows_are_scale_invariant_and_their_gradients_scale_by_one_over_s(
         quiet(y.backward, mt.tensor(g, dtype=dtype))
         return y.numpy(), xt.grad.numpy(), wt.grad.numpy()
 
-    y_ref, dx_ref, dw_ref = run(x, "float64")          # the unscaled rows, in float64
+    y_ref, dx_ref, dw_ref = run(x, "float64")  # the unscaled rows, in float64
     y, dx, dw = run(x * scale, dtype)
     n_ops = 64
     np.testing.assert_allclose(y[1:], y_ref[1:], rtol=0, atol=float64_tolerance(y_ref, n_ops, dtype))
@@ -70,8 +69,9 @@ def test_gelu_gradients_at_huge_inputs_are_their_limits(dtype):
     for approximate in ("tanh", "none"):
         x.grad = None
         quiet(lambda: F.gelu(x, approximate=approximate).sum().backward())  # noqa: B023 (called here)
-        np.testing.assert_allclose(x.grad.numpy(), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0], rtol=0,
-                                   atol=float(np.finfo(dtype).eps))  # the limits, to rounding
+        np.testing.assert_allclose(
+            x.grad.numpy(), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0], rtol=0, atol=float(np.finfo(dtype).eps)
+        )  # the limits, to rounding
 
 
 def test_softmax_and_cross_entropy_of_huge_logits():
@@ -87,9 +87,9 @@ def test_a_row_that_overflows_leaves_the_rows_beside_it_as_they_are_alone(norm, 
     rng = np.random.default_rng(1)
     rows = rng.standard_normal((8, 128)).astype(np.float32)
     alone = norm(mt.tensor(rows[1:], device=device), (128,)).numpy()
-    rows[0] *= np.float32(1e20)                         # its square overflows float32: the scaled r
+    rows[0] *= np.float32(1e20)  # its square overflows float32: the scaled r
     mixed = quiet(norm, mt.tensor(rows, device=device), (128,)).numpy()
-    np.testing.assert_array_equal(mixed[1:], alone)    # the other rows keep their own r, to the last digit
+    np.testing.assert_array_equal(mixed[1:], alone)  # the other rows keep their own r, to the last digit
     assert np.all(np.isfinite(mixed[0]))
 
 

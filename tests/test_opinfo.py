@@ -35,8 +35,9 @@ from minitorch_attn.opinfo.table import markdown_table
 from tests.conftest import float64_tolerance
 
 RECORDS = opinfo.op_db()
-CASES = [pytest.param(record, sample, id=f"{record.name}: {sample.name}")
-         for record in RECORDS for sample in record.samples]
+CASES = [
+    pytest.param(record, sample, id=f"{record.name}: {sample.name}") for record in RECORDS for sample in record.samples
+]
 WITH_REFERENCE = [case for case in CASES if case.values[0].ref is not None and case.values[1].fn is None]
 WITH_BACKWARD = [case for case in CASES if case.values[0].ref_backward is not None and case.values[1].fn is None]
 WITH_TORCH = [case for case in CASES if case.values[0].torch_ref is not None and case.values[1].fn is None]
@@ -63,9 +64,12 @@ def run(record, sample, device="cpu", dtype="float64", host_inputs=None):
     every device and dtype). ``host_inputs`` replaces the drawn values (float32 rounding)."""
     inputs = sample.make(Inputs(device, dtype))
     if host_inputs is not None:
-        inputs = [mt.tensor(h, dtype=dtype, device=device, requires_grad=t.requires_grad)
-                  if isinstance(t, mt.Tensor) and t.dtype.startswith("float") else t
-                  for t, h in zip(inputs, host_inputs)]
+        inputs = [
+            mt.tensor(h, dtype=dtype, device=device, requires_grad=t.requires_grad)
+            if isinstance(t, mt.Tensor) and t.dtype.startswith("float")
+            else t
+            for t, h in zip(inputs, host_inputs)
+        ]
     with quiet(sample):
         outputs = _outputs(sample.call(record.op)(*inputs))
         rng = np.random.default_rng(1)
@@ -96,8 +100,7 @@ def assert_close(ours, reference, n_ops, dtype, what):
     ours = np.asarray(ours, dtype=np.float64)
     assert ours.shape == reference.shape, f"{what}: shape {ours.shape}, expected {reference.shape}"
     finite = reference[np.isfinite(reference)]
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=float64_tolerance(finite, n_ops, dtype),
-                               err_msg=what)
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=float64_tolerance(finite, n_ops, dtype), err_msg=what)
 
 
 @contextlib.contextmanager
@@ -149,14 +152,21 @@ def test_backward_matches_the_closed_form_numpy_reference(record, sample, device
     for i, (g, e) in enumerate(zip(grads, expected, strict=True)):
         if g is not None:
             assert e is not None, f"input {i} got a gradient where the reference has none"
-            assert_close(g.numpy(), e, sample.rounding_steps(record, "float64", backward=True), "float64",
-                         f"gradient of input {i}")
+            assert_close(
+                g.numpy(),
+                e,
+                sample.rounding_steps(record, "float64", backward=True),
+                "float64",
+                f"gradient of input {i}",
+            )
 
 
 def _torch_inputs(torch, values):
     """PyTorch tensors (float64, or the index and mask dtypes) for our tensors; others as they are."""
-    return [torch.tensor(h, requires_grad=v.requires_grad) if isinstance(v, mt.Tensor) else v
-            for v, h in zip(values, host(values))]
+    return [
+        torch.tensor(h, requires_grad=v.requires_grad) if isinstance(v, mt.Tensor) else v
+        for v, h in zip(values, host(values))
+    ]
 
 
 @pytest.mark.parametrize("record, sample", WITH_TORCH)
@@ -166,13 +176,14 @@ def test_forward_and_backward_match_torch(record, sample, torch):
     inputs, outputs, grads, upstream = run(record, sample)
     theirs = _torch_inputs(torch, inputs)
     with quiet(sample):
-        warnings.simplefilter("ignore", UserWarning)   # PyTorch's notes on empty reductions
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's notes on empty reductions
         expected = record.torch_ref(torch, *theirs, **sample.kwargs)
         if expected is NOT_TORCH:
             pytest.skip("PyTorch has no such option")
         expected = _outputs(expected)
-        pairs = [(e, torch.tensor(u, dtype=e.dtype)) for e, u in zip(expected, upstream)
-                 if u is not None and e.requires_grad]
+        pairs = [
+            (e, torch.tensor(u, dtype=e.dtype)) for e, u in zip(expected, upstream) if u is not None and e.requires_grad
+        ]
         if pairs:
             torch.autograd.backward([e for e, _ in pairs], [g for _, g in pairs])
     steps = sample.rounding_steps(record, "float64")
@@ -181,8 +192,13 @@ def test_forward_and_backward_match_torch(record, sample, torch):
     for i, (g, t) in enumerate(zip(grads, theirs)):
         if g is not None:
             reference = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
-            assert_close(g.numpy(), reference, sample.rounding_steps(record, "float64", backward=True), "float64",
-                         f"gradient of input {i}")
+            assert_close(
+                g.numpy(),
+                reference,
+                sample.rounding_steps(record, "float64", backward=True),
+                "float64",
+                f"gradient of input {i}",
+            )
 
 
 @pytest.mark.parametrize("record, sample", CASES)
@@ -194,19 +210,24 @@ def test_float32_stays_float32_and_agrees_with_float64(record, sample, device):
     for i, (t, g) in enumerate(zip(inputs, grads)):
         if g is not None:
             assert g.dtype == t.dtype == "float32" and g.shape == t.shape, f"gradient of input {i}"
-    if record.ref is None or sample.fn is not None:   # random ops: float32 and float64 draw different masks;
-        return                                        # compositions (x + 100) round where the inputs do not
-    rounded = host(inputs)          # the float32 values, exactly, in float64
+    if record.ref is None or sample.fn is not None:  # random ops: float32 and float64 draw different masks;
+        return  # compositions (x + 100) round where the inputs do not
+    rounded = host(inputs)  # the float32 values, exactly, in float64
     _, wide_outputs, wide_grads, _ = run(record, sample, device, "float64", host_inputs=rounded)
-    with contextlib.suppress(HeldBack):   # in a student's tree the float64 run stands in for the reference
+    with contextlib.suppress(HeldBack):  # in a student's tree the float64 run stands in for the reference
         wide_outputs = [mt.tensor(r) for r in raw_reference_outputs(record, sample, inputs)]
     steps = sample.rounding_steps(record, "float32")
     for i, (ours, wide) in enumerate(zip(outputs, wide_outputs, strict=True)):
         assert_close(ours.numpy(), wide.numpy(), steps, "float32", f"float32 output {i}")
     for i, (g, wide) in enumerate(zip(grads, wide_grads)):
         if g is not None:
-            assert_close(g.numpy(), wide.numpy(), sample.rounding_steps(record, "float32", backward=True), "float32",
-                         f"float32 gradient of input {i}")
+            assert_close(
+                g.numpy(),
+                wide.numpy(),
+                sample.rounding_steps(record, "float32", backward=True),
+                "float32",
+                f"float32 gradient of input {i}",
+            )
 
 
 # ---- the catalogue as a whole -------------------------------------------------------------------
@@ -220,50 +241,119 @@ def test_every_record_has_a_closed_form_backward():
 # Public callables that are not differentiable operations, and why.
 NOT_OPERATIONS = {
     # factories and random numbers: they make tensors, nothing flows back through them
-    "mt.arange", "mt.full", "mt.ones", "mt.ones_like", "mt.zeros", "mt.zeros_like", "mt.rand", "mt.randint",
-    "mt.randn", "mt.tensor", "mt.manual_seed",
+    "mt.arange",
+    "mt.full",
+    "mt.ones",
+    "mt.ones_like",
+    "mt.zeros",
+    "mt.zeros_like",
+    "mt.rand",
+    "mt.randint",
+    "mt.randn",
+    "mt.tensor",
+    "mt.manual_seed",
     # the engine and its settings, checked in tests/test_autograd.py and tests/test_threads.py
-    "mt.backward", "mt.is_grad_enabled", "mt.get_default_device", "mt.set_default_device",
-    "mt.get_num_threads", "mt.set_num_threads", "mt.dtype_name", "mt.draw_graph",
-    "mt.gradcheck", "mt.check_gradients", "mt.get_default_dtype", "mt.set_default_dtype", "mt.result_dtype",
+    "mt.backward",
+    "mt.is_grad_enabled",
+    "mt.get_default_device",
+    "mt.set_default_device",
+    "mt.get_num_threads",
+    "mt.set_num_threads",
+    "mt.dtype_name",
+    "mt.draw_graph",
+    "mt.gradcheck",
+    "mt.check_gradients",
+    "mt.get_default_dtype",
+    "mt.set_default_dtype",
+    "mt.result_dtype",
     # a boolean mask: F.causal_mask builds one, it has no gradient
     "F.causal_mask",
     # Tensor: attributes, conversions, the engine's entry points
-    "Tensor.shape", "Tensor.ndim", "Tensor.dtype", "Tensor.device", "Tensor.is_leaf", "Tensor.size",
-    "Tensor.numel", "Tensor.dim", "Tensor.grad", "Tensor.requires_grad", "Tensor.requires_grad_", "Tensor.backward", "Tensor.detach",
-    "Tensor.zero_grad", "Tensor.numpy", "Tensor.tolist", "Tensor.item", "Tensor.cpu", "Tensor.cuda",
-    "Tensor.long", "Tensor.contiguous",
+    "Tensor.shape",
+    "Tensor.ndim",
+    "Tensor.dtype",
+    "Tensor.device",
+    "Tensor.is_leaf",
+    "Tensor.size",
+    "Tensor.numel",
+    "Tensor.dim",
+    "Tensor.grad",
+    "Tensor.requires_grad",
+    "Tensor.requires_grad_",
+    "Tensor.backward",
+    "Tensor.detach",
+    "Tensor.zero_grad",
+    "Tensor.numpy",
+    "Tensor.tolist",
+    "Tensor.item",
+    "Tensor.cpu",
+    "Tensor.cuda",
+    "Tensor.long",
+    "Tensor.contiguous",
     # hooks watch gradients, they are no operation (tests/test_hooks.py)
-    "Tensor.register_hook", "Tensor.retain_grad", "Tensor.retains_grad",
+    "Tensor.register_hook",
+    "Tensor.retain_grad",
+    "Tensor.retains_grad",
     # writes of constants: what they overwrite gets no gradient (tests/test_inplace_versions.py)
-    "Tensor.zero_", "Tensor.fill_",
+    "Tensor.zero_",
+    "Tensor.fill_",
     # x[key] = v records no graph: with one involved it raises (minitorch_attn/core/inplace.py)
     "Tensor.__setitem__",
     # comparisons and logic give bool tensors; argmax gives indices: no gradient (as PyTorch)
-    "Tensor.argmax", "Tensor.argmin", "Tensor.__eq__", "Tensor.__ne__", "Tensor.__lt__", "Tensor.__le__", "Tensor.__gt__",
-    "Tensor.__ge__", "Tensor.__invert__", "Tensor.__and__", "Tensor.__or__",
+    "Tensor.argmax",
+    "Tensor.argmin",
+    "Tensor.__eq__",
+    "Tensor.__ne__",
+    "Tensor.__lt__",
+    "Tensor.__le__",
+    "Tensor.__gt__",
+    "Tensor.__ge__",
+    "Tensor.__invert__",
+    "Tensor.__and__",
+    "Tensor.__or__",
 }
-PYTHON_PROTOCOL = {"__module__", "__doc__", "__array_priority__", "__hash__", "__init__", "__len__", "__iter__",
-                   "__repr__", "__float__", "__int__", "__bool__", "__dict__", "__weakref__"}
+PYTHON_PROTOCOL = {
+    "__module__",
+    "__doc__",
+    "__array_priority__",
+    "__hash__",
+    "__init__",
+    "__len__",
+    "__iter__",
+    "__repr__",
+    "__float__",
+    "__int__",
+    "__bool__",
+    "__dict__",
+    "__weakref__",
+}
 
 
 def public_callables():
     """Every public callable of ``F``, of the package's top level, and of :class:`Tensor`."""
     names = {f"F.{n}" for n in F.__all__}
-    names |= {f"mt.{n}" for n in dir(mt) if not n.startswith("_")
-              and (inspect.isfunction(getattr(mt, n)) or inspect.isbuiltin(getattr(mt, n)))}
-    own = {n for cls in mt.Tensor.__mro__ if cls is not object for n in vars(cls)}   # with its base classes'
-    names |= {f"Tensor.{n}" for n in own if n not in PYTHON_PROTOCOL
-              and (not n.startswith("_") or (n.startswith("__") and n.endswith("__")))}
+    names |= {
+        f"mt.{n}"
+        for n in dir(mt)
+        if not n.startswith("_") and (inspect.isfunction(getattr(mt, n)) or inspect.isbuiltin(getattr(mt, n)))
+    }
+    own = {n for cls in mt.Tensor.__mro__ if cls is not object for n in vars(cls)}  # with its base classes'
+    names |= {
+        f"Tensor.{n}"
+        for n in own
+        if n not in PYTHON_PROTOCOL and (not n.startswith("_") or (n.startswith("__") and n.endswith("__")))
+    }
     return names
 
 
 def test_every_public_differentiable_callable_has_a_record():
     covered = {name for record in RECORDS for name in record.covers}
     missing = sorted(public_callables() - covered - NOT_OPERATIONS)
-    assert not missing, (f"no record in the catalogue for {missing}: add one to minitorch_attn/opinfo/<topic>.py "
-                         f"(the module of its topic), or, if it is not a differentiable operation, to "
-                         f"NOT_OPERATIONS in tests/test_opinfo.py with the reason")
+    assert not missing, (
+        f"no record in the catalogue for {missing}: add one to minitorch_attn/opinfo/<topic>.py "
+        f"(the module of its topic), or, if it is not a differentiable operation, to "
+        f"NOT_OPERATIONS in tests/test_opinfo.py with the reason"
+    )
     stale = sorted((covered | NOT_OPERATIONS) - public_callables() - {"Function.apply"})
     assert not stale, f"the catalogue names callables that do not exist: {stale}"
 
@@ -284,7 +374,8 @@ def test_every_record_has_the_promised_cases(record):
         assert "extreme" in edges, f"{record.name} exponentiates: add a sample of extreme logits"
     assert record.source, f"{record.name}: say where its forward and backward come from"
     assert record.task is None or f"task_{record.task.replace('.', '_')}:" in (ROOT / "setup.cfg").read_text(), (
-        f"{record.name}: task {record.task} has no marker in setup.cfg")
+        f"{record.name}: task {record.task} has no marker in setup.cfg"
+    )
 
 
 def test_sample_names_are_unique():
@@ -303,7 +394,8 @@ def test_each_op_docstring_points_to_its_record(record):
         fn = _documented(name)
         if fn is not None:
             assert record.module.split("minitorch_attn/")[1] in (fn.__doc__ or ""), (
-                f"{name}: its docstring should name its record's file, {record.module}")
+                f"{name}: its docstring should name its record's file, {record.module}"
+            )
 
 
 def test_the_table_command_prints_one_row_per_record(capsys):
@@ -392,17 +484,23 @@ def test_glance_a_task_s_backward_rule_is_held_back_with_its_reference_answers()
             continue
         path = ROOT / record.module
         module = importlib.import_module(record.module[:-3].replace("/", "."))
-        held = [name for region in markers.find_references(path) if region.task == record.task
-                for name in markers.defined_names(region)]
+        held = [
+            name
+            for region in markers.find_references(path)
+            if region.task == record.task
+            for name in markers.defined_names(region)
+        ]
         assert any(getattr(module, name) is record.backward for name in held), (
             f"{record.name}: its backward rule is task {record.task}'s answer; define it in a "
-            f"# BEGIN REFERENCE {record.task} region of {record.module}")
+            f"# BEGIN REFERENCE {record.task} region of {record.module}"
+        )
     softmax = opinfo.find("softmax")
     stand_in = dataclasses.replace(softmax, backward=held_back("2.1", "BACKWARD_SOFTMAX"))
     assert glance_rows([stand_in]) == [("softmax", softmax.forward, "(task 2.1)")]
     text = (ROOT / "minitorch_attn/opinfo/softmax.py").read_text()
-    assert "BACKWARD_SOFTMAX = held_back('2.1', 'BACKWARD_SOFTMAX')" in markers.hold_back(text, "opinfo/softmax.py",
-                                                                                          {"2.1"})
+    assert "BACKWARD_SOFTMAX = held_back('2.1', 'BACKWARD_SOFTMAX')" in markers.hold_back(
+        text, "opinfo/softmax.py", {"2.1"}
+    )
 
 
 def test_glance_the_command_prints_one_line_per_record(capsys):

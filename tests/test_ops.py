@@ -29,19 +29,19 @@ UNARY = {
     "tanh": (mt.tanh, np.tanh, lambda a: a),
     "abs": (mt.abs, np.abs, lambda a: a),
     "neg": (lambda t: -t, np.negative, lambda a: a),
-    "pow": (lambda t: t ** 3, lambda a: a ** 3, lambda a: a),
+    "pow": (lambda t: t**3, lambda a: a**3, lambda a: a),
     "clamp": (lambda t: t.clamp(-0.5, 0.5), lambda a: np.clip(a, -0.5, 0.5), lambda a: a),
 }
 
 
-DERIVATIVES = {   # op, its input domain, d op(a) / da
+DERIVATIVES = {  # op, its input domain, d op(a) / da
     "exp": (mt.exp, lambda a: a, np.exp),
     "log": (mt.log, lambda a: np.abs(a) + 0.5, lambda a: 1 / a),
     "sqrt": (mt.sqrt, lambda a: np.abs(a) + 0.5, lambda a: 0.5 / np.sqrt(a)),
     "tanh": (mt.tanh, lambda a: a, lambda a: 1 - np.tanh(a) ** 2),
-    "pow 3": (lambda t: t ** 3, lambda a: a, lambda a: 3 * a ** 2),
-    "pow -1.5": (lambda t: t ** -1.5, lambda a: np.abs(a) + 0.5, lambda a: -1.5 * a ** -2.5),
-    "pow 0": (lambda t: t ** 0, lambda a: a, lambda a: 0 * a),
+    "pow 3": (lambda t: t**3, lambda a: a, lambda a: 3 * a**2),
+    "pow -1.5": (lambda t: t**-1.5, lambda a: np.abs(a) + 0.5, lambda a: -1.5 * a**-2.5),
+    "pow 0": (lambda t: t**0, lambda a: a, lambda a: 0 * a),
 }
 
 
@@ -58,11 +58,12 @@ def test_elementwise_backward_is_the_derivative_times_the_upstream_gradient(rng,
 def test_product_and_quotient_rules(rng, device):
     a, b, g = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)) + 3.0, rng.standard_normal((3, 4))
     ta, tb = _t(a, device, True), _t(b, device, True)
-    for name, out, expected in (("a * b", ta * tb, (g * b, g * a)), ("a / b", ta / tb, (g / b, -g * a / b ** 2))):
+    for name, out, expected in (("a * b", ta * tb, (g * b, g * a)), ("a / b", ta / tb, (g / b, -g * a / b**2))):
         grads = node_backward(out, _t(g, device).data)
         for grad, wanted, which in zip(grads, expected, "ab"):
-            np.testing.assert_allclose(mt.Tensor(grad).numpy(), wanted, rtol=1e-13, atol=1e-15,
-                                       err_msg=f"gradient of {which} in {name}")
+            np.testing.assert_allclose(
+                mt.Tensor(grad).numpy(), wanted, rtol=1e-13, atol=1e-15, err_msg=f"gradient of {which} in {name}"
+            )
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -83,7 +84,13 @@ BINARY = {
 
 # the broadcasting cases named in the design (the last: an added dim and two stretched ones),
 # plus more from hypothesis below, derandomized: the same examples on every run
-NAMED_SHAPES = [((3, 4), (4,)), ((2, 1, 4, 64), (2, 1, 4, 1)), ((), (2, 3)), ((5, 1), (1, 3)), ((1, 3, 1), (2, 5, 1, 4))]
+NAMED_SHAPES = [
+    ((3, 4), (4,)),
+    ((2, 1, 4, 64), (2, 1, 4, 1)),
+    ((), (2, 3)),
+    ((5, 1), (1, 3)),
+    ((1, 3, 1), (2, 5, 1, 4)),
+]
 
 
 @pytest.mark.parametrize("shapes", NAMED_SHAPES)
@@ -107,8 +114,13 @@ def test_sum_to_shape_undoes_each_named_broadcast(rng, shapes, device):
     xp = mt.tensor(0.0, device=device).data.__array_namespace__()
     for shape in shapes:
         summed = sum_to_shape(xp, _t(upstream, device).data, shape)
-        np.testing.assert_allclose(mt.Tensor(summed).numpy(), _sum_to(upstream, shape), rtol=1e-13,
-                                   atol=1e-13, err_msg=f"{result} summed back to {shape}")
+        np.testing.assert_allclose(
+            mt.Tensor(summed).numpy(),
+            _sum_to(upstream, shape),
+            rtol=1e-13,
+            atol=1e-13,
+            err_msg=f"{result} summed back to {shape}",
+        )
 
 
 @pytest.mark.task_1_3
@@ -121,8 +133,9 @@ def test_broadcast_gradients_are_the_sums_numpy_implies(shapes):
     upstream = rng.standard_normal(result)
     # d(sum(g * a * b))/da = sum of g*b over the broadcast axes, computed by brute force
     expected_a = _sum_to(upstream * np.broadcast_to(b, result), sa)
-    np.testing.assert_allclose(sum_to_shape(np, upstream * np.broadcast_to(b, result), sa), expected_a,
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        sum_to_shape(np, upstream * np.broadcast_to(b, result), sa), expected_a, rtol=1e-12, atol=1e-12
+    )
     assert sum_to_shape(np, upstream, sb).shape == tuple(sb)
 
 
@@ -155,8 +168,15 @@ def test_max_gradient_is_shared_between_ties():
 
 @pytest.mark.task_1_5
 def test_matmul_shapes_as_numpy(rng, device):
-    cases = [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((4,), (4,)),
-             ((2, 1, 3, 4), (5, 4, 2)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3))]
+    cases = [
+        ((3, 4), (4, 2)),
+        ((4,), (4, 2)),
+        ((3, 4), (4,)),
+        ((4,), (4,)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((2, 3, 4), (4,)),
+        ((4,), (2, 4, 3)),
+    ]
     for sa, sb in cases:
         a, b = rng.standard_normal(sa), rng.standard_normal(sb)
         ta, tb = _t(a, device, True), _t(b, device, True)
@@ -250,10 +270,16 @@ def test_shape_errors_are_value_errors():
 # ---- against PyTorch in float64, forward and backward ------------------------------------------
 TORCH_CASES = {
     "broadcast arithmetic": (lambda a, b: (a * b + a / (b * b + 1.0) - b) ** 2, [(3, 1, 4), (2, 4)]),
-    "exp log sqrt tanh abs": (lambda a, b: ((a.exp() + b.abs()).log() + (a * a + 1.0).sqrt()) * a.tanh(), [(3, 4), (4,)]),
+    "exp log sqrt tanh abs": (
+        lambda a, b: ((a.exp() + b.abs()).log() + (a * a + 1.0).sqrt()) * a.tanh(),
+        [(3, 4), (4,)],
+    ),
     "matmul batched": (lambda a, b: a @ b, [(2, 3, 4), (4, 5)]),
     "reductions": (lambda a, b: a.sum(dim=1) * b.mean() + a.var(dim=0).sum() + a.amax(dim=-1).sum(), [(3, 4), (4,)]),
-    "shapes": (lambda a, b: (a.reshape(2, 6).transpose(0, 1)[1:, None] * b.unsqueeze(0)[..., :2]).permute(2, 0, 1), [(3, 4), (2, 3)]),
+    "shapes": (
+        lambda a, b: (a.reshape(2, 6).transpose(0, 1)[1:, None] * b.unsqueeze(0)[..., :2]).permute(2, 0, 1),
+        [(3, 4), (2, 3)],
+    ),
     "max/min/clamp": (lambda a, b: mt_or_torch_max(a, b) + a.clamp(-0.3, 0.4), [(3, 4), (4,)]),
 }
 
@@ -289,8 +315,10 @@ def test_bad_arguments_are_value_errors_that_say_what_was_expected():
         (lambda: x + mt.randn(5), r"Add: the shapes \(2, 3, 4\), \(5,\) do not broadcast"),
         (lambda: x * mt.randn(3, 1, 1), r"Mul: the shapes \(2, 3, 4\), \(3, 1, 1\) do not broadcast"),
         (lambda: mt.maximum(x, mt.randn(2)), r"Maximum: the shapes \(2, 3, 4\), \(2,\) do not broadcast"),
-        (lambda: mt.where(mt.ones(3, dtype="bool"), x, 0.0),
-         r"Where: the shapes \(3,\), \(2, 3, 4\), \(\) do not broadcast"),
+        (
+            lambda: mt.where(mt.ones(3, dtype="bool"), x, 0.0),
+            r"Where: the shapes \(3,\), \(2, 3, 4\), \(\) do not broadcast",
+        ),
         (lambda: mt.arange(0, 5, 0), "step must not be 0"),
         (lambda: mt.chunk(x, 0), "chunks must be a positive int"),
         (lambda: x.reshape(-2, 12), "sizes must be >= 0, or -1"),
@@ -362,8 +390,14 @@ EMPTY_CASES = {
     "split an empty dim": (lambda x: _lib(x).stack(list(x.split(2))), [(0, 3)]),
     "index an empty slice": (lambda x: x[1:1] + x[:, 0][:0, None], [(3, 2)]),
     "take no rows": (lambda x: x[_index(x, [])], [(3, 2)]),
-    "broadcast arithmetic and elementwise": (lambda a, b: (a * b + a / (b * b + 1.0)).exp().tanh() - a.abs(), [(0, 3), (1, 3)]),
-    "shape ops of an empty tensor": (lambda x: x.transpose(0, 1).unsqueeze(0).squeeze(0).permute(1, 0).flatten(), [(0, 3)]),
+    "broadcast arithmetic and elementwise": (
+        lambda a, b: (a * b + a / (b * b + 1.0)).exp().tanh() - a.abs(),
+        [(0, 3), (1, 3)],
+    ),
+    "shape ops of an empty tensor": (
+        lambda x: x.transpose(0, 1).unsqueeze(0).squeeze(0).permute(1, 0).flatten(),
+        [(0, 3)],
+    ),
 }
 
 
@@ -396,9 +430,17 @@ def test_variance_without_degrees_of_freedom_is_nan_or_inf_as_pytorch(torch):
 
 
 EMPTY_ERRORS = {
-    "max over an empty dim": (lambda x: x.amax(0), (0, 3), r"the maximum over a dim of size 0 is undefined \(shape \(0, 3\), dim 0\)"),
+    "max over an empty dim": (
+        lambda x: x.amax(0),
+        (0, 3),
+        r"the maximum over a dim of size 0 is undefined \(shape \(0, 3\), dim 0\)",
+    ),
     "max of no elements": (lambda x: x.amax(), (2, 0), "the maximum over a tensor with no elements is undefined"),
-    "-1 in a reshape of no elements": (lambda x: x.reshape(0, -1), (0, 3), "it has 0 elements, so the -1 could be any size"),
+    "-1 in a reshape of no elements": (
+        lambda x: x.reshape(0, -1),
+        (0, 3),
+        "it has 0 elements, so the -1 could be any size",
+    ),
     "concat of nothing": (lambda x: _lib(x).cat([]), (1,), "concat needs a non-empty sequence"),
     "stack of nothing": (lambda x: _lib(x).stack([]), (1,), "stack needs a non-empty sequence"),
     "split into pieces of 0": (lambda x: x.split(0), (2,), "split_size must be positive"),
@@ -451,4 +493,4 @@ def test_numpy_integers_serve_as_dims_indices_and_exponents():
     np.testing.assert_array_equal(x[np.int64(1)].numpy(), [4.0, 5.0, 6.0])
     np.testing.assert_array_equal((x ** np.int64(2)).numpy(), x.numpy() ** 2)
     with pytest.raises(TypeError, match="exponent must be a number or a Tensor"):
-        x ** True
+        x**True

@@ -36,9 +36,9 @@ def test_sgd_momentum_two_steps(device):
     opt = optim.SGD([p], lr=0.1, momentum=0.9)
     g = np.array(G)
     _set_grad(p, G)
-    opt.step()                     # b1 = g
+    opt.step()  # b1 = g
     _set_grad(p, G)
-    opt.step()                     # b2 = 0.9 g + g
+    opt.step()  # b2 = 0.9 g + g
     np.testing.assert_allclose(p.numpy(), np.array(P0) - 0.1 * g - 0.1 * 1.9 * g)
 
 
@@ -68,12 +68,15 @@ def test_adamw_decay_is_decoupled(device):
     np.testing.assert_allclose(q.numpy(), np.array(P0) - 0.1 * np.sign(P0), rtol=1e-6)
 
 
-@pytest.mark.parametrize("name,kwargs", [
-    ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01)),
-    ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
-    ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1)),
-    ("AdamW", dict(lr=0.01, weight_decay=0.1)),
-])
+@pytest.mark.parametrize(
+    "name,kwargs",
+    [
+        ("SGD", dict(lr=0.05, momentum=0.9, weight_decay=0.01)),
+        ("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+        ("Adam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1)),
+        ("AdamW", dict(lr=0.01, weight_decay=0.1)),
+    ],
+)
 def test_matches_pytorch_over_five_steps(torch, name, kwargs):
     rng = np.random.default_rng(1)
     start = rng.standard_normal((4, 3))
@@ -167,8 +170,11 @@ def test_clip_grad_norm_of_a_huge_float32_gradient_matches_pytorch(device, torch
     np.testing.assert_allclose(p.grad.numpy(), [1.0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("grads", [[[3e19, -1.0], [4e19]], [[1e-30, 2e-30], [], [3.0]], [[3e38], [3e38]]],
-                         ids=["huge in two tensors", "tiny and empty", "each norm near float32's largest"])
+@pytest.mark.parametrize(
+    "grads",
+    [[[3e19, -1.0], [4e19]], [[1e-30, 2e-30], [], [3.0]], [[3e38], [3e38]]],
+    ids=["huge in two tensors", "tiny and empty", "each norm near float32's largest"],
+)
 def test_clip_grad_norm_in_float32_is_the_float64_norm_whenever_that_is_finite(grads, device):
     ours = [_param(np.zeros(len(g)), device, "float32") for g in grads]
     for p, g in zip(ours, grads):
@@ -189,7 +195,9 @@ def test_clip_grad_norm_error_if_nonfinite_as_pytorch(bad, torch):
     t.grad = torch.tensor([bad])
     with pytest.raises(RuntimeError, match="non-finite"):
         torch.nn.utils.clip_grad_norm_([t], 1.0, error_if_nonfinite=True)
-    with pytest.raises(ValueError, match=r"gradients of 1 of the 2 parameters with a gradient \(number 1\) hold inf or NaN"):
+    with pytest.raises(
+        ValueError, match=r"gradients of 1 of the 2 parameters with a gradient \(number 1\) hold inf or NaN"
+    ):
         optim.clip_grad_norm_([a, b], 1.0, error_if_nonfinite=True)
     np.testing.assert_array_equal(a.grad.numpy(), [1.0, 2.0])  # nothing was scaled
     with np.errstate(invalid="ignore"):  # inf * 0 is NaN, as in PyTorch
@@ -201,10 +209,10 @@ def test_clip_grad_norm_error_if_nonfinite_as_pytorch(bad, torch):
 def test_clip_grad_norm_returns_the_norm_as_a_float64_tensor_on_the_gradients_device(device):
     p = _param([0.0, 0.0], device, "float32")
     _set_grad(p, [3.0, 4.0])
-    total = optim.clip_grad_norm_([p], 10.0)        # as PyTorch: a tensor, read only when asked
+    total = optim.clip_grad_norm_([p], 10.0)  # as PyTorch: a tensor, read only when asked
     assert isinstance(total, mt.Tensor) and total.shape == () and total.dtype == "float64"
     assert total.device == device and total.item() == 5.0
-    np.testing.assert_array_equal(p.grad.numpy(), [3.0, 4.0])      # within max_norm: not a digit changed
+    np.testing.assert_array_equal(p.grad.numpy(), [3.0, 4.0])  # within max_norm: not a digit changed
     assert float(optim.clip_grad_norm_([], 1.0)) == 0.0
 
 
@@ -215,8 +223,8 @@ def test_warmup_cosine_schedule():
     lrs = [opt.param_groups[0]["lr"]]  # made: the rate of step 0, as PyTorch's schedulers
     lrs += [sched.step() for _ in range(15)]  # each call after an optimizer step: the next rate
     assert lrs[:4] == pytest.approx([0.25, 0.5, 0.75, 1.0])
-    assert lrs[4] == pytest.approx(1.0)                        # cosine starts at the top
-    assert lrs[9] == pytest.approx(0.1 + 0.9 * 0.5)            # halfway
+    assert lrs[4] == pytest.approx(1.0)  # cosine starts at the top
+    assert lrs[9] == pytest.approx(0.1 + 0.9 * 0.5)  # halfway
     assert lrs[14] == pytest.approx(0.1) and lrs[15] == pytest.approx(0.1)  # floor
     assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
     assert all(x >= y for x, y in zip(lrs[3:], lrs[4:]))
@@ -237,11 +245,16 @@ def test_a_single_tensor_as_params_is_a_type_error():
         optim.SGD([{"lr": 0.1}])
 
 
-@pytest.mark.parametrize("state", [
-    {}, [], {"param_groups": "x", "state": {}},
-    {"param_groups": [{"params": [0]}], "state": {"x": {}}},
-    {"param_groups": [{"params": [0]}], "state": {7: {}}},
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        {},
+        [],
+        {"param_groups": "x", "state": {}},
+        {"param_groups": [{"params": [0]}], "state": {"x": {}}},
+        {"param_groups": [{"params": [0]}], "state": {7: {}}},
+    ],
+)
 def test_load_state_dict_of_the_wrong_layout_is_a_value_error(state):
     opt = optim.SGD([mt.tensor([1.0], requires_grad=True)], lr=0.1)
     with pytest.raises(ValueError, match="optimizer state"):
@@ -273,7 +286,7 @@ def test_a_numpy_ratio_writes_python_float_rates_that_a_checkpoint_can_save(tmp_
     schedule = optim.WarmupCosineLR(opt, np.int64(1), np.int64(3), min_lr_ratio=np.float32(0.5))
     schedule.step(3)
     assert type(opt.param_groups[0]["lr"]) is float and opt.param_groups[0]["lr"] == 0.25
-    ckpt.save(tmp_path / "c.npz", model, opt)                   # the rates go into JSON
+    ckpt.save(tmp_path / "c.npz", model, opt)  # the rates go into JSON
 
 
 @pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
@@ -294,13 +307,15 @@ def test_a_step_on_two_threads_gives_the_numbers_of_one_thread(monkeypatch, name
         params = [_param(s) for s in start]
         opt = getattr(optim, name)([{"params": params[:2], "weight_decay": 0.1}, {"params": params[2:]}], **options)
         opt.zero_grad()
-        opt.step()                                           # nothing to update
+        opt.step()  # nothing to update
         for step in grads:
-            for p, g in zip(params[:-1], step):              # the last never gets a gradient
+            for p, g in zip(params[:-1], step):  # the last never gets a gradient
                 _set_grad(p, g)
             opt.step()
-        results.append([p.numpy() for p in params] + [v for s in opt.state.values() for v in s.values()
-                                                       if isinstance(v, np.ndarray)])
+        results.append(
+            [p.numpy() for p in params]
+            + [v for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray)]
+        )
     for one, two in zip(results[0], results[1], strict=True):
         np.testing.assert_array_equal(one, two)
     np.testing.assert_array_equal(results[1][len(shapes) - 1], start[-1])

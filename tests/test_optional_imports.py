@@ -14,17 +14,35 @@ import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minitorch_attn"
-OPTIONAL = ["pytest", "_pytest", "pluggy", "matplotlib", "torch", "graphviz", "safetensors", "cupy", "cupyx",
-            "array_api_strict", "hypothesis", "jupytext", "nbclient", "ipykernel", "transformers", "tokenizers", "playwright",
-            "expecttest", "xdist"]
-PYTORCH_CODE = {"minitorch_attn.app.torch_gpt"}   # PyTorch code itself: without torch it says what to install
+OPTIONAL = [
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "matplotlib",
+    "torch",
+    "graphviz",
+    "safetensors",
+    "cupy",
+    "cupyx",
+    "array_api_strict",
+    "hypothesis",
+    "jupytext",
+    "nbclient",
+    "ipykernel",
+    "transformers",
+    "tokenizers",
+    "playwright",
+    "expecttest",
+    "xdist",
+]
+PYTORCH_CODE = {"minitorch_attn.app.torch_gpt"}  # PyTorch code itself: without torch it says what to install
 
 
 def package_modules():
     names = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__main__":   # runs a command when imported
+        if parts[-1] == "__main__":  # runs a command when imported
             continue
         if parts[-1] == "__init__":
             parts.pop()

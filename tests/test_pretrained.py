@@ -22,16 +22,33 @@ torch = pytest.importorskip("torch")
 
 VOCAB = 61
 GPT2 = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=24, bos_token_id=0, eos_token_id=0)
-LLAMA = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=56, num_hidden_layers=2, num_attention_heads=4,
-             max_position_embeddings=24, bos_token_id=0, eos_token_id=0)
+LLAMA = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=56,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=24,
+    bos_token_id=0,
+    eos_token_id=0,
+)
 CASES = {  # name: (config class, model class, options)
     "gpt2-tied": ("GPT2Config", "GPT2LMHeadModel", dict(GPT2)),
-    "gpt2-untied": ("GPT2Config", "GPT2LMHeadModel", dict(GPT2, tie_word_embeddings=False, n_inner=40,
-                                                          layer_norm_epsilon=1e-3)),
-    "llama-untied-gqa": ("LlamaConfig", "LlamaForCausalLM", dict(LLAMA, num_key_value_heads=2, rope_theta=500.0,
-                                                                 rms_norm_eps=1e-5)),
-    "llama-tied-bias": ("LlamaConfig", "LlamaForCausalLM", dict(LLAMA, tie_word_embeddings=True,
-                                                                attention_bias=True, num_key_value_heads=1)),
+    "gpt2-untied": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        dict(GPT2, tie_word_embeddings=False, n_inner=40, layer_norm_epsilon=1e-3),
+    ),
+    "llama-untied-gqa": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(LLAMA, num_key_value_heads=2, rope_theta=500.0, rms_norm_eps=1e-5),
+    ),
+    "llama-tied-bias": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(LLAMA, tie_word_embeddings=True, attention_bias=True, num_key_value_heads=1),
+    ),
 }
 
 
@@ -76,7 +93,7 @@ def test_imported_logits_equal_transformers(case, saved, rng):
     ids = ids_batch(rng)
     expected = their_logits(theirs, ids)
     np.testing.assert_allclose(ours(mt.tensor(ids)).numpy(), expected, rtol=1e-5, atol=2e-5)
-    assert np.abs(expected).max() > 0.5   # logits large enough for the comparison to mean something
+    assert np.abs(expected).max() > 0.5  # logits large enough for the comparison to mean something
     assert ours.config["tie_weights"] == (ours.lm_head.weight is ours.token_embedding.weight)
 
 
@@ -93,8 +110,9 @@ def test_sharded_folder_loads(saved, tmp_path, rng):
     theirs.save_pretrained(tmp_path, max_shard_size="20KB")
     assert (tmp_path / "model.safetensors.index.json").exists() and not (tmp_path / "model.safetensors").exists()
     ids = ids_batch(rng)
-    np.testing.assert_allclose(nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(theirs, ids),
-                               rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(
+        nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(theirs, ids), rtol=1e-5, atol=2e-5
+    )
     index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
     os.remove(tmp_path / sorted(set(index["weight_map"].values()))[-1])
     with pytest.raises(ValueError, match="names the shard"):
@@ -113,8 +131,9 @@ def test_gpt2_names_of_the_hub_and_buffers_load(saved, tmp_path, rng):
     save_file(tensors, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_bytes((folder / "config.json").read_bytes())
     ids = ids_batch(rng)
-    np.testing.assert_allclose(nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(theirs, ids),
-                               rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(
+        nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(theirs, ids), rtol=1e-5, atol=2e-5
+    )
 
 
 def test_bfloat16_weights_are_widened(saved, tmp_path, rng):
@@ -123,8 +142,9 @@ def test_bfloat16_weights_are_widened(saved, tmp_path, rng):
     theirs.float()
     wide = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
     ids = ids_batch(rng)
-    np.testing.assert_allclose(nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(wide, ids),
-                               rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(
+        nn.GPT.from_pretrained(tmp_path)(mt.tensor(ids)).numpy(), their_logits(wide, ids), rtol=1e-5, atol=2e-5
+    )
 
 
 def test_backward_through_an_imported_model(saved, rng):
@@ -136,6 +156,7 @@ def test_backward_through_an_imported_model(saved, rng):
 
 
 # ---- refused folders -------------------------------------------------------------------------
+
 
 def copy_folder(source, target, config=None, tensors=None):
     """``source``'s folder in ``target``, its config.json updated by ``config`` and its
@@ -162,8 +183,11 @@ REFUSED = {  # name: (config changes, tensor changes, the message's words)
     "head-dim": ({"head_dim": 16}, None, "head_dim=16"),
     "no-width": ({"hidden_size": None}, None, "hidden_size"),
     "missing": ({}, lambda t: {k: v for k, v in t.items() if k != "model.norm.weight"}, "missing model.norm.weight"),
-    "extra": ({}, lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]},
-              "left over model.layers.9"),
+    "extra": (
+        {},
+        lambda t: {**t, "model.layers.9.mlp.up_proj.weight": t["model.norm.weight"]},
+        "left over model.layers.9",
+    ),
     "shape": ({}, lambda t: {**t, "model.norm.weight": np.ones(5, np.float32)}, r"model.norm.weight \(5,\)"),
 }
 
@@ -183,8 +207,10 @@ def test_unsupported_and_malformed_folders_are_refused(name, saved, tmp_path):
 
 
 def test_gpt2_features_we_lack_are_refused(saved, tmp_path):
-    for change, words in (({"activation_function": "relu"}, "activation_function='relu'"),
-                          ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx")):
+    for change, words in (
+        ({"activation_function": "relu"}, "activation_function='relu'"),
+        ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+    ):
         with pytest.raises(ValueError, match=words):
             nn.GPT.from_pretrained(copy_folder(saved["gpt2-tied"][0], tmp_path / "x", change))
 
@@ -240,10 +266,12 @@ def write_checkpoint(path, rng, options):
 def test_exported_folder_loads_in_transformers_with_our_logits(case, tmp_path, rng, capsys):
     model, vocab = write_checkpoint(tmp_path / "c.npz", rng, EXPORTS[case])
     out = tmp_path / "exported"
-    assert cli.main(["export", "--format", "transformers", "--checkpoint", str(tmp_path / "c.npz"),
-                     "--out", str(out)]) == 0
+    assert (
+        cli.main(["export", "--format", "transformers", "--checkpoint", str(tmp_path / "c.npz"), "--out", str(out)])
+        == 0
+    )
     assert "AutoModelForCausalLM" in capsys.readouterr().out
-    assert sorted(os.listdir(tmp_path)) == ["c.npz", "exported"]   # no temporary folder left
+    assert sorted(os.listdir(tmp_path)) == ["c.npz", "exported"]  # no temporary folder left
     theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
     ids = vocab.encode(data.load_corpus()[1000:1016])[None]
     ours = model.eval()(mt.tensor(ids)).numpy()
@@ -255,7 +283,7 @@ def test_exported_tokenizer_encodes_and_decodes_as_our_vocabulary(tmp_path, rng)
     model, vocab = write_checkpoint(tmp_path / "c.npz", rng, EXPORTS["llama"])
     out = hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "exported")
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-    text = "def f(x):\n\treturn x  # \u00e9 \u4e2d \U0001F600 unknown ones\r\n"
+    text = "def f(x):\n\treturn x  # \u00e9 \u4e2d \U0001f600 unknown ones\r\n"
     ids = tokenizer(text)["input_ids"]
     assert ids == vocab.encode(text).tolist()
     assert tokenizer.decode(ids) == vocab.decode(ids)
@@ -271,8 +299,12 @@ def test_export_is_atomic_and_keeps_an_earlier_folder(tmp_path, rng):
         hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out")
     assert os.listdir(tmp_path / "out") == ["mine.txt"]
     hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out", overwrite=True)
-    assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "tokenizer.json",
-                                                    "tokenizer_config.json"]
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     assert sorted(os.listdir(tmp_path)) == ["c.npz", "out"]
 
 
@@ -286,8 +318,7 @@ def test_a_block_transformers_lacks_is_refused(tmp_path, rng):
 def test_sample_from_a_pretrained_folder_with_its_tokenizer(tmp_path, rng, capsys):
     write_checkpoint(tmp_path / "c.npz", rng, EXPORTS["llama"])
     out = hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "exported")
-    assert cli.main(["sample", "--pretrained", out, "--prompt", "The ", "--max-new-tokens", "12",
-                     "--seed", "1"]) == 0
+    assert cli.main(["sample", "--pretrained", out, "--prompt", "The ", "--max-new-tokens", "12", "--seed", "1"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("The ") and len(printed) == len("The ") + 12 + 1
     assert cli.main(["sample", "--pretrained", str(tmp_path / "nowhere")]) == 2
@@ -319,7 +350,7 @@ def test_skip_init_draws_nothing_and_starts_at_zeros():
     expected = mt.randn(4).numpy()
     mt.manual_seed(3)
     model = nn.skip_init(nn.GPT, 20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8, tie_weights=False)
-    assert np.array_equal(mt.randn(4).numpy(), expected)   # the seeded stream is as it was
+    assert np.array_equal(mt.randn(4).numpy(), expected)  # the seeded stream is as it was
     norms = {"blocks.0.norm1.weight", "blocks.0.norm2.weight", "norm.weight"}
     for name, p in model.named_parameters():
         assert np.all(p.numpy() == (1.0 if name in norms else 0.0)), name

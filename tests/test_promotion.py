@@ -78,15 +78,15 @@ def test_the_cases_of_the_report():
     assert mt.where(c, mt.zeros(3, dtype="float64"), 0.5).dtype == "float64"
     assert mt.clamp(i, min=0.5).tolist() == [0.5, 0.5, 3.0] and mt.clamp(i, min=0.5).dtype == "float32"
     assert mt.clamp(i, min=0).dtype == "int64"
-    for f in (mt.exp, mt.log, mt.sqrt, mt.tanh, lambda t: t ** 0.5):
+    for f in (mt.exp, mt.log, mt.sqrt, mt.tanh, lambda t: t**0.5):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             assert f(i).dtype == "float32"
-    assert (i ** 2).dtype == "int64" and (i ** 2).tolist() == [9, 0, 9]
+    assert (i**2).dtype == "int64" and (i**2).tolist() == [9, 0, 9]
     with pytest.raises(ValueError, match="negative integer powers"):
-        i ** -1
+        i**-1
     assert (i / 2).dtype == (i * 0.5).dtype == (i + mt.zeros(3)).dtype == "float32"
-    assert mt.masked_fill(i, c, 0.5).dtype == "int64"    # masked_fill keeps x's dtype, as PyTorch
+    assert mt.masked_fill(i, c, 0.5).dtype == "int64"  # masked_fill keeps x's dtype, as PyTorch
     assert (i * np.float64(0.5)).dtype == mt.where(c, i, np.float64(0.5)).dtype == "float32"  # NumPy scalars: numbers
     assert mt.clamp(i, min=np.float32(0.5)).dtype == "float32"
 
@@ -104,14 +104,14 @@ def test_result_dtype_is_torch_result_type(a, b):
     category = {"bool": 0, "int32": 1, "int64": 1, "float32": 2, "float64": 2, True: 0, 2: 1, 2.5: 2}
     widest = max(category[a], category[b])
     tensors = [v for v in (a, b) if isinstance(v, str) and category[v] == widest]
-    want = (max(tensors, key=lambda d: d.endswith("64")) if tensors
-            else ["bool", "int64", "float32"][widest])
+    want = max(tensors, key=lambda d: d.endswith("64")) if tensors else ["bool", "int64", "float32"][widest]
     assert result_dtype(ours(a), ours(b)) == want
     assert (mt.where(mt.tensor([True, False]), ours(a), ours(b))).dtype == want
 
 
-@pytest.mark.parametrize("a, b", [p for p in itertools.product(OPERANDS, repeat=2)
-                                  if any(isinstance(v, str) for v in p)])
+@pytest.mark.parametrize(
+    "a, b", [p for p in itertools.product(OPERANDS, repeat=2) if any(isinstance(v, str) for v in p)]
+)
 def test_result_dtype_agrees_with_torch(a, b, torch):
     def theirs(v):
         return torch.zeros(2, dtype=getattr(torch, v)) if isinstance(v, str) else v

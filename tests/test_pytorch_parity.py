@@ -21,7 +21,7 @@ def test_floor_division_is_pytorchs_not_the_floor_of_the_rounded_quotient():
     got = mt.div(a, b, rounding_mode="floor").numpy()
     np.testing.assert_array_equal(got, [9.0, -1.0, -1.0, -1.0, np.inf, -np.inf, 0.0, -0.0])
     assert not np.signbit(got[6]) and np.signbit(got[7])
-    assert mt.div(mt.tensor([1.0]), 0.1, rounding_mode="floor").item() == 9.0     # float32 too
+    assert mt.div(mt.tensor([1.0]), 0.1, rounding_mode="floor").item() == 9.0  # float32 too
     np.testing.assert_array_equal(mt.div(a, b, rounding_mode="trunc").numpy()[:4], [10.0, -0.0, -0.0, -0.0])
 
 
@@ -65,7 +65,7 @@ def test_gather_with_an_empty_index_of_any_rank_or_dtype_gives_an_empty_output()
     x = mt.ones(2, 3, requires_grad=True)
     out = mt.gather(x, 1, mt.zeros(5, 0, 7, dtype="int64"))
     assert out.shape == (5, 0, 7) and out.dtype == "float32"
-    assert mt.gather(x, 1, mt.zeros(0)).shape == (0,)          # a float index, empty: PyTorch takes it
+    assert mt.gather(x, 1, mt.zeros(0)).shape == (0,)  # a float index, empty: PyTorch takes it
     mt.gather(x, 1, mt.zeros(0, dtype="int64")).sum().backward()
     assert x.grad.tolist() == [[0.0] * 3] * 2
     with pytest.raises(ValueError, match="dim 5 is out of range"):
@@ -80,15 +80,48 @@ import minitorch_attn.functional as F  # noqa: E402
 # PyTorch has as a method makes the test below ask for its line here.
 _Y = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
 METHOD_SAMPLES = {
-    "abs": (), "exp": (), "log": (), "sqrt": (), "tanh": (), "sigmoid": (), "relu": (),
-    "add": (_Y,), "sub": (_Y,), "div": (_Y,), "matmul": (_Y.T,), "maximum": (_Y,), "minimum": (_Y,), "pow": (3,),
-    "amax": (1,), "amin": (0,), "max": (), "min": (), "mean": (1,), "sum": (0,), "std": (1,), "var": (0,),
-    "logsumexp": (1,), "softmax": (1,), "log_softmax": (0,), "clamp": (0.7, 1.2),
-    "chunk": (2, 1), "split": (2, 1), "expand": (2, 3, 4), "flatten": (), "permute": (1, 0), "reshape": (4, 3),
-    "squeeze": (), "unsqueeze": (1,), "transpose": (0, 1), "tril": (), "triu": (1,),
-    "gather": (1, np.array([[0, 1], [2, 3], [1, 1]])), "masked_fill": (_Y > 0, 2.0), "where": (_Y > 0, 0.5),
+    "abs": (),
+    "exp": (),
+    "log": (),
+    "sqrt": (),
+    "tanh": (),
+    "sigmoid": (),
+    "relu": (),
+    "add": (_Y,),
+    "sub": (_Y,),
+    "div": (_Y,),
+    "matmul": (_Y.T,),
+    "maximum": (_Y,),
+    "minimum": (_Y,),
+    "pow": (3,),
+    "amax": (1,),
+    "amin": (0,),
+    "max": (),
+    "min": (),
+    "mean": (1,),
+    "sum": (0,),
+    "std": (1,),
+    "var": (0,),
+    "logsumexp": (1,),
+    "softmax": (1,),
+    "log_softmax": (0,),
+    "clamp": (0.7, 1.2),
+    "chunk": (2, 1),
+    "split": (2, 1),
+    "expand": (2, 3, 4),
+    "flatten": (),
+    "permute": (1, 0),
+    "reshape": (4, 3),
+    "squeeze": (),
+    "unsqueeze": (1,),
+    "transpose": (0, 1),
+    "tril": (),
+    "triu": (1,),
+    "gather": (1, np.array([[0, 1], [2, 3], [1, 1]])),
+    "masked_fill": (_Y > 0, 2.0),
+    "where": (_Y > 0, 0.5),
 }
-NOT_COMPARED = {"backward"}   # a method of both, not an operation on values
+NOT_COMPARED = {"backward"}  # a method of both, not an operation on values
 _X = np.linspace(0.5, 1.5, 12).reshape(3, 4)
 
 
@@ -118,7 +151,7 @@ def test_each_method_is_its_function(name):
         pytest.skip("Tensor.where(condition, other) is where(condition, self, other): tested above")
     x, args = mt.tensor(_X), METHOD_SAMPLES[name]
     method = _call(x, name, None, args, mt.tensor)
-    if name in ("expand", "permute"):         # x.permute(1, 0) is permute(x, (1, 0)), as PyTorch
+    if name in ("expand", "permute"):  # x.permute(1, 0) is permute(x, (1, 0)), as PyTorch
         args = (args,)
     np.testing.assert_array_equal(method, _call(mt if hasattr(mt, name) else F, name, x, args, mt.tensor))
 
@@ -148,14 +181,13 @@ def test_state_dict_lists_a_tied_weight_under_both_names_and_loads_it():
     assert "token_embedding.weight" in state and "lm_head.weight" in state
     assert np.shares_memory(state["lm_head.weight"].numpy(), state["token_embedding.weight"].numpy())
     other = _tied_gpt()
-    assert other.load_state_dict(state) == ([], [])                       # strict: nothing unexpected
-    assert other.lm_head.weight is other.token_embedding.weight           # still tied
+    assert other.load_state_dict(state) == ([], [])  # strict: nothing unexpected
+    assert other.lm_head.weight is other.token_embedding.weight  # still tied
     np.testing.assert_array_equal(other.lm_head.weight.numpy(), model.token_embedding.weight.numpy())
-    del state["lm_head.weight"]                                           # listed once: still loads
+    del state["lm_head.weight"]  # listed once: still loads
     assert _tied_gpt().load_state_dict(state) == ([], [])
     del state["token_embedding.weight"]
-    assert _tied_gpt().load_state_dict(state, strict=False).missing_keys == ["token_embedding.weight",
-                                                                            "lm_head.weight"]
+    assert _tied_gpt().load_state_dict(state, strict=False).missing_keys == ["token_embedding.weight", "lm_head.weight"]
 
 
 def test_pytorchs_state_dict_of_a_tied_model_loads(torch):
@@ -163,7 +195,7 @@ def test_pytorchs_state_dict_of_a_tied_model_loads(torch):
     from minitorch_attn.app.torch_gpt import GPT
 
     model = _tied_gpt()
-    theirs = GPT(**torch_config(model))              # PyTorch's GPT, lm_head tied to the embedding
+    theirs = GPT(**torch_config(model))  # PyTorch's GPT, lm_head tied to the embedding
     state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
     assert np.shares_memory(state["lm_head.weight"], state["token_embedding.weight"])
     assert model.load_state_dict(state) == ([], [])
@@ -173,7 +205,7 @@ def test_pytorchs_state_dict_of_a_tied_model_loads(torch):
 def test_tensor_of_a_list_of_tensors_is_torchs():
     t = mt.tensor
     assert t([t(1.0), t(2.0)]).shape == (2,) and t([t(1.0), t(2.0)]).dtype == "float32"
-    assert t([t([1.0]), t([2.0])]).shape == (2,)                          # one-element tensors are numbers
+    assert t([t([1.0]), t([2.0])]).shape == (2,)  # one-element tensors are numbers
     assert t([[t(1), t(2)], [t(3), 4]]).tolist() == [[1, 2], [3, 4]]
     assert t([t(1.0, dtype="float64"), 2.5]).dtype == "float64"
     assert t([t(1), 2.5]).dtype == "float32"
@@ -187,10 +219,16 @@ def test_tensor_of_a_list_of_tensors_is_torchs():
 
 
 def test_tensor_of_a_list_of_tensors_matches_torch(torch):
-    cases = [lambda T, d: T([T(1.0), T(2.0)]), lambda T, d: T([T([1.0]), T([2.0])]),
-             lambda T, d: T([[T(1), T(2)], [T(3), 4]]), lambda T, d: T([T(1.0, dtype=d["float64"]), 2.5]),
-             lambda T, d: T([T(1, dtype=d["int32"]), 2]), lambda T, d: T([T(1, dtype=d["int32"]), T(2.0, dtype=d["float64"])]),
-             lambda T, d: T([[T(1.0)], [T(2.0)]]), lambda T, d: T([np.float32(1), 2.0])]
+    cases = [
+        lambda T, d: T([T(1.0), T(2.0)]),
+        lambda T, d: T([T([1.0]), T([2.0])]),
+        lambda T, d: T([[T(1), T(2)], [T(3), 4]]),
+        lambda T, d: T([T(1.0, dtype=d["float64"]), 2.5]),
+        lambda T, d: T([T(1, dtype=d["int32"]), 2]),
+        lambda T, d: T([T(1, dtype=d["int32"]), T(2.0, dtype=d["float64"])]),
+        lambda T, d: T([[T(1.0)], [T(2.0)]]),
+        lambda T, d: T([np.float32(1), 2.0]),
+    ]
     ours_dtypes = {"float64": "float64", "int32": "int32"}
     their_dtypes = {"float64": torch.float64, "int32": torch.int32}
     for case in cases:
@@ -202,8 +240,14 @@ def test_tensor_of_a_list_of_tensors_matches_torch(torch):
 import minitorch_attn.optim as optim  # noqa: E402
 
 
-@pytest.mark.parametrize("make", [lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9), lambda ps: optim.Adam(ps, lr=0.1),
-                                  lambda ps: optim.AdamW(ps, lr=0.1)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+        lambda ps: optim.Adam(ps, lr=0.1),
+        lambda ps: optim.AdamW(ps, lr=0.1),
+    ],
+)
 def test_an_optimizer_takes_tensors_that_need_no_gradient_and_leaves_them_alone(make):
     frozen, trained = mt.tensor([1.0, 2.0]), mt.tensor([1.0, 2.0], requires_grad=True)
     opt = make([frozen, trained])
@@ -221,14 +265,16 @@ def test_zero_grad_sets_to_none_by_default_or_fills_zeros_in_place():
         grad = model.weight.grad
         owner.zero_grad(set_to_none=False)
         assert model.weight.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
-        assert grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]          # in place: a gradient held before sees it
+        assert grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]  # in place: a gradient held before sees it
         owner.zero_grad()
         assert model.weight.grad is None and model.bias.grad is None
 
 
 def test_optimizer_and_zero_grad_match_torch(torch):
-    theirs = [torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0, 2.0], dtype=torch.float64,
-                                                                          requires_grad=True)]
+    theirs = [
+        torch.tensor([1.0, 2.0], dtype=torch.float64),
+        torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True),
+    ]
     ours = [mt.tensor([1.0, 2.0], dtype="float64"), mt.tensor([1.0, 2.0], dtype="float64", requires_grad=True)]
     t_opt, o_opt = torch.optim.Adam(theirs, lr=0.1), optim.Adam(ours, lr=0.1)
     for step in range(3):
@@ -246,15 +292,17 @@ from minitorch_attn.app import data, sampling  # noqa: E402
 
 _QKV = np.linspace(-1.0, 1.0, 2 * 4 * 8).reshape(1, 2, 4, 8)
 RANDOM_DRAWS = {
-    "randn": lambda: mt.randn(5).tolist(), "rand": lambda: mt.rand(5).tolist(),
+    "randn": lambda: mt.randn(5).tolist(),
+    "rand": lambda: mt.rand(5).tolist(),
     "randint": lambda: mt.randint(0, 100, (5,)).tolist(),
     "init of a module": lambda: nn.Linear(3, 3).weight.tolist(),
     "F.dropout": lambda: F.dropout(mt.ones(20), 0.5).tolist(),
     "nn.Dropout": lambda: nn.Dropout(0.5)(mt.ones(20)).tolist(),
     "attention dropout": lambda: F.scaled_dot_product_attention(*[mt.tensor(_QKV)] * 3, dropout_p=0.5).tolist(),
     "flash attention dropout": lambda: F.flash_attention(*[mt.tensor(_QKV)] * 3, dropout_p=0.5).tolist(),
-    "sampling": lambda: sampling.generate_ids(nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4,
-                                                     dropout=0.0), [1, 2], 12),
+    "sampling": lambda: sampling.generate_ids(
+        nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4, dropout=0.0), [1, 2], 12
+    ),
     "batches": lambda: data.get_batch(np.arange(100), 4, 8)[0].tolist(),
 }
 
@@ -266,8 +314,8 @@ def test_manual_seed_makes_every_random_draw_repeat(name):
     first, second = draw(), draw()
     mt.manual_seed(7)
     assert draw() == first and draw() == second
-    assert first != second                                   # the stream moves on between draws
-    mt.manual_seed(np.int64(8))                              # a NumPy int seeds too, as torch.manual_seed
+    assert first != second  # the stream moves on between draws
+    mt.manual_seed(np.int64(8))  # a NumPy int seeds too, as torch.manual_seed
     assert draw() != first
 
 
@@ -276,11 +324,18 @@ def test_no_unseeded_generator_in_the_package():
     fresh entropy (``default_rng()``) or uses NumPy's or Python's global one."""
     import pathlib
     import re
+
     package = pathlib.Path(mt.__file__).parent
-    unseeded = re.compile(r"default_rng\(\)|numpy\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|"
-                          r"np\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|^import random|random\.random\(")
-    found = [f"{path.relative_to(package)}:{n}" for path in package.rglob("*.py")
-             for n, line in enumerate(path.read_text().splitlines(), 1) if unseeded.search(line)]
+    unseeded = re.compile(
+        r"default_rng\(\)|numpy\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|"
+        r"np\.random\.(rand|randn|randint|choice|shuffle|seed|random)\b|^import random|random\.random\("
+    )
+    found = [
+        f"{path.relative_to(package)}:{n}"
+        for path in package.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if unseeded.search(line)
+    ]
     assert not found, found
 
 
@@ -290,14 +345,21 @@ _x3 = np.linspace(-1.0, 1.0, 24).reshape(2, 3, 4)
 # Calls with NumPy ints (and 0-d integer arrays as sizes) where an int is taken; each is
 # written for both libraries: f(lib, F, nn, x) with x a (2, 3, 4) float tensor.
 NUMPY_INT_CALLS = {
-    "sum": lambda m, F, nn, x: x.sum(_I(1)), "sum tuple": lambda m, F, nn, x: x.sum((_I(0), np.int32(2))),
-    "softmax": lambda m, F, nn, x: F.softmax(x, _I(1)), "log_softmax": lambda m, F, nn, x: F.log_softmax(x, _I(-1)),
+    "sum": lambda m, F, nn, x: x.sum(_I(1)),
+    "sum tuple": lambda m, F, nn, x: x.sum((_I(0), np.int32(2))),
+    "softmax": lambda m, F, nn, x: F.softmax(x, _I(1)),
+    "log_softmax": lambda m, F, nn, x: F.log_softmax(x, _I(-1)),
     "logsumexp": lambda m, F, nn, x: m.logsumexp(x, _I(1)),
-    "reshape": lambda m, F, nn, x: x.reshape(_I(6), np.array(4)), "zeros": lambda m, F, nn, x: m.zeros(np.array(2), _I(3)),
-    "split": lambda m, F, nn, x: x.split(_I(2), _I(2))[1], "split sizes": lambda m, F, nn, x: x.split([_I(1), _I(2)], 1)[1],
-    "chunk": lambda m, F, nn, x: x.chunk(_I(2), _I(2))[0], "gather": lambda m, F, nn, x: x.gather(_I(1), m.zeros(2, 1, 4, dtype=m.int64)),
-    "getitem": lambda m, F, nn, x: x[_I(1), _I(2)], "transpose": lambda m, F, nn, x: x.transpose(_I(0), _I(2)),
-    "unsqueeze": lambda m, F, nn, x: x.unsqueeze(_I(0)), "flatten": lambda m, F, nn, x: x.flatten(_I(1)),
+    "reshape": lambda m, F, nn, x: x.reshape(_I(6), np.array(4)),
+    "zeros": lambda m, F, nn, x: m.zeros(np.array(2), _I(3)),
+    "split": lambda m, F, nn, x: x.split(_I(2), _I(2))[1],
+    "split sizes": lambda m, F, nn, x: x.split([_I(1), _I(2)], 1)[1],
+    "chunk": lambda m, F, nn, x: x.chunk(_I(2), _I(2))[0],
+    "gather": lambda m, F, nn, x: x.gather(_I(1), m.zeros(2, 1, 4, dtype=m.int64)),
+    "getitem": lambda m, F, nn, x: x[_I(1), _I(2)],
+    "transpose": lambda m, F, nn, x: x.transpose(_I(0), _I(2)),
+    "unsqueeze": lambda m, F, nn, x: x.unsqueeze(_I(0)),
+    "flatten": lambda m, F, nn, x: x.flatten(_I(1)),
     "layer_norm": lambda m, F, nn, x: F.layer_norm(x, (_I(4),)),
     "cross_entropy": lambda m, F, nn, x: F.cross_entropy(x[0], m.tensor([0, 1, 2]), ignore_index=_I(1)),
     "nll_loss": lambda m, F, nn, x: F.nll_loss(x[0], m.tensor([0, 1, 2]), ignore_index=_I(1)),
@@ -343,10 +405,19 @@ def test_numpy_ints_in_seed_and_thread_count():
         mt.set_num_threads(before)
 
 
-@pytest.mark.parametrize("call", [lambda x: x.sum(1, keepdim=1), lambda x: mt.mean(x, 1, keepdim=None),
-                                  lambda x: x.max(1, keepdim="no"), lambda x: mt.var(x, 1, keepdim=np.bool_(True)),
-                                  lambda x: mt.amin(x, 1, keepdim=0), lambda x: mt.logsumexp(x, 1, keepdim=1),
-                                  lambda x: x.argmax(1, keepdim=1), lambda x: mt.std(x, 1, keepdim=1)])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: x.sum(1, keepdim=1),
+        lambda x: mt.mean(x, 1, keepdim=None),
+        lambda x: x.max(1, keepdim="no"),
+        lambda x: mt.var(x, 1, keepdim=np.bool_(True)),
+        lambda x: mt.amin(x, 1, keepdim=0),
+        lambda x: mt.logsumexp(x, 1, keepdim=1),
+        lambda x: x.argmax(1, keepdim=1),
+        lambda x: mt.std(x, 1, keepdim=1),
+    ],
+)
 def test_keepdim_must_be_a_bool_as_pytorch_checks_it(call):
     with pytest.raises(TypeError, match="keepdim must be True or False, got"):
         call(mt.ones(2, 3))
@@ -359,7 +430,7 @@ def test_module_train_mode_must_be_a_bool(mode):
 
 
 def test_flags_pytorch_reads_by_truth_are_read_so():
-    assert nn.Linear(2, 2, bias=0).bias is None                          # as torch.nn.Linear(2, 2, bias=0)
+    assert nn.Linear(2, 2, bias=0).bias is None  # as torch.nn.Linear(2, 2, bias=0)
     x = mt.ones(3)
     assert F.dropout(x, 0.5, training=False, inplace=1) is x
 
@@ -374,9 +445,11 @@ def test_dropout_probability_0_and_1_are_taken_everywhere(p):
     for attention in (F.scaled_dot_product_attention, F.flash_attention):
         out = attention(q, q, q, dropout_p=p).numpy()
         assert (out == 0).all() if p == 1 else (out != 0).any()
-    for module in (nn.MultiHeadAttention(8, 2, dropout=p), nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4,
-                                                                  dropout=p),
-                   nn.TransformerEncoder(11, 8, 2, 16, 1, max_seq_len=4, dropout=p)):
+    for module in (
+        nn.MultiHeadAttention(8, 2, dropout=p),
+        nn.GPT(11, d_model=8, num_heads=2, num_layers=1, max_seq_len=4, dropout=p),
+        nn.TransformerEncoder(11, 8, 2, 16, 1, max_seq_len=4, dropout=p),
+    ):
         module.train()
         inputs = [mt.randn(1, 4, 8)] * 3 if isinstance(module, nn.MultiHeadAttention) else [mt.tensor([[1, 2, 3]])]
         out = module(*inputs)

@@ -21,7 +21,7 @@ def complex_reference(x, positions, base=10000.0, interleaved=False):
         out = np.empty_like(x)
         out[..., 0::2], out[..., 1::2] = z.real, z.imag
         return out
-    z = (x[..., : d // 2] + 1j * x[..., d // 2:]) * rotation
+    z = (x[..., : d // 2] + 1j * x[..., d // 2 :]) * rotation
     return np.concatenate([z.real, z.imag], axis=-1)
 
 
@@ -29,12 +29,14 @@ def complex_reference(x, positions, base=10000.0, interleaved=False):
 def test_rotary_matches_the_complex_number_reference(device, rng, interleaved):
     x = rng.standard_normal((2, 3, 5, 8))
     positions = np.array([0, 1, 2, 30, 999])
-    out = F.rotary_embedding(mt.tensor(x, device=device), mt.tensor(positions, device=device),
-                             base=500.0, interleaved=interleaved)
+    out = F.rotary_embedding(
+        mt.tensor(x, device=device), mt.tensor(positions, device=device), base=500.0, interleaved=interleaved
+    )
     np.testing.assert_allclose(out.numpy(), complex_reference(x, positions, 500.0, interleaved), rtol=0, atol=1e-12)
     default = F.rotary_embedding(mt.tensor(x, device=device), interleaved=interleaved)  # positions 0..T-1
-    np.testing.assert_allclose(default.numpy(), complex_reference(x, np.arange(5), interleaved=interleaved),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        default.numpy(), complex_reference(x, np.arange(5), interleaved=interleaved), rtol=0, atol=1e-12
+    )
 
 
 def test_the_two_pairings_differ_and_position_zero_is_the_identity(rng):
@@ -86,7 +88,7 @@ def test_rotary_matches_pytorch_formulations(torch, rng, interleaved):
     upstream = rng.standard_normal(x.shape)
     d, base = 8, 10000.0
     inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    freqs = torch.outer(torch.arange(7, dtype=torch.float64), inv_freq)          # (T, d/2)
+    freqs = torch.outer(torch.arange(7, dtype=torch.float64), inv_freq)  # (T, d/2)
     tx = torch.tensor(x, requires_grad=True)
     if interleaved:
         rotation = torch.polar(torch.ones_like(freqs), freqs)
@@ -94,7 +96,7 @@ def test_rotary_matches_pytorch_formulations(torch, rng, interleaved):
         t_out = torch.view_as_real(z).flatten(-2)
     else:
         emb = torch.cat([freqs, freqs], dim=-1)
-        rotate_half = torch.cat([-tx[..., d // 2:], tx[..., : d // 2]], dim=-1)
+        rotate_half = torch.cat([-tx[..., d // 2 :], tx[..., : d // 2]], dim=-1)
         t_out = tx * emb.cos() + rotate_half * emb.sin()
     (t_out * torch.tensor(upstream)).sum().backward()
 
@@ -105,17 +107,20 @@ def test_rotary_matches_pytorch_formulations(torch, rng, interleaved):
     np.testing.assert_allclose(ours_x.grad.numpy(), tx.grad.numpy(), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("call, error, message", [
-    (lambda x: F.rotary_embedding(x[..., :5]), ValueError, "even d"),
-    (lambda x: F.rotary_embedding(x[0, 0, 0]), ValueError, r"\(\.\.\., seq_len, d\)"),
-    (lambda x: F.rotary_embedding(x, mt.arange(5)), ValueError, "do not broadcast"),
-    (lambda x: F.rotary_embedding(x, [0, 1, 2, 3]), TypeError, "positions must be a Tensor"),
-    (lambda x: F.rotary_embedding(x, mt.ones(4) > 0), TypeError, "positions must be a Tensor"),
-    (lambda x: F.rotary_embedding(x, base=0), ValueError, "base must be a finite number > 0"),
-    (lambda x: F.rotary_embedding(x, base=float("inf")), ValueError, "base"),
-    (lambda x: F.rotary_embedding(x, interleaved=1), TypeError, "interleaved must be True or False"),
-    (lambda x: F.rotary_embedding(mt.arange(8).reshape(2, 4)), TypeError, "float32 or float64"),
-])
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: F.rotary_embedding(x[..., :5]), ValueError, "even d"),
+        (lambda x: F.rotary_embedding(x[0, 0, 0]), ValueError, r"\(\.\.\., seq_len, d\)"),
+        (lambda x: F.rotary_embedding(x, mt.arange(5)), ValueError, "do not broadcast"),
+        (lambda x: F.rotary_embedding(x, [0, 1, 2, 3]), TypeError, "positions must be a Tensor"),
+        (lambda x: F.rotary_embedding(x, mt.ones(4) > 0), TypeError, "positions must be a Tensor"),
+        (lambda x: F.rotary_embedding(x, base=0), ValueError, "base must be a finite number > 0"),
+        (lambda x: F.rotary_embedding(x, base=float("inf")), ValueError, "base"),
+        (lambda x: F.rotary_embedding(x, interleaved=1), TypeError, "interleaved must be True or False"),
+        (lambda x: F.rotary_embedding(mt.arange(8).reshape(2, 4)), TypeError, "float32 or float64"),
+    ],
+)
 def test_bad_arguments_say_what_was_expected(call, error, message):
     with pytest.raises(error, match=message):
         call(mt.randn(2, 3, 4, 6))
@@ -139,7 +144,9 @@ def test_split_halves_give_the_numbers_of_the_two_line_formula(rng, dtype):
     angles = rng.uniform(-4, 4, size=(5, 4))
     cos, sin = np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
     a, b = x[..., :4], x[..., 4:]
-    np.testing.assert_array_equal(_rotate(np, x, cos, sin, False),
-                                  np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1))
-    np.testing.assert_array_equal(_rotate(np, x, cos, -sin, False),
-                                  np.concatenate([a * cos + b * sin, -a * sin + b * cos], axis=-1))
+    np.testing.assert_array_equal(
+        _rotate(np, x, cos, sin, False), np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+    )
+    np.testing.assert_array_equal(
+        _rotate(np, x, cos, -sin, False), np.concatenate([a * cos + b * sin, -a * sin + b * cos], axis=-1)
+    )

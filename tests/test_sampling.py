@@ -37,14 +37,19 @@ def test_generation_runs_past_the_context_and_samples_top_k():
     assert text.startswith("a€b") and len(text) == 8
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(top_k=0), "top_k must be an int >= 1"), (dict(top_k=-1), "top_k must be an int >= 1"),
-    (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
-    (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
-    (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
-    (dict(top_p=0.0), r"top_p must be a number in \(0, 1\]"), (dict(top_p=1.5), r"top_p must be a number in \(0, 1\]"),
-    (dict(top_p=float("nan")), r"top_p must be a number in \(0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(top_k=0), "top_k must be an int >= 1"),
+        (dict(top_k=-1), "top_k must be an int >= 1"),
+        (dict(temperature=-1.0), "temperature must be a finite number >= 0"),
+        (dict(temperature=float("nan")), "temperature must be a finite number >= 0"),
+        (dict(max_new_tokens=-5), "max_new_tokens must be an int >= 0"),
+        (dict(top_p=0.0), r"top_p must be a number in \(0, 1\]"),
+        (dict(top_p=1.5), r"top_p must be a number in \(0, 1\]"),
+        (dict(top_p=float("nan")), r"top_p must be a number in \(0, 1\]"),
+    ],
+)
 def test_generate_rejects_bad_sampling_options(options, message):
     model, vocab = _tiny_gpt(), CharVocab("abcdefghi")
     with pytest.raises(ValueError, match=message):
@@ -72,13 +77,16 @@ def _kept(p):
     return [int(i) for i in np.flatnonzero(p)]
 
 
-@pytest.mark.parametrize("top_p, kept", [
-    (0.45, [0]),           # the likeliest alone crosses 0.45
-    (0.6, [0, 1]),         # 0.5 < 0.6: the token that crosses (0.3, reaching 0.8) is kept
-    (0.9, [0, 1, 2]),
-    (0.96, [0, 1, 2, 3]),
-    (1.0, [0, 1, 2, 3]),
-])
+@pytest.mark.parametrize(
+    "top_p, kept",
+    [
+        (0.45, [0]),  # the likeliest alone crosses 0.45
+        (0.6, [0, 1]),  # 0.5 < 0.6: the token that crosses (0.3, reaching 0.8) is kept
+        (0.9, [0, 1, 2]),
+        (0.96, [0, 1, 2, 3]),
+        (1.0, [0, 1, 2, 3]),
+    ],
+)
 def test_top_p_keeps_the_likeliest_tokens_up_to_the_one_that_crosses_the_threshold(top_p, kept):
     p = sampling.sampling_probabilities(np.log(PROBS), top_p=top_p)
     assert _kept(p) == kept
@@ -123,25 +131,31 @@ def _float64_gpt(rng, **options):
     return model
 
 
-@pytest.mark.parametrize("pos_encoding, max_seq_len, prompt", [
-    ("learned", 2, [1, 2]),                  # the case of the report: positions run out at once
-    ("learned", 4, [3, 1, 4]),
-    ("rope", 3, [1, 2]),                     # the window slides from the third new token on
-    ("rope", 4, [5, 3, 1, 4, 1, 5, 9]),      # a prompt longer than the window
-])
+@pytest.mark.parametrize(
+    "pos_encoding, max_seq_len, prompt",
+    [
+        ("learned", 2, [1, 2]),  # the case of the report: positions run out at once
+        ("learned", 4, [3, 1, 4]),
+        ("rope", 3, [1, 2]),  # the window slides from the third new token on
+        ("rope", 4, [5, 3, 1, 4, 1, 5, 9]),  # a prompt longer than the window
+    ],
+)
 def test_cached_generation_equals_uncached_past_max_seq_len(rng, pos_encoding, max_seq_len, prompt):
     """Greedy steps in float64 well past max_seq_len: the same ids and, at every step, the same
     logits (learned positions: the last max_seq_len tokens; rope: a sliding window)."""
     model = _float64_gpt(rng, max_seq_len=max_seq_len, pos_encoding=pos_encoding, num_kv_heads=2)
     steps = 4 * max_seq_len
-    cached, logits_cached = sampling.generate_ids(model, prompt, steps, temperature=0, use_cache=True,
-                                                  return_logits=True)
-    plain, logits_plain = sampling.generate_ids(model, prompt, steps, temperature=0, use_cache=False,
-                                                return_logits=True)
+    cached, logits_cached = sampling.generate_ids(
+        model, prompt, steps, temperature=0, use_cache=True, return_logits=True
+    )
+    plain, logits_plain = sampling.generate_ids(
+        model, prompt, steps, temperature=0, use_cache=False, return_logits=True
+    )
     reference = np.array(logits_plain)
     assert cached == plain
-    np.testing.assert_allclose(np.array(logits_cached), reference, rtol=0,
-                               atol=float64_tolerance(reference, n_ops=100, dtype="float64"))
+    np.testing.assert_allclose(
+        np.array(logits_cached), reference, rtol=0, atol=float64_tolerance(reference, n_ops=100, dtype="float64")
+    )
 
 
 def test_a_checkpoint_without_pos_encoding_loads_with_learned_positions(tmp_path):
@@ -168,7 +182,7 @@ def test_an_interrupted_sample_puts_the_model_back_in_training_mode():
     model.eval()
     with nn.in_eval_mode(model):
         pass
-    assert not model.training                       # the mode it had, not always training
+    assert not model.training  # the mode it had, not always training
     with pytest.raises(TypeError, match="needs a Module"):
         with nn.in_eval_mode("model"):
             pass

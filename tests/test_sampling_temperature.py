@@ -56,9 +56,9 @@ def _run_bar(monkeypatch, tty, disable):
 
 
 def test_the_bar_goes_to_a_terminal_only(monkeypatch):
-    assert _run_bar(monkeypatch, tty=False, disable=None) == ""        # a log file: no bar
-    assert "50/50" in _run_bar(monkeypatch, tty=True, disable=None)   # a terminal: the bar
-    assert _run_bar(monkeypatch, tty=True, disable=True) == ""         # --quiet
+    assert _run_bar(monkeypatch, tty=False, disable=None) == ""  # a log file: no bar
+    assert "50/50" in _run_bar(monkeypatch, tty=True, disable=None)  # a terminal: the bar
+    assert _run_bar(monkeypatch, tty=True, disable=True) == ""  # --quiet
 
 
 def test_the_training_job_leaves_the_decision_to_tqdm():
@@ -66,5 +66,6 @@ def test_the_training_job_leaves_the_decision_to_tqdm():
 
     from minitorch_attn.app import train
 
-    assert "disable=True if args.quiet else None" in inspect.getsource(train.run_training) or \
-        "disable=True if args.quiet else None" in inspect.getsource(train)
+    assert "disable=True if args.quiet else None" in inspect.getsource(
+        train.run_training
+    ) or "disable=True if args.quiet else None" in inspect.getsource(train)

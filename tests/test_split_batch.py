@@ -18,7 +18,7 @@ from minitorch_attn.speed import threads
 from tests.conftest import float64_tolerance
 
 VOCAB = 11
-pytestmark = pytest.mark.filterwarnings("ignore:.*threads are more than the")   # 3 threads on a smaller machine
+pytestmark = pytest.mark.filterwarnings("ignore:.*threads are more than the")  # 3 threads on a smaller machine
 
 
 @pytest.fixture(autouse=True)
@@ -43,8 +43,7 @@ def in_float64(module):
 def tiny_gpt(dropout=0.0):
     """LLaMA's block at a tiny size, its weights in float64."""
     mt.manual_seed(0)
-    return in_float64(nn.GPT(VOCAB, d_model=16, num_heads=2, num_layers=2, max_seq_len=8, dropout=dropout,
-                             **nn.LLAMA))
+    return in_float64(nn.GPT(VOCAB, d_model=16, num_heads=2, num_layers=2, max_seq_len=8, dropout=dropout, **nn.LLAMA))
 
 
 def batch(rng, rows):
@@ -167,14 +166,15 @@ def test_each_step_sees_the_model_as_it_is_now(rng):
     opt = optim.AdamW(model.parameters(), lr=0.1)
     split_step(model, x, y)
     opt.step()
-    model.head.weight.data = model.head.weight.data * 0.5            # a new array
-    model.scale = 3.0                                                 # a plain attribute
-    model.emb.weight.requires_grad_(False)                            # frozen
+    model.head.weight.data = model.head.weight.data * 0.5  # a new array
+    model.scale = 3.0  # a plain attribute
+    model.emb.weight.requires_grad_(False)  # frozen
     loss, grads = split_step(model, x, y)
     assert grads[0] is None
     assert_same_step((loss, grads), whole_batch(model, x, y))
     model.emb.weight.requires_grad_(True)
-    model.extra = in_float64(nn.Linear(VOCAB, VOCAB))                 # a layer added after a split step
+    model.extra = in_float64(nn.Linear(VOCAB, VOCAB))  # a layer added after a split step
+
     def fn(m, x, y):
         return next_char_loss(lambda t: m.extra(m(t)), x, y)
 
@@ -189,8 +189,10 @@ def test_the_replicas_share_the_weights_and_keep_the_tied_ones_tied(rng):
     replica = _replica(model, {})
     assert replica.lm_head.weight is replica.token_embedding.weight
     assert replica.lm_head.weight is not model.lm_head.weight
-    assert all(q.data is p.data and q._version_counter is p._version_counter
-               for p, q in zip(model.parameters(), replica.parameters(), strict=True))
+    assert all(
+        q.data is p.data and q._version_counter is p._version_counter
+        for p, q in zip(model.parameters(), replica.parameters(), strict=True)
+    )
 
 
 @pytest.mark.parametrize("how", ["an input that requires grad", "a weight outside the model"])
@@ -201,15 +203,21 @@ def test_a_loss_that_differentiates_something_else_than_the_model_is_refused(rng
     outside = mt.tensor(rng.standard_normal((1, 8, VOCAB)), requires_grad=True)
     if how.startswith("an input"):
         x = mt.tensor(rng.standard_normal((4, 8, 6)), requires_grad=True)
+
         def fn(m, x, y):
             return F.cross_entropy(m.head(x).reshape(-1, VOCAB), y.reshape(-1))
     else:
+
         def fn(m, x, y):
             return F.cross_entropy((m(x) + outside).reshape(-1, VOCAB), y.reshape(-1))
+
     with pytest.raises(ValueError, match="not a parameter of the model.*loss.backward\\(\\) on the whole batch"):
         split_step(model, x, y, loss_fn=fn)
-    assert all(p.grad is None for p in model.parameters()) and outside.grad is None and (
-        not x.requires_grad or x.grad is None)
+    assert (
+        all(p.grad is None for p in model.parameters())
+        and outside.grad is None
+        and (not x.requires_grad or x.grad is None)
+    )
 
 
 def test_a_part_that_fails_leaves_no_gradient_and_the_next_step_is_right(rng):
@@ -232,9 +240,20 @@ def test_a_part_that_fails_leaves_no_gradient_and_the_next_step_is_right(rng):
     assert_same_step(split_step(model, x, y, loss_fn=flaky), reference)
 
 
-@pytest.mark.parametrize("why", ["one thread", "one row", "grad mode off", "dropout while training",
-                                 "dropout of a submodule in training", "an embedding with max_norm",
-                                 "a module's backward hook", "a module's forward hook", "a parameter's hook"])
+@pytest.mark.parametrize(
+    "why",
+    [
+        "one thread",
+        "one row",
+        "grad mode off",
+        "dropout while training",
+        "dropout of a submodule in training",
+        "an embedding with max_norm",
+        "a module's backward hook",
+        "a module's forward hook",
+        "a parameter's hook",
+    ],
+)
 def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_result(rng, why):
     threads.set_num_threads(1 if why == "one thread" else 2)
     model = tiny_gpt(dropout=0.5 if "dropout" in why else 0.0)
@@ -255,21 +274,22 @@ def test_the_batch_runs_whole_where_a_split_would_not_help_or_would_change_the_r
     if why == "grad mode off":
         with mt.no_grad():
             assert split.parts(x) == [(0, 4)]
-            with pytest.raises(RuntimeError):                         # as loss.backward() there
+            with pytest.raises(RuntimeError):  # as loss.backward() there
                 split.backward(*batch(rng, 4))
         return
     assert split.parts(x) == [(0, x.shape[0])]
-    if handle is not None:                                            # each hook sees the whole batch once
+    if handle is not None:  # each hook sees the whole batch once
         handle.remove()
         assert split.parts(x) == [(0, 2), (2, 4)]
     if why == "dropout while training":
         model.eval()
-        assert split.parts(x) == [(0, 2), (2, 4)]                    # in eval mode dropout draws nothing
+        assert split.parts(x) == [(0, 2), (2, 4)]  # in eval mode dropout draws nothing
 
 
 def test_targets_may_be_none_and_must_match_the_rows(rng):
     model = Tiny()
     x, y = batch(rng, 4)
+
     def fn(m, x, y):
         return m(x).mean()
 
@@ -305,9 +325,9 @@ def test_a_ctrl_c_while_the_parts_run_returns_only_once_none_runs_on(rng, monkey
     def slow(model, x, y):
         loss = next_char_loss(model, x, y)
         if threading.current_thread() is not threading.main_thread():
-            time.sleep(0.05)                      # the caller is waiting for the parts by now
+            time.sleep(0.05)  # the caller is waiting for the parts by now
             if not finished:
-                os.kill(os.getpid(), signal.SIGINT)   # a Ctrl-C while the caller waits
+                os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C while the caller waits
             time.sleep(0.3)
         finished.append(threading.current_thread().name)
         return loss

@@ -21,7 +21,7 @@ from tests.test_cli import TINY, _Command
 
 SIGNALS = [signal.SIGHUP, signal.SIGTERM]
 
-HOLD = textwrap.dedent('''
+HOLD = textwrap.dedent("""
     import os, shutil, sys, time
 
     def _hold(what):
@@ -46,7 +46,7 @@ HOLD = textwrap.dedent('''
             _hold(target)
 
     os.fsync, shutil.copyfile = fsync, copyfile
-''')
+""")
 
 
 def _held(tmp_path, *args, stop_at):
@@ -56,8 +56,9 @@ def _held(tmp_path, *args, stop_at):
     (hooks / "sitecustomize.py").write_text(HOLD)
     work = tmp_path / "work"
     work.mkdir()
-    run = _Command(*args, cwd=work, env={"PYTHONPATH": str(hooks), "STOP_AT": stop_at,
-                                         "RELEASE": str(hooks / "release")})
+    run = _Command(
+        *args, cwd=work, env={"PYTHONPATH": str(hooks), "STOP_AT": stop_at, "RELEASE": str(hooks / "release")}
+    )
     run.wait_for(lambda out: "held while writing" in out)
     return run, work
 
@@ -86,8 +87,21 @@ def text(tmp_path_factory):
 def test_train_stopped_while_writing_leaves_the_checkpoint_and_metrics(signum, stop_at, text, tmp_path):
     # stopped in a picture's write: no picture half made; in the checkpoint's: the write holds
     # the signal back and ends whole. Either way the rest is skipped as after Ctrl-C
-    run, work = _held(tmp_path, "train", "--text", str(text), "--steps", "5", "--time-budget", "0", "--out", "run",
-                      "--quiet", *TINY, stop_at=stop_at)
+    run, work = _held(
+        tmp_path,
+        "train",
+        "--text",
+        str(text),
+        "--steps",
+        "5",
+        "--time-budget",
+        "0",
+        "--out",
+        "run",
+        "--quiet",
+        *TINY,
+        stop_at=stop_at,
+    )
     _stop(run, signum, tmp_path)
     assert run.finish() == 130, run.text("err")
     assert _debris(work) == []
@@ -123,10 +137,33 @@ def test_export_stopped_while_writing_leaves_no_half_file(signum, text, tmp_path
     from minitorch_attn.app.cli import main
 
     trained = tmp_path / "trained"
-    assert main(["train", "--text", str(text), "--steps", "2", "--time-budget", "0", "--out", str(trained),
-                 "--quiet", *TINY]) == 0
-    run, work = _held(tmp_path, "export", "--checkpoint", str(trained / "checkpoint.npz"), "--out", "m.safetensors",
-                      stop_at=".safetensors")
+    assert (
+        main(
+            [
+                "train",
+                "--text",
+                str(text),
+                "--steps",
+                "2",
+                "--time-budget",
+                "0",
+                "--out",
+                str(trained),
+                "--quiet",
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    run, work = _held(
+        tmp_path,
+        "export",
+        "--checkpoint",
+        str(trained / "checkpoint.npz"),
+        "--out",
+        "m.safetensors",
+        stop_at=".safetensors",
+    )
     _stop(run, signum, tmp_path)
     assert run.finish() == 130, run.text("err")
     assert list(work.iterdir()) == []
@@ -167,7 +204,7 @@ def test_after_sighup_the_output_that_went_to_the_closed_terminal_goes_nowhere(t
         seen += os.read(master, 1024)
     os.close(master)  # the terminal is gone
     child.send_signal(signal.SIGHUP)
-    for _ in range(6000):   # the first hang-up handled (or the child gone): at most a minute
+    for _ in range(6000):  # the first hang-up handled (or the child gone): at most a minute
         if handled.exists() or child.poll() is not None:
             break
         time.sleep(0.01)

@@ -151,8 +151,10 @@ def test_numpy_scalars_mix_with_float32_as_python_numbers_do():
     np.testing.assert_array_equal((x + np.float64(0.5)).numpy(), [1.5, 2.5])
 
 
-@pytest.mark.parametrize("dtype, expected", [(np.uint8, "int64"), (np.int8, "int64"), (np.int16, "int64"),
-                                             (np.uint32, "int64"), (np.float16, "float32")])
+@pytest.mark.parametrize(
+    "dtype, expected",
+    [(np.uint8, "int64"), (np.int8, "int64"), (np.int16, "int64"), (np.uint32, "int64"), (np.float16, "float32")],
+)
 def test_numpy_arrays_of_other_dtypes_become_the_nearest_supported_one(dtype, expected):
     """tensor(uint8 array) once made a Tensor whose .dtype then raised; a list of the
     same values gives int64, and so does the array now (float16 widens to float32)."""
@@ -208,8 +210,12 @@ def test_an_assigned_grad_must_match_the_tensor():
     """A .grad of the wrong shape once surfaced as a NumPy broadcast error at the next
     backward (or silently broadcast); PyTorch checks it when it is assigned."""
     x = mt.tensor([1.0, 2.0], requires_grad=True)
-    for bad, error in ((mt.zeros(3), ValueError), (mt.zeros(2, dtype="float64"), TypeError),
-                       (np.zeros(2), TypeError), ([0.0, 0.0], TypeError)):
+    for bad, error in (
+        (mt.zeros(3), ValueError),
+        (mt.zeros(2, dtype="float64"), TypeError),
+        (np.zeros(2), TypeError),
+        ([0.0, 0.0], TypeError),
+    ):
         with pytest.raises(error, match="grad"):
             x.grad = bad
     x.grad = mt.ones(2)
@@ -229,7 +235,7 @@ def test_dtype_name_remembers_answers_but_not_errors():
         with pytest.raises(TypeError, match="unsupported dtype"):
             mt.dtype_name(np.float16)
         with pytest.raises(TypeError, match="unsupported dtype"):
-            mt.dtype_name(float)   # equal to float64's dtype in NumPy's eyes, but not a dtype we take
+            mt.dtype_name(float)  # equal to float64's dtype in NumPy's eyes, but not a dtype we take
         with pytest.raises(TypeError, match="unsupported dtype"):
             mt.dtype_name(["float32"])
 
@@ -242,6 +248,10 @@ def test_dtype_name_never_compares_dtypes_of_different_libraries():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for _ in range(2):
-            for strict, native in ((xp.float32, np.dtype("float32")), (xp.float64, np.dtype("float64")),
-                                   (xp.int64, np.dtype("int64")), (xp.bool, np.dtype("bool"))):
+            for strict, native in (
+                (xp.float32, np.dtype("float32")),
+                (xp.float64, np.dtype("float64")),
+                (xp.int64, np.dtype("int64")),
+                (xp.bool, np.dtype("bool")),
+            ):
                 assert mt.dtype_name(native) == mt.dtype_name(strict) == native.name

@@ -77,14 +77,14 @@ def run(chooser, clock, repetitions):
 
 
 def test_fastest_threads_alternates_a_trial_keeps_the_faster_and_checks_again():
-    clock = FakeClock({1: 1.0, 2: 3.0})      # a busy machine: one thread is faster
+    clock = FakeClock({1: 1.0, 2: 3.0})  # a busy machine: one thread is faster
     chooser = threads.FastestThreads(candidates=(1, 2), trial=2, period=4, warmup=2, clock=clock)
     used = run(chooser, clock, 14)
-    assert used == [1, 1,  1, 2, 2, 1,  1, 1, 1, 1,  1, 2, 2, 1]   # warm-up, trial (A B, B A), period, trial
+    assert used == [1, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 2, 2, 1]  # warm-up, trial (A B, B A), period, trial
     assert chooser.choice == 1 and chooser.most_used() == 1 and chooser.trials_done == 2
 
-    clock.seconds_per_count = {1: 2.0, 2: 1.0}   # the load went away: the next trial picks two
-    assert run(chooser, clock, 12) == [1, 1, 1, 1,  1, 2, 2, 1,  2, 2, 2, 2]
+    clock.seconds_per_count = {1: 2.0, 2: 1.0}  # the load went away: the next trial picks two
+    assert run(chooser, clock, 12) == [1, 1, 1, 1, 1, 2, 2, 1, 2, 2, 2, 2]
     assert chooser.choice == 2
 
 
@@ -92,7 +92,7 @@ def test_fastest_threads_does_not_time_the_slow_first_steps():
     """A job's first steps are slower than the rest (first allocations, cold caches): timed,
     they would make the count tried first look slow. They run untimed, with one thread."""
     clock = FakeClock({1: 1.0, 2: 1.5})
-    first_steps = iter([50.0, 20.0])             # what the first two steps take, at any count
+    first_steps = iter([50.0, 20.0])  # what the first two steps take, at any count
     chooser = threads.FastestThreads(candidates=(1, 2), trial=1, period=100, clock=clock)
     used = []
     for _ in range(6):
@@ -100,14 +100,23 @@ def test_fastest_threads_does_not_time_the_slow_first_steps():
             extra = next(first_steps, None)
             clock.now += extra if extra is not None else clock.seconds_per_count[threads.blas_thread_count()]
         used.append(chooser.current)
-    assert used[:2] == [1, 1] and chooser.choice == 1      # the trial (steps 3-4) was timed warm
+    assert used[:2] == [1, 1] and chooser.choice == 1  # the trial (steps 3-4) was timed warm
 
 
-@pytest.mark.parametrize("options, error", [
-    (dict(candidates=()), ValueError), (dict(candidates=(0, 2)), ValueError), (dict(candidates=(1, 2.0)), TypeError),
-    (dict(trial=0), ValueError), (dict(trial=2.0), TypeError), (dict(period=-1), ValueError),
-    (dict(period=0.5), TypeError), (dict(warmup=-1), ValueError), (dict(warmup=True), TypeError),
-])
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        (dict(candidates=()), ValueError),
+        (dict(candidates=(0, 2)), ValueError),
+        (dict(candidates=(1, 2.0)), TypeError),
+        (dict(trial=0), ValueError),
+        (dict(trial=2.0), TypeError),
+        (dict(period=-1), ValueError),
+        (dict(period=0.5), TypeError),
+        (dict(warmup=-1), ValueError),
+        (dict(warmup=True), TypeError),
+    ],
+)
 def test_fastest_threads_rejects_arguments_that_would_never_decide(options, error):
     """trial 0, a negative warmup or period, ... made the chooser crash later or never
     time anything; each is refused at once, saying which argument."""
@@ -123,8 +132,8 @@ def test_fastest_threads_with_one_candidate_never_trials():
 def test_busy_starts_cpu_bound_helpers_and_stops_them():
     with measure.busy(2) as helpers:
         time.sleep(0.2)
-        assert [h.poll() for h in helpers] == [None, None]           # running
-    assert all(h.returncode is not None for h in helpers)            # stopped and reaped
+        assert [h.poll() for h in helpers] == [None, None]  # running
+    assert all(h.returncode is not None for h in helpers)  # stopped and reaped
 
 
 def test_busy_stops_its_helpers_on_ctrl_c():
@@ -147,14 +156,16 @@ def _running(pid):
 def test_busy_helpers_end_with_a_parent_that_was_killed():
     """A parent killed with SIGKILL runs no clean-up: its helper notices and stops, even
     one killed before the helper has started up."""
-    script = ("import time; from minitorch_attn.app import measure\n"
-              "with measure.busy(1) as h:\n"
-              "    print(h[0].pid, flush=True); time.sleep(60)\n")
+    script = (
+        "import time; from minitorch_attn.app import measure\n"
+        "with measure.busy(1) as h:\n"
+        "    print(h[0].pid, flush=True); time.sleep(60)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     helper_pid = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    for _ in range(100):                      # it checks its parent every few tens of ms
+    for _ in range(100):  # it checks its parent every few tens of ms
         if not _running(helper_pid):
             return
         time.sleep(0.05)
@@ -171,8 +182,10 @@ def test_busy_rejects_a_negative_count():
 def test_alternating_medians_warms_up_finds_each_functions_threads_and_alternates(monkeypatch):
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     calls = []
-    fns = {"a": lambda: calls.append(("a", threads.blas_thread_count())),
-           "b": lambda: calls.append(("b", threads.blas_thread_count()))}
+    fns = {
+        "a": lambda: calls.append(("a", threads.blas_thread_count())),
+        "b": lambda: calls.append(("b", threads.blas_thread_count())),
+    }
     medians, chosen = measure.alternating_medians(fns, repeats=3, warmup=1)
     assert set(medians) == set(chosen) == {"a", "b"} and all(m >= 0 for m in medians.values())
     assert set(chosen.values()) <= {1, 2}
@@ -248,14 +261,19 @@ def test_gelu_and_attention_on_threads_equal_one_call(monkeypatch, rng, case):
     monkeypatch.setattr(threads, "_requested", 2)
     if case.startswith("gelu"):
         arrays = [rng.standard_normal((5, 3, 4)) * 3]
+
         def fn(x):
             return F.gelu(x, approximate="tanh" if "tanh" in case else "none")
 
         out_shape = (5, 3, 4)
     else:
         heads_kv = 1 if "GQA" in case else 2
-        arrays = [rng.standard_normal((5, 2, 6, 4)), rng.standard_normal((5, heads_kv, 7, 4)),
-                  rng.standard_normal((5, heads_kv, 7, 3))]
+        arrays = [
+            rng.standard_normal((5, 2, 6, 4)),
+            rng.standard_normal((5, heads_kv, 7, 4)),
+            rng.standard_normal((5, heads_kv, 7, 3)),
+        ]
+
         def fn(q, k, v):
             return F.scaled_dot_product_attention(q, k, v, is_causal="causal" in case, enable_gqa="GQA" in case)
 
@@ -303,6 +321,7 @@ def test_more_threads_than_cores_is_allowed_with_a_warning(monkeypatch):
         threads.set_num_threads(3)
     assert threads.get_num_threads() == 3
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         threads.set_num_threads(2)
@@ -322,8 +341,9 @@ def test_the_pools_jobs_keep_the_callers_errstate(monkeypatch, work):
             for p in params:
                 p.grad = mt.ones(*p.shape, dtype="float32")
             params[1].grad = mt.tensor([np.inf, 0.0, 0.0], dtype="float32")
-            return optim.Adam(params).step()                   # on the pool: inf / inf
-        return F.silu(mt.tensor(np.full((4, 3), -np.inf), dtype="float32"))   # in chunks: -inf * 0
+            return optim.Adam(params).step()  # on the pool: inf / inf
+        return F.silu(mt.tensor(np.full((4, 3), -np.inf), dtype="float32"))  # in chunks: -inf * 0
+
     with np.errstate(all="ignore"):
         run()
     with np.errstate(all="raise"), pytest.raises(FloatingPointError):
@@ -442,11 +462,14 @@ def test_blas_threads_gives_the_count_back_after_a_ctrl_c_while_it_sets_it():
 
 
 # ---- the graph names the op at any thread count -------------------------------------------------------
-ROW_WISE = {   # every Function that declares row_wise: (call, input shapes, the input its backward saves)
+ROW_WISE = {  # every Function that declares row_wise: (call, input shapes, the input its backward saves)
     "GELU": (lambda x: F.gelu(x, approximate="tanh"), [(6, 3, 4)], 0),
     "SiLU": (F.silu, [(6, 3, 4)], 0),
-    "ScaledDotProductAttention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                  [(6, 2, 5, 4)] * 3, 0),
+    "ScaledDotProductAttention": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [(6, 2, 5, 4)] * 3,
+        0,
+    ),
     "LayerNorm": (lambda x, w, b: F.layer_norm(x, (4,), w, b), [(6, 3, 4), (4,), (4,)], 1),
     "RMSNorm": (lambda x, w: F.rms_norm(x, (4,), w), [(6, 3, 4), (4,)], 1),
 }
@@ -483,13 +506,19 @@ def test_in_chunks_on_two_threads_the_graph_records_the_op_itself(monkeypatch, r
         y.backward(mt.ones_like(y))
 
 
-SAME_AT_ANY_THREADS = dict(ROW_WISE, **{
-    "softmax": (lambda x: F.softmax(x, dim=-1), [(6, 3, 4)], None),
-    "log_softmax": (lambda x: F.log_softmax(x, dim=1), [(6, 3, 4)], None),
-    "logsumexp": (lambda x: mt.logsumexp(x, dim=-1), [(6, 3, 4)], None),
-    "flash": (lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
-              [(6, 2, 5, 4)] * 3, None),
-})
+SAME_AT_ANY_THREADS = dict(
+    ROW_WISE,
+    **{
+        "softmax": (lambda x: F.softmax(x, dim=-1), [(6, 3, 4)], None),
+        "log_softmax": (lambda x: F.log_softmax(x, dim=1), [(6, 3, 4)], None),
+        "logsumexp": (lambda x: mt.logsumexp(x, dim=-1), [(6, 3, 4)], None),
+        "flash": (
+            lambda q, k, v: F.flash_attention(q, k, v, is_causal=True, block_size_q=2, block_size_k=3),
+            [(6, 2, 5, 4)] * 3,
+            None,
+        ),
+    },
+)
 
 
 @pytest.mark.parametrize("name", sorted(SAME_AT_ANY_THREADS))
@@ -512,8 +541,9 @@ def test_two_threads_give_the_numbers_of_one(monkeypatch, rng, name):
     np.testing.assert_array_equal(grads_two[0], grads_one[0])
     for shared_two, shared_one in zip(grads_two[1:], grads_one[1:]):
         if name in ("LayerNorm", "RMSNorm"):
-            np.testing.assert_allclose(shared_two, shared_one, rtol=0,
-                                       atol=float64_tolerance(shared_one, n_ops=35, dtype="float64"))
+            np.testing.assert_allclose(
+                shared_two, shared_one, rtol=0, atol=float64_tolerance(shared_one, n_ops=35, dtype="float64")
+            )
         else:
             np.testing.assert_array_equal(shared_two, shared_one)
 

@@ -23,20 +23,47 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+    from torch.testing._internal.common_methods_invocations import op_db
 
 # PyTorch's OpInfo name -> ours, called as PyTorch's op is: op(sample.input, *args, **kwargs)
 OURS = {
-    "softmax": F.softmax, "log_softmax": F.log_softmax, "logsumexp": mt.logsumexp, "sigmoid": mt.sigmoid,
-    "nn.functional.silu": F.silu, "nn.functional.nll_loss": F.nll_loss, "gather": mt.gather,
-    "einsum": lambda operands, equation: mt.einsum(equation, operands), "nn.functional.pad": F.pad,
-    "amin": mt.amin, "amax": mt.amax, "std": mt.std, "var": mt.var, "pow": mt.pow, "add": mt.add, "sub": mt.sub,
-    "div": mt.div, "__rpow__": lambda x, other: other ** x, "nn.functional.cross_entropy": F.cross_entropy,
-    "exp": mt.exp, "log": mt.log, "sqrt": mt.sqrt, "tanh": mt.tanh, "abs": mt.abs, "maximum": mt.maximum,
-    "minimum": mt.minimum, "clamp": mt.clamp, "matmul": mt.matmul, "sum": mt.sum, "mean": mt.mean,
-    "nn.functional.gelu": F.gelu, "nn.functional.relu": F.relu, "nn.functional.layer_norm": F.layer_norm,
-    "nn.functional.rms_norm": F.rms_norm, "nn.functional.embedding": F.embedding,
-    "nn.functional.linear": F.linear, "__getitem__": lambda x, key: x[key],
+    "softmax": F.softmax,
+    "log_softmax": F.log_softmax,
+    "logsumexp": mt.logsumexp,
+    "sigmoid": mt.sigmoid,
+    "nn.functional.silu": F.silu,
+    "nn.functional.nll_loss": F.nll_loss,
+    "gather": mt.gather,
+    "einsum": lambda operands, equation: mt.einsum(equation, operands),
+    "nn.functional.pad": F.pad,
+    "amin": mt.amin,
+    "amax": mt.amax,
+    "std": mt.std,
+    "var": mt.var,
+    "pow": mt.pow,
+    "add": mt.add,
+    "sub": mt.sub,
+    "div": mt.div,
+    "__rpow__": lambda x, other: other**x,
+    "nn.functional.cross_entropy": F.cross_entropy,
+    "exp": mt.exp,
+    "log": mt.log,
+    "sqrt": mt.sqrt,
+    "tanh": mt.tanh,
+    "abs": mt.abs,
+    "maximum": mt.maximum,
+    "minimum": mt.minimum,
+    "clamp": mt.clamp,
+    "matmul": mt.matmul,
+    "sum": mt.sum,
+    "mean": mt.mean,
+    "nn.functional.gelu": F.gelu,
+    "nn.functional.relu": F.relu,
+    "nn.functional.layer_norm": F.layer_norm,
+    "nn.functional.rms_norm": F.rms_norm,
+    "nn.functional.embedding": F.embedding,
+    "nn.functional.linear": F.linear,
+    "__getitem__": lambda x, key: x[key],
 }
 
 # What PyTorch has and we refuse, by OpInfo (name.variant) and the start of our message.
@@ -51,8 +78,10 @@ REFUSED = {
     # gather: uint8 tensors (the engine's dtypes are float32/64, int32/64, bool)
     "gather": "unsupported dtype 'uint8'",
     # embedding: float indices, and max_norm / sparse / scale_grad_by_freq (not implemented)
-    "nn.functional.embedding": ("embedding: indices must be an int64/int32 tensor",
-                                "embedding() got an unexpected keyword argument"),
+    "nn.functional.embedding": (
+        "embedding: indices must be an int64/int32 tensor",
+        "embedding() got an unexpected keyword argument",
+    ),
     # a negative eps, which PyTorch accepts
     "nn.functional.layer_norm": "layer_norm: eps must be a finite number > 0",
     "nn.functional.rms_norm": "rms_norm: eps must be a finite number > 0",
@@ -77,11 +106,12 @@ def outcomes(op):
     for sample in op.reference_inputs("cpu", torch.float64, requires_grad=False):  # sample_inputs and more
         try:
             expected = op(sample.input, *sample.args, **sample.kwargs)
-        except Exception:            # PyTorch refuses it too: nothing to compare
+        except Exception:  # PyTorch refuses it too: nothing to compare
             continue
         try:
-            got = OURS[op.name](ours(sample.input), *map(ours, sample.args),
-                                **{k: ours(v) for k, v in sample.kwargs.items()})
+            got = OURS[op.name](
+                ours(sample.input), *map(ours, sample.args), **{k: ours(v) for k, v in sample.kwargs.items()}
+            )
         except (TypeError, ValueError, IndexError) as error:
             allowed = REFUSED.get(name, ())
             if any(str(error).startswith(m) for m in ((allowed,) if isinstance(allowed, str) else allowed)):
@@ -94,16 +124,18 @@ def outcomes(op):
         if got.shape == expected.shape and np.allclose(got, expected, rtol=1e-7, atol=1e-7, equal_nan=True):
             counts["pass"] += 1
         else:
-            wrong.append(f"{name}: {sample}: ours {got.shape} {got.ravel()[:4]}, PyTorch {expected.shape} "
-                         f"{expected.ravel()[:4]}")
+            wrong.append(
+                f"{name}: {sample}: ours {got.shape} {got.ravel()[:4]}, PyTorch {expected.shape} {expected.ravel()[:4]}"
+            )
     return name, counts, wrong
 
 
 SHARED = [op for op in op_db if op.name in OURS]
 
 
-@pytest.mark.parametrize("op", SHARED, ids=[op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-                                            for op in SHARED])
+@pytest.mark.parametrize(
+    "op", SHARED, ids=[op.name + (f".{op.variant_test_name}" if op.variant_test_name else "") for op in SHARED]
+)
 def test_pytorch_samples_give_pytorch_values_or_a_listed_refusal(op):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

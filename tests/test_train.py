@@ -10,7 +10,7 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import nn, optim
 from minitorch_attn.app import checkpoint as ckpt
-from minitorch_attn.app import cli, data, sampling, train
+from minitorch_attn.app import cli, data, sampling, train, train_pictures
 from minitorch_attn.speed import threads
 
 
@@ -21,9 +21,31 @@ def small_text(tmp_path):
     return path
 
 
-TINY = ["--d-model", "32", "--num-layers", "1", "--num-heads", "2", "--block-size", "32",
-        "--batch-size", "8", "--lr", "1e-2", "--warmup-steps", "5", "--eval-interval", "20",
-        "--eval-windows", "4", "--sample-tokens", "20", "--time-budget", "0", "--quiet"]
+TINY = [
+    "--d-model",
+    "32",
+    "--num-layers",
+    "1",
+    "--num-heads",
+    "2",
+    "--block-size",
+    "32",
+    "--batch-size",
+    "8",
+    "--lr",
+    "1e-2",
+    "--warmup-steps",
+    "5",
+    "--eval-interval",
+    "20",
+    "--eval-windows",
+    "4",
+    "--sample-tokens",
+    "20",
+    "--time-budget",
+    "0",
+    "--quiet",
+]
 
 
 def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
@@ -44,14 +66,46 @@ def test_train_and_sample_end_to_end(small_text, tmp_path, capsys):
     assert ckpt.load(out / "checkpoint.npz")["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0, abs=1e-9)
 
     capsys.readouterr()
-    assert cli.main(["sample", "--checkpoint", str(out / "checkpoint.npz"), "--prompt", "The ",
-                     "--max-new-tokens", "15", "--top-k", "5", "--top-p", "0.9", "--temperature", "0.5", "--seed", "0"]) == 0
+    assert (
+        cli.main(
+            [
+                "sample",
+                "--checkpoint",
+                str(out / "checkpoint.npz"),
+                "--prompt",
+                "The ",
+                "--max-new-tokens",
+                "15",
+                "--top-k",
+                "5",
+                "--top-p",
+                "0.9",
+                "--temperature",
+                "0.5",
+                "--seed",
+                "0",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert printed.startswith("The ") and len(printed.rstrip("\n")) >= 19
 
     resumed = tmp_path / "resumed"
-    cli.main(["train", "--text", str(small_text), "--steps", "5", "--out", str(resumed),
-              "--resume", str(out / "checkpoint.npz"), *TINY])
+    cli.main(
+        [
+            "train",
+            "--text",
+            str(small_text),
+            "--steps",
+            "5",
+            "--out",
+            str(resumed),
+            "--resume",
+            str(out / "checkpoint.npz"),
+            *TINY,
+        ]
+    )
     assert json.loads((resumed / "metrics.json").read_text())["steps"] == 45
     # the schedule restarted from the --lr given, not from where the first run's decay ended
     groups = ckpt.load(resumed / "checkpoint.npz")["optimizer"]["param_groups"]
@@ -143,7 +197,7 @@ def test_validation_scores_each_character_once_and_from_half_a_context(length):
     # whose length is not a whole number of strides still has its last characters scored
     m = _CopyModel
     ids = np.arange(length) % m.P
-    blind, seen = np.log(m.V), np.log1p((m.V - 1) * np.exp(-m.L))       # nats per character
+    blind, seen = np.log(m.V), np.log1p((m.V - 1) * np.exp(-m.L))  # nats per character
     expected = ((m.P - 1) * blind + (length - 1 - (m.P - 1)) * seen) / (length - 1) / np.log(2)
     model = m()
     got = train.evaluate_bpc(model, ids, block_size=16, batch_size=3)
@@ -152,15 +206,18 @@ def test_validation_scores_each_character_once_and_from_half_a_context(length):
 
 
 def test_a_validation_estimate_scores_windows_spread_over_the_text():
-    ids = np.arange(401) % _CopyModel.P          # 400 predictions: 49 windows, none shorter
+    ids = np.arange(401) % _CopyModel.P  # 400 predictions: 49 windows, none shorter
     whole = train.evaluate_bpc(_CopyModel(), ids, block_size=16)
     assert train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=10**6) == whole
     # 4 windows, the first of them whole: 16 + 3 * 8 predictions, 5 of them blind
     m = _CopyModel
     estimate = (5 * np.log(m.V) + 35 * np.log1p((m.V - 1) * np.exp(-m.L))) / 40 / np.log(2)
-    np.testing.assert_allclose(train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=4), estimate,
-                               rtol=4 * np.finfo(np.float64).eps * 40)
-    for too_few in (ids[:16], ids[:0], []):                       # [] reads as float64: still "too few"
+    np.testing.assert_allclose(
+        train.evaluate_bpc(_CopyModel(), ids, block_size=16, max_windows=4),
+        estimate,
+        rtol=4 * np.finfo(np.float64).eps * 40,
+    )
+    for too_few in (ids[:16], ids[:0], []):  # [] reads as float64: still "too few"
         with pytest.raises(ValueError, match="too few for one window of 16"):
             train.evaluate_bpc(_CopyModel(), too_few, block_size=16)
 
@@ -168,14 +225,20 @@ def test_a_validation_estimate_scores_windows_spread_over_the_text():
 def test_validation_takes_ids_of_any_integer_dtype_and_refuses_other_input():
     ids = np.arange(203) % _CopyModel.P
     whole = train.evaluate_bpc(_CopyModel(), ids, block_size=16)
-    for dtype in (np.uint8, np.uint16, np.uint32, np.int32):   # unsigned: -100 must not wrap to 156
+    for dtype in (np.uint8, np.uint16, np.uint32, np.int32):  # unsigned: -100 must not wrap to 156
         assert train.evaluate_bpc(_CopyModel(), ids.astype(dtype), block_size=16) == whole, dtype
     assert train.evaluate_bpc(_CopyModel(), ids.tolist(), block_size=16) == whole
     for bad in (ids.reshape(7, 29), ids.astype(np.float64), np.int64(3), "some text"):
         with pytest.raises(TypeError, match="1-D array of token ids"):
             train.evaluate_bpc(_CopyModel(), bad, block_size=16)
-    for name, value in (("block_size", 0), ("batch_size", 0), ("batch_size", -1), ("max_windows", 0),
-                        ("block_size", 2.0), ("max_windows", True)):
+    for name, value in (
+        ("block_size", 0),
+        ("batch_size", 0),
+        ("batch_size", -1),
+        ("max_windows", 0),
+        ("block_size", 2.0),
+        ("max_windows", True),
+    ):
         with pytest.raises(ValueError, match=f"{name} must be an int >= 1"):
             train.evaluate_bpc(_CopyModel(), ids, **{"block_size": 16, name: value})
 
@@ -194,7 +257,7 @@ def test_the_model_is_back_in_training_mode_after_an_error_in_validation():
 def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
     plt = pytest.importorskip("matplotlib.pyplot")
     history = {"step": [1, 2, 3, 4], "train_bpc": [5.0, 4.0, 3.5, 3.0], "val_step": [2, 4], "val_bpc": [4.2, 3.4]}
-    fig = train.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
+    fig = train_pictures.loss_figure(plt, history, baseline=3.3, final=(4, 3.1), windows=64)
     ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
     estimates, final = lines["validation estimate (64 windows)"], lines["validation, whole split (3.10)"]
@@ -206,8 +269,25 @@ def test_the_validation_of_the_whole_split_is_drawn_apart_from_the_estimates():
 
 def test_rope_is_trained_saved_and_restored(small_text, tmp_path):
     out = tmp_path / "rope"
-    assert cli.main(["train", "--text", str(small_text), "--steps", "3", "--out", str(out),
-                     "--pos-encoding", "rope", "--eval-interval", "100", *TINY]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--text",
+                str(small_text),
+                "--steps",
+                "3",
+                "--out",
+                str(out),
+                "--pos-encoding",
+                "rope",
+                "--eval-interval",
+                "100",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     model, vocab, checkpoint = sampling.load_model(out / "checkpoint.npz")
     assert checkpoint["config"]["pos_encoding"] == "rope" and model.pos_encoding == "rope"
     assert "position_embedding.weight" not in model.state_dict()
@@ -227,8 +307,10 @@ def test_train_times_blas_threads_and_threads_n_fixes_them(small_text, tmp_path,
         counts = json.loads((chosen / "metrics.json").read_text())["blas_threads"]
         assert counts["1"] >= 3 and counts["2"] >= 3 and counts["1"] + counts["2"] == 8
         fixed = tmp_path / "fixed"
-        assert cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(fixed), "--threads", "1",
-                         *TINY]) == 0
+        assert (
+            cli.main(["train", "--text", str(small_text), "--steps", "8", "--out", str(fixed), "--threads", "1", *TINY])
+            == 0
+        )
         assert json.loads((fixed / "metrics.json").read_text())["blas_threads"] == {"1": 8}
     finally:
         threads.set_num_threads(None)

@@ -17,12 +17,64 @@ from minitorch_attn import nn, optim
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TENSOR_METHODS = (
-    "__init__", "size", "numel", "dim", "requires_grad_", "backward", "clone", "detach", "zero_grad", "numpy",
-    "tolist", "item", "to", "cpu", "cuda", "float", "double", "long", "__add__", "__radd__", "__sub__", "__rsub__",
-    "__mul__", "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__pow__", "__rpow__", "__matmul__",
-    "__rmatmul__", "__getitem__", "exp", "log", "sqrt", "tanh", "abs", "clamp", "sum", "mean", "max", "min", "var",
-    "std", "argmax", "argmin", "reshape", "flatten", "transpose", "permute", "unsqueeze", "squeeze", "expand",
-    "masked_fill", "split", "chunk", "gather", "contiguous",
+    "__init__",
+    "size",
+    "numel",
+    "dim",
+    "requires_grad_",
+    "backward",
+    "clone",
+    "detach",
+    "zero_grad",
+    "numpy",
+    "tolist",
+    "item",
+    "to",
+    "cpu",
+    "cuda",
+    "float",
+    "double",
+    "long",
+    "__add__",
+    "__radd__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__truediv__",
+    "__rtruediv__",
+    "__neg__",
+    "__pow__",
+    "__rpow__",
+    "__matmul__",
+    "__rmatmul__",
+    "__getitem__",
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "abs",
+    "clamp",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "var",
+    "std",
+    "argmax",
+    "argmin",
+    "reshape",
+    "flatten",
+    "transpose",
+    "permute",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "masked_fill",
+    "split",
+    "chunk",
+    "gather",
+    "contiguous",
 )
 TENSOR_PROPERTIES = ("shape", "ndim", "dtype", "device", "is_leaf", "grad", "requires_grad", "T")
 
@@ -31,8 +83,11 @@ def unannotated(function):
     """The parameters of ``function`` without a hint (``self`` and ``cls`` aside), and
     ``"return"`` when its result has none."""
     signature = inspect.signature(function)
-    missing = [name for name, p in signature.parameters.items()
-               if name not in ("self", "cls") and p.annotation is inspect.Parameter.empty]
+    missing = [
+        name
+        for name, p in signature.parameters.items()
+        if name not in ("self", "cls") and p.annotation is inspect.Parameter.empty
+    ]
     if signature.return_annotation is inspect.Signature.empty:
         missing.append("return")
     return missing
@@ -56,8 +111,18 @@ def public_api():
                 api[f"optim.{cls.__name__}.{name}"] = value
     api["optim.clip_grad_norm_"] = optim.clip_grad_norm_
     api["mt.Function.apply"] = mt.Function.apply
-    for name in ("__call__", "named_modules", "named_parameters", "parameters", "train", "eval", "to",
-                 "state_dict", "load_state_dict", "zero_grad"):
+    for name in (
+        "__call__",
+        "named_modules",
+        "named_parameters",
+        "parameters",
+        "train",
+        "eval",
+        "to",
+        "state_dict",
+        "load_state_dict",
+        "zero_grad",
+    ):
         api[f"nn.Module.{name}"] = getattr(nn.Module, name)
     for name in TENSOR_METHODS:
         api[f"Tensor.{name}"] = getattr(mt.Tensor, name)
@@ -74,8 +139,14 @@ def test_the_public_api_has_type_hints():
 def test_the_api_list_is_not_empty():
     # a broken walk (a renamed __all__, a module moved) would pass the test above vacuously
     api = public_api()
-    assert {"F.scaled_dot_product_attention", "nn.GPT.forward", "optim.AdamW.__init__", "mt.gradcheck",
-            "Tensor.backward", "Tensor.shape"} <= set(api)
+    assert {
+        "F.scaled_dot_product_attention",
+        "nn.GPT.forward",
+        "optim.AdamW.__init__",
+        "mt.gradcheck",
+        "Tensor.backward",
+        "Tensor.shape",
+    } <= set(api)
     assert len(api) > 200
 
 

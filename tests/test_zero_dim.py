@@ -23,7 +23,13 @@ CASES = [
     ("amax dim 0", lambda x: mt.amax(x, 0), lambda t, x: t.amax(x, 0), V, 1.0),
     ("max dim -1", lambda x: x.max(-1), lambda t, x: x.amax(-1), V, 1.0),
     ("var dim 0 correction 0", lambda x: mt.var(x, 0, correction=0), lambda t, x: t.var(x, 0, correction=0), 0.0, 0.0),
-    ("var correction None", lambda x: mt.var(x, correction=None), lambda t, x: t.var(x, correction=None), math.nan, math.nan),
+    (
+        "var correction None",
+        lambda x: mt.var(x, correction=None),
+        lambda t, x: t.var(x, correction=None),
+        math.nan,
+        math.nan,
+    ),
     ("var dim -1", lambda x: x.var(-1), lambda t, x: x.var(-1), math.nan, math.nan),
     ("transpose 0 0", lambda x: mt.transpose(x, 0, 0), lambda t, x: t.transpose(x, 0, 0), V, 1.0),
     ("transpose -1 0", lambda x: x.transpose(-1, 0), lambda t, x: x.transpose(-1, 0), V, 1.0),
@@ -67,14 +73,18 @@ def test_0d_input_agrees_with_torch(name, ours, theirs, value, grad, torch):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2 * np.finfo(np.float64).eps, equal_nan=True)
 
 
-@pytest.mark.parametrize("call, error", [
-    (lambda x: x.sum(1), ValueError),
-    (lambda x: x.transpose(0, 1), ValueError),
-    (lambda x: mt.cat([x, x]), ValueError),
-    (lambda x: x.split(1), ValueError),
-    (lambda x: x.chunk(1), ValueError),
-    (lambda x: x.var(correction="1"), TypeError),
-], ids=["sum dim 1", "transpose 0 1", "cat", "split", "chunk", "var correction str"])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda x: x.sum(1), ValueError),
+        (lambda x: x.transpose(0, 1), ValueError),
+        (lambda x: mt.cat([x, x]), ValueError),
+        (lambda x: x.split(1), ValueError),
+        (lambda x: x.chunk(1), ValueError),
+        (lambda x: x.var(correction="1"), TypeError),
+    ],
+    ids=["sum dim 1", "transpose 0 1", "cat", "split", "chunk", "var correction str"],
+)
 def test_what_pytorch_refuses_for_0d_is_a_clear_error(call, error):
     with pytest.raises(error):
         call(mt.tensor(V))

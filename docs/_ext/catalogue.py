@@ -48,6 +48,7 @@ import minitorch_attn.functional as F
 from minitorch_attn import opinfo
 from minitorch_attn.core.autograd import Function
 from minitorch_attn.core.tensor import Tensor
+from minitorch_attn.homework import derive
 from minitorch_attn.opinfo.table import table_rows
 
 logger = logging.getLogger(__name__)
@@ -100,8 +101,12 @@ def _names_in(fn):
 def has_backward(obj):
     """Whether ``obj`` is a :class:`Function` with a backward of its own or inherited (not the
     base class's, which raises): ``Exp`` (through ``Elementwise``) is, ``Broadcasting`` not."""
-    return inspect.isclass(obj) and issubclass(obj, Function) and obj is not Function \
-        and getattr(obj, "backward", None) is not getattr(Function, "backward")
+    return (
+        inspect.isclass(obj)
+        and issubclass(obj, Function)
+        and obj is not Function
+        and getattr(obj, "backward", None) is not Function.backward
+    )
 
 
 def _is_op_function(obj):
@@ -116,8 +121,11 @@ def functions_of(record):
         names = _names_in(fn)
         direct = [obj for obj in names if _is_op_function(obj)]
         if not direct:
-            helpers = [obj for obj in names if inspect.isfunction(obj)
-                       and obj.__module__.startswith("minitorch_attn.") and obj is not fn]
+            helpers = [
+                obj
+                for obj in names
+                if inspect.isfunction(obj) and obj.__module__.startswith("minitorch_attn.") and obj is not fn
+            ]
             direct = [obj for helper in helpers for obj in _names_in(helper) if _is_op_function(obj)]
         for obj in direct:
             if obj not in found:
@@ -138,14 +146,17 @@ def untypeset_derivation(function):
     if not doc:
         return f"{name} has no docstring: the derivation of its backward belongs there, typeset"
     if not TYPESET_MATH.search(doc):
-        return (f"the derivation in the docstring of {name} is not typeset: write its formulas "
-                f"with `.. math::` blocks or :math:`...` roles (as LayerNorm's)")
+        return (
+            f"the derivation in the docstring of {name} is not typeset: write its formulas "
+            f"with `.. math::` blocks or :math:`...` roles (as LayerNorm's)"
+        )
     return None
 
 
 def rst_docstring(obj, what):
-    """``obj``'s docstring as reStructuredText lines (its Google-style sections converted)."""
-    doc = inspect.getdoc(obj) or ""
+    """``obj``'s docstring as reStructuredText lines (its Google-style sections converted,
+    the derive mode's marker and hint lines removed: the site shows every derivation)."""
+    doc = derive.show(inspect.getdoc(obj) or "")
     return str(GoogleDocstring(doc, NAPOLEON, what=what, obj=obj)).splitlines()
 
 
@@ -197,8 +208,10 @@ class OpsDirective(SphinxDirective):
         topic = self.arguments[0]
         module = next((m for m in opinfo.MODULES if m.__name__.rsplit(".", 1)[-1] == topic), None)
         if module is None:
-            raise self.error(f"opinfo-ops: no catalogue module {topic!r}; known: "
-                             f"{', '.join(m.__name__.rsplit('.', 1)[-1] for m in opinfo.MODULES)}")
+            raise self.error(
+                f"opinfo-ops: no catalogue module {topic!r}; known: "
+                f"{', '.join(m.__name__.rsplit('.', 1)[-1] for m in opinfo.MODULES)}"
+            )
         records = list(module.RECORDS)
         if "only" in self.options:
             wanted = [n.strip() for n in self.options["only"].split(",") if n.strip()]
@@ -220,14 +233,18 @@ class OpsDirective(SphinxDirective):
         title = f"``{record.name}``"
         tasks = opinfo_tasks()
         lines = [f".. _{slug(record.name)}:", "", title, "~" * len(title), ""]
-        lines += [f":Public names: {', '.join(_literal(c) for c in record.covers)}",
-                  f":Gradient for: {', '.join(record.differentiable_in)}",
-                  f":From: {_text(record.source)}",
-                  f":Record: {_literal(record.module)} (its samples, references and tolerances)"]
-        for label, task in (("Homework task (backward)", record.task), ("Homework task (forward)", record.forward_task)):
+        lines += [
+            f":Public names: {', '.join(_literal(c) for c in record.covers)}",
+            f":Gradient for: {', '.join(record.differentiable_in)}",
+            f":From: {_text(record.source)}",
+            f":Record: {_literal(record.module)} (its samples, references and tolerances)",
+        ]
+        for label, task in (
+            ("Homework task (backward)", record.task),
+            ("Homework task (forward)", record.forward_task),
+        ):
             if task:
-                lines.append(f":{label}: :ref:`task {task} <task-{task.replace('.', '-')}>`, "
-                             f"{tasks[task][1]['title']}")
+                lines.append(f":{label}: :ref:`task {task} <task-{task.replace('.', '-')}>`, {tasks[task][1]['title']}")
         lines.append("")
 
         public = [fn for fn in public_callables(record) if inspect.getdoc(fn)]
@@ -240,11 +257,19 @@ class OpsDirective(SphinxDirective):
             problem = untypeset_derivation(function)
             if problem:
                 logger.warning(f"opinfo-ops: record {record.name!r}: {problem}", location=self.get_location())
-            lines += [f".. rubric:: Backward: ``{function.__name__}``", "", f".. currentmodule:: {function.__module__}", ""]
+            lines += [
+                f".. rubric:: Backward: ``{function.__name__}``",
+                "",
+                f".. currentmodule:: {function.__module__}",
+                "",
+            ]
             lines += rst_docstring(function, "class") + [""]
         if not functions and not public:
-            logger.warning(f"opinfo-ops: record {record.name!r} has neither a documented public name "
-                           f"nor a Function its code applies", location=self.get_location())
+            logger.warning(
+                f"opinfo-ops: record {record.name!r} has neither a documented public name "
+                f"nor a Function its code applies",
+                location=self.get_location(),
+            )
 
         lines += [".. rubric:: Source", ""]
         shown = set()
@@ -257,8 +282,7 @@ class OpsDirective(SphinxDirective):
                 continue
             shown.add((path, start))
             self.env.note_dependency(str(ROOT / path))
-            lines += [f"``{path}``, from line {start}:", "", ".. code-block:: python",
-                      f"   :lineno-start: {start}", ""]
+            lines += [f"``{path}``, from line {start}:", "", ".. code-block:: python", f"   :lineno-start: {start}", ""]
             lines += _indent([line.rstrip("\n") for line in code]) + [""]
 
         lines += self.gradcheck_lines(record)
@@ -270,25 +294,40 @@ class OpsDirective(SphinxDirective):
         lines = [".. rubric:: Gradient check", ""]
         if checked:
             only = re.sub(r" \(.*", "", checked[0].name)
-            lines += [f"Measured while this page was built: central differences in float64 on NumPy, "
-                      f"under a random upstream gradient, each sample's tolerance derived from the "
-                      f"differences' own error (:ref:`derived-tolerances`; "
-                      f"``python -m gradcheck --only \"{only}\"``).", "",
-                      ".. list-table::", "   :header-rows: 1", "   :class: gradcheck", "",
-                      "   * - sample", "     - max abs error", "     - tolerance", "     - result"]
+            lines += [
+                f"Measured while this page was built: central differences in float64 on NumPy, "
+                f"under a random upstream gradient, each sample's tolerance derived from the "
+                f"differences' own error (:ref:`derived-tolerances`; "
+                f'``python -m gradcheck --only "{only}"``).',
+                "",
+                ".. list-table::",
+                "   :header-rows: 1",
+                "   :class: gradcheck",
+                "",
+                "   * - sample",
+                "     - max abs error",
+                "     - tolerance",
+                "     - result",
+            ]
             for sample in checked:
                 abs_err, tolerance, failure = results.get(sample.name, (float("nan"), float("nan"), "not run"))
-                lines += [f"   * - {_literal(sample.name)}", f"     - {abs_err:.1e}", f"     - {tolerance:.1e}",
-                          f"     - {'pass' if failure is None else '**FAIL**'}"]
+                lines += [
+                    f"   * - {_literal(sample.name)}",
+                    f"     - {abs_err:.1e}",
+                    f"     - {tolerance:.1e}",
+                    f"     - {'pass' if failure is None else '**FAIL**'}",
+                ]
                 if failure is not None:
                     logger.warning(f"gradient check {sample.name!r} fails: {failure}", location=self.get_location())
             lines.append("")
         edges = [s for s in record.samples if not s.gradcheck]
         if edges:
-            lines += ["Checked against the float64 reference (and PyTorch where installed) but not by finite "
-                      "differences, in ``tests/test_opinfo.py``:", ""]
-            lines += [f"* {_literal(s.name)}" + (f" ({', '.join(sorted(s.edges))})" if s.edges else "")
-                      for s in edges]
+            lines += [
+                "Checked against the float64 reference (and PyTorch where installed) but not by finite "
+                "differences, in ``tests/test_opinfo.py``:",
+                "",
+            ]
+            lines += [f"* {_literal(s.name)}" + (f" ({', '.join(sorted(s.edges))})" if s.edges else "") for s in edges]
             lines.append("")
         return lines
 
@@ -304,8 +343,15 @@ class TableDirective(SphinxDirective):
     """``.. opinfo-table::``: the table of operations, every op linked to its section."""
 
     def run(self):
-        header = ["op", "record", "forward and backward from", "gradient for", "task", "samples (gradcheck / all)",
-                  "edge cases"]
+        header = [
+            "op",
+            "record",
+            "forward and backward from",
+            "gradient for",
+            "task",
+            "samples (gradcheck / all)",
+            "edge cases",
+        ]
         lines = [".. list-table::", "   :header-rows: 1", "", "   * - " + header[0]]
         lines += [f"     - {h}" for h in header[1:]]
         for record, row in zip(opinfo.op_db(), table_rows()):
@@ -414,8 +460,10 @@ def code_key(root=ROOT, folders=("minitorch_attn", "demos"), libraries=("numpy",
             if path.suffix == ".py":
                 tree = ast.parse(path.read_bytes(), filename=str(path))
                 for node in ast.walk(tree):
-                    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
-                            and ast.get_docstring(node, clean=False) is not None:
+                    if (
+                        isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                        and ast.get_docstring(node, clean=False) is not None
+                    ):
                         node.body = node.body[1:]
                 digest.update(ast.dump(tree).encode())
             else:
@@ -451,7 +499,7 @@ def _candidates(target, module_name, class_name):
     import importlib
 
     first, _, rest = target.partition(".")
-    try:   # imported here too: an incremental build resolves pages whose modules it did not import
+    try:  # imported here too: an incremental build resolves pages whose modules it did not import
         module = importlib.import_module(module_name) if module_name else None
     except ImportError:
         module = None
@@ -461,8 +509,13 @@ def _candidates(target, module_name, class_name):
         if cls is not None:
             spaces.append({k: getattr(cls, k) for k in dir(cls)})
         spaces.append(vars(module))
-    spaces += [dict(SPACES, minitorch_attn=minitorch_attn), vars(minitorch_attn), vars(F),
-               vars(importlib.import_module("minitorch_attn.nn")), vars(importlib.import_module("minitorch_attn.core.ops"))]
+    spaces += [
+        dict(SPACES, minitorch_attn=minitorch_attn),
+        vars(minitorch_attn),
+        vars(F),
+        vars(importlib.import_module("minitorch_attn.nn")),
+        vars(importlib.import_module("minitorch_attn.core.ops")),
+    ]
     for space in spaces:
         if first in space:
             obj = space[first]
@@ -476,7 +529,7 @@ def _candidates(target, module_name, class_name):
             yield importlib.import_module(f"{base}.{target}")
         except ImportError:
             pass
-        if rest:   # a sibling module's member: ``checkpoint.load`` in minitorch_attn.app.sampling
+        if rest:  # a sibling module's member: ``checkpoint.load`` in minitorch_attn.app.sampling
             try:
                 obj = importlib.import_module(f"{base}.{first}")
             except ImportError:
@@ -519,8 +572,11 @@ def resolve_by_import(app, env, node, contnode):
             entry = domain.objects[name]
             role = "mod" if entry.objtype == "module" else entry.objtype
             return domain.resolve_xref(env, node["refdoc"], app.builder, role, name, node, contnode)
-    if found or target.startswith("minitorch_attn.") or any(
-            p.startswith("_") and not p.startswith("__") for p in target.split(".")):
+    if (
+        found
+        or target.startswith("minitorch_attn.")
+        or any(p.startswith("_") and not p.startswith("__") for p in target.split("."))
+    ):
         return contnode
     return None
 

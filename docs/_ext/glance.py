@@ -24,11 +24,21 @@ class GlanceDirective(SphinxDirective):
     """``.. opinfo-glance::``: one row per record (op, forward, backward), grouped by topic."""
 
     def run(self):
-        lines = [".. list-table::", "   :header-rows: 1", "   :widths: 18 38 44", "",
-                 "   * - op", "     - forward", "     - backward"]
+        lines = [
+            ".. list-table::",
+            "   :header-rows: 1",
+            "   :widths: 18 38 44",
+            "",
+            "   * - op",
+            "     - forward",
+            "     - backward",
+        ]
         for record, (name, forward, backward) in zip(opinfo.op_db(), glance_rows()):
-            lines += [f"   * - :ref:`{name} <{slug(record.name)}>`", f"     - {_literal(forward)}",
-                      f"     - {_literal(backward)}"]
+            lines += [
+                f"   * - :ref:`{name} <{slug(record.name)}>`",
+                f"     - {_literal(forward)}",
+                f"     - {_literal(backward)}",
+            ]
         for module in opinfo.MODULES:
             self.env.note_dependency(module.__file__)
         container = nodes.container()

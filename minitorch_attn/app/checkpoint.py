@@ -44,8 +44,10 @@ def _json_number(value):
     what could not be stored."""
     if isinstance(value, numpy.generic) and value.shape == ():
         return value.item()
-    raise TypeError(f"a checkpoint stores numbers, strings, lists and dicts in its config, extra "
-                    f"and optimizer settings, not {type(value).__name__} ({value!r:.60})")
+    raise TypeError(
+        f"a checkpoint stores numbers, strings, lists and dicts in its config, extra "
+        f"and optimizer settings, not {type(value).__name__} ({value!r:.60})"
+    )
 
 
 def save(path, model, optimizer=None, config=None, **extra):
@@ -130,13 +132,17 @@ def load(path):
     if not isinstance(meta, dict):
         raise CheckpointError(f"{path!r} has a corrupt 'meta' record: a JSON {type(meta).__name__}, not an object")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"{path!r} has checkpoint format {meta.get('format_version')!r}, expected {FORMAT_VERSION}")
+        raise CheckpointError(
+            f"{path!r} has checkpoint format {meta.get('format_version')!r}, expected {FORMAT_VERSION}"
+        )
     missing = [key for key in ("config", "extra", "optimizer") if key not in meta]
     if missing or not isinstance(meta["config"], dict) or not isinstance(meta["extra"], dict):
-        raise CheckpointError(f"{path!r} has a corrupt 'meta' record: needs the objects 'config' and 'extra' "
-                              f"and an 'optimizer' entry (missing: {', '.join(missing) or 'none'})")
+        raise CheckpointError(
+            f"{path!r} has a corrupt 'meta' record: needs the objects 'config' and 'extra' "
+            f"and an 'optimizer' entry (missing: {', '.join(missing) or 'none'})"
+        )
 
-    model = {k[len("model/"):]: v for k, v in arrays.items() if k.startswith("model/")}
+    model = {k[len("model/") :]: v for k, v in arrays.items() if k.startswith("model/")}
     optimizer = None
     if meta["optimizer"] is not None:
         try:

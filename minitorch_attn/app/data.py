@@ -141,7 +141,8 @@ def check_text_size(length, block_size, val_fraction):
             f"{val_fraction:g} of it for validation: training and validation each need a window of "
             f"{block_size + 1} characters (the context + 1), and this text gives them {cut:,} and {length - cut:,}. "
             f"Give a text of at least {shortest_text(block_size, val_fraction):,} characters, a larger "
-            f"--val-fraction or a smaller --block-size")
+            f"--val-fraction or a smaller --block-size"
+        )
 
 
 def shortest_text(block_size, val_fraction):
@@ -171,7 +172,7 @@ def get_batch(ids, batch_size, block_size, rng=None, device="cpu"):
         raise ValueError(f"{len(ids)} tokens are too few for windows of {block_size} + 1")
     rng = rng if rng is not None else host_generator()
     starts = rng.integers(0, len(ids) - block_size, size=batch_size)
-    windows = numpy.stack([ids[s:s + block_size + 1] for s in starts])
+    windows = numpy.stack([ids[s : s + block_size + 1] for s in starts])
     return tensor(windows[:, :-1], device=device), tensor(windows[:, 1:], device=device)
 
 

@@ -29,11 +29,11 @@ import sys
 import numpy
 
 import minitorch_attn as mt
-from minitorch_attn.speed import keep_freed_memory
-from minitorch_attn.argtypes import device_help, device_type, positive_int
-from minitorch_attn.atomic import write_atomically
 from minitorch_attn.app.data import load_corpus
 from minitorch_attn.app.measure import alternate
+from minitorch_attn.argtypes import device_help, device_type, positive_int
+from minitorch_attn.atomic import write_atomically
+from minitorch_attn.speed import keep_freed_memory
 from minitorch_attn.stopping import stop_as_ctrl_c
 
 FLAGS_VARIABLE = "MINITORCH_ATTN_DEMO_FLAGS"
@@ -66,23 +66,36 @@ def setup(doc, name, argv=None, extra=None):
         ``(args, out)``: the parsed flags (``args.rng`` is a seeded ``numpy.random.Generator``)
         and the output folder, which exists.
     """
-    parser = argparse.ArgumentParser(prog=f"demos/{name}.py", description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", type=device_type(DEMO_DEVICES), default="cpu", metavar="{cpu,cuda}",
-                        help=f"where the tensors live: {device_help(DEMO_DEVICES)} (cuda needs CuPy: "
-                             f"pip install -e \".[cuda]\")")
+    parser = argparse.ArgumentParser(
+        prog=f"demos/{name}.py", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--device",
+        type=device_type(DEMO_DEVICES),
+        default="cpu",
+        metavar="{cpu,cuda}",
+        help=f'where the tensors live: {device_help(DEMO_DEVICES)} (cuda needs CuPy: pip install -e ".[cuda]")',
+    )
     parser.add_argument("--quick", action="store_true", help="small and fast (seconds)")
     parser.add_argument("--seed", type=int, default=0, help="seed for every random number")
-    parser.add_argument("--out", metavar="DIR", default=os.path.join("runs", "demos", name),
-                        help="folder for the pictures (default: %(default)s)")
-    parser.add_argument("--threads", type=positive_int, default=None,
-                        help="CPU threads for BLAS and flash attention (default: chosen by timing)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=os.path.join("runs", "demos", name),
+        help="folder for the pictures (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="CPU threads for BLAS and flash attention (default: chosen by timing)",
+    )
     if extra is not None:
         extra(parser)
     args = parser.parse_args(demo_argv() if argv is None else argv)
     keep_freed_memory()  # speed: see minitorch_attn/speed/allocator.py
     if not in_notebook():  # a kernel has its own ways to stop
-        stop_as_ctrl_c()   # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
+        stop_as_ctrl_c()  # closing the terminal (SIGHUP) and kill (SIGTERM) stop as Ctrl-C does
     mt.set_num_threads(args.threads)
     mt.manual_seed(args.seed)
     args.rng = numpy.random.default_rng(args.seed)
@@ -114,9 +127,28 @@ def quick_training_flags(folder):
     excerpt = os.path.join(folder, "excerpt.txt")
     with open(excerpt, "w", encoding="utf-8") as f:
         f.write(load_corpus()[:20_000])
-    return ["--text", excerpt, "--steps", "15", "--time-budget", "0", "--warmup-steps", "5",
-            "--d-model", "32", "--num-layers", "2", "--num-heads", "2", "--batch-size", "8",
-            "--eval-interval", "1000", "--sample-tokens", "20"]
+    return [
+        "--text",
+        excerpt,
+        "--steps",
+        "15",
+        "--time-budget",
+        "0",
+        "--warmup-steps",
+        "5",
+        "--d-model",
+        "32",
+        "--num-layers",
+        "2",
+        "--num-heads",
+        "2",
+        "--batch-size",
+        "8",
+        "--eval-interval",
+        "1000",
+        "--sample-tokens",
+        "20",
+    ]
 
 
 def pyplot():
@@ -179,14 +211,21 @@ def picture_problems(fig):
     renderer = fig.canvas.get_renderer()
     boxes = numpy.array([t.get_window_extent(renderer).extents for t in texts]).reshape(-1, 4)
     width, height = fig.canvas.get_width_height()
-    problems = [f"{t.get_text()!r} is {t.get_fontsize():.1f} pt (under {MIN_POINTS})"
-                for t in texts if t.get_fontsize() < MIN_POINTS]
+    problems = [
+        f"{t.get_text()!r} is {t.get_fontsize():.1f} pt (under {MIN_POINTS})"
+        for t in texts
+        if t.get_fontsize() < MIN_POINTS
+    ]
     cut = (boxes[:, 0] < -1) | (boxes[:, 1] < -1) | (boxes[:, 2] > width + 1) | (boxes[:, 3] > height + 1)
     problems += [f"{texts[i].get_text()!r} is cut by the picture's edge" for i in numpy.flatnonzero(cut)]
     # two boxes overlap when each starts before the other ends, on both axes (1 pixel of slack)
     x0, y0, x1, y1 = (boxes[:, i] for i in range(4))
-    overlap = ((x0[:, None] < x1[None, :] - 1) & (x0[None, :] < x1[:, None] - 1)
-               & (y0[:, None] < y1[None, :] - 1) & (y0[None, :] < y1[:, None] - 1))
+    overlap = (
+        (x0[:, None] < x1[None, :] - 1)
+        & (x0[None, :] < x1[:, None] - 1)
+        & (y0[:, None] < y1[None, :] - 1)
+        & (y0[None, :] < y1[:, None] - 1)
+    )
     for i, j in zip(*numpy.nonzero(numpy.triu(overlap, k=1))):
         problems.append(f"{texts[i].get_text()!r} overlaps {texts[j].get_text()!r}")
     return problems
@@ -232,6 +271,6 @@ def layer_norm_from_primitives(x, gamma, beta, eps=1e-5):
     """The tutorial's LayerNorm: every step a primitive op (mean, var, sqrt, ...), so autograd
     differentiates it step by step (``F.layer_norm`` is one Function with a closed-form backward)."""
     mean = x.mean(dim=-1, keepdim=True)
-    var = x.var(dim=-1, keepdim=True, correction=0)   # biased variance, as LayerNorm
+    var = x.var(dim=-1, keepdim=True, correction=0)  # biased variance, as LayerNorm
     x_hat = (x - mean) / (var + eps).sqrt()
     return gamma * x_hat + beta

@@ -56,9 +56,9 @@ DEMO_SECTIONS = {
     "scaling": (4, 16),
     "pre_post_ln": (10,),
     "mistakes": (16,),
-    "graph": (9,),        # the autograd graph of section 9's LayerNorm
+    "graph": (9,),  # the autograd graph of section 9's LayerNorm
     "modern_block": (11,),  # section 11's RMSNorm in the LLaMA-style block around it
-    "hooks": (4, 12),     # the gradients of section 4's attention and section 12's stack, watched by hooks
+    "hooks": (4, 12),  # the gradients of section 4's attention and section 12's stack, watched by hooks
     "pretrained": (1, 15),  # section 1's sentence read by the heads of a pretrained GPT-2, as section 15 reads heatmaps
 }
 
@@ -124,7 +124,7 @@ def run_demo(path, argv):
     try:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as stop:  # argparse's errors and --help, or a script's sys.exit(status)
-        if isinstance(stop.code, str):   # a message, e.g. the install command of a missing package
+        if isinstance(stop.code, str):  # a message, e.g. the install command of a missing package
             print_error(f"minitorch-attn demo {path.stem}", stop.code)
             return 1
         return stop.code or 0
@@ -143,7 +143,7 @@ def print_list(folder, demos):
         names = [short_name(stem) for stem in demos if number in sections_of(stem)]
         print(f"  {number:>2}. {title:<45} {', '.join(names) or '(no demo)'}")
     print("run one with: minitorch-attn demo NAME [--device cpu|cuda] [--quick] [--seed N] [--out DIR]")
-    print("as notebooks: minitorch-attn demo --notebooks DIR (needs pip install -e \".[notebooks]\")")
+    print('as notebooks: minitorch-attn demo --notebooks DIR (needs pip install -e ".[notebooks]")')
 
 
 def notebook(path):
@@ -161,23 +161,30 @@ def write_notebooks(demos, out):
     try:
         import jupytext
     except ImportError:
-        return print_error("minitorch-attn demo", 'writing notebooks (--notebooks) needs jupytext: pip install -e ".[notebooks]"')
+        return print_error(
+            "minitorch-attn demo", 'writing notebooks (--notebooks) needs jupytext: pip install -e ".[notebooks]"'
+        )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for stem, path in demos.items():
         target = out / f"{stem}.ipynb"
         write_atomically(target, jupytext.writes(notebook(path), fmt="ipynb").encode("utf-8"))  # never half a notebook
         print(f"notebook: {target}")
-    print("in a notebook the demo's flags come from $MINITORCH_ATTN_DEMO_FLAGS, e.g. "
-          "MINITORCH_ATTN_DEMO_FLAGS=--quick jupyter lab")
+    print(
+        "in a notebook the demo's flags come from $MINITORCH_ATTN_DEMO_FLAGS, e.g. "
+        "MINITORCH_ATTN_DEMO_FLAGS=--quick jupyter lab"
+    )
     return 0
 
 
 def add_demo(subparsers):
     p = subparsers.add_parser(
-        "demo", help="run one of the tutorial's demos (see --list)", add_help=False,
+        "demo",
+        help="run one of the tutorial's demos (see --list)",
+        add_help=False,
         description="Run a demo of demos/ (from a source checkout); the flags after NAME go to the demo "
-                    "(--device, --quick, --seed, --out, ...; see minitorch-attn demo NAME --help).")
+        "(--device, --quick, --seed, --out, ...; see minitorch-attn demo NAME --help).",
+    )
     p.add_argument("name", nargs="?", help="demo to run, e.g. 01_attention, attention or 1")
     p.add_argument("--list", action="store_true", help="list the demos and exit")
     p.add_argument("--notebooks", metavar="DIR", help="write every demo as a Jupyter notebook into DIR")
@@ -187,9 +194,12 @@ def add_demo(subparsers):
 def _run_demo(args):
     folder = demos_folder()
     if folder is None:
-        return print_error("minitorch-attn demo", "no demos/ folder found. The demos ship with the source, not "
-                           "with the installed package: run this from the project's root folder (a clone of "
-                           "the repository, installed with pip install -e \".[demos]\").")
+        return print_error(
+            "minitorch-attn demo",
+            "no demos/ folder found. The demos ship with the source, not "
+            "with the installed package: run this from the project's root folder (a clone of "
+            'the repository, installed with pip install -e ".[demos]").',
+        )
     demos = available_demos(folder)
     if args.notebooks is not None:
         return write_notebooks(demos, args.notebooks)
@@ -198,8 +208,10 @@ def _run_demo(args):
         if args.name is None and not args.list and not asked_help:
             return print_error("minitorch-attn demo", "give a demo's NAME, or --list")
         if asked_help:
-            print("usage: minitorch-attn demo --list | --notebooks DIR | NAME [--device cpu|cuda] [--quick] "
-                  "[--seed N] [--out DIR] ...\n")
+            print(
+                "usage: minitorch-attn demo --list | --notebooks DIR | NAME [--device cpu|cuda] [--quick] "
+                "[--seed N] [--out DIR] ...\n"
+            )
         print_list(folder, demos)
         return 0
     path = find_demo(args.name, demos)

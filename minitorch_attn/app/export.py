@@ -63,8 +63,9 @@ def export(checkpoint, out):
     model, vocab, saved = load_model(checkpoint)
     config = torch_config(model)
     described = {"config": config, "vocab": vocab.chars, "step": saved["extra"].get("step")}
-    write_atomically(out, save(torch_state(model), metadata={"format": "pt", "config": json.dumps(config)}),
-                     suffix=".safetensors")
+    write_atomically(
+        out, save(torch_state(model), metadata={"format": "pt", "config": json.dumps(config)}), suffix=".safetensors"
+    )
     write_atomically(stem + ".json", json.dumps(described, indent=2, ensure_ascii=False).encode("utf-8"))
     return out, stem + ".json"
 
@@ -75,10 +76,13 @@ def run_export(args):
     stem = os.path.splitext(os.fspath(args.out))[0]
     existing = [path for path in (os.fspath(args.out), stem + ".json") if os.path.exists(path)]
     if existing and not args.overwrite:
-        raise ValueError(f"{' and '.join(existing)} already exist(s); give another --out, or replace "
-                         f"them with --overwrite")
+        raise ValueError(
+            f"{' and '.join(existing)} already exist(s); give another --out, or replace them with --overwrite"
+        )
     weights, config = export(args.checkpoint, args.out)
-    print(f"wrote {weights} and {config}; in PyTorch:\n"
-          f"    from minitorch_attn.app.torch_gpt import GPT\n"
-          f"    model, vocab = GPT.from_export({weights!r})")
+    print(
+        f"wrote {weights} and {config}; in PyTorch:\n"
+        f"    from minitorch_attn.app.torch_gpt import GPT\n"
+        f"    model, vocab = GPT.from_export({weights!r})"
+    )
     return 0

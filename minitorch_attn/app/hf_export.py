@@ -53,30 +53,61 @@ def architecture(model):
         return "GPT2LMHeadModel"
     if block == ("rmsnorm", "rope", "swiglu"):
         return "LlamaForCausalLM"
-    raise ValueError(f"a block with norm={c['norm']!r}, pos_encoding={c['pos_encoding']!r}, mlp={c['mlp']!r} "
-                     f"is neither GPT-2's (layernorm, learned, gelu) nor LLaMA's (rmsnorm, rope, swiglu): "
-                     f"transformers has no class for it")
+    raise ValueError(
+        f"a block with norm={c['norm']!r}, pos_encoding={c['pos_encoding']!r}, mlp={c['mlp']!r} "
+        f"is neither GPT-2's (layernorm, learned, gelu) nor LLaMA's (rmsnorm, rope, swiglu): "
+        f"transformers has no class for it"
+    )
 
 
 def hf_config(model):
     """``config.json`` (a dict) for ``model`` (a :class:`~minitorch_attn.nn.GPT`)."""
     c, name = model.config, architecture(model)
     if name == "GPT2LMHeadModel":
-        return dict(architectures=[name], model_type="gpt2", vocab_size=c["vocab_size"], n_embd=c["d_model"],
-                    n_head=c["num_heads"], n_layer=c["num_layers"], n_positions=c["max_seq_len"],
-                    n_inner=c["d_ff"], activation_function="gelu_new", layer_norm_epsilon=model.norm.eps,
-                    tie_word_embeddings=c["tie_weights"], resid_pdrop=c["dropout"], embd_pdrop=c["dropout"],
-                    attn_pdrop=c["dropout"], bos_token_id=None, eos_token_id=None, dtype="float32")
+        return dict(
+            architectures=[name],
+            model_type="gpt2",
+            vocab_size=c["vocab_size"],
+            n_embd=c["d_model"],
+            n_head=c["num_heads"],
+            n_layer=c["num_layers"],
+            n_positions=c["max_seq_len"],
+            n_inner=c["d_ff"],
+            activation_function="gelu_new",
+            layer_norm_epsilon=model.norm.eps,
+            tie_word_embeddings=c["tie_weights"],
+            resid_pdrop=c["dropout"],
+            embd_pdrop=c["dropout"],
+            attn_pdrop=c["dropout"],
+            bos_token_id=None,
+            eos_token_id=None,
+            dtype="float32",
+        )
     eps = model.norm.eps if model.norm.eps is not None else float(numpy.finfo(numpy.float32).eps)
     kv_heads = c["num_kv_heads"] or c["num_heads"]
-    return dict(architectures=[name], model_type="llama", vocab_size=c["vocab_size"], hidden_size=c["d_model"],
-                num_attention_heads=c["num_heads"], num_key_value_heads=kv_heads,
-                head_dim=c["d_model"] // c["num_heads"], num_hidden_layers=c["num_layers"],
-                intermediate_size=c["d_ff"], max_position_embeddings=c["max_seq_len"], rms_norm_eps=eps,
-                hidden_act="silu", rope_theta=c["rope_base"],
-                rope_parameters={"rope_type": "default", "rope_theta": c["rope_base"]},
-                attention_bias=bool(c.get("bias", False)), mlp_bias=False, attention_dropout=c["dropout"],
-                tie_word_embeddings=c["tie_weights"], bos_token_id=None, eos_token_id=None, dtype="float32")
+    return dict(
+        architectures=[name],
+        model_type="llama",
+        vocab_size=c["vocab_size"],
+        hidden_size=c["d_model"],
+        num_attention_heads=c["num_heads"],
+        num_key_value_heads=kv_heads,
+        head_dim=c["d_model"] // c["num_heads"],
+        num_hidden_layers=c["num_layers"],
+        intermediate_size=c["d_ff"],
+        max_position_embeddings=c["max_seq_len"],
+        rms_norm_eps=eps,
+        hidden_act="silu",
+        rope_theta=c["rope_base"],
+        rope_parameters={"rope_type": "default", "rope_theta": c["rope_base"]},
+        attention_bias=bool(c.get("bias", False)),
+        mlp_bias=False,
+        attention_dropout=c["dropout"],
+        tie_word_embeddings=c["tie_weights"],
+        bos_token_id=None,
+        eos_token_id=None,
+        dtype="float32",
+    )
 
 
 def _qkv(attn):
@@ -106,8 +137,11 @@ def hf_state(model):
     a fused ``W_qkv`` cut into ``q_proj, k_proj, v_proj`` for Llama)."""
     ours = {name: p.numpy() for name, p in model.named_parameters()}
     llama = architecture(model) == "LlamaForCausalLM"
-    options = dict(num_layers=len(model.blocks), tie_weights=model.config["tie_weights"],
-                   bias=bool(model.config.get("bias", False)))
+    options = dict(
+        num_layers=len(model.blocks),
+        tie_weights=model.config["tie_weights"],
+        bias=bool(model.config.get("bias", False)),
+    )
     for i, block in enumerate(model.blocks):
         attn = block.attn
         (wq, bq), (wk, bk), (wv, bv) = _qkv(attn)
@@ -118,22 +152,24 @@ def hf_state(model):
                 if b is not None:
                     ours[f"blocks.{i}.attn.W_{letter}.bias"] = b
         else:  # GPT-2: one c_attn with biases, every head with its own keys and values
-            bk = zeros[:wk.shape[0]] if bk is None else bk
-            bv = zeros[:wv.shape[0]] if bv is None else bv
+            bk = zeros[: wk.shape[0]] if bk is None else bk
+            bv = zeros[: wv.shape[0]] if bv is None else bv
             wk, wv, bk, bv = (_repeat_heads(x, attn) for x in (wk, wv, bk, bv))
             ours[f"blocks.{i}.attn.W_qkv.weight"] = numpy.concatenate([wq, wk, wv])
             ours[f"blocks.{i}.attn.W_qkv.bias"] = numpy.concatenate([zeros if bq is None else bq, bk, bv])
             ours.setdefault(f"blocks.{i}.attn.W_o.bias", numpy.zeros(attn.d_model, dtype=numpy.float32))
     table = llama_names(options) if llama else gpt2_names(options)
-    return {hf: numpy.ascontiguousarray(ours[mine].T if transposed else ours[mine], dtype=numpy.float32)
-            for hf, mine, transposed in table}
+    return {
+        hf: numpy.ascontiguousarray(ours[mine].T if transposed else ours[mine], dtype=numpy.float32)
+        for hf, mine, transposed in table
+    }
 
 
 def tokenizer_json(vocab):
     """``tokenizer.json`` (a JSON string) for the character vocabulary ``vocab``: a
     ``tokenizers`` ``WordLevel`` model whose words are our characters, a pre-tokenizer that
     cuts the text into single characters, and a decoder that joins them again. The unknown
-    token is our fallback character, so an unseen character encodes as :class:`CharVocab`
+    token is our fallback character, so an unseen character encodes as :class:`~minitorch_attn.app.data.CharVocab`
     encodes it."""
     try:
         from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -141,16 +177,19 @@ def tokenizer_json(vocab):
         raise ImportError('writing a tokenizer needs tokenizers: pip install -e ".[hf]"') from None
     words = {c: i for i, c in enumerate(vocab.chars)}
     tokenizer = Tokenizer(models.WordLevel(words, unk_token=vocab.chars[vocab.fallback]))
-    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")   # every character
-    tokenizer.decoder = decoders.Fuse()                                                     # joined, no spaces
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every character
+    tokenizer.decoder = decoders.Fuse()  # joined, no spaces
     return tokenizer.to_str(pretty=True)
 
 
 def tokenizer_config(model):
     """``tokenizer_config.json`` (a dict): which class reads ``tokenizer.json`` and that
     decoding must not "clean up" spaces (each character is its own token)."""
-    return dict(tokenizer_class="PreTrainedTokenizerFast", model_max_length=model.config["max_seq_len"],
-                clean_up_tokenization_spaces=False)
+    return dict(
+        tokenizer_class="PreTrainedTokenizerFast",
+        model_max_length=model.config["max_seq_len"],
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def write_folder(out, files, overwrite=False):
@@ -252,14 +291,23 @@ def run_sample_pretrained(args):
     def show(token):  # decode the whole continuation each time: a character may span tokens
         new.append(token)
         text = tokenizer.decode(new)
-        if text.endswith("\ufffd"):   # a character's bytes not all drawn yet (byte-level BPE): wait
+        if text.endswith("\ufffd"):  # a character's bytes not all drawn yet (byte-level BPE): wait
             return
-        sys.stdout.write(text[printed[0]:])
+        sys.stdout.write(text[printed[0] :])
         sys.stdout.flush()
         printed[0] = len(text)
 
-    generate_ids(model, ids, args.max_new_tokens, args.temperature, args.top_k, args.top_p, rng,
-                 device=args.device, on_token=show)
+    generate_ids(
+        model,
+        ids,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        rng,
+        device=args.device,
+        on_token=show,
+    )
     print()
     return 0
 
@@ -267,8 +315,10 @@ def run_sample_pretrained(args):
 def run_export_transformers(args):
     """``minitorch-attn export --format transformers``: the checkpoint as a Hugging Face folder."""
     out = export_transformers(args.checkpoint, args.out, overwrite=args.overwrite)
-    print(f"wrote {out} (config.json, model.safetensors, tokenizer.json); in transformers:\n"
-          f"    from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-          f"    model = AutoModelForCausalLM.from_pretrained({out!r})\n"
-          f"    tokenizer = AutoTokenizer.from_pretrained({out!r})")
+    print(
+        f"wrote {out} (config.json, model.safetensors, tokenizer.json); in transformers:\n"
+        f"    from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+        f"    model = AutoModelForCausalLM.from_pretrained({out!r})\n"
+        f"    tokenizer = AutoTokenizer.from_pretrained({out!r})"
+    )
     return 0

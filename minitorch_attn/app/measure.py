@@ -65,8 +65,10 @@ def alternating_medians(fns, repeats, device="cpu", warmup=1):
         for name, fn in fns.items():
             with choosers[name]:
                 times[name].append(seconds_of(fn, device))
-    return ({name: statistics.median(t) for name, t in times.items()},
-            {name: chooser.choice for name, chooser in choosers.items()})
+    return (
+        {name: statistics.median(t) for name, t in times.items()},
+        {name: chooser.choice for name, chooser in choosers.items()},
+    )
 
 
 # A CPU-bound helper: it counts until it is told to stop, or until its parent (whose pid
@@ -106,9 +108,14 @@ def busy(n):
 
 def busy_flag(parser):
     """Add the benchmarks' ``--busy N`` flag to an argparse ``parser``."""
-    parser.add_argument("--busy", type=non_negative_int, default=0, metavar="N",
-                        help="keep N cores busy with CPU-bound helper processes while measuring "
-                             "(a reproducible busy machine; default 0)")
+    parser.add_argument(
+        "--busy",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="keep N cores busy with CPU-bound helper processes while measuring "
+        "(a reproducible busy machine; default 0)",
+    )
 
 
 class PeakMeter:
@@ -177,9 +184,11 @@ class Comparison:
         medians, e.g. ``RMSNorm / LayerNorm time ratio 0.91 (speed relative to LayerNorm:
         1.10x; medians 12.1 ms and 11.0 ms over 5 alternating rounds)``; when it is
         :attr:`noisy`, the line says so and gives the ratio of the medians too."""
-        line = (f"{second_name} / {first_name} time ratio {self.ratio:.2f} (speed relative to {first_name}: "
-                f"{1 / self.ratio:.2f}x; medians {format_seconds(self.first)} and {format_seconds(self.second)} "
-                f"over {self.rounds} alternating rounds)")
+        line = (
+            f"{second_name} / {first_name} time ratio {self.ratio:.2f} (speed relative to {first_name}: "
+            f"{1 / self.ratio:.2f}x; medians {format_seconds(self.first)} and {format_seconds(self.second)} "
+            f"over {self.rounds} alternating rounds)"
+        )
         if self.noisy:
             line += f" [noisy: the ratio of the medians is {self.second / self.first:.2f}]"
         return line
@@ -208,15 +217,17 @@ def alternate(first, second, repeats=5, device="cpu", warmup=1, min_seconds=0.5,
         ValueError: if ``repeats < 1``, ``warmup < 0`` or ``max_rounds < repeats``.
     """
     if repeats < 1 or warmup < 0 or max_rounds < repeats:
-        raise ValueError(f"alternate: expected repeats >= 1, warmup >= 0 and max_rounds >= repeats, "
-                         f"got {repeats}, {warmup} and {max_rounds}")
+        raise ValueError(
+            f"alternate: expected repeats >= 1, warmup >= 0 and max_rounds >= repeats, "
+            f"got {repeats}, {warmup} and {max_rounds}"
+        )
     for _ in range(warmup):
         first()
         second()
     times = ([], [])
     rounds = 0
     while rounds < repeats or (rounds < max_rounds and min(sum(times[0]), sum(times[1])) < min_seconds):
-        for which in ((0, 1) if rounds % 2 == 0 else (1, 0)):
+        for which in (0, 1) if rounds % 2 == 0 else (1, 0):
             times[which].append(seconds_of((first, second)[which], device))
         rounds += 1
     ratios = [b / a for a, b in zip(*times)]

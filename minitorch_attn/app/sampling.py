@@ -58,9 +58,9 @@ def sampling_probabilities(logits_row, temperature=1.0, top_k=None, top_p=None):
     p = numpy.exp(z - z.max())
     p /= p.sum()
     if top_p is not None and top_p < 1:
-        order = numpy.argsort(-p, kind="stable")                                # likeliest first
+        order = numpy.argsort(-p, kind="stable")  # likeliest first
         mass_before = numpy.concatenate(([0.0], numpy.cumsum(p[order])[:-1]))  # of the likelier ones
-        p[order[mass_before >= top_p]] = 0.0             # every token after the one that crosses top_p
+        p[order[mass_before >= top_p]] = 0.0  # every token after the one that crosses top_p
         p /= p.sum()
     return p
 
@@ -74,8 +74,19 @@ def _next_id(logits_row, temperature, top_k, rng, top_p=None):
     return int(rng.choice(len(p), p=p))
 
 
-def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, rng=None, use_cache=True,
-                 device="cpu", return_logits=False, on_token=None):
+def generate_ids(
+    model,
+    ids,
+    max_new_tokens,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    rng=None,
+    use_cache=True,
+    device="cpu",
+    return_logits=False,
+    on_token=None,
+):
     """Continue the token ids ``ids`` (a non-empty list) by ``max_new_tokens`` sampled ids.
 
     Without the cache every step runs the model on ``model.context(ids)``: the last
@@ -101,7 +112,7 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=
     _check_sampling(max_new_tokens, temperature, top_k, top_p)
     if not ids:
         raise ValueError("generation needs a prompt of at least one token")
-    rng = rng if rng is not None else host_generator()    # governed by mt.manual_seed
+    rng = rng if rng is not None else host_generator()  # governed by mt.manual_seed
     ids, new, all_logits = list(ids), [], []
     with nn.in_eval_mode(model), no_grad():
         cache, feed = None, None
@@ -123,8 +134,18 @@ def generate_ids(model, ids, max_new_tokens, temperature=1.0, top_k=None, top_p=
     return (new, all_logits) if return_logits else new
 
 
-def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=None, top_p=None, seed=None,
-             device="cpu", stream=None):
+def generate(
+    model,
+    vocab,
+    prompt,
+    max_new_tokens=200,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    seed=None,
+    device="cpu",
+    stream=None,
+):
     """The prompt followed by ``max_new_tokens`` sampled characters (a string).
 
     Characters of the prompt that are not in the vocabulary are replaced by its fallback
@@ -142,9 +163,18 @@ def generate(model, vocab, prompt, max_new_tokens=200, temperature=1.0, top_k=No
         stream.write(vocab.decode([token]))
         stream.flush()
 
-    rng = host_generator() if seed is None else numpy.random.default_rng(seed)   # None: from mt.manual_seed
-    new = generate_ids(model, ids, max_new_tokens, temperature, top_k, top_p, rng,
-                       device=device, on_token=show if stream is not None else None)
+    rng = host_generator() if seed is None else numpy.random.default_rng(seed)  # None: from mt.manual_seed
+    new = generate_ids(
+        model,
+        ids,
+        max_new_tokens,
+        temperature,
+        top_k,
+        top_p,
+        rng,
+        device=device,
+        on_token=show if stream is not None else None,
+    )
     return prompt + vocab.decode(new)
 
 
@@ -160,12 +190,16 @@ def load_training_checkpoint(path):
     extra, config = checkpoint["extra"], checkpoint["config"]
     missing = [key for key in ("vocab", "step", "history") if key not in extra]
     if missing:
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} has no {', '.join(missing)}: it was not written by the training job")
+        raise ckpt.CheckpointError(
+            f"{os.fspath(path)!r} has no {', '.join(missing)}: it was not written by the training job"
+        )
     if not isinstance(extra["vocab"], str):
         raise ckpt.CheckpointError(f"{os.fspath(path)!r} has a vocabulary that is not a string of characters")
     if len(extra["vocab"]) != config.get("vocab_size"):
-        raise ckpt.CheckpointError(f"{os.fspath(path)!r} stores a vocabulary of {len(extra['vocab'])} characters "
-                                   f"but a model with vocab_size {config.get('vocab_size')!r}")
+        raise ckpt.CheckpointError(
+            f"{os.fspath(path)!r} stores a vocabulary of {len(extra['vocab'])} characters "
+            f"but a model with vocab_size {config.get('vocab_size')!r}"
+        )
     return checkpoint
 
 
@@ -193,10 +227,23 @@ def run_sample(args):
     before = vocab.unknown_count
     vocab.encode(args.prompt)  # counts the prompt's unknown characters, to say so before sampling
     if vocab.unknown_count > before:
-        print(f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
-              f"and are read as {vocab.chars[vocab.fallback]!r}", file=sys.stderr)
+        print(
+            f"note: {vocab.unknown_count - before} prompt characters are not in the vocabulary "
+            f"and are read as {vocab.chars[vocab.fallback]!r}",
+            file=sys.stderr,
+        )
     seed = args.seed if args.seed is not None else numpy.random.SeedSequence().entropy  # a new sample each run
-    generate(model, vocab, args.prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p,
-             seed, args.device, stream=sys.stdout)
+    generate(
+        model,
+        vocab,
+        args.prompt,
+        args.max_new_tokens,
+        args.temperature,
+        args.top_k,
+        args.top_p,
+        seed,
+        args.device,
+        stream=sys.stdout,
+    )
     print()
     return 0

@@ -31,10 +31,11 @@ try:
     from torch import nn
     from torch.nn import functional as F
 except ImportError:
-    raise ImportError('minitorch_attn.app.torch_gpt is PyTorch code: pip install torch '
-                      '(or pip install -e ".[ref]")') from None
+    raise ImportError(
+        'minitorch_attn.app.torch_gpt is PyTorch code: pip install torch (or pip install -e ".[ref]")'
+    ) from None
 
-from .train import CharVocab  # noqa: E402 (after the check for torch)
+from .train import CharVocab
 
 
 def rotary(x, positions, base):
@@ -42,7 +43,7 @@ def rotary(x, positions, base):
     ``minitorch_attn.functional.rotary_embedding``). ``x (B, H, T, d)``, ``positions (T,)``."""
     half = x.shape[-1] // 2
     theta = torch.exp(torch.arange(half, dtype=torch.float64, device=x.device) * (-2.0 * math.log(base) / x.shape[-1]))
-    angles = positions.to(torch.float64)[:, None] * theta                    # (T, d/2)
+    angles = positions.to(torch.float64)[:, None] * theta  # (T, d/2)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     a, b = x[..., :half], x[..., half:]
     return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
@@ -70,16 +71,17 @@ class Attention(nn.Module):
             q, k, v = self.W_qkv(x).split([d_model, kv_width, kv_width], dim=-1)
         else:
             q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
-        q = q.view(B, T, self.num_heads, self.d_k).transpose(1, 2)            # (B, h, T, d_k)
-        k = k.view(B, T, self.num_kv_heads, self.d_k).transpose(1, 2)         # (B, h_kv, T, d_k)
+        q = q.view(B, T, self.num_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
+        k = k.view(B, T, self.num_kv_heads, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
         v = v.view(B, T, self.num_kv_heads, self.d_k).transpose(1, 2)
         if self.rope_base is not None:
             positions = torch.arange(T, device=x.device)
             q, k = rotary(q, positions, self.rope_base), rotary(k, positions, self.rope_base)
-        group = self.num_heads // self.num_kv_heads                           # grouped-query attention
+        group = self.num_heads // self.num_kv_heads  # grouped-query attention
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=attn_mask is None,
-                                             dropout_p=self.dropout if self.training else 0.0)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=attn_mask is None, dropout_p=self.dropout if self.training else 0.0
+        )
         return self.W_o(out.transpose(1, 2).reshape(B, T, d_model))
 
 
@@ -121,9 +123,24 @@ class GPT(nn.Module):
     ``norm_eps``: the epsilon of every norm (the export writes the one of the trained model).
     """
 
-    def __init__(self, vocab_size, d_model=128, num_heads=4, d_ff=None, num_layers=4, max_seq_len=128,
-                 dropout=0.0, tie_weights=True, norm="layernorm", num_kv_heads=None, fused_qkv=True,
-                 pos_encoding="learned", rope_base=10000.0, norm_eps=1e-5, mlp="gelu"):
+    def __init__(
+        self,
+        vocab_size,
+        d_model=128,
+        num_heads=4,
+        d_ff=None,
+        num_layers=4,
+        max_seq_len=128,
+        dropout=0.0,
+        tie_weights=True,
+        norm="layernorm",
+        num_kv_heads=None,
+        fused_qkv=True,
+        pos_encoding="learned",
+        rope_base=10000.0,
+        norm_eps=1e-5,
+        mlp="gelu",
+    ):
         super().__init__()
         if d_ff is None:  # as minitorch_attn.nn.swiglu_width: 8/3 d_model up to a multiple of 8
             d_ff = -(-(8 * d_model) // 24) * 8 if mlp == "swiglu" else 4 * d_model
@@ -136,9 +153,20 @@ class GPT(nn.Module):
             self.position_embedding = nn.Embedding(max_seq_len, d_model)
         self.dropout = nn.Dropout(dropout)
         rope_base = rope_base if pos_encoding == "rope" else None
-        self.blocks = nn.ModuleList(Block(d_model, num_heads, d_ff, dropout, make_norm, mlp,
-                                          num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, rope_base=rope_base)
-                                    for _ in range(num_layers))
+        self.blocks = nn.ModuleList(
+            Block(
+                d_model,
+                num_heads,
+                d_ff,
+                dropout,
+                make_norm,
+                mlp,
+                num_kv_heads=num_kv_heads,
+                fused_qkv=fused_qkv,
+                rope_base=rope_base,
+            )
+            for _ in range(num_layers)
+        )
         self.norm = make_norm()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         for name, p in self.named_parameters():  # GPT-2's initialization, as minitorch_attn.nn.init_gpt2
@@ -153,12 +181,12 @@ class GPT(nn.Module):
     def forward(self, idx):
         T = idx.shape[1]
         x = self.token_embedding(idx)
-        attn_mask = None                                   # causal (is_causal=True)
+        attn_mask = None  # causal (is_causal=True)
         if self.pos_encoding == "learned":
             if T > self.max_seq_len:
                 raise ValueError(f"sequence of {T} positions exceeds max_seq_len={self.max_seq_len}")
             x = x + self.position_embedding(torch.arange(T, device=idx.device))
-        elif T > self.max_seq_len:                         # rotary: a sliding window of max_seq_len keys
+        elif T > self.max_seq_len:  # rotary: a sliding window of max_seq_len keys
             i, j = torch.arange(T, device=idx.device)[:, None], torch.arange(T, device=idx.device)[None, :]
             attn_mask = (j <= i) & (j > i - self.max_seq_len)
         x = self.dropout(x)
@@ -173,7 +201,7 @@ class GPT(nn.Module):
         positions, all of them with rotary ones); returns the new ids."""
         ids, new = list(ids), []
         for _ in range(max_new_tokens):
-            context = ids if self.pos_encoding == "rope" else ids[-self.max_seq_len:]
+            context = ids if self.pos_encoding == "rope" else ids[-self.max_seq_len :]
             logits = self(torch.tensor([context], device=self.lm_head.weight.device))[0, -1].double()
             if temperature <= 0:
                 next_id = int(logits.argmax())

@@ -11,8 +11,8 @@ What the ``minitorch-attn train`` command does, in order:
    the learning-rate schedule restarts over the new run's steps).
 3. **Sampling** (:mod:`minitorch_attn.app.sampling`): a sample of the trained model, drawn
    with a key/value cache.
-4. **Outputs**: ``checkpoint.npz``, ``loss.png``, ``attention.png`` and ``metrics.json``
-   in the run folder.
+4. **Outputs**: ``checkpoint.npz``, ``loss.png`` and ``attention.png`` (drawn by
+   :mod:`minitorch_attn.app.train_pictures`) and ``metrics.json`` in the run folder.
 
 Bits per character = cross-entropy in nats / ln 2.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
 import time
@@ -42,8 +41,7 @@ from ..stopping import stops_wait
 from . import checkpoint as ckpt
 from .data import LN2, CharVocab, bigram_bpc, check_text_size, get_batch, load_corpus, split_ids
 from .sampling import generate, load_training_checkpoint
-
-HEATMAP_SENTENCE = "The trophy didn't fit in the bag because it was too big."
+from .train_pictures import write_plots
 
 
 # ---- 2. training -------------------------------------------------------------------------------
@@ -87,7 +85,7 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     stride = block_size - block_size // 2
     starts = list(range(0, predictions - block_size + 1, stride))
     if starts[-1] + block_size < predictions:
-        starts.append(predictions - block_size)                # the last window ends at the text's end
+        starts.append(predictions - block_size)  # the last window ends at the text's end
     starts = numpy.array(starts)
     # the first position that each window scores: the one after the previous window's end
     first = numpy.concatenate([[0], starts[:-1] + block_size - starts[1:]])
@@ -96,13 +94,17 @@ def evaluate_bpc(model, ids, block_size, batch_size=32, max_windows=None, device
     total, scored = 0.0, 0
     with nn.in_eval_mode(model), no_grad():
         for batch in range(0, count, batch_size):
-            picked = chosen[batch:batch + batch_size]
-            windows = numpy.stack([ids[s:s + block_size + 1] for s in starts[picked]])
+            picked = chosen[batch : batch + batch_size]
+            windows = numpy.stack([ids[s : s + block_size + 1] for s in starts[picked]])
             # the positions before a window's first scored one are ignored (-100, as in PyTorch)
             y = numpy.where(numpy.arange(block_size) >= first[picked, None], windows[:, 1:], -100)
             logits = model(tensor(windows[:, :-1], device=device))
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tensor(y.reshape(-1), device=device),
-                                   ignore_index=-100, reduction="sum")
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]),
+                tensor(y.reshape(-1), device=device),
+                ignore_index=-100,
+                reduction="sum",
+            )
             total += loss.item()
             scored += int((y != -100).sum())
     return total / scored / LN2
@@ -121,8 +123,9 @@ def make_optimizer(model, lr, weight_decay, betas=(0.9, 0.99)):
     (vectors), as nanoGPT (``configure_optimizers``). Group 0 decays, group 1 does not."""
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
-    return optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                        {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
+    return optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas
+    )
 
 
 DEFAULT_BLOCK = dict(nn.LLAMA)
@@ -131,9 +134,19 @@ MLP, a SwiGLU feed-forward, rotary positions). In four-minute runs of the main j
 same parameter count and the same tokens/s it reached 1.740 bits/char where GPT-2's block
 (``--norm layernorm --mlp gelu --pos-encoding learned``) reached 1.834 (docs/main-job.md)."""
 
-MODEL_FLAGS = {"d_model": "d_model", "num_heads": "num_heads", "num_layers": "num_layers",
-               "max_seq_len": "block_size", "dropout": "dropout", "norm": "norm", "attn_impl": "attn_impl",
-               "pos_encoding": "pos_encoding", "mlp": "mlp", "d_ff": "d_ff", "num_kv_heads": "num_kv_heads"}
+MODEL_FLAGS = {
+    "d_model": "d_model",
+    "num_heads": "num_heads",
+    "num_layers": "num_layers",
+    "max_seq_len": "block_size",
+    "dropout": "dropout",
+    "norm": "norm",
+    "attn_impl": "attn_impl",
+    "pos_encoding": "pos_encoding",
+    "mlp": "mlp",
+    "d_ff": "d_ff",
+    "num_kv_heads": "num_kv_heads",
+}
 """The GPT config keys that ``train`` flags set, and the flag (argparse name) of each."""
 
 
@@ -150,8 +163,12 @@ def describe_model(config, block_size):
     parts = [f"{config['num_layers']} layers", f"d_model {config['d_model']}", f"{config['num_heads']} heads"]
     if kv_heads is not None and kv_heads != config["num_heads"]:
         parts.append(f"{kv_heads} key/value heads")
-    parts += [f"context {block_size}", config.get("norm", "layernorm"),
-              f"{config.get('mlp', 'gelu')} of width {config['d_ff']}", f"{config.get('pos_encoding', 'learned')} positions"]
+    parts += [
+        f"context {block_size}",
+        config.get("norm", "layernorm"),
+        f"{config.get('mlp', 'gelu')} of width {config['d_ff']}",
+        f"{config.get('pos_encoding', 'learned')} positions",
+    ]
     if config.get("attn_impl", "naive") != "naive":
         parts.append(f"{config['attn_impl']} attention")
     return ", ".join(parts)
@@ -162,9 +179,12 @@ def ignored_model_flags(args, config):
     (``args.given``) whose value differs from the checkpoint's ``config``, which wins:
     ``["--d-model 64 is ignored: the checkpoint's model has d_model 128"]``."""
     given = getattr(args, "given", ())
-    return [f"--{name.replace('_', '-')} {getattr(args, name)} is ignored: the checkpoint's model has "
-            f"{key} {config.get(key)}"
-            for key, name in MODEL_FLAGS.items() if name in given and getattr(args, name) != config.get(key)]
+    return [
+        f"--{name.replace('_', '-')} {getattr(args, name)} is ignored: the checkpoint's model has "
+        f"{key} {config.get(key)}"
+        for key, name in MODEL_FLAGS.items()
+        if name in given and getattr(args, name) != config.get(key)
+    ]
 
 
 class _Progress:
@@ -179,11 +199,23 @@ class _Progress:
     def __init__(self, steps, time_budget, start_step, disable):
         self.by_time = not steps
         if self.by_time:
-            self.bar = tqdm(total=time_budget, unit="s", disable=disable, file=sys.stderr, dynamic_ncols=True,
-                            bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]")
+            self.bar = tqdm(
+                total=time_budget,
+                unit="s",
+                disable=disable,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}<{remaining}{postfix}]",
+            )
         else:  # counts on from a resumed step
-            self.bar = tqdm(total=start_step + steps, initial=start_step, unit="step", disable=disable,
-                            file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=start_step + steps,
+                initial=start_step,
+                unit="step",
+                disable=disable,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
 
     def update(self, step, elapsed, postfix):
         self.bar.update(min(elapsed, self.bar.total) - self.bar.n if self.by_time else 1)
@@ -225,13 +257,23 @@ def run_training(args):
     job = _prepare(args, log)
     interrupted = _train(args, job, log)
     if interrupted:
-        print(f"\ninterrupted at step {job.step}: saving the checkpoint, then the final validation "
-              f"(Ctrl-C again skips it)")
+        print(
+            f"\ninterrupted at step {job.step}: saving the checkpoint, then the final validation "
+            f"(Ctrl-C again skips it)"
+        )
 
     path = os.path.join(args.out, "checkpoint.npz")
     with stops_wait() as pressed:  # first the checkpoint, whatever happens next
-        ckpt.save(path, job.model, job.opt, config=job.config, vocab=job.vocab.chars, step=job.step,
-                  history=job.history, seed=args.seed)
+        ckpt.save(
+            path,
+            job.model,
+            job.opt,
+            config=job.config,
+            vocab=job.vocab.chars,
+            step=job.step,
+            history=job.history,
+            seed=args.seed,
+        )
     print(f"checkpoint: {path} (step {job.step})")
     results = {"val_bpc": None, "sample": None, "plots": []}
     if not pressed:
@@ -240,27 +282,42 @@ def run_training(args):
         except KeyboardInterrupt:
             pressed.append(True)
     if pressed:
-        print(f"\ninterrupted{' again' if interrupted else ''}: the checkpoint {path} is saved; the final "
-              f"validation, sample and pictures that were not done are skipped")
+        print(
+            f"\ninterrupted{' again' if interrupted else ''}: the checkpoint {path} is saved; the final "
+            f"validation, sample and pictures that were not done are skipped"
+        )
         interrupted = True
 
     steps_done, tokens_per_step = job.step - job.start_step, args.batch_size * job.block_size
     metrics = {
-        "steps": job.step, "steps_this_run": steps_done,
+        "steps": job.step,
+        "steps_this_run": steps_done,
         "tokens_per_s": steps_done * tokens_per_step / job.train_s if job.train_s > 0 else 0.0,
-        "val_bpc": results["val_bpc"], "bigram_bpc": job.baseline,
+        "val_bpc": results["val_bpc"],
+        "bigram_bpc": job.baseline,
         "train_bpc": float(numpy.mean(job.history["train_bpc"][-20:])) if job.history["train_bpc"] else None,
-        "wall_s": time.perf_counter() - wall_start, "train_s": job.train_s, "eval_s": job.eval_s,
-        "parameters": job.model.num_parameters(), "config": job.config, "device": args.device,
-        "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr, "min_lr_ratio": args.min_lr_ratio,
+        "wall_s": time.perf_counter() - wall_start,
+        "train_s": job.train_s,
+        "eval_s": job.eval_s,
+        "parameters": job.model.num_parameters(),
+        "config": job.config,
+        "device": args.device,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "min_lr_ratio": args.min_lr_ratio,
         "interrupted": interrupted,
-        "resumed_from": args.resume, "blas_threads": job.blas.counts,
-        "sample": results["sample"], "plots": results["plots"],
+        "resumed_from": args.resume,
+        "blas_threads": job.blas.counts,
+        "sample": results["sample"],
+        "plots": results["plots"],
     }
     with stops_wait():
         write_atomically(os.path.join(args.out, "metrics.json"), json.dumps(metrics, indent=2).encode("utf-8"))
-    print(f"{job.step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
-          f"outputs in {args.out}")
+    print(
+        f"{job.step} steps, {metrics['tokens_per_s']:,.0f} tokens/s, {metrics['wall_s']:.0f} s in all; "
+        f"outputs in {args.out}"
+    )
     return metrics
 
 
@@ -270,17 +327,36 @@ def _final_results(args, job, log, results):
     log(f"final validation on the whole split ({len(job.val_ids) - 1:,} characters)...")
     with job.blas.best():
         results["val_bpc"] = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size, None, args.device)
-    print(f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
-          f"(bigram baseline {job.baseline:.3f})")
+    print(
+        f"step {job.step}: validation {results['val_bpc']:.3f} bits/char on the whole split "
+        f"(bigram baseline {job.baseline:.3f})"
+    )
     if job.history["val_bpc"]:
         print(_estimates_against_the_whole_split(job, args, results["val_bpc"]))
     print("sample:")
-    results["sample"] = generate(job.model, job.vocab, args.sample_prompt, max_new_tokens=args.sample_tokens,
-                                 temperature=0.8, top_p=args.top_p, seed=args.seed, device=args.device,
-                                 stream=sys.stdout)
+    results["sample"] = generate(
+        job.model,
+        job.vocab,
+        args.sample_prompt,
+        max_new_tokens=args.sample_tokens,
+        temperature=0.8,
+        top_p=args.top_p,
+        seed=args.seed,
+        device=args.device,
+        stream=sys.stdout,
+    )
     print()
-    results["plots"] = write_plots(args.out, job.history, job.baseline, job.model, job.vocab, args.device, log,
-                                   final=(job.step, results["val_bpc"]), windows=args.eval_windows)
+    results["plots"] = write_plots(
+        args.out,
+        job.history,
+        job.baseline,
+        job.model,
+        job.vocab,
+        args.device,
+        log,
+        final=(job.step, results["val_bpc"]),
+        windows=args.eval_windows,
+    )
 
 
 def _estimates_against_the_whole_split(job, args, val_bpc):
@@ -296,9 +372,11 @@ def _estimates_against_the_whole_split(job, args, val_bpc):
     why = f"the text at those places is {'easier' if gap < 0 else 'harder'} than the split's average"
     if last_step < job.step:
         why += f"; the model also changed in the {job.step - last_step} steps since"
-    return (f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
-            f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, {last:.3f} at step "
-            f"{last_step}, is {abs(gap):.3f} {'below' if gap < 0 else 'above'} the whole split: {why})")
+    return (
+        f"  (the periodic estimates above score {args.eval_windows} windows, about {scored:,} of the split's "
+        f"{len(job.val_ids) - 1:,} characters, at the same places each time; the last, {last:.3f} at step "
+        f"{last_step}, is {abs(gap):.3f} {'below' if gap < 0 else 'above'} the whole split: {why})"
+    )
 
 
 def _prepare(args, log):
@@ -319,12 +397,21 @@ def _prepare(args, log):
     train_ids, val_ids = split_ids(vocab.encode(text), args.val_fraction)
     if vocab.unknown_count:
         log(f"note: {vocab.unknown_count} characters of the text are not in the checkpoint's vocabulary")
-    job = types.SimpleNamespace(vocab=vocab, config=config, block_size=block_size, train_ids=train_ids,
-                                val_ids=val_ids, baseline=bigram_bpc(train_ids, val_ids, len(vocab)),
-                                model=nn.GPT(**config).to(args.device), start_step=0, train_s=0.0, eval_s=0.0,
-                                history={"step": [], "train_bpc": [], "val_step": [], "val_bpc": []},
-                                rng=numpy.random.default_rng(args.seed))
-    job.config = config = dict(job.model.config)   # with what the model resolved (the feed-forward width)
+    job = types.SimpleNamespace(
+        vocab=vocab,
+        config=config,
+        block_size=block_size,
+        train_ids=train_ids,
+        val_ids=val_ids,
+        baseline=bigram_bpc(train_ids, val_ids, len(vocab)),
+        model=nn.GPT(**config).to(args.device),
+        start_step=0,
+        train_s=0.0,
+        eval_s=0.0,
+        history={"step": [], "train_bpc": [], "val_step": [], "val_bpc": []},
+        rng=numpy.random.default_rng(args.seed),
+    )
+    job.config = config = dict(job.model.config)  # with what the model resolved (the feed-forward width)
     job.opt = make_optimizer(job.model, args.lr, args.weight_decay)
     if resumed is not None:
         ckpt.restore(resumed, job.model, job.opt)
@@ -337,12 +424,18 @@ def _prepare(args, log):
     job.step = job.start_step
     os.makedirs(args.out, exist_ok=True)  # only once the inputs have proved usable
     if resumed is not None:
-        log(f"resuming from step {job.start_step} of {args.resume} with its model and vocabulary; "
-            f"steps count on from {job.start_step}, the learning-rate schedule starts again")
-    log(f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
-        f"val {len(val_ids):,}; bigram baseline {job.baseline:.3f} bits/char")
-    log(f"model: GPT with {job.model.num_parameters():,} parameters ({describe_model(config, block_size)}) "
-        f"on {args.device}")
+        log(
+            f"resuming from step {job.start_step} of {args.resume} with its model and vocabulary; "
+            f"steps count on from {job.start_step}, the learning-rate schedule starts again"
+        )
+    log(
+        f"corpus: {len(text):,} characters, vocabulary {len(vocab)}, train {len(train_ids):,} / "
+        f"val {len(val_ids):,}; bigram baseline {job.baseline:.3f} bits/char"
+    )
+    log(
+        f"model: GPT with {job.model.num_parameters():,} parameters ({describe_model(config, block_size)}) "
+        f"on {args.device}"
+    )
     log(f"run folder: {args.out}")
     return job
 
@@ -352,8 +445,9 @@ def _train(args, job, log):
     periodic validation. Returns True if Ctrl-C stopped it."""
     total_steps = args.steps if args.steps else 10**9
     # the schedule counts the steps of this run (with --time-budget, its end is re-estimated)
-    schedule = optim.WarmupCosineLR(job.opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000,
-                                    min_lr_ratio=args.min_lr_ratio)
+    schedule = optim.WarmupCosineLR(
+        job.opt, warmup_steps=args.warmup_steps, total_steps=args.steps or 1000, min_lr_ratio=args.min_lr_ratio
+    )
     progress = _Progress(args.steps, args.time_budget, job.start_step, disable=True if args.quiet else None)
     tokens_per_step = args.batch_size * job.block_size
     train_start, smoothed = time.perf_counter(), None
@@ -372,10 +466,10 @@ def _train(args, job, log):
                 # running for a time budget: re-estimate where the schedule will end
                 per_step = (elapsed - job.eval_s) / done
                 schedule.total_steps = int((args.time_budget - job.eval_s) / per_step)
-            with job.blas, use_fused():      # speed: the fused twins of the step's formulas (speed/fused.py)
+            with job.blas, use_fused():  # speed: the fused twins of the step's formulas (speed/fused.py)
                 x, y = get_batch(job.train_ids, args.batch_size, job.block_size, job.rng, args.device)
                 job.opt.zero_grad()
-                bpc = split.backward(x, y) / LN2     # loss = next_char_loss(model, x, y); loss.backward()
+                bpc = split.backward(x, y) / LN2  # loss = next_char_loss(model, x, y); loss.backward()
                 if args.grad_clip:  # --grad-clip 0: no clipping
                     optim.clip_grad_norm_(job.model.parameters(), args.grad_clip)
                 with _ctrl_c_lands_after():  # the step lands whole: weights, moments, its number and history
@@ -388,15 +482,18 @@ def _train(args, job, log):
             if job.step % args.eval_interval == 0:
                 t = time.perf_counter()
                 with job.blas.best():
-                    val_bpc = evaluate_bpc(job.model, job.val_ids, job.block_size, args.batch_size,
-                                           args.eval_windows, args.device)
+                    val_bpc = evaluate_bpc(
+                        job.model, job.val_ids, job.block_size, args.batch_size, args.eval_windows, args.device
+                    )
                 job.eval_s += time.perf_counter() - t
                 with _ctrl_c_lands_after():  # the two lists stay the same length
                     job.history["val_step"].append(job.step)
                     job.history["val_bpc"].append(val_bpc)
                 if not args.quiet:
-                    progress.bar.write(f"step {job.step}: val {val_bpc:.3f} bits/char (bigram {job.baseline:.3f}; "
-                                       f"{args.eval_windows} windows)")
+                    progress.bar.write(
+                        f"step {job.step}: val {val_bpc:.3f} bits/char (bigram {job.baseline:.3f}; "
+                        f"{args.eval_windows} windows)"
+                    )
             elapsed = time.perf_counter() - train_start
             rate = (job.step - job.start_step) * tokens_per_step / max(1e-9, elapsed - job.eval_s)
             progress.update(job.step, elapsed, f"loss {smoothed:.3f} bpc, {rate:,.0f} tok/s")
@@ -406,85 +503,3 @@ def _train(args, job, log):
     finally:
         progress.close(time.perf_counter() - train_start)
         job.train_s = time.perf_counter() - train_start - job.eval_s
-
-
-# ---- 4. pictures ---------------------------------------------------------------------------------
-def write_plots(out, history, baseline, model, vocab, device, log=print, final=None, windows=None):
-    """Write ``loss.png`` (:func:`loss_figure`) and ``attention.png`` (:func:`attention_figure`)
-    into ``out``, each atomically, when matplotlib is installed; otherwise say that they were
-    skipped. Returns the list of files written."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log('matplotlib is not installed: skipped loss.png and attention.png (pip install -e ".[demos]")')
-        return []
-    written = []
-    for name, fig, dpi in [("loss.png", loss_figure(plt, history, baseline, final, windows), 120),
-                           ("attention.png", attention_figure(plt, model, vocab, device), 110)]:
-        path = os.path.join(out, name)
-        write_atomically(path, lambda f: fig.savefig(f, format="png", dpi=dpi), suffix=".png")  # noqa: B023 (called here)
-        plt.close(fig)
-        written.append(path)
-    return written
-
-
-def loss_figure(plt, history, baseline, final=None, windows=None):
-    """Bits per character against steps: the training loss (raw and a moving average), the
-    periodic validation estimates (``windows`` windows each), the bigram baseline, and
-    ``final = (step, bpc)``, the validation on the whole split, as a marker of its own:
-    it is another measurement than the estimates, so the line does not run into it."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    steps, train = numpy.array(history["step"]), numpy.array(history["train_bpc"])
-    if len(train):
-        ax.plot(steps, train, color="tab:blue", alpha=0.25, linewidth=0.8)
-        window = max(1, min(25, len(train) // 10))
-        smooth = numpy.convolve(train, numpy.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1:], smooth, color="tab:blue", label="train (moving average)")
-    estimate = f"validation estimate ({windows} windows)" if windows else "validation estimate"
-    ax.plot(history["val_step"], history["val_bpc"], "o-", color="tab:orange", label=estimate)
-    if final is not None:
-        ax.plot([final[0]], [final[1]], "*", color="tab:red", markersize=14, linestyle="none",
-                label=f"validation, whole split ({final[1]:.2f})")
-    ax.axhline(baseline, color="gray", linestyle="--", label=f"bigram baseline ({baseline:.2f})")
-    ax.set_xlabel("step")
-    ax.set_ylabel("bits per character")
-    ax.set_title("Character-level GPT on minitorch-attn")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def attention_figure(plt, model, vocab, device):
-    """The attention weights of every head of the last layer on :data:`HEATMAP_SENTENCE`."""
-    ids = vocab.encode(HEATMAP_SENTENCE)[-model.max_seq_len:]
-    chars = vocab.decode(ids)
-    with nn.in_eval_mode(model), no_grad():
-        _, weights = model(tensor(ids[None, :], device=device), need_weights=True)
-    layer = len(weights) - 1
-    w = weights[layer].numpy()[0]  # (heads, T, T)
-    heads = w.shape[0]
-    cols = min(heads, 2)
-    rows = math.ceil(heads / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols + 1.2, 7.5 * rows + 0.6), squeeze=False,
-                             layout="constrained")
-    labels = [c if c != " " else "␣" for c in chars]
-    top = float(numpy.quantile(w, 0.99))  # the first query's weight is 1: it would wash out the rest
-    for h in range(rows * cols):
-        ax = axes[h // cols][h % cols]
-        if h >= heads:
-            ax.axis("off")
-            continue
-        image = ax.imshow(w[h], cmap="viridis", vmin=0.0, vmax=top)
-        ax.set_title(f"head {h}")
-        ax.set_xticks(range(len(labels)), labels, fontsize=8)
-        ax.set_yticks(range(len(labels)), labels, fontsize=8)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query")
-    fig.colorbar(image, ax=axes, extend="max", shrink=0.8,
-                 label=f"attention weight (colours stop at {top:.2f}, the 99th percentile)")
-    fig.suptitle(f"Every head of layer {layer}, the last, reading {chars!r}")
-    return fig

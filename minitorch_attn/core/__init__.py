@@ -27,5 +27,18 @@ from . import autograd  # before tensor: see the docstring (and isort off: this 
 from . import hooks, tensor, ops, minmax, power, reductions, shape_ops, indexing, einsum, arithmetic, factories
 # isort: on
 
-__all__ = ["backend", "autograd", "hooks", "tensor", "factories", "ops", "minmax", "power", "reductions", "shape_ops",
-           "indexing", "einsum", "arithmetic"]
+__all__ = [
+    "backend",
+    "autograd",
+    "hooks",
+    "tensor",
+    "factories",
+    "ops",
+    "minmax",
+    "power",
+    "reductions",
+    "shape_ops",
+    "indexing",
+    "einsum",
+    "arithmetic",
+]

@@ -15,8 +15,8 @@ from typing import Any
 import numpy
 
 from .dtypes import Scalar
-from .ops import Broadcasting
 from .factories import tensor
+from .ops import Broadcasting
 from .tensor import Tensor
 
 ROUNDING_MODES = (None, "trunc", "floor")
@@ -56,7 +56,7 @@ def add(input: Tensor | Scalar, other: Tensor | Scalar, alpha: Scalar = 1) -> Te
     alpha = _check_alpha(alpha, "add")
     a, b = _operands(input, other, "add")  # Tensor or number each, at least one a Tensor
     if alpha == 1 or (_is_bool(b) and isinstance(alpha, numbers.Integral) and alpha):
-        return a + b            # a bool times a nonzero int is the bool itself, as PyTorch
+        return a + b  # a bool times a nonzero int is the bool itself, as PyTorch
     return a + alpha * b
 
 
@@ -73,8 +73,10 @@ def sub(input: Tensor | Scalar, other: Tensor | Scalar, alpha: Scalar = 1) -> Te
     alpha = _check_alpha(alpha, "sub")
     a, b = _operands(input, other, "sub")
     if _is_bool(a) or _is_bool(b):
-        raise TypeError("sub: subtraction with a bool tensor is not supported, as in PyTorch "
-                        "(use logical_xor, the ^ operator, or ~ instead)")
+        raise TypeError(
+            "sub: subtraction with a bool tensor is not supported, as in PyTorch "
+            "(use logical_xor, the ^ operator, or ~ instead)"
+        )
     return a - b if alpha == 1 else a - alpha * b
 
 
@@ -93,12 +95,12 @@ def _floor_divide(backend, a, b):
     """
     xp = backend.xp
     quotient = a / b
-    mod = backend.fmod(a, b)                                                           # 1
-    div = (a - mod) / b                                                                # 2
-    div = xp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)                 # 3
-    floordiv = xp.floor(div)                                                           # 4
+    mod = backend.fmod(a, b)  # 1
+    div = (a - mod) / b  # 2
+    div = xp.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)  # 3
+    floordiv = xp.floor(div)  # 4
     floordiv = xp.where(div - floordiv > 0.5, floordiv + 1, floordiv)
-    floordiv = xp.where(div == 0, xp.copysign(xp.zeros_like(floordiv), quotient), floordiv)   # 5
+    floordiv = xp.where(div == 0, xp.copysign(xp.zeros_like(floordiv), quotient), floordiv)  # 5
     return xp.where(b == 0, quotient, floordiv)
 
 
@@ -117,11 +119,11 @@ class RoundedDiv(Broadcasting):
         ctx.shapes = [getattr(x, "shape", ()) for x in (a, b)]
         floats = [x.dtype for x in (a, b) if hasattr(x, "dtype") and str(x.dtype).startswith("float")]
         if floats or isinstance(a, float) or isinstance(b, float):
-            with numpy.errstate(divide="ignore", invalid="ignore"):    # b = 0: inf or NaN, as IEEE's
+            with numpy.errstate(divide="ignore", invalid="ignore"):  # b = 0: inf or NaN, as IEEE's
                 return _floor_divide(ctx.backend, a, b) if rounding_mode == "floor" else xp.trunc(a / b)
         if rounding_mode == "floor":
             return a // b
-        magnitude = xp.abs(a) // xp.abs(b)                         # trunc: round |a / b| down, then sign
+        magnitude = xp.abs(a) // xp.abs(b)  # trunc: round |a / b| down, then sign
         return xp.where((a < 0) != (b < 0), -magnitude, magnitude)
 
     @staticmethod
@@ -148,4 +150,3 @@ def div(input: Tensor | Scalar, other: Tensor | Scalar, rounding_mode: str | Non
     if rounding_mode is None:
         return a / b
     return RoundedDiv.apply(a, b, rounding_mode=rounding_mode)
-

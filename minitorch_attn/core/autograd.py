@@ -76,9 +76,9 @@ from typing import Any
 from ..speed import RowWise, backward_in_rows, forward_in_rows
 from . import grad_mode
 from .backend import backend_of
-from .hooks import hold, release_held, run_output_hooks
+from .context import Context
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (re-exported)
-from .context import Context  # noqa: F401 (re-exported: a Function's forward and backward get one)
+from .hooks import hold, release_held, run_output_hooks
 from .inplace import check_versions, record_versions
 
 
@@ -88,11 +88,11 @@ class Node:
     __slots__ = ("function", "ctx", "inputs", "output_meta", "hooks")
 
     def __init__(self, function, ctx, inputs, output_meta):
-        self.function = function    # the Function subclass
-        self.ctx = ctx              # its Context
-        self.inputs = inputs        # positional arguments (Tensors or plain values)
+        self.function = function  # the Function subclass
+        self.ctx = ctx  # its Context
+        self.inputs = inputs  # positional arguments (Tensors or plain values)
         self.output_meta = output_meta  # (shape, dtype) of each output, to make zero gradients
-        self.hooks = None           # {output index: its hooks.OutputHooks}, once one is registered
+        self.hooks = None  # {output index: its hooks.OutputHooks}, once one is registered
 
     def __repr__(self):
         return f"<{self.function.__name__}Backward>"
@@ -160,7 +160,7 @@ class Function:
                 needs_input_grad.append(arg._requires_grad)
                 continue
             if type(arg) not in _PLAIN and isinstance(arg, numbers.Number) and hasattr(arg, "item"):
-                arg = arg.item()                        # a NumPy scalar: its Python number
+                arg = arg.item()  # a NumPy scalar: its Python number
             raw.append(arg)
             needs_input_grad.append(False)
         if backend is None:
@@ -171,7 +171,7 @@ class Function:
         if cls.row_wise is None:
             result = cls.forward(ctx, *raw, **options)
         else:
-            result = forward_in_rows(cls, ctx, raw, options)        # the same, maybe in chunks of rows
+            result = forward_in_rows(cls, ctx, raw, options)  # the same, maybe in chunks of rows
 
         outputs = result if isinstance(result, tuple) else (result,)
         node = Node(cls, ctx, args, tuple((o.shape, o.dtype) for o in outputs)) if record else None
@@ -224,7 +224,7 @@ def _gradient_for(node, tensor, grad):
     xp, data = node.ctx.xp, tensor.data
     if not hasattr(grad, "shape"):
         raise TypeError(f"{node.function.__name__}.backward returned {type(grad).__name__}, expected an array")
-    if grad.shape != data.shape:                    # speed: the usual gradient has the shape already
+    if grad.shape != data.shape:  # speed: the usual gradient has the shape already
         returned_shape = tuple(grad.shape)
         grad = sum_to_shape(xp, grad, tensor.shape)
         if tuple(grad.shape) != tuple(tensor.shape):
@@ -273,7 +273,7 @@ def run_backward(seeds, retain_graph=False):
     """
     # 0. seeds that are leaves receive their gradient directly
     grads = {}
-    held = {}   # leaves with hooks: the sum of their terms, for the hooks (see hooks.hold)
+    held = {}  # leaves with hooks: the sum of their terms, for the hooks (see hooks.hold)
     for root, grad in seeds:
         if root.grad_fn is None and root._backward_hooks is not None:
             hold(held, root, grad)
@@ -286,7 +286,7 @@ def run_backward(seeds, retain_graph=False):
 
     # 1. count, for each node, the edges arriving from nodes that depend on it
     pending = dict.fromkeys(grads, 0)
-    parents = {}                # speed: each node's parents, found once for steps 1 and 2
+    parents = {}  # speed: each node's parents, found once for steps 1 and 2
     stack = list(grads)
     while stack:
         node = stack.pop()
@@ -311,22 +311,23 @@ def run_backward(seeds, retain_graph=False):
                 "if you need to backward through it twice."
             )
         received = grads.pop(node, None)
-        if node.hooks is not None:              # its outputs' hooks and retained gradients
+        if node.hooks is not None:  # its outputs' hooks and retained gradients
             received = run_output_hooks(node, received, Tensor)
         if received is None:  # every consumer returned None for it: all its terms are zero
             _finish(node, parents.pop(node), pending, ready, retain_graph)
             continue
         check_versions(node)
         grad_outputs = [
-            received[i] if i in received else (
-                ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device) if ctx.materialize_grads else None)
+            received[i]
+            if i in received
+            else (ctx.xp.zeros(shape, dtype=dtype, device=ctx.backend.device) if ctx.materialize_grads else None)
             for i, (shape, dtype) in enumerate(node.output_meta)
         ]
         function = node.function
         if function.row_wise is None:
             input_grads = function.backward(ctx, *grad_outputs)
         else:
-            input_grads = backward_in_rows(function, ctx, grad_outputs)   # as its forward ran
+            input_grads = backward_in_rows(function, ctx, grad_outputs)  # as its forward ran
         if not isinstance(input_grads, tuple):
             input_grads = (input_grads,)
         if len(input_grads) != len(node.inputs):

@@ -55,8 +55,10 @@ class DeviceUnavailableError(RuntimeError):
     how to install it."""
 
 
-CUDA_INSTALL_HINT = ('pip install -e ".[cuda12]" for CUDA 12, or -e ".[cuda13]" for CUDA 13 '
-                     '(in the project\'s source checkout; docs/devices.md says which)')
+CUDA_INSTALL_HINT = (
+    'pip install -e ".[cuda12]" for CUDA 12, or -e ".[cuda13]" for CUDA 13 '
+    "(in the project's source checkout; docs/devices.md says which)"
+)
 STRICT_INSTALL_HINT = 'pip install -e ".[strict]" (in the project\'s source checkout)'
 
 
@@ -68,13 +70,13 @@ class Backend:
 
     name = "?"
 
-    reads_are_free = False   # True where the arrays live on the host (the CPU): see the module docstring
-    MAX_WAITING_CHECKS = 64   # more waiting checks are read at once (one host synchronisation)
+    reads_are_free = False  # True where the arrays live on the host (the CPU): see the module docstring
+    MAX_WAITING_CHECKS = 64  # more waiting checks are read at once (one host synchronisation)
 
     def __init__(self, xp, device=None):
         self.xp = xp
         self.device = device  # the namespace's own device object, passed to creation functions
-        self._waiting = []    # (any bad, error) of the checks not read yet (a device only)
+        self._waiting = []  # (any bad, error) of the checks not read yet (a device only)
 
     def __repr__(self):
         return f"Backend({self.name!r})"
@@ -146,12 +148,10 @@ class Backend:
         indices accumulating. Generic version: a one-hot matrix product."""
         xp = self.xp
         flat_index = xp.reshape(index, (-1,))
-        rows = xp.reshape(values, (flat_index.shape[0], math.prod(values.shape[index.ndim:])))  # not -1: 0 rows
-        one_hot = xp.astype(
-            flat_index[:, None] == xp.arange(num_rows, device=self.device)[None, :], values.dtype
-        )
+        rows = xp.reshape(values, (flat_index.shape[0], math.prod(values.shape[index.ndim :])))  # not -1: 0 rows
+        one_hot = xp.astype(flat_index[:, None] == xp.arange(num_rows, device=self.device)[None, :], values.dtype)
         out = xp.matmul(xp.matrix_transpose(one_hot), rows)
-        return xp.reshape(out, (num_rows, *values.shape[index.ndim:]))
+        return xp.reshape(out, (num_rows, *values.shape[index.ndim :]))
 
     # ---- random numbers ----------------------------------------------------------------
     def generator(self, seed):
@@ -193,12 +193,12 @@ class NumpyBackend(Backend):
         (``add.reduceat``), 5x faster than ``numpy.add.at`` for an embedding's backward
         (1,024 indices into 103 rows of 128: 0.20 against 1.16 ms). The same sums, added in
         another order: equal to rounding."""
-        out = numpy.zeros((num_rows, *values.shape[index.ndim:]), dtype=values.dtype)
+        out = numpy.zeros((num_rows, *values.shape[index.ndim :]), dtype=values.dtype)
         flat = numpy.reshape(index, (-1,))
         if flat.size == 0:
             return out
-        flat = numpy.where(flat < 0, flat + num_rows, flat)    # -1 and num_rows - 1 are one row
-        rows = numpy.reshape(values, (flat.size, *values.shape[index.ndim:]))
+        flat = numpy.where(flat < 0, flat + num_rows, flat)  # -1 and num_rows - 1 are one row
+        rows = numpy.reshape(values, (flat.size, *values.shape[index.ndim :]))
         order = numpy.argsort(flat, kind="stable")
         sorted_index = flat[order]
         starts = numpy.flatnonzero(numpy.concatenate(([True], sorted_index[1:] != sorted_index[:-1])))
@@ -243,7 +243,7 @@ class CupyBackend(Backend):
     def index_add(self, num_rows, index, values):
         import cupyx
 
-        out = self.xp.zeros((num_rows, *values.shape[index.ndim:]), dtype=values.dtype)
+        out = self.xp.zeros((num_rows, *values.shape[index.ndim :]), dtype=values.dtype)
         cupyx.scatter_add(out, index, values)
         return out
 
@@ -368,34 +368,85 @@ def host_generator():
     return numpy.random.default_rng(get_backend("cpu").next_seed())
 
 
-
 # ---- erf in float64 on any array namespace ------------------------------------------------
 # Piecewise rational approximations of erf and erfc (the classical Sun fdlibm scheme,
 # coefficients from W. J. Cody's style minimax fits). Relative error below 2**-52 on
 # each interval, so finite differences through erf in float64 stay meaningful.
 _ERX = 8.45062911510467529297e-01
 _EFX = 1.28379167095512586316e-01
-_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
-       -5.77027029648944159157e-03, -2.37630166566501626084e-05)
-_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
-       1.32494738004321644526e-04, -3.96022827877536812320e-06)
-_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
-       3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
-       -2.16637559486879084300e-03)
-_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
-       1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
-_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
-       -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
-       -8.12874355063065934246e+01, -9.81432934416914548592e+00)
-_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
-       6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
-       6.57024977031928170135e+00, -6.04244152148580987438e-02)
-_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
-       -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
-       -4.83519191608651397019e+02)
-_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
-       3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
-       -2.24409524465858183362e+01)
+_PP = (
+    1.28379167095512558561e-01,
+    -3.25042107247001499370e-01,
+    -2.84817495755985104766e-02,
+    -5.77027029648944159157e-03,
+    -2.37630166566501626084e-05,
+)
+_QQ = (
+    1.0,
+    3.97917223959155352819e-01,
+    6.50222499887672944485e-02,
+    5.08130628187576562776e-03,
+    1.32494738004321644526e-04,
+    -3.96022827877536812320e-06,
+)
+_PA = (
+    -2.36211856075265944077e-03,
+    4.14856118683748331666e-01,
+    -3.72207876035701323847e-01,
+    3.18346619901161753674e-01,
+    -1.10894694282396677476e-01,
+    3.54783043256182359371e-02,
+    -2.16637559486879084300e-03,
+)
+_QA = (
+    1.0,
+    1.06420880400844228286e-01,
+    5.40397917702171048937e-01,
+    7.18286544141962662868e-02,
+    1.26171219808761642112e-01,
+    1.36370839120290507362e-02,
+    1.19844998467991074170e-02,
+)
+_RA = (
+    -9.86494403484714822705e-03,
+    -6.93858572707181764372e-01,
+    -1.05586262253232909814e01,
+    -6.23753324503260060396e01,
+    -1.62396669462573470355e02,
+    -1.84605092906711035994e02,
+    -8.12874355063065934246e01,
+    -9.81432934416914548592e00,
+)
+_SA = (
+    1.0,
+    1.96512716674392571292e01,
+    1.37657754143519042600e02,
+    4.34565877475229228821e02,
+    6.45387271733267880336e02,
+    4.29008140027567833386e02,
+    1.08635005541779435134e02,
+    6.57024977031928170135e00,
+    -6.04244152148580987438e-02,
+)
+_RB = (
+    -9.86494292470009928597e-03,
+    -7.99283237680523006574e-01,
+    -1.77579549177547519889e01,
+    -1.60636384855821916062e02,
+    -6.37566443368389627722e02,
+    -1.02509513161107724954e03,
+    -4.83519191608651397019e02,
+)
+_SB = (
+    1.0,
+    3.03380607434824582924e01,
+    3.25792512996573918826e02,
+    1.53672958608443695994e03,
+    3.19985821950859553908e03,
+    2.55305040643316442583e03,
+    4.74528541206955367215e02,
+    -2.24409524465858183362e01,
+)
 
 
 def _poly(coefficients, t):

@@ -53,7 +53,7 @@ class Context:
     def kept(self):
         """Everything this call keeps for its backward: the saved arrays, then the value of
         every attribute its forward set (what the engine checks for in-place writes)."""
-        if len(vars(self)) == len(_CONTEXT_OWN):      # speed: most forwards set nothing else
+        if len(vars(self)) == len(_CONTEXT_OWN):  # speed: most forwards set nothing else
             return self._saved
         return (*self._saved, *(v for k, v in vars(self).items() if k not in _CONTEXT_OWN))
 
@@ -63,7 +63,7 @@ class Context:
         self._versions = ()
         self._released = True
         attributes = vars(self)
-        if len(attributes) > len(_CONTEXT_OWN):       # speed: most forwards set nothing else
+        if len(attributes) > len(_CONTEXT_OWN):  # speed: most forwards set nothing else
             for key in [key for key in attributes if key not in _CONTEXT_OWN and _is_array(attributes[key])]:
                 del attributes[key]
 

@@ -80,6 +80,18 @@ def _shape_args(shape):
     return tuple(int(s) for s in shape)
 
 
+def _shape_args_allow_minus_one(shape):
+    """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if type(s) is not int and not _is_size(s):  # speed: Python ints skip the ABC check
+            raise TypeError(f"expected ints, got {shape!r}")
+        if s < -1:
+            raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
+    return tuple(int(s) for s in shape)
+
+
 # ---- the default float dtype and the one promotion rule ------------------------------------------
 _default_float = [float32]
 
@@ -129,7 +141,7 @@ def result_dtype(*operands: Any) -> str:
             continue
         if isinstance(operand, bool):
             numbers_top = max(numbers_top, 0)
-        elif isinstance(operand, numbers.Integral):   # Python's, and NumPy's scalars, as PyTorch
+        elif isinstance(operand, numbers.Integral):  # Python's, and NumPy's scalars, as PyTorch
             numbers_top = max(numbers_top, 1)
         elif isinstance(operand, numbers.Real):
             numbers_top = max(numbers_top, 2)

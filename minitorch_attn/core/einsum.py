@@ -32,13 +32,13 @@ def _contract(xp, specs, arrays, out_spec, sizes):
     product = None
     for spec, array in zip(specs, arrays):
         order = sorted(range(len(spec)), key=lambda i: letters.index(spec[i]))
-        array = xp.permute_dims(array, tuple(order)) if order != sorted(order) else array      # 1
+        array = xp.permute_dims(array, tuple(order)) if order != sorted(order) else array  # 1
         shape = tuple(sizes[c] if c in spec else 1 for c in letters)
         array = xp.reshape(array, shape)
-        product = array if product is None else product * array                               # 2
+        product = array if product is None else product * array  # 2
     summed = tuple(i for i, c in enumerate(letters) if c not in out_spec)
     kept = [c for c in letters if c in out_spec]
-    out = xp.sum(product, axis=summed) if summed else product                                  # 3
+    out = xp.sum(product, axis=summed) if summed else product  # 3
     out = xp.broadcast_to(out, tuple(sizes[c] for c in kept))  # a letter of no input: constant along it
     if kept != list(out_spec):
         out = xp.permute_dims(out, tuple(kept.index(c) for c in out_spec))
@@ -83,8 +83,15 @@ class Einsum(Function):
                 grads.append(None)
                 continue
             others = [j for j in range(len(arrays)) if j != k]
-            grads.append(_contract(ctx.xp, [ctx.out_spec] + [ctx.specs[j] for j in others],
-                                   [grad_output] + [arrays[j] for j in others], spec, ctx.sizes))
+            grads.append(
+                _contract(
+                    ctx.xp,
+                    [ctx.out_spec] + [ctx.specs[j] for j in others],
+                    [grad_output] + [arrays[j] for j in others],
+                    spec,
+                    ctx.sizes,
+                )
+            )
         return tuple(grads)
 
 
@@ -102,8 +109,10 @@ def _parse(equation, operands):
         if not all(c.isalpha() for c in spec):
             raise ValueError(f"einsum: {equation!r}: indices must be letters, got {spec!r}")
         if len(set(spec)) != len(spec):
-            raise ValueError(f"einsum: {equation!r}: a letter repeated within one operand or the output "
-                             f"({spec!r}: a diagonal) is not supported")
+            raise ValueError(
+                f"einsum: {equation!r}: a letter repeated within one operand or the output "
+                f"({spec!r}: a diagonal) is not supported"
+            )
     if not arrow:
         joined = "".join(specs)
         out_spec = "".join(sorted(c for c in set(joined) if joined.count(c) == 1))
@@ -117,8 +126,9 @@ def _parse(equation, operands):
             raise ValueError(f"einsum: operand {k} has {x.ndim} dims but {spec!r} names {len(spec)}")
         for c, size in zip(spec, x.shape):
             if sizes.setdefault(c, size) != size:
-                raise ValueError(f"einsum: {equation!r}: index {c!r} has size {sizes[c]} in one operand and "
-                                 f"{size} in operand {k}")
+                raise ValueError(
+                    f"einsum: {equation!r}: index {c!r} has size {sizes[c]} in one operand and {size} in operand {k}"
+                )
     unknown = set(out_spec) - set(sizes)
     if unknown:
         raise ValueError(f"einsum: {equation!r}: the output names {''.join(sorted(unknown))!r}, found in no operand")

@@ -34,8 +34,7 @@ def _host_array(data):
     try:
         host = numpy.asarray(data)
     except ValueError:
-        raise ValueError("tensor: nested lists must have the same length at each depth "
-                         "(a rectangular array)") from None
+        raise ValueError("tensor: nested lists must have the same length at each depth (a rectangular array)") from None
     if host.dtype.kind not in "fiub" or host.dtype.itemsize > 8:
         raise TypeError(f"cannot make a tensor from data of dtype {host.dtype}")
     if host.dtype == numpy.uint64 and host.size and host.max() > numpy.iinfo(numpy.int64).max:
@@ -71,8 +70,10 @@ def _unpack_elements(data, dtypes):
         return [_unpack_elements(item, dtypes) for item in data]
     if isinstance(data, Tensor):
         if data.numel() != 1:
-            raise ValueError(f"tensor: only one-element tensors can be converted to Python scalars, got a "
-                             f"tensor of shape {tuple(data.shape)} in the list (stack them with mt.stack)")
+            raise ValueError(
+                f"tensor: only one-element tensors can be converted to Python scalars, got a "
+                f"tensor of shape {tuple(data.shape)} in the list (stack them with mt.stack)"
+            )
         dtypes.add(data.dtype)
         return data.item()
     dtypes.add(_element_dtype(data))
@@ -129,7 +130,7 @@ def tensor(data: Any, dtype: str | None = None, device: str | None = None, requi
         dtypes: set[str] = set()
         data = _unpack_elements(data, dtypes)
         if dtype is None and dtypes:
-            dtype = _promoted(dtypes)       # what PyTorch infers from the elements' own dtypes
+            dtype = _promoted(dtypes)  # what PyTorch infers from the elements' own dtypes
     try:
         source_device = source_device or backend_of(data).name
         is_array = True

@@ -42,8 +42,7 @@ class _GradModeContext:
     def __new__(cls, orig_func=None):
         if cls is not set_grad_enabled and orig_func is not None:  # @no_grad without ()
             if not callable(orig_func):
-                raise TypeError(f"{cls.__name__}() takes no arguments (or a function to decorate), "
-                                f"got {orig_func!r}")
+                raise TypeError(f"{cls.__name__}() takes no arguments (or a function to decorate), got {orig_func!r}")
             return cls()(orig_func)
         return super().__new__(cls)
 
@@ -88,12 +87,12 @@ def _generator_in_mode(make_context, func):
                 response = gen.send(None)
             while True:
                 try:
-                    request = yield response          # the caller's mode holds here
+                    request = yield response  # the caller's mode holds here
                 except GeneratorExit:
                     with make_context():
                         gen.close()
                     raise
-                except BaseException as error:      # gen.throw() from the caller
+                except BaseException as error:  # gen.throw() from the caller
                     with make_context():
                         response = gen.throw(error)
                 else:

@@ -42,7 +42,8 @@ NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't be "
     "populated during backward(). If you indeed want the .grad field to be populated for a non-leaf Tensor, "
     "use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure you "
-    "access the leaf Tensor instead.")
+    "access the leaf Tensor instead."
+)
 """What reading ``.grad`` of a computed tensor that does not retain it warns (PyTorch's words)."""
 
 
@@ -57,7 +58,7 @@ class RemovableHandle:
     _ids = itertools.count()
 
     def __init__(self, hooks_dict):
-        self.hooks_dict_ref = weakref.ref(hooks_dict)   # the table may go with its tensor or module
+        self.hooks_dict_ref = weakref.ref(hooks_dict)  # the table may go with its tensor or module
         self.id = next(RemovableHandle._ids)
 
     def remove(self):
@@ -99,7 +100,7 @@ class HookMethods:
     """``register_hook``, ``retain_grad`` and ``retains_grad`` of
     :class:`~minitorch_attn.core.tensor.Tensor` (a base class of it)."""
 
-    _backward_hooks = None      # a leaf's hooks, an OrderedDict once one is registered
+    _backward_hooks = None  # a leaf's hooks, an OrderedDict once one is registered
     _retains_grad = False
 
     def register_hook(self, hook):
@@ -154,7 +155,7 @@ def run_hooks(hooks, grad, shape, dtype, wrap):
         TypeError: for a hook that returns something other than None or a Tensor.
         RuntimeError: for a returned Tensor of another shape or dtype (PyTorch's errors).
     """
-    for hook in list(hooks.values()):       # a hook may remove itself
+    for hook in list(hooks.values()):  # a hook may remove itself
         with no_grad():
             result = hook(None if grad is None else wrap(grad))
         if result is None:
@@ -183,7 +184,7 @@ def run_output_hooks(node, received, wrap):
             continue
         received[index] = grad
         tensor = output.retain() if output.retain is not None else None
-        if tensor is not None:                      # summed over backward calls, out of place
+        if tensor is not None:  # summed over backward calls, out of place
             first = tensor._grad is None
             tensor._grad = wrap(node.ctx.xp.asarray(grad, copy=True) if first else tensor._grad.data + grad)
     return received or None

@@ -49,13 +49,13 @@ class FlatTake(Function):
         xp = ctx.xp
         ctx.save_for_backward(linear)
         ctx.shape = tuple(x.shape)
-        flat = xp.take(xp.reshape(x, (-1,)), xp.reshape(linear, (-1,)), axis=0)       # 2
+        flat = xp.take(xp.reshape(x, (-1,)), xp.reshape(linear, (-1,)), axis=0)  # 2
         return xp.reshape(flat, tuple(linear.shape))
 
     @staticmethod
     def backward(ctx, grad_output):
         (linear,) = ctx.saved_tensors
-        grad = ctx.backend.index_add(math.prod(ctx.shape), linear, grad_output)         # 2-1
+        grad = ctx.backend.index_add(math.prod(ctx.shape), linear, grad_output)  # 2-1
         return ctx.xp.reshape(grad, ctx.shape), None
 
 
@@ -95,7 +95,7 @@ def linear_positions(shape, key):
             it indexes (as PyTorch), naming the key and the shape.
     """
     parts = tuple(_host_part(k) for k in (key if isinstance(key, tuple) else (key,)))
-    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     linear = 0
     try:
         for d, size in enumerate(shape):
@@ -145,36 +145,45 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     ndim = builtins.max(input.ndim, 1)
     if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or not -ndim <= dim < ndim:
         raise ValueError(f"gather: dim {dim!r} is out of range for a tensor with {input.ndim} dims")
-    if index.numel() == 0:                               # nothing to pick: no other check, as PyTorch
+    if index.numel() == 0:  # nothing to pick: no other check, as PyTorch
         return FlatTake.apply(input, backend_of(input.data).asarray(numpy.zeros(index.shape, dtype="int64")))
     if index.dtype not in ("int32", "int64"):
         raise TypeError(f"gather: index must be an int64/int32 tensor, got {index.dtype}")
     if builtins.max(index.ndim, 1) != ndim:
-        raise ValueError(f"gather: index has {index.ndim} dims but input {input.ndim}; they must have as many "
-                         f"(a 0-d tensor counts as 1-d)")
-    if input.ndim == 0 or index.ndim == 0:              # a 0-d tensor is a row of one element
+        raise ValueError(
+            f"gather: index has {index.ndim} dims but input {input.ndim}; they must have as many "
+            f"(a 0-d tensor counts as 1-d)"
+        )
+    if input.ndim == 0 or index.ndim == 0:  # a 0-d tensor is a row of one element
         return gather(input.reshape(-1), 0, index.reshape(-1)).reshape(index.shape)
     dim = int(dim) % input.ndim
     if any(i > s for d, (i, s) in enumerate(zip(index.shape, input.shape)) if d != dim):
-        raise ValueError(f"gather: index of shape {tuple(index.shape)} does not fit input of shape "
-                         f"{tuple(input.shape)} along dim {dim} (same number of dims, no larger elsewhere)")
+        raise ValueError(
+            f"gather: index of shape {tuple(index.shape)} does not fit input of shape "
+            f"{tuple(input.shape)} along dim {dim} (same number of dims, no larger elsewhere)"
+        )
     xp = backend_of(input.data).xp
     backend = backend_of(input.data)
     size = input.shape[dim]
     picked = index.data
-    if math.prod(index.shape) > 0:   # on a device read with the next copy to the host (backend.py)
-        backend.check((picked < 0) | (picked >= size), lambda: IndexError(
-            f"gather: index values must be in [0, {size}) along dim {dim}, "
-            f"got values from {int(xp.min(picked))} to {int(xp.max(picked))}"))
+    if math.prod(index.shape) > 0:  # on a device read with the next copy to the host (backend.py)
+        backend.check(
+            (picked < 0) | (picked >= size),
+            lambda: IndexError(
+                f"gather: index values must be in [0, {size}) along dim {dim}, "
+                f"got values from {int(xp.min(picked))} to {int(xp.max(picked))}"
+            ),
+        )
     picked = xp.astype(picked, backend.dtype("int64"))
     linear = xp.zeros(tuple(index.shape), dtype=backend.dtype("int64"), device=backend.device)
-    for d in range(input.ndim):                                                         # 1
-        stride = math.prod(input.shape[d + 1:])
+    for d in range(input.ndim):  # 1
+        stride = math.prod(input.shape[d + 1 :])
         if d == dim:
             coordinate = picked
         else:
-            coordinate = xp.reshape(xp.arange(index.shape[d], dtype=backend.dtype("int64"), device=backend.device),
-                                    tuple(-1 if i == d else 1 for i in range(input.ndim)))
+            coordinate = xp.reshape(
+                xp.arange(index.shape[d], dtype=backend.dtype("int64"), device=backend.device),
+                tuple(-1 if i == d else 1 for i in range(input.ndim)),
+            )
         linear = linear + coordinate * stride
     return FlatTake.apply(input, linear)
-

@@ -44,24 +44,28 @@ class InPlaceMethods:
         see the module docstring."""
         recording = grad_mode._mode.enabled
         if recording and self.requires_grad and self.grad_fn is None:
-            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an in-place "
-                               f"operation (wrap the write in `with no_grad():`).")
+            raise RuntimeError(
+                f"{name}: a leaf Variable that requires grad is being used in an in-place "
+                f"operation (wrap the write in `with no_grad():`)."
+            )
         source = self._stand_in() if recording else self
         result = compute(source)
         if not isinstance(result, InPlaceMethods):
             result = self._wrap(result)
         if result.shape != self.shape:
-            raise RuntimeError(f"{name}: output with shape {list(self.shape)} doesn't match the broadcast "
-                               f"shape {list(result.shape)}")
+            raise RuntimeError(
+                f"{name}: output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
+            )
         if result.dtype != self.dtype:
             if result.dtype in ("float32", "float64") and self.dtype not in ("float32", "float64"):
-                raise RuntimeError(f"{name}: result type {result.dtype} can't be cast to the desired output "
-                                   f"type {self.dtype}")
+                raise RuntimeError(
+                    f"{name}: result type {result.dtype} can't be cast to the desired output type {self.dtype}"
+                )
             result = result.to(dtype=self.dtype)
         self.data[...] = result.data
         self._version_counter[0] += 1
         retained = self._retains_grad and (result.requires_grad or recording)
-        if retained:                            # retain_grad keeps the new value's gradient, as PyTorch
+        if retained:  # retain_grad keeps the new value's gradient, as PyTorch
             self.grad_fn.hooks[self._output_nr].retain = None
             self._retains_grad = False
         if result.requires_grad:
@@ -136,9 +140,11 @@ class InPlaceMethods:
         """
         value_requires_grad = getattr(value, "requires_grad", False)
         if grad_mode._mode.enabled and (self.requires_grad or value_requires_grad):
-            raise RuntimeError("x[key] = value on a tensor that requires grad, or with a value that does, "
-                               "records no graph here: inside `with no_grad():` it writes the values; to "
-                               "build a differentiable tensor use where() or cat()")
+            raise RuntimeError(
+                "x[key] = value on a tensor that requires grad, or with a value that does, "
+                "records no graph here: inside `with no_grad():` it writes the values; to "
+                "build a differentiable tensor use where() or cat()"
+            )
         array = value.data if isinstance(value, InPlaceMethods) else value
         if isinstance(key, InPlaceMethods):
             key = key.data
@@ -147,8 +153,10 @@ class InPlaceMethods:
         try:
             self.data[key] = array
         except (IndexError, TypeError, ValueError) as error:
-            raise type(error)(f"cannot write a value of shape {getattr(value, 'shape', ())} into the "
-                              f"tensor of shape {self.shape} at {key!r}: {error}") from None
+            raise type(error)(
+                f"cannot write a value of shape {getattr(value, 'shape', ())} into the "
+                f"tensor of shape {self.shape} at {key!r}: {error}"
+            ) from None
         self._version_counter[0] += 1
 
 
@@ -177,10 +185,10 @@ def record_versions(kept, inputs, outputs):
     would otherwise read the new values and return a wrong gradient without a word.
     speed: about 3 µs per recorded call that saved something (see :func:`_owner`)."""
     if not kept:
-        return ()                                           # speed: nothing kept (add, reshape, ...)
-    versions, seen = [], set()   # seen: ids (a Tensor's == compares values)
+        return ()  # speed: nothing kept (add, reshape, ...)
+    versions, seen = [], set()  # seen: ids (a Tensor's == compares values)
     for value in kept:
-        if type(value) in _NOT_MEMORY:                     # speed: None, a shape, a flag, a number
+        if type(value) in _NOT_MEMORY:  # speed: None, a shape, a flag, a number
             continue
         found = _owner(value, inputs, outputs)
         if found is None or id(found[1]) in seen:
@@ -205,7 +213,7 @@ def _owner(value, inputs, outputs):
         if isinstance(tensor, InPlaceMethods) and tensor.data is value:
             return index, tensor
     if getattr(value, "base", None) is None or not hasattr(value, "dtype"):
-        return None                     # memory of its own (or a number, a shape, a dtype)
+        return None  # memory of its own (or a number, a shape, a dtype)
     root = _memory_root(value)
     for index, tensor in enumerate(inputs):
         if isinstance(tensor, InPlaceMethods) and _memory_root(tensor.data) is root:
@@ -226,8 +234,7 @@ def check_versions(node):
                 what = f"{dtype} tensor of shape {shape}], which is output {output_nr} of {node!r},"
             else:
                 made_by = "a leaf" if about.grad_fn is None else f"output {about._output_nr} of {about.grad_fn!r}"
-                what = (f"{about.dtype} tensor of shape {about.shape}], argument {index} of {node!r} "
-                        f"({made_by}),")
+                what = f"{about.dtype} tensor of shape {about.shape}], argument {index} of {node!r} ({made_by}),"
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: [{what} is at version {counter[0]}; expected version {version} instead. Hint: "

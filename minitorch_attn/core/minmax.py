@@ -30,7 +30,7 @@ class Maximum(Broadcasting):
 
     @staticmethod
     def select(xp, a, b):
-        return xp.maximum(a, b), a > b       # the result, and where a wins outright
+        return xp.maximum(a, b), a > b  # the result, and where a wins outright
 
     @classmethod
     def forward(cls, ctx, a, b):
@@ -40,8 +40,8 @@ class Maximum(Broadcasting):
             return y  # ints and bools: no gradient to share
         tie = xp.astype(a == b, y.dtype)
         either_nan = xp.astype(xp.isnan(y), y.dtype)
-        share_a = xp.astype(a_wins, y.dtype) + 0.5 * tie + either_nan       # a's share of the gradient
-        ctx.save_for_backward(share_a, 1.0 - share_a + either_nan)          # b's: the rest, or 1 at NaN
+        share_a = xp.astype(a_wins, y.dtype) + 0.5 * tie + either_nan  # a's share of the gradient
+        ctx.save_for_backward(share_a, 1.0 - share_a + either_nan)  # b's: the rest, or 1 at NaN
         return y
 
     @staticmethod
@@ -149,8 +149,12 @@ def clamp(x: Tensor, min: Tensor | Scalar | None = None, max: Tensor | Scalar | 
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     for name, bound in (("min", min), ("max", max)):
-        if not (bound is None or isinstance(bound, Tensor)
-                or isinstance(bound, numbers.Real) and not isinstance(bound, bool)):
+        if not (
+            bound is None
+            or isinstance(bound, Tensor)
+            or isinstance(bound, numbers.Real)
+            and not isinstance(bound, bool)
+        ):
             raise TypeError(f"clamp: {name} must be None, a number or a Tensor, got {type(bound).__name__}")
     target = result_dtype(x, min, max)
     shapes = [tuple(getattr(a, "shape", ())) for a in (x, min, max) if a is not None]

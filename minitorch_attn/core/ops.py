@@ -35,7 +35,7 @@ def _normalize_dims(dim, ndim, what="dim"):
         return tuple(range(ndim))
     try:
         dims = (dim,) if isinstance(dim, numbers.Integral) or not hasattr(dim, "__iter__") else tuple(dim)
-    except TypeError:                                   # a 0-d array: iterable in name only
+    except TypeError:  # a 0-d array: iterable in name only
         raise TypeError(f"{what} must be an int or a tuple of ints, got {dim!r}") from None
     out = []
     for d in dims:
@@ -45,7 +45,6 @@ def _normalize_dims(dim, ndim, what="dim"):
             raise ValueError(f"{what} {d!r} is out of range for a tensor with {ndim} dimensions")
         out.append(int(d) % builtins.max(ndim, 1))
     return tuple(sorted(set(out))) if ndim else ()
-
 
 
 def _check_keepdim(keepdim):
@@ -60,7 +59,7 @@ def broadcast_shapes(*shapes):
     """NumPy's broadcast of several shapes, or None when they do not broadcast: compared
     from the last dim backwards, sizes must be equal or 1 (a missing dim counts as 1)."""
     distinct = set(shapes) - {()}
-    if len(distinct) <= 1:              # speed: equal shapes, or a number beside a tensor
+    if len(distinct) <= 1:  # speed: equal shapes, or a number beside a tensor
         return distinct.pop() if distinct else ()
     out = []
     for i in range(1, builtins.max((len(s) for s in shapes), default=0) + 1):
@@ -76,15 +75,17 @@ class Broadcasting(Function):
     ``apply`` checks their shapes first, so a mismatch is a ValueError that names them, and
     brings integer operands to a float dtype where PyTorch would (:meth:`promote`)."""
 
-    promotes = True          # arithmetic: an integer tensor meeting a float becomes float
-    true_division = False    # division: integers become float even between themselves
+    promotes = True  # arithmetic: an integer tensor meeting a float becomes float
+    true_division = False  # division: integers become float even between themselves
 
     @classmethod
     def apply(cls, *args, **options):
         shapes = [tuple(getattr(a, "shape", ())) for a in args]
         if broadcast_shapes(*shapes) is None:
-            raise ValueError(f"{cls.__name__}: the shapes {', '.join(map(str, shapes))} do not broadcast "
-                             f"together (NumPy rules: trailing dims must be equal or 1)")
+            raise ValueError(
+                f"{cls.__name__}: the shapes {', '.join(map(str, shapes))} do not broadcast "
+                f"together (NumPy rules: trailing dims must be equal or 1)"
+            )
         return super().apply(*(cls.promote(args) if cls.promotes else args), **options)
 
     @classmethod
@@ -145,8 +146,10 @@ class Mul(Broadcasting):
     def backward(ctx, grad_output):
         # BEGIN SOLUTION 1.2
         a, b = ctx.saved_tensors
-        return (grad_output * b if ctx.needs_input_grad[0] else None,
-                grad_output * a if ctx.needs_input_grad[1] else None)
+        return (
+            grad_output * b if ctx.needs_input_grad[0] else None,
+            grad_output * a if ctx.needs_input_grad[1] else None,
+        )
         # END SOLUTION
 
 
@@ -200,7 +203,7 @@ class Pow(Function):
     def forward(ctx, x, exponent):
         ctx.save_for_backward(x)
         ctx.exponent = exponent
-        return x ** exponent
+        return x**exponent
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -248,7 +251,7 @@ class Elementwise(Function):
     @classmethod
     def apply(cls, x):
         if cls.float_only and isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
-            x = x.to(dtype=get_default_dtype())      # exp(int) is float32, as PyTorch
+            x = x.to(dtype=get_default_dtype())  # exp(int) is float32, as PyTorch
         return super().apply(x)
 
     @classmethod
@@ -436,8 +439,8 @@ class MatMul(Function):
         # BEGIN SOLUTION 1.5
         a, b = ctx.saved_tensors
         xp = ctx.xp
-        a2 = a[None, :] if a.ndim == 1 else a       # (k,) -> (1, k)
-        b2 = b[:, None] if b.ndim == 1 else b       # (k,) -> (k, 1)
+        a2 = a[None, :] if a.ndim == 1 else a  # (k,) -> (1, k)
+        b2 = b[:, None] if b.ndim == 1 else b  # (k,) -> (k, 1)
         if a.ndim == 1:
             grad_output = xp.expand_dims(grad_output, axis=grad_output.ndim - 1 if b.ndim > 1 else 0)
         if b.ndim == 1:
@@ -445,9 +448,13 @@ class MatMul(Function):
         grad_a = matmul_transposed(xp, grad_output, b2) if ctx.needs_input_grad[0] else None  # dA = dC Bᵀ
         grad_b = xp.matmul(xp.matrix_transpose(a2), grad_output) if ctx.needs_input_grad[1] else None  # dB = Aᵀ dC
         if a.ndim == 1 and grad_a is not None:
-            grad_a = xp.reshape(xp.sum(grad_a, axis=tuple(range(grad_a.ndim - 2))) if grad_a.ndim > 2 else grad_a, (-1,))
+            grad_a = xp.reshape(
+                xp.sum(grad_a, axis=tuple(range(grad_a.ndim - 2))) if grad_a.ndim > 2 else grad_a, (-1,)
+            )
         if b.ndim == 1 and grad_b is not None:
-            grad_b = xp.reshape(xp.sum(grad_b, axis=tuple(range(grad_b.ndim - 2))) if grad_b.ndim > 2 else grad_b, (-1,))
+            grad_b = xp.reshape(
+                xp.sum(grad_b, axis=tuple(range(grad_b.ndim - 2))) if grad_b.ndim > 2 else grad_b, (-1,)
+            )
         return grad_a, grad_b
         # END SOLUTION
 

@@ -40,7 +40,7 @@ class TensorPow(Broadcasting):
 
     @staticmethod
     def forward(ctx, a, b):
-        y = a ** b
+        y = a**b
         ctx.save_for_backward(a, b, y)
         return y
 
@@ -50,9 +50,9 @@ class TensorPow(Broadcasting):
         xp = ctx.xp
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
-            base = xp.where(b == 0, 1.0, a)                  # b = 0: no 0^-1 to form, the result is 0 anyway
-            grad_a = grad_output * xp.where(b == 0, 0.0, b * base ** (b - 1))                # b a^(b-1)
-        if ctx.needs_input_grad[1] and isinstance(a, numbers.Real):    # a number base: log a is a number
+            base = xp.where(b == 0, 1.0, a)  # b = 0: no 0^-1 to form, the result is 0 anyway
+            grad_a = grad_output * xp.where(b == 0, 0.0, b * base ** (b - 1))  # b a^(b-1)
+        if ctx.needs_input_grad[1] and isinstance(a, numbers.Real):  # a number base: log a is a number
             log_a = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
             grad_b = grad_output * (xp.where(b >= 0, 0.0, y * log_a) if a == 0 else y * log_a)  # y log a
         elif ctx.needs_input_grad[1]:
@@ -75,11 +75,12 @@ def pow(input: Tensor | Scalar, exponent: Tensor | Scalar) -> Tensor:
     """
     if not isinstance(exponent, Tensor):
         if not isinstance(input, Tensor):
-            raise TypeError(f"pow: expected a Tensor base or exponent, got {type(input).__name__} and "
-                            f"{type(exponent).__name__}")
+            raise TypeError(
+                f"pow: expected a Tensor base or exponent, got {type(input).__name__} and {type(exponent).__name__}"
+            )
         if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
             raise TypeError(f"pow: the exponent must be a number or a Tensor, got {type(exponent).__name__}")
-        return number_pow(input, exponent)      # a number exponent: ops.pow, with PyTorch's int rules
+        return number_pow(input, exponent)  # a number exponent: ops.pow, with PyTorch's int rules
     if not isinstance(input, (Tensor, numbers.Real)) or isinstance(input, bool):
         raise TypeError(f"pow: the base must be a number or a Tensor, got {type(input).__name__}")
     return TensorPow.apply(input, exponent)

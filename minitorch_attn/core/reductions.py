@@ -121,7 +121,7 @@ class Max(Function):
         # BEGIN SOLUTION 1.4
         x, y = ctx.saved_tensors
         xp = ctx.xp
-        hit = xp.astype((x == y) | xp.isnan(x), grad_output.dtype)   # a NaN only where y is NaN
+        hit = xp.astype((x == y) | xp.isnan(x), grad_output.dtype)  # a NaN only where y is NaN
         share = hit / xp.sum(hit, axis=ctx.axes, keepdims=True)
         return xp.reshape(grad_output, y.shape) * share
         # END SOLUTION
@@ -159,7 +159,7 @@ class Var(Function):
         centered = x - xp.sum(x, axis=axes, keepdims=True) / builtins.max(n, 1)  # the mean (no NaN for n = 0)
         ctx.save_for_backward(centered)
         ctx.axes, ctx.denominator = axes, n - correction if n > correction else 0.0
-        ctx.scale = 2.0 / ctx.denominator if n > correction else math.inf         # 2 / (n - c); no dof: 2 / 0
+        ctx.scale = 2.0 / ctx.denominator if n > correction else math.inf  # 2 / (n - c); no dof: 2 / 0
         squares = xp.sum(centered * centered, axis=axes, keepdims=keepdim)
         if n <= correction:
             return xp.where(squares > 0, xp.full_like(squares, math.inf), xp.full_like(squares, math.nan))
@@ -198,7 +198,7 @@ class Std(Var):
     def forward(ctx, x, dim=None, keepdim=False, correction=1):
         v = Var.forward(ctx, x, dim=dim, keepdim=keepdim, correction=correction)
         s = ctx.xp.sqrt(v)
-        ctx.save_for_backward(ctx.saved_tensors[0], s)          # centered, s
+        ctx.save_for_backward(ctx.saved_tensors[0], s)  # centered, s
         return s
 
     @staticmethod
@@ -206,9 +206,9 @@ class Std(Var):
         centered, s = ctx.saved_tensors
         xp, shape = ctx.xp, _keepdim_shape(centered.shape, ctx.axes)
         s, grad_output = xp.reshape(s, shape), xp.reshape(grad_output, shape)
-        corner = s == 0                                          # a constant row: the subgradient 0
-        ds_dv = xp.where(corner, 0.0, 0.5 / xp.where(corner, 1.0, s))        # 1 / (2s)
-        return grad_output * ds_dv * centered * ctx.scale                     # (1 / 2s) · 2 (x - m) / (n - c)
+        corner = s == 0  # a constant row: the subgradient 0
+        ds_dv = xp.where(corner, 0.0, 0.5 / xp.where(corner, 1.0, s))  # 1 / (2s)
+        return grad_output * ds_dv * centered * ctx.scale  # (1 / 2s) · 2 (x - m) / (n - c)
 
 
 class VarWithoutDegrees(Var):
@@ -257,8 +257,10 @@ def sum(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
 
 def _check_float_input(x, what):
     if isinstance(x, Tensor) and x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{what}: needs a float32 or float64 tensor to average, got {x.dtype} "
-                        f"(as PyTorch; convert with .float() first)")
+        raise TypeError(
+            f"{what}: needs a float32 or float64 tensor to average, got {x.dtype} "
+            f"(as PyTorch; convert with .float() first)"
+        )
 
 
 def mean(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
@@ -316,9 +318,11 @@ def min(x: Tensor, dim: Dims = None, keepdim: bool = False) -> Tensor:
     Catalogue record: ``opinfo/reductions.py`` (its samples, references and checks).
     """
     if isinstance(x, Tensor) and any(x.shape[a] == 0 for a in _reduced_axes(dim, x.ndim)):
-        raise ValueError(f"min: the minimum over {'a tensor with no elements' if dim is None else 'a dim of size 0'} "
-                         f"is undefined (shape {tuple(x.shape)}, dim {dim})")
-    if isinstance(x, Tensor) and x.dtype == "bool":    # no negation of bools: min is not(max(not x))
+        raise ValueError(
+            f"min: the minimum over {'a tensor with no elements' if dim is None else 'a dim of size 0'} "
+            f"is undefined (shape {tuple(x.shape)}, dim {dim})"
+        )
+    if isinstance(x, Tensor) and x.dtype == "bool":  # no negation of bools: min is not(max(not x))
         return ~Max.apply(~x, dim=dim, keepdim=keepdim)
     return -Max.apply(-x, dim=dim, keepdim=keepdim)
 

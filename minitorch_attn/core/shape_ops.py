@@ -12,12 +12,13 @@ import builtins
 import math
 import numbers
 
+from . import indexing
 from .autograd import Function
 from .backend import backend_of
 from .dtypes import Dims, Scalar
 from .ops import Broadcasting, _normalize_dims
-from . import indexing
 from .tensor import Tensor, _is_int, dtype_name, result_dtype
+
 
 # ---- shape operations -----------------------------------------------------------------------------
 class Reshape(Function):
@@ -31,8 +32,10 @@ class Reshape(Function):
     def forward(ctx, x, shape):
         ctx.shape = tuple(x.shape)
         if -1 in shape and 0 in shape and math.prod(x.shape) == 0:  # 0 * anything = 0 (PyTorch raises too)
-            raise ValueError(f"cannot reshape a tensor of shape {tuple(x.shape)} to {shape}: it has 0 elements, "
-                             f"so the -1 could be any size; give every size")
+            raise ValueError(
+                f"cannot reshape a tensor of shape {tuple(x.shape)} to {shape}: it has 0 elements, "
+                f"so the -1 could be any size; give every size"
+            )
         try:
             return ctx.xp.reshape(x, shape)
         except (ValueError, TypeError) as exc:
@@ -72,7 +75,7 @@ class Transpose(Function):
     @staticmethod
     def forward(ctx, x, dim0, dim1):
         dims = list(range(x.ndim))
-        dim0, dim1 = _normalize_dims(dim0, x.ndim), _normalize_dims(dim1, x.ndim)   # () for a 0-d x
+        dim0, dim1 = _normalize_dims(dim0, x.ndim), _normalize_dims(dim1, x.ndim)  # () for a 0-d x
         if x.ndim:
             dims[dim0[0]], dims[dim1[0]] = dims[dim1[0]], dims[dim0[0]]
         ctx.dims = tuple(dims)
@@ -147,7 +150,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     start, end = _normalize_dims(start_dim, x.ndim)[0], _normalize_dims(end_dim, x.ndim)[0]
     if start > end:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    shape = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
+    shape = x.shape[:start] + (math.prod(x.shape[start : end + 1]),) + x.shape[end + 1 :]
     return Reshape.apply(x, shape=shape)
 
 
@@ -188,10 +191,14 @@ class Take(Function):
     def forward(ctx, x, index):
         xp = ctx.xp
         n = x.shape[0]
-        if math.prod(index.shape) > 0:   # on a device read with the next copy to the host (core/backend.py)
-            ctx.backend.check((index < -n) | (index >= n), lambda: IndexError(
-                f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
-                f"got values from {int(xp.min(index))} to {int(xp.max(index))}"))
+        if math.prod(index.shape) > 0:  # on a device read with the next copy to the host (core/backend.py)
+            ctx.backend.check(
+                (index < -n) | (index >= n),
+                lambda: IndexError(
+                    f"index values must be in [{-n}, {n}) for a first dimension of size {n}, "
+                    f"got values from {int(xp.min(index))} to {int(xp.max(index))}"
+                ),
+            )
         index = xp.where(index < 0, index + n, index)
         ctx.save_for_backward(index)
         ctx.num_rows = n
@@ -215,13 +222,12 @@ def getitem(x, key):
     if indexing.is_advanced(key):
         return indexing.index(x, key)
     parts = key if isinstance(key, tuple) else (key,)
-    parts = tuple(int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k
-                  for k in parts)  # NumPy ints index as Python ints
+    parts = tuple(
+        int(k) if isinstance(k, numbers.Integral) and not isinstance(k, bool) else k for k in parts
+    )  # NumPy ints index as Python ints
     for k in parts:
         if not (k is None or k is Ellipsis or isinstance(k, (int, slice))) or isinstance(k, bool):
-            raise TypeError(
-                f"unsupported index {k!r}: use ints, slices, None, ..., integer or bool tensors (or lists)"
-            )
+            raise TypeError(f"unsupported index {k!r}: use ints, slices, None, ..., integer or bool tensors (or lists)")
     if Ellipsis not in parts:  # the array API wants the trailing "..." that NumPy implies
         parts = parts + (Ellipsis,)
     key = parts
@@ -250,8 +256,10 @@ class Concat(Function):
     def forward(ctx, *arrays, dim=0):
         joined = [a for a in arrays if tuple(a.shape) != (0,)] or arrays[:1]
         if joined[0].ndim == 0:
-            raise ValueError("concat: zero-dimensional tensors cannot be concatenated (as PyTorch); "
-                             "use stack(), or unsqueeze them first")
+            raise ValueError(
+                "concat: zero-dimensional tensors cannot be concatenated (as PyTorch); "
+                "use stack(), or unsqueeze them first"
+            )
         axis = _normalize_dims(dim, joined[0].ndim)[0]
         ctx.axis = axis
         ctx.sizes = [a.shape[axis] if any(a is b for b in joined) else None for a in arrays]
@@ -402,9 +410,11 @@ class Where(Broadcasting):
         (condition,) = ctx.saved_tensors
         xp = ctx.xp
         zero = xp.zeros((), dtype=grad_output.dtype, device=ctx.backend.device)
-        return (None,
-                xp.where(condition, grad_output, zero) if ctx.needs_input_grad[1] else None,
-                xp.where(condition, zero, grad_output) if ctx.needs_input_grad[2] else None)
+        return (
+            None,
+            xp.where(condition, grad_output, zero) if ctx.needs_input_grad[1] else None,
+            xp.where(condition, zero, grad_output) if ctx.needs_input_grad[2] else None,
+        )
 
 
 def _check_bool(mask, what):
@@ -501,5 +511,3 @@ def permute(x: Tensor, dims: tuple[int, ...]) -> Tensor:
     Catalogue record: ``opinfo/shape.py`` (its samples, references and checks).
     """
     return Permute.apply(x, dims=tuple(dims))
-
-

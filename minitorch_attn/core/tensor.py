@@ -1,9 +1,8 @@
 """``Tensor``: one backend array plus what autograd needs (the factories are in :mod:`.factories`).
 
-A Tensor wraps an array of its device's namespace (``tensor.data``). Arithmetic on
-Tensors calls the differentiable operations of :mod:`.ops` and :mod:`.shape_ops`; comparisons
-give bool Tensors that carry no gradient. Dtypes are named by strings
-(``"float32"``, ``"float64"``, ``"int64"``, ``"int32"``, ``"bool"``), also exported as
+A Tensor wraps an array of its device's namespace (``tensor.data``). Arithmetic on Tensors calls
+the differentiable operations of :mod:`.ops` and :mod:`.shape_ops`; comparisons give bool Tensors
+that carry no gradient. Dtypes are named by strings (``"float32"``, ``"int64"``, ``"bool"``, ...), also exported as
 ``minitorch_attn.float32`` and so on; float32 is the default, as in PyTorch.
 """
 
@@ -19,10 +18,24 @@ import numpy
 from . import autograd
 from .backend import backend_of, get_backend
 from .dtypes import (  # noqa: F401 (re-exported: the package imports them from here)
-    DTYPES, FLOAT_DTYPES, _is_int, _is_size, _shape_args, bool_, dtype_name, float32, float64, float_result_dtype,
-    get_default_dtype, int32, int64, result_dtype, set_default_dtype,
+    DTYPES,
+    FLOAT_DTYPES,
+    Dims,
+    Scalar,
+    _is_int,
+    _shape_args,
+    _shape_args_allow_minus_one,
+    bool_,
+    dtype_name,
+    float32,
+    float64,
+    float_result_dtype,
+    get_default_dtype,
+    int32,
+    int64,
+    result_dtype,
+    set_default_dtype,
 )
-from .dtypes import Dims, Scalar
 from .hooks import NON_LEAF_GRAD_WARNING, HookMethods
 from .inplace import InPlaceMethods
 
@@ -38,14 +51,12 @@ class Tensor(InPlaceMethods, HookMethods):
         grad_fn: the graph node that produced it (None for leaves).
         _version: the number of in-place writes so far (see :mod:`minitorch_attn.core.inplace`).
 
-    Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends rather
-    than with this constructor, which only wraps an existing backend array.
+    Build tensors with :func:`tensor`, :func:`zeros`, :func:`randn` and friends: the constructor only wraps an array.
 
     Raises:
-        TypeError: if ``data`` is not an array of a supported backend and dtype, if
-            ``requires_grad`` is not a bool or is asked of an integer or bool tensor, or
-            if ``grad`` is set to anything but None or a Tensor like this one (a wrong
-            shape is a ValueError).
+        TypeError: if ``data`` is not an array of a supported backend and dtype, if ``requires_grad``
+            is not a bool or is asked of an integer or bool tensor, or if ``grad`` is set to anything
+            but None or a Tensor like this one (a wrong shape is a ValueError).
     """
 
     __array_priority__ = 1000  # numpy_array * tensor -> Tensor.__rmul__
@@ -55,13 +66,13 @@ class Tensor(InPlaceMethods, HookMethods):
         backend_of(data)  # raises TypeError for anything that is not a backend array
         name = dtype_name(data.dtype)  # ... and for a dtype outside DTYPES (uint8, float16, ...)
         self.data = data
-        self._grad = None   # speed: not through the setter, which checks a gradient
+        self._grad = None  # speed: not through the setter, which checks a gradient
         self.grad_fn = None
         self._output_nr = 0
         self._version_counter = [0]  # shared with views; see _version
-        self._requires_grad = requires_grad is True and name in FLOAT_DTYPES   # speed: the usual case
+        self._requires_grad = requires_grad is True and name in FLOAT_DTYPES  # speed: the usual case
         if requires_grad and not self._requires_grad:
-            self.requires_grad_(requires_grad)     # raises the error that fits
+            self.requires_grad_(requires_grad)  # raises the error that fits
         elif requires_grad is not False and requires_grad is not True:
             raise TypeError(f"requires_grad must be True or False, got {requires_grad!r}")
 
@@ -138,8 +149,10 @@ class Tensor(InPlaceMethods, HookMethods):
             if value.shape != self.shape:
                 raise ValueError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
             if value.dtype != self.dtype or value.device != self.device:
-                raise TypeError(f"assigned grad is {value.dtype} on '{value.device}', but the tensor is "
-                                f"{self.dtype} on '{self.device}'")
+                raise TypeError(
+                    f"assigned grad is {value.dtype} on '{value.device}', but the tensor is "
+                    f"{self.dtype} on '{self.device}'"
+                )
         self._grad = value
 
     @property
@@ -164,9 +177,11 @@ class Tensor(InPlaceMethods, HookMethods):
         if requires_grad and self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"only floating-point tensors can require gradients, not {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
-                               "a computed variable in a subgraph that doesn't require differentiation use "
-                               "var_no_grad = var.detach().")
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
         self._requires_grad = requires_grad
         return self
 
@@ -212,8 +227,10 @@ class Tensor(InPlaceMethods, HookMethods):
                 grad_array = get_backend(self.device).asarray(grad)
                 dtype_name(grad_array.dtype)
             except (TypeError, ValueError):
-                raise TypeError(f"backward(): grad must be a Tensor or an array of numbers shaped like the "
-                                f"tensor {self.shape}, got {type(grad).__name__}") from None
+                raise TypeError(
+                    f"backward(): grad must be a Tensor or an array of numbers shaped like the "
+                    f"tensor {self.shape}, got {type(grad).__name__}"
+                ) from None
         if tuple(grad_array.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad_array.shape)}, expected {self.shape}")
         if grad_array.dtype != self.data.dtype:
@@ -260,7 +277,7 @@ class Tensor(InPlaceMethods, HookMethods):
         """Copy to another device (``"cpu"``, ``"cuda"``, ``"strict"``) and/or dtype.
 
         Moving between devices goes through host memory and is not differentiable;
-        a dtype change on the same device is (see :class:`ops.Cast`)."""
+        a dtype change on the same device is (see ``ops.Cast``)."""
         if isinstance(device, str) and device.split(":")[0] not in ("cpu", "cuda", "strict"):
             if device not in DTYPES:
                 raise ValueError(f"to({device!r}): not a device (cpu, cuda, strict) nor a dtype ({', '.join(DTYPES)})")
@@ -408,8 +425,9 @@ class Tensor(InPlaceMethods, HookMethods):
 
     amax = max
 
-    def var(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
-            unbiased: bool | None = None) -> Tensor:
+    def var(
+        self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+    ) -> Tensor:
         return reductions.var(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def min(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
@@ -418,8 +436,9 @@ class Tensor(InPlaceMethods, HookMethods):
 
     amin = min
 
-    def std(self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1,
-            unbiased: bool | None = None) -> Tensor:
+    def std(
+        self, dim: Dims = None, keepdim: bool = False, correction: Scalar = 1, unbiased: bool | None = None
+    ) -> Tensor:
         return reductions.std(self, dim=dim, keepdim=keepdim, correction=correction, unbiased=unbiased)
 
     def argmax(self, dim: Dims = None, keepdim: bool = False) -> Tensor:
@@ -493,18 +512,6 @@ def _binary(function, a, b):
     if not (_is_operand(a) and _is_operand(b)):
         return NotImplemented
     return function.apply(a, b)
-
-
-def _shape_args_allow_minus_one(shape):
-    """Accept ``f(2, -1)`` and ``f((2, -1))``: ints, where -1 means "the rest" or "keep"."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    for s in shape:
-        if type(s) is not int and not _is_size(s):   # speed: Python ints skip the ABC check
-            raise TypeError(f"expected ints, got {shape!r}")
-        if s < -1:
-            raise ValueError(f"sizes must be >= 0, or -1; got {shape!r}")
-    return tuple(int(s) for s in shape)
 
 
 # The one import cycle of the package, and it stays inside core/: a Tensor's operators call

@@ -36,23 +36,32 @@ Conventions: ``grad_output`` is the upstream gradient ``dL/d(output)`` (``dO`` i
 attention kernels, where the papers' names rule); sequence lengths are ``N_q`` (queries)
 and ``N_k`` (keys), ``S`` is always a matrix of scores and ``lse`` a log-sum-exp; dtypes
 are kept (float32 in, float32 out); operations that exponentiate subtract the row maximum
-first (one helper, ``softmax._shifted_logsumexp``).
+first (one helper, ``shifted._shifted_logsumexp``).
 """
 
-from . import activations as _activations, attention as _attention, flash as _flash, linear as _linear
-from . import losses as _losses, normalization as _normalization, padding as _padding, rotary as _rotary
+from . import activations as _activations
+from . import attention as _attention
+from . import flash as _flash
+from . import linear as _linear
+from . import losses as _losses
+from . import normalization as _normalization
+from . import padding as _padding
+from . import rotary as _rotary
 from . import softmax as _softmax
 from ._attention_common import causal_mask
-from .activations import *      # noqa: F401,F403  each topic module says what it exports in its __all__
-from .attention import *        # noqa: F401,F403
-from .flash import *            # noqa: F401,F403
-from .linear import *           # noqa: F401,F403
-from .losses import *           # noqa: F401,F403
-from .normalization import *    # noqa: F401,F403
-from .padding import *          # noqa: F401,F403
-from .rotary import *           # noqa: F401,F403
-from .softmax import *          # noqa: F401,F403
+from .activations import *  # noqa: F403  each topic module says what it exports in its __all__
+from .attention import *  # noqa: F403
+from .flash import *  # noqa: F403
+from .linear import *  # noqa: F403
+from .losses import *  # noqa: F403
+from .normalization import *  # noqa: F403
+from .padding import *  # noqa: F403
+from .rotary import *  # noqa: F403
+from .softmax import *  # noqa: F403
 
 # the public ops, in reading order: a new op in a topic's __all__ is exported with no edit here
-__all__ = ["causal_mask"] + [name for module in (_softmax, _losses, _activations, _normalization, _linear, _attention,
-                                                 _flash, _rotary, _padding) for name in module.__all__]
+__all__ = ["causal_mask"] + [
+    name
+    for module in (_softmax, _losses, _activations, _normalization, _linear, _attention, _flash, _rotary, _padding)
+    for name in module.__all__
+]

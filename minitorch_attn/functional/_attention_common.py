@@ -117,7 +117,8 @@ def _check_attention_inputs(query, key, value, attn_mask=None, is_causal=False, 
     if not (len(q) == len(k) == len(v) >= 2):
         raise ValueError(
             f"attention: query, key and value need the same number (>= 2) of dims, got "
-            f"query {q}, key {k}, value {v}; expected (..., N_q, E), (..., N_k, E), (..., N_k, E_v)")
+            f"query {q}, key {k}, value {v}; expected (..., N_q, E), (..., N_k, E), (..., N_k, E_v)"
+        )
     if q[-1] != k[-1]:
         raise ValueError(f"attention: query {q} and key {k} must share the last dim E (the dot-product size)")
     if k[:-1] != v[:-1]:
@@ -128,13 +129,15 @@ def _check_attention_inputs(query, key, value, attn_mask=None, is_causal=False, 
         if q[:-3] != k[:-3] or k[-3] == 0 or q[-3] % k[-3] != 0:
             raise ValueError(
                 f"attention: with enable_gqa, query {q} and key {k} must agree in the batch dims "
-                f"and query heads ({q[-3]}) must be a multiple of key/value heads ({k[-3]})")
+                f"and query heads ({q[-3]}) must be a multiple of key/value heads ({k[-3]})"
+            )
         groups = q[-3] // k[-3]
     else:
         if q[:-2] != k[:-2]:
             raise ValueError(
                 f"attention: query {q} and key {k} must agree in the leading (batch, heads) dims; "
-                f"for fewer key/value heads pass enable_gqa=True")
+                f"for fewer key/value heads pass enable_gqa=True"
+            )
         groups = 1
     if attn_mask is not None:
         if is_causal:
@@ -143,13 +146,15 @@ def _check_attention_inputs(query, key, value, attn_mask=None, is_causal=False, 
         if mask_dtype != "bool" and mask_dtype != dtypes[0]:
             raise TypeError(
                 f"attention: attn_mask must be bool (True = takes part) or a float bias of the "
-                f"query's dtype {dtypes[0]}, got {mask_dtype}")
+                f"query's dtype {dtypes[0]}, got {mask_dtype}"
+            )
         scores_shape = (*q[:-1], k[-2])
         m = tuple(attn_mask.shape)
         if broadcast_shapes(m, scores_shape) != scores_shape:
             raise ValueError(
                 f"attention: attn_mask of shape {m} does not broadcast to the attention scores' "
-                f"shape {scores_shape} (..., N_q, N_k)")
+                f"shape {scores_shape} (..., N_q, N_k)"
+            )
     return groups
 
 
@@ -177,9 +182,11 @@ def broadcast_batch(query, key, value=None, enable_gqa=False):
         return query, key, value
     batch = broadcast_shapes(*batches)
     if batch is None:
-        raise ValueError(f"attention: the batch dims of query {query.shape}, key {key.shape}"
-                         f"{'' if value is None else f' and value {value.shape}'} do not broadcast "
-                         f"(all but the last {tail} dims)")
+        raise ValueError(
+            f"attention: the batch dims of query {query.shape}, key {key.shape}"
+            f"{'' if value is None else f' and value {value.shape}'} do not broadcast "
+            f"(all but the last {tail} dims)"
+        )
     query, key, value = (None if t is None else t.expand(*batch, *t.shape[-tail:]) for t in (query, key, value))
     return query, key, value
 
@@ -194,8 +201,17 @@ class AttentionSetup:
     causal_offset: int | None
 
 
-def attention_setup(query, key, value=None, attn_mask=None, is_causal=False, causal_alignment="top_left",
-                    scale=None, dropout_p=0.0, enable_gqa=False):
+def attention_setup(
+    query,
+    key,
+    value=None,
+    attn_mask=None,
+    is_causal=False,
+    causal_alignment="top_left",
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+):
     """Check every argument of an attention call (dense, flash, or the weights alone,
     where ``value`` is None) and return an :class:`AttentionSetup`.
 
@@ -209,8 +225,7 @@ def attention_setup(query, key, value=None, attn_mask=None, is_causal=False, cau
             raise TypeError(f"attention: {name} must be a Tensor, got {type(t).__name__}")
     _check_flag(is_causal, "attention: is_causal")
     _check_flag(enable_gqa, "attention: enable_gqa")
-    groups = _check_attention_inputs(query, key, value if value is not None else key,
-                                     attn_mask, is_causal, enable_gqa)
+    groups = _check_attention_inputs(query, key, value if value is not None else key, attn_mask, is_causal, enable_gqa)
     _check_probability(dropout_p, "attention: dropout_p")
     offset = causal_offset(causal_alignment, query.shape[-2], key.shape[-2])
     if scale is None:

@@ -20,11 +20,15 @@ def _check_eps(eps, what, dtype):
     eps = 0 a row with nothing to normalize (constant for LayerNorm, all zeros for
     RMSNorm) would divide 0 by 0: NaN in its output and gradient."""
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
-        raise ValueError(f"{what}: eps must be a finite number > 0, got {eps!r} (with eps = 0 a row with "
-                         f"nothing to normalize would be 0 / 0)")
+        raise ValueError(
+            f"{what}: eps must be a finite number > 0, got {eps!r} (with eps = 0 a row with "
+            f"nothing to normalize would be 0 / 0)"
+        )
     if numpy.asarray(eps, dtype=dtype) == 0:
-        raise ValueError(f"{what}: eps = {eps!r} rounds to 0 in {dtype}; it must be > 0 there "
-                         f"(at least {numpy.finfo(dtype).smallest_subnormal})")
+        raise ValueError(
+            f"{what}: eps = {eps!r} rounds to 0 in {dtype}; it must be > 0 there "
+            f"(at least {numpy.finfo(dtype).smallest_subnormal})"
+        )
     return float(eps)
 
 
@@ -62,8 +66,6 @@ def _check_float(x, what):
         raise TypeError(f"{what}: expected a float32 or float64 tensor, got {x.dtype}")
 
 
-
-
 def _normalized_axes(x, normalized_shape, weight, bias, what):
     """Check ``normalized_shape`` against ``x``'s trailing dims and the affine parameters;
     return the normalized axes (the last ``len(normalized_shape)`` dims)."""
@@ -72,7 +74,7 @@ def _normalized_axes(x, normalized_shape, weight, bias, what):
     if not isinstance(shape, (tuple, list)) or not all(_is_int(s) for s in shape):
         raise TypeError(f"{what}: normalized_shape must be an int or a sequence of ints, got {normalized_shape!r}")
     shape = tuple(int(s) for s in shape)
-    if not shape or len(shape) > x.ndim or x.shape[x.ndim - len(shape):] != shape:
+    if not shape or len(shape) > x.ndim or x.shape[x.ndim - len(shape) :] != shape:
         raise ValueError(f"{what}: normalized_shape {shape} must equal the trailing dims of the input {x.shape}")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None:
@@ -87,5 +89,7 @@ def _normalized_axes(x, normalized_shape, weight, bias, what):
 def _bad_targets(xp, target, valid, C, ignore_index):
     """The ValueError of targets that are neither a class index nor ``ignore_index``."""
     kept = xp.where(valid, target, xp.zeros_like(target))
-    return ValueError(f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
-                      f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}")
+    return ValueError(
+        f"cross_entropy: targets must be class indices in [0, {C}) or ignore_index="
+        f"{ignore_index}; got values from {int(xp.min(kept))} to {int(xp.max(kept))}"
+    )

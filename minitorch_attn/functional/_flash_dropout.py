@@ -30,7 +30,6 @@ def dropout_mask(seed, batch_shape, N_q, N_k, dropout_p, device=None):
     return Tensor(_keep_tile(xp, backend.device, row_keys, 0, N_q, 0, N_k, _drop_threshold(dropout_p)))
 
 
-
 def _hash32(x):
     """lowbias32: a bijection of uint32 whose output bits each depend on every input bit."""
     x = x ^ (x >> 16)

@@ -24,9 +24,9 @@ def _check_block_size(value, default, name):
 def _tile_visibility(offset, i0, i1, j0, j1):
     """Which entries of tile (queries i0..i1-1, keys j0..j1-1) the causal rule
     ``j <= i + offset`` lets through: "all", "none" or "some"."""
-    if offset is None or j1 - 1 <= i0 + offset:     # its top-right corner is allowed
+    if offset is None or j1 - 1 <= i0 + offset:  # its top-right corner is allowed
         return "all"
-    if j0 > i1 - 1 + offset:                        # its bottom-left corner is not
+    if j0 > i1 - 1 + offset:  # its bottom-left corner is not
         return "none"
     return "some"
 
@@ -41,7 +41,7 @@ def _scores(xp, device, Q_i, K_T_j, mask, offset, visible, i0, i1, j0, j1):
         if mask_ij.dtype == xp.bool:
             S_ij = xp.where(mask_ij, S_ij, -math.inf)
         else:
-            S_ij = S_ij + mask_ij                   # additive bias (may hold -inf itself)
+            S_ij = S_ij + mask_ij  # additive bias (may hold -inf itself)
     if visible == "some":
         S_ij = xp.where(causal_keep(xp, device, i0, i1, j0, j1, offset), S_ij, -math.inf)
     return S_ij

@@ -10,13 +10,13 @@ import math
 
 from ..core.autograd import Function
 from ..core.tensor import Tensor
-from ._checks import _check_flag, _check_float, _check_probability, as_float
 from ..speed import RowWise, fused_kernels
+from ._checks import _check_flag, _check_float, _check_probability, as_float
 
-_TANH_A = math.sqrt(2.0 / math.pi)          # u = x (a + b x²) in the tanh form of GELU
+_TANH_A = math.sqrt(2.0 / math.pi)  # u = x (a + b x²) in the tanh form of GELU
 _TANH_B = 0.044715 * _TANH_A
 _TANH_CLIP = 1e4  # |x| past which h is exactly 0 or 1 in both float dtypes (it is from |x| = 20)
-_EXP_CAP = 80.0   # the largest argument given to exp: e^80 is finite in float32 (its limit is e^88.7)
+_EXP_CAP = 80.0  # the largest argument given to exp: e^80 is finite in float32 (its limit is e^88.7)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -33,8 +33,6 @@ def _dropout_scale(backend, shape, p, dtype):
         return xp.zeros(shape, dtype=dtype, device=backend.device)
     kept = backend.uniform(shape, "float32") >= p
     return xp.astype(kept, dtype) * (1.0 / (1.0 - p))
-
-
 
 
 class GELU(Function):
@@ -87,20 +85,20 @@ class GELU(Function):
     the tanh form rounds it to 0).
     """
 
-    row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
+    row_wise = RowWise()  # elementwise: any rows may be computed apart (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
         xp = ctx.xp
         ctx.approximate = approximate
         if approximate == "tanh":
-            u = x * (_TANH_A + _TANH_B * (x * x))                             # 1. u = x (a + b x²)
-            h = 1.0 / (1.0 + xp.exp(xp.minimum(-2.0 * u, _EXP_CAP)))          # 2. h = (1 + tanh u)/2 = 1/(1 + e^-2u)
+            u = x * (_TANH_A + _TANH_B * (x * x))  # 1. u = x (a + b x²)
+            h = 1.0 / (1.0 + xp.exp(xp.minimum(-2.0 * u, _EXP_CAP)))  # 2. h = (1 + tanh u)/2 = 1/(1 + e^-2u)
             ctx.save_for_backward(x, h)
-            return x * h                                                      # 3
-        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))                  # 1. Φ
+            return x * h  # 3
+        cdf = 0.5 * (1.0 + ctx.backend.erf(x * _INV_SQRT_2))  # 1. Φ
         ctx.save_for_backward(x, cdf)
-        return x * cdf                                                        # 2
+        return x * cdf  # 2
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -108,12 +106,12 @@ class GELU(Function):
         xp = ctx.xp
         if ctx.approximate == "tanh":
             h = saved
-            x = xp.clip(x, -_TANH_CLIP, _TANH_CLIP)                          # no 0 · inf (see above)
-            two_du_dx = 2.0 * _TANH_A + 6.0 * _TANH_B * (x * x)              # 1: 2 du/dx = 2a + 6b x²
-            x_dh_dx_over_h = (1.0 - h) * (x * two_du_dx)                     # 2: x dh/dx / h = x (1 - h) 2 du/dx
-            return grad_output * (h * (1.0 + x_dh_dx_over_h))                # 3: dy/dx = h (1 + x dh/dx / h)
-        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)                            # φ
-        return grad_output * (saved + x * pdf)                                # 2-1: Φ + x φ
+            x = xp.clip(x, -_TANH_CLIP, _TANH_CLIP)  # no 0 · inf (see above)
+            two_du_dx = 2.0 * _TANH_A + 6.0 * _TANH_B * (x * x)  # 1: 2 du/dx = 2a + 6b x²
+            x_dh_dx_over_h = (1.0 - h) * (x * two_du_dx)  # 2: x dh/dx / h = x (1 - h) 2 du/dx
+            return grad_output * (h * (1.0 + x_dh_dx_over_h))  # 3: dy/dx = h (1 + x dh/dx / h)
+        pdf = _INV_SQRT_2PI * xp.exp(-0.5 * x * x)  # φ
+        return grad_output * (saved + x * pdf)  # 2-1: Φ + x φ
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -148,15 +146,15 @@ class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
         xp = ctx.xp
-        e = xp.exp(-xp.abs(x))                                               # 1
-        s = xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))                 # 2
+        e = xp.exp(-xp.abs(x))  # 1
+        s = xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))  # 2
         ctx.save_for_backward(s)
         return s
 
     @staticmethod
     def backward(ctx, grad_output):
         (s,) = ctx.saved_tensors
-        return grad_output * (s * (1.0 - s))                                 # 2-1
+        return grad_output * (s * (1.0 - s))  # 2-1
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -207,28 +205,28 @@ class SiLU(Function):
     infinity.
     """
 
-    row_wise = RowWise()   # elementwise: any rows may be computed apart (minitorch_attn.speed)
+    row_wise = RowWise()  # elementwise: any rows may be computed apart (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x):
         kernels = fused_kernels()
-        if kernels is not None:      # speed: the same s in fewer passes (minitorch_attn/speed/fused.py)
+        if kernels is not None:  # speed: the same s in fewer passes (minitorch_attn/speed/fused.py)
             s = kernels.silu_sigmoid(ctx.backend, x)
             ctx.save_for_backward(x, s)
             return x * s
         # BEGIN SOLUTION 6.1
         xp = ctx.xp
-        e = xp.exp(xp.minimum(-x, _EXP_CAP))                                  # e^-x, capped at e^80
+        e = xp.exp(xp.minimum(-x, _EXP_CAP))  # e^-x, capped at e^80
         s = xp.where(x < -_EXP_CAP, xp.exp(xp.minimum(x, -_EXP_CAP)), 1.0 / (1.0 + e))  # 1. s = 1 / (1 + e^-x);
-        ctx.save_for_backward(x, s)                                          #    e^x below -80 (see above)
-        return x * s                                                         # 2
+        ctx.save_for_backward(x, s)  #    e^x below -80 (see above)
+        return x * s  # 2
         # END SOLUTION
 
     @staticmethod
     def backward(ctx, grad_output):
         # BEGIN SOLUTION 6.1
         x, s = ctx.saved_tensors
-        return grad_output * (s * (1.0 + x * (1.0 - s)))                     # 2, 1: s + x s (1 - s)
+        return grad_output * (s * (1.0 + x * (1.0 - s)))  # 2, 1: s + x s (1 - s)
         # END SOLUTION
 
 
@@ -255,7 +253,7 @@ class ReLU(Function):
     @staticmethod
     def forward(ctx, x):
         xp = ctx.xp
-        positive = ~(x <= 0)                  # x > 0, or NaN
+        positive = ~(x <= 0)  # x > 0, or NaN
         ctx.save_for_backward(positive)
         return xp.where(positive, x, xp.zeros((), dtype=x.dtype, device=ctx.backend.device))
 

@@ -8,13 +8,14 @@ the grouped-query layout and the notation) lives in :mod:`._attention_common`.
 from __future__ import annotations
 
 import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
+
 from ..core.autograd import Function
 from ..core.ops import matmul_transposed, transposed_copy
 from ..core.tensor import Tensor
-from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
 from ..speed import RowWise, fused_kernels
+from ._attention_common import attention_setup, broadcast_batch, causal_keep, gqa_layout, sum_over_group
 from .activations import _dropout_scale
-from .softmax import _shifted_exp
+from .shifted import _shifted_exp
 
 
 def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
@@ -35,15 +36,15 @@ def _attention_weights(xp, device, q, k, scale, mask, causal_offset):
     a second exponential of every score).
     """
     # BEGIN SOLUTION 4.1
-    S = scale * matmul_transposed(xp, q, k)                         # 1. S = scale · Q Kᵀ
-    if mask is not None and mask.dtype != xp.bool:                  # 2. S = S + bias ...
+    S = scale * matmul_transposed(xp, q, k)  # 1. S = scale · Q Kᵀ
+    if mask is not None and mask.dtype != xp.bool:  # 2. S = S + bias ...
         S = S + mask
-    if mask is not None and mask.dtype == xp.bool:                  #    ... S = where(keep, S, -inf)
+    if mask is not None and mask.dtype == xp.bool:  #    ... S = where(keep, S, -inf)
         S = xp.where(mask, S, -xp.inf)
     if causal_offset is not None:
         S = xp.where(causal_keep(xp, device, 0, S.shape[-2], 0, S.shape[-1], causal_offset), S, -xp.inf)
-    _, e, total = _shifted_exp(xp, S, -1)                           # 3. e = exp(S - m), Σ e along keys
-    return e / xp.where(total == 0, 1.0, total)                     #    P = e / Σ e  (no key: Σ e = 0, P = 0)
+    _, e, total = _shifted_exp(xp, S, -1)  # 3. e = exp(S - m), Σ e along keys
+    return e / xp.where(total == 0, 1.0, total)  #    P = e / Σ e  (no key: Σ e = 0, P = 0)
     # END SOLUTION
 
 
@@ -71,8 +72,8 @@ def _scores_backward(xp, dP, P, q, k, scale, D):
     .. derivation end
     """
     # BEGIN SOLUTION 4.2
-    dS = P * (dP - D)                                               # 3
-    dQ = scale * xp.matmul(dS, k)                                   # 1
+    dS = P * (dP - D)  # 3
+    dQ = scale * xp.matmul(dS, k)  # 1
     dK = scale * sum_over_group(xp, xp.matmul(xp.matrix_transpose(dS), q))
     return dS, dQ, dK
     # END SOLUTION
@@ -136,21 +137,21 @@ class ScaledDotProductAttention(Function):
     .. derivation end
     """
 
-    row_wise = RowWise(inputs=3, when=_entries_apart)   # each entry of a batch on its own (minitorch_attn.speed)
+    row_wise = RowWise(inputs=3, when=_entries_apart)  # each entry of a batch on its own (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, query, key, value, attn_mask, scale=1.0, dropout_p=0.0, causal_offset=None, groups=1):
         xp, backend = ctx.xp, ctx.backend
-        q, k, v, mask = gqa_layout(xp, query, key, value, attn_mask, groups)            # 0
+        q, k, v, mask = gqa_layout(xp, query, key, value, attn_mask, groups)  # 0
         kernels = fused_kernels()
         if kernels is None:
-            P = _attention_weights(xp, backend.device, q, k, scale, mask, causal_offset)    # 1-3
-        else:                                                   # speed: the same P, written into S's array
+            P = _attention_weights(xp, backend.device, q, k, scale, mask, causal_offset)  # 1-3
+        else:  # speed: the same P, written into S's array
             P = _fused_weights(kernels, xp, backend.device, q, k, scale, mask, causal_offset)
         drop = None if dropout_p == 0.0 else _dropout_scale(backend, P.shape, dropout_p, P.dtype)
-        P_dropped = P if drop is None else P * drop                                     # 4
+        P_dropped = P if drop is None else P * drop  # 4
         # BEGIN SOLUTION 4.1
-        O = xp.matmul(P_dropped, v)                                                     # 5
+        O = xp.matmul(P_dropped, v)  # 5
         # END SOLUTION
         ctx.save_for_backward(q, k, v, P, drop, O)
         ctx.scale, ctx.shapes = scale, (query.shape, key.shape, value.shape)
@@ -164,10 +165,10 @@ class ScaledDotProductAttention(Function):
         dO = xp.reshape(dO, O.shape)
         P_dropped = P if drop is None else P * drop
         # BEGIN SOLUTION 4.2
-        dV = sum_over_group(xp, xp.matmul(xp.matrix_transpose(P_dropped), dO))         # 5, 0
+        dV = sum_over_group(xp, xp.matmul(xp.matrix_transpose(P_dropped), dO))  # 5, 0
         dP = matmul_transposed(xp, dO, v)
-        dP = dP if drop is None else dP * drop                                          # 4
-        D = xp.sum(dO * O, axis=-1, keepdims=True)                                      # 3-1
+        dP = dP if drop is None else dP * drop  # 4
+        D = xp.sum(dO * O, axis=-1, keepdims=True)  # 3-1
         dS, dQ, dK = _scores_backward(xp, dP, P, q, k, ctx.scale, D)
         # END SOLUTION
         dbias = xp.reshape(dS, query_shape[:-1] + (key_shape[-2],)) if ctx.needs_input_grad[3] else None  # 2
@@ -224,8 +225,9 @@ def scaled_dot_product_attention(
         raise TypeError(f"attention: value must be a Tensor, got {type(value).__name__}")
     query, key, value = broadcast_batch(query, key, value, enable_gqa)
     setup = attention_setup(query, key, value, attn_mask, is_causal, causal_alignment, scale, dropout_p, enable_gqa)
-    options = dict(scale=setup.scale, dropout_p=float(dropout_p), causal_offset=setup.causal_offset,
-                   groups=setup.groups)
+    options = dict(
+        scale=setup.scale, dropout_p=float(dropout_p), causal_offset=setup.causal_offset, groups=setup.groups
+    )
     return ScaledDotProductAttention.apply(query, key, value, attn_mask, **options)
 
 
@@ -287,8 +289,9 @@ def attention_weights(
     """
     query, key, _ = broadcast_batch(query, key, None, enable_gqa)
     setup = attention_setup(query, key, None, attn_mask, is_causal, causal_alignment, scale, 0.0, enable_gqa)
-    return AttentionWeights.apply(query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset,
-                                  groups=setup.groups)
+    return AttentionWeights.apply(
+        query, key, attn_mask, scale=setup.scale, causal_offset=setup.causal_offset, groups=setup.groups
+    )
 
 
 __all__ = ["scaled_dot_product_attention", "attention_weights"]  # what minitorch_attn.functional exports

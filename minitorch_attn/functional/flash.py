@@ -173,7 +173,7 @@ def flash_attention(
         block_q=_check_block_size(block_size_q, default_q, "block_size_q"),
         block_k=_check_block_size(block_size_k, default_k, "block_size_k"),
         groups=setup.groups,
-        threads=threads_for("FlashAttention", backend, _scores_bytes(query, key)),   # speed: the pool where it pays
+        threads=threads_for("FlashAttention", backend, _scores_bytes(query, key)),  # speed: the pool where it pays
     )
     out, lse = FlashAttention.apply(query, key, value, attn_mask, plan=plan)
     return (out, lse) if return_lse else out
@@ -208,7 +208,7 @@ class _Plan:
     seed: int
     block_q: int
     block_k: int
-    groups: int                # G = H_q / H_kv
+    groups: int  # G = H_q / H_kv
     threads: int
 
 
@@ -272,21 +272,24 @@ class FlashAttention(Function):
     def forward(ctx, query, key, value, mask, *, plan):
         xp = ctx.xp
         Q, K, V, mask_g = gqa_layout(xp, query, key, value, mask, plan.groups)
-        Q = Q * plan.scale   # speed: scale Q once instead of every tile S_ij = scale Q_i K_jᵀ
-        row_keys = _row_keys(xp, ctx.backend.device, plan.seed, Q.shape[:-2] + (1, 1)) \
-            if plan.dropout_p > 0 else None
+        Q = Q * plan.scale  # speed: scale Q once instead of every tile S_ij = scale Q_i K_jᵀ
+        row_keys = _row_keys(xp, ctx.backend.device, plan.seed, Q.shape[:-2] + (1, 1)) if plan.dropout_p > 0 else None
         chunks = batch_chunks(Q.shape[:-3], plan.threads)
-        results = run_on_threads(plan.threads, [
-            functools.partial(_forward_chunk, xp, ctx.backend.device, plan,
-                              *(take(a, c) for a in (Q, K, V, mask_g, row_keys)))
-            for c in chunks])
+        results = run_on_threads(
+            plan.threads,
+            [
+                functools.partial(
+                    _forward_chunk, xp, ctx.backend.device, plan, *(take(a, c) for a in (Q, K, V, mask_g, row_keys))
+                )
+                for c in chunks
+            ],
+        )
         O, lse = (join(xp, [r[n] for r in results], chunks) for n in range(2))
 
         ctx.plan, ctx.shapes = plan, (query.shape, key.shape, value.shape)
         ctx.mask_shape = None if mask is None else mask.shape
         ctx.save_for_backward(Q, K, V, mask_g, row_keys, O, lse)
-        return (xp.reshape(O, query.shape[:-1] + (value.shape[-1],)),
-                xp.reshape(lse, query.shape[:-1]))
+        return (xp.reshape(O, query.shape[:-1] + (value.shape[-1],)), xp.reshape(lse, query.shape[:-1]))
 
     @staticmethod
     def backward(ctx, dO, dlse):
@@ -307,11 +310,20 @@ class FlashAttention(Function):
         # END SOLUTION
         mask_needs_grad = ctx.needs_input_grad[3]
         chunks = batch_chunks(Q.shape[:-3], plan.threads)
-        results = run_on_threads(plan.threads, [
-            functools.partial(_backward_chunk, xp, ctx.backend.device, plan,
-                              *(take(a, c) for a in (Q, K, V, mask_g, row_keys, lse, dO, D)),
-                              mask_needs_grad)
-            for c in chunks])
+        results = run_on_threads(
+            plan.threads,
+            [
+                functools.partial(
+                    _backward_chunk,
+                    xp,
+                    ctx.backend.device,
+                    plan,
+                    *(take(a, c) for a in (Q, K, V, mask_g, row_keys, lse, dO, D)),
+                    mask_needs_grad,
+                )
+                for c in chunks
+            ],
+        )
         dQ, dK, dV = (join(xp, [r[n] for r in results], chunks) for n in range(3))
         dQ = dQ * plan.scale  # S = (scale Q) Kᵀ: the scale was left out of the loop
         dmask = None
@@ -321,8 +333,7 @@ class FlashAttention(Function):
             shared = len(parts) > 1 and mask_g.shape[chunks[0].axis] == 1
             dmask = functools.reduce(lambda a, b: a + b, parts) if shared else join(xp, parts, chunks)
             dmask = xp.reshape(dmask, ctx.mask_shape)
-        return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape),
-                dmask)
+        return (xp.reshape(dQ, query_shape), xp.reshape(dK, key_shape), xp.reshape(dV, value_shape), dmask)
 
 
 # ---- Algorithm 1: the forward of one chunk of (batch, head) slices ---------------------------------
@@ -335,21 +346,21 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
     softmax is taken before dropout), and scales the survivors by ``1/(1-p)`` at line 12.
     """
     N_q, N_k = Q.shape[-2], K.shape[-2]
-    K_T = transposed_copy(xp, K)                                  # speed: row-major Kᵀ, once
+    K_T = transposed_copy(xp, K)  # speed: row-major Kᵀ, once
     threshold = _drop_threshold(plan.dropout_p)
     O_blocks, lse_blocks = [], []
-    for i0 in range(0, N_q, plan.block_q):                        # 1, 3: for each query block i
+    for i0 in range(0, N_q, plan.block_q):  # 1, 3: for each query block i
         i1 = min(i0 + plan.block_q, N_q)
-        Q_i = Q[..., i0:i1, :]                                    # 4: load Q_i
+        Q_i = Q[..., i0:i1, :]  # 4: load Q_i
         rows = Q_i.shape[:-1] + (1,)
         O_i = xp.zeros(Q_i.shape[:-1] + (V.shape[-1],), dtype=Q.dtype, device=device)  # 5: O_i = 0,
-        ell_i = xp.zeros(rows, dtype=Q.dtype, device=device)                           #    ℓ_i = 0,
-        m_i = xp.full(rows, -math.inf, dtype=Q.dtype, device=device)                   #    m_i = -inf
-        for j0 in range(0, N_k, plan.block_k):                    # 1, 6: for each key/value block j
-            j1 = min(j0 + plan.block_k, N_k)                      # 7: load K_j, V_j (slices below)
+        ell_i = xp.zeros(rows, dtype=Q.dtype, device=device)  #    ℓ_i = 0,
+        m_i = xp.full(rows, -math.inf, dtype=Q.dtype, device=device)  #    m_i = -inf
+        for j0 in range(0, N_k, plan.block_k):  # 1, 6: for each key/value block j
+            j1 = min(j0 + plan.block_k, N_k)  # 7: load K_j, V_j (slices below)
             visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
             if visible == "none":
-                continue                                          # speed: above the causal diagonal
+                continue  # speed: above the causal diagonal
             S_ij = _scores(xp, device, Q_i, K_T[..., j0:j1], mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 8
             # BEGIN SOLUTION 5.1
             # 9: m_new = max(m_i, rowmax(S_ij)); a row that has seen only masked scores keeps
@@ -357,13 +368,13 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
             #    (no gradient changes: the shift cancels in O = Õ/ℓ, and the backward uses lse)
             m_new = xp.maximum(m_i, xp.max(S_ij, axis=-1, keepdims=True))
             m_shift = xp.where(m_new == -math.inf, 0.0, m_new)
-            P_ij = xp.exp(S_ij - m_shift)                         #    P̃_ij = exp(S_ij - m_new)
-            rescale = xp.exp(m_i - m_shift)                       #    e^(m_old - m_new) <= 1
-            ell_i = rescale * ell_i + xp.sum(P_ij, axis=-1, keepdims=True)   # ℓ_i: before dropout
-            if row_keys is not None:                              # (dropout: zero the dropped weights)
+            P_ij = xp.exp(S_ij - m_shift)  #    P̃_ij = exp(S_ij - m_new)
+            rescale = xp.exp(m_i - m_shift)  #    e^(m_old - m_new) <= 1
+            ell_i = rescale * ell_i + xp.sum(P_ij, axis=-1, keepdims=True)  # ℓ_i: before dropout
+            if row_keys is not None:  # (dropout: zero the dropped weights)
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
                 P_ij = xp.where(keep, P_ij, 0.0)
-            O_i = rescale * O_i + xp.matmul(P_ij, V[..., j0:j1, :])   # 10: O_i = diag(e^(m_old - m_new)) O_i + P̃_ij V_j
+            O_i = rescale * O_i + xp.matmul(P_ij, V[..., j0:j1, :])  # 10: O_i = diag(e^(m_old - m_new)) O_i + P̃_ij V_j
             m_i = m_new
             # END SOLUTION
         # BEGIN SOLUTION 5.1
@@ -374,12 +385,14 @@ def _forward_chunk(xp, device, plan, Q, K, V, mask, row_keys):
         seen = ell_i != 0
         ell_safe = xp.where(seen, ell_i, 1.0)
         if plan.dropout_p > 0:
-            O_i = O_i * _keep_scale(plan.dropout_p)               # (dropout: survivors times 1/(1-p))
-        O_blocks.append(O_i / ell_safe)                           # 12, 14: O_i is the i-th block of O
+            O_i = O_i * _keep_scale(plan.dropout_p)  # (dropout: survivors times 1/(1-p))
+        O_blocks.append(O_i / ell_safe)  # 12, 14: O_i is the i-th block of O
         lse_blocks.append(xp.where(seen, m_i + xp.log(ell_safe), math.inf))  # 13, 15
         # END SOLUTION
-    return (_join_blocks(xp, O_blocks, Q.shape[:-2] + (0, V.shape[-1]), Q.dtype, device),  # 17
-            _join_blocks(xp, lse_blocks, Q.shape[:-2] + (0, 1), Q.dtype, device))
+    return (
+        _join_blocks(xp, O_blocks, Q.shape[:-2] + (0, V.shape[-1]), Q.dtype, device),  # 17
+        _join_blocks(xp, lse_blocks, Q.shape[:-2] + (0, 1), Q.dtype, device),
+    )
 
 
 # ---- Algorithm 2: the backward of one chunk ---------------------------------------------------------
@@ -397,51 +410,55 @@ def _backward_chunk(xp, device, plan, Q, K, V, mask, row_keys, lse, dO, D, mask_
     and pass ``dP = dP_d ∘ Z / (1-p)`` on.
     """
     N_q, N_k = Q.shape[-2], K.shape[-2]
-    K_T, V_T = transposed_copy(xp, K), transposed_copy(xp, V)     # speed: row-major Kᵀ, Vᵀ, once
+    K_T, V_T = transposed_copy(xp, K), transposed_copy(xp, V)  # speed: row-major Kᵀ, Vᵀ, once
     threshold = _drop_threshold(plan.dropout_p)
     keep_scale = _keep_scale(plan.dropout_p)
     q_starts = range(0, N_q, plan.block_q)
-    dQ_blocks = [xp.zeros(Q[..., i0:min(i0 + plan.block_q, N_q), :].shape, dtype=Q.dtype, device=device)
-                 for i0 in q_starts]                              # 3: dQ = 0, in blocks dQ_i
+    dQ_blocks = [
+        xp.zeros(Q[..., i0 : min(i0 + plan.block_q, N_q), :].shape, dtype=Q.dtype, device=device) for i0 in q_starts
+    ]  # 3: dQ = 0, in blocks dQ_i
     dmask = xp.zeros(mask.shape, dtype=mask.dtype, device=device) if mask_needs_grad else None
     dK_blocks, dV_blocks = [], []
-    for j0 in range(0, N_k, plan.block_k):                        # 1, 5: for each key/value block j
+    for j0 in range(0, N_k, plan.block_k):  # 1, 5: for each key/value block j
         j1 = min(j0 + plan.block_k, N_k)
-        K_j, K_T_j, V_T_j = K[..., j0:j1, :], K_T[..., j0:j1], V_T[..., j0:j1]        # 6: load K_j, V_j
+        K_j, K_T_j, V_T_j = K[..., j0:j1, :], K_T[..., j0:j1], V_T[..., j0:j1]  # 6: load K_j, V_j
         dK_j = xp.zeros(Q.shape[:-2] + K_j.shape[-2:], dtype=Q.dtype, device=device)  # 7: dK_j = 0,
         dV_j = xp.zeros(Q.shape[:-2] + (j1 - j0, V.shape[-1]), dtype=Q.dtype, device=device)  # dV_j = 0
-        for n, i0 in enumerate(q_starts):                         # 1, 8: for each query block i
+        for n, i0 in enumerate(q_starts):  # 1, 8: for each query block i
             i1 = min(i0 + plan.block_q, N_q)
             visible = _tile_visibility(plan.causal_offset, i0, i1, j0, j1)
             if visible == "none":
-                continue                                          # speed: the tiles the forward skipped
-            Q_i, dO_i = Q[..., i0:i1, :], dO[..., i0:i1, :]       # 9: load Q_i, dO_i, lse_i, D_i
+                continue  # speed: the tiles the forward skipped
+            Q_i, dO_i = Q[..., i0:i1, :], dO[..., i0:i1, :]  # 9: load Q_i, dO_i, lse_i, D_i
             lse_i, D_i = lse[..., i0:i1, :], D[..., i0:i1, :]
             S_ij = _scores(xp, device, Q_i, K_T_j, mask, plan.causal_offset, visible, i0, i1, j0, j1)  # 10
             # BEGIN SOLUTION 5.2
-            P_ij = xp.exp(S_ij - lse_i)                           # 11: P_ij = exp(S_ij - lse_i), forward
-                                                                  #     lines 9, 12, 13 at once
-            if row_keys is not None:                              #     masked: exp(-inf) = 0; empty row: lse = +inf
+            P_ij = xp.exp(S_ij - lse_i)  # 11: P_ij = exp(S_ij - lse_i), forward
+            #     lines 9, 12, 13 at once
+            if row_keys is not None:  #     masked: exp(-inf) = 0; empty row: lse = +inf
                 keep = _keep_tile(xp, device, row_keys, i0, i1, j0, j1, threshold)
-                P_used = xp.where(keep, P_ij * keep_scale, 0.0)   #     P_d, the dropped weights of line 10
+                P_used = xp.where(keep, P_ij * keep_scale, 0.0)  #     P_d, the dropped weights of line 10
             else:
                 P_used = P_ij
             dV_j += xp.matmul(xp.matrix_transpose(P_used), dO_i)  # 12: dV_j += P_dᵀ dO_i     (undoes line 10 for V_j)
-            dP_ij = xp.matmul(dO_i, V_T_j)                        # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P_d)
-            if row_keys is not None:                              #     dropout: dP = dP_d ∘ Z / (1-p)
+            dP_ij = xp.matmul(dO_i, V_T_j)  # 13: dP_ij = dO_i V_jᵀ     (undoes line 10 for P_d)
+            if row_keys is not None:  #     dropout: dP = dP_d ∘ Z / (1-p)
                 dP_ij = xp.where(keep, dP_ij * keep_scale, 0.0)
-            dS_ij = P_ij * (dP_ij - D_i)                          # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
-                                                                  #     lines 9 and 12, the softmax)
-            dQ_blocks[n] += xp.matmul(dS_ij, K_j)                 # 15: dQ_i += dS_ij K_j     (undoes line 8 for Q_i)
-            dK_j += xp.matmul(xp.matrix_transpose(dS_ij), Q_i)    # 16: dK_j += dS_ijᵀ Q_i    (undoes line 8 for K_j)
-            if dmask is not None:                                 #     the bias added at line 8: dbias = dS
+            dS_ij = P_ij * (dP_ij - D_i)  # 14: dS_ij = P_ij ∘ (dP_ij - D_i)  (undoes
+            #     lines 9 and 12, the softmax)
+            dQ_blocks[n] += xp.matmul(dS_ij, K_j)  # 15: dQ_i += dS_ij K_j     (undoes line 8 for Q_i)
+            dK_j += xp.matmul(xp.matrix_transpose(dS_ij), Q_i)  # 16: dK_j += dS_ijᵀ Q_i    (undoes line 8 for K_j)
+            if dmask is not None:  #     the bias added at line 8: dbias = dS
                 _add_tile(xp, dmask, dS_ij, i0, i1, j0, j1)
             # END SOLUTION
-        dK_blocks.append(sum_over_group(xp, dK_j))                # 18: write dK_j, dV_j, each summed over
-        dV_blocks.append(sum_over_group(xp, dV_j))                #     the G query heads of its group (GQA)
-    return (_join_blocks(xp, dQ_blocks, Q.shape, Q.dtype, device),   # 20
-            _join_blocks(xp, dK_blocks, K.shape, Q.dtype, device),
-            _join_blocks(xp, dV_blocks, V.shape, Q.dtype, device), dmask)
+        dK_blocks.append(sum_over_group(xp, dK_j))  # 18: write dK_j, dV_j, each summed over
+        dV_blocks.append(sum_over_group(xp, dV_j))  #     the G query heads of its group (GQA)
+    return (
+        _join_blocks(xp, dQ_blocks, Q.shape, Q.dtype, device),  # 20
+        _join_blocks(xp, dK_blocks, K.shape, Q.dtype, device),
+        _join_blocks(xp, dV_blocks, V.shape, Q.dtype, device),
+        dmask,
+    )
 
 
 __all__ = ["flash_attention"]  # what minitorch_attn.functional exports

@@ -8,8 +8,8 @@ from ..core.autograd import Function
 from ..core.backend import backend_of
 from ..core.shape_ops import Take, where
 from ..core.tensor import Tensor, _is_int
-from ._checks import _check_float
 from ..speed import column_sums
+from ._checks import _check_float
 
 
 class Linear(Function):
@@ -42,12 +42,12 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         xp = ctx.xp
-        rows = xp.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))   # 1. (M, in)
+        rows = xp.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))  # 1. (M, in)
         ctx.save_for_backward(rows, weight)
         ctx.x_shape = tuple(x.shape)
-        y = xp.matmul(rows, xp.matrix_transpose(weight))                # 2. (M, out)
+        y = xp.matmul(rows, xp.matrix_transpose(weight))  # 2. (M, out)
         if bias is not None:
-            y += bias                                                   # speed: into the fresh product
+            y += bias  # speed: into the fresh product
         return xp.reshape(y, (*x.shape[:-1], weight.shape[0]))
 
     @staticmethod
@@ -55,10 +55,10 @@ class Linear(Function):
         rows, weight = ctx.saved_tensors
         xp = ctx.xp
         need_x, need_w, need_b = ctx.needs_input_grad
-        G = xp.reshape(grad_output, (rows.shape[0], weight.shape[0]))   # (M, out)
-        grad_x = xp.reshape(xp.matmul(G, weight), ctx.x_shape) if need_x else None   # 2, 1
+        G = xp.reshape(grad_output, (rows.shape[0], weight.shape[0]))  # (M, out)
+        grad_x = xp.reshape(xp.matmul(G, weight), ctx.x_shape) if need_x else None  # 2, 1
         grad_w = xp.matmul(xp.matrix_transpose(G), rows) if need_w else None
-        grad_b = column_sums(xp, G) if need_b else None                  # speed: see speed/sums.py
+        grad_b = column_sums(xp, G) if need_b else None  # speed: see speed/sums.py
         return grad_x, grad_w, grad_b
 
 
@@ -107,24 +107,30 @@ def embedding(indices: Tensor, weight: Tensor, padding_idx: int | None = None) -
     Catalogue record: ``opinfo/linear.py`` (its samples, references and checks).
     """
     if not isinstance(indices, Tensor) or indices.dtype not in ("int32", "int64"):
-        raise TypeError(f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}")
+        raise TypeError(
+            f"embedding: indices must be an int64/int32 tensor, got {getattr(indices, 'dtype', type(indices).__name__)}"
+        )
     _check_float(weight, "embedding: weight")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be (num_embeddings, dim), got shape {weight.shape}")
     if indices.device != weight.device:
         raise ValueError(f"embedding: indices are on '{indices.device}' but the weight is on '{weight.device}'")
     padding_idx = padding_row(padding_idx, weight.shape[0])
-    if indices.numel():   # on a device read with the next copy to the host (core/backend.py)
+    if indices.numel():  # on a device read with the next copy to the host (core/backend.py)
         backend, ids, rows = backend_of(indices.data), indices.data, weight.shape[0]
-        backend.check((ids < 0) | (ids >= rows), lambda: ValueError(
-            f"embedding: indices must be in [0, {rows}) (the rows of the weight), "
-            f"got values from {int(backend.xp.min(ids))} to {int(backend.xp.max(ids))}"))
-    rows = Take.apply(weight, indices)                                        # (*, dim)
+        backend.check(
+            (ids < 0) | (ids >= rows),
+            lambda: ValueError(
+                f"embedding: indices must be in [0, {rows}) (the rows of the weight), "
+                f"got values from {int(backend.xp.min(ids))} to {int(backend.xp.max(ids))}"
+            ),
+        )
+    rows = Take.apply(weight, indices)  # (*, dim)
     if padding_idx is None:
         return rows
     # the padding positions read their row like any other, but through a detached copy:
     # ``where`` sends their upstream gradient to the copy, which passes nothing back
-    padding = (indices == padding_idx).unsqueeze(-1)                          # (*, 1)
+    padding = (indices == padding_idx).unsqueeze(-1)  # (*, 1)
     return where(padding, rows.detach(), rows)
 
 
@@ -136,8 +142,9 @@ def padding_row(padding_idx, num_embeddings):
         raise TypeError(f"padding_idx must be an int or None, got {type(padding_idx).__name__}")
     padding_idx = int(padding_idx)
     if not -num_embeddings <= padding_idx < num_embeddings:
-        raise ValueError(f"padding_idx must be in [-{num_embeddings}, {num_embeddings}) (a row of the weight), "
-                         f"got {padding_idx}")
+        raise ValueError(
+            f"padding_idx must be in [-{num_embeddings}, {num_embeddings}) (a row of the weight), got {padding_idx}"
+        )
     return padding_idx % num_embeddings
 
 

@@ -44,34 +44,38 @@ class NLLLoss(Function):
         xp = ctx.xp
         M, C = logp.shape
         valid = target != ignore_index
-        ctx.backend.check(valid & ((target < 0) | (target >= C)), lambda: ValueError(   # see core/backend.py
-            f"nll_loss: targets must be class indices in [0, {C}) or ignore_index={ignore_index}"))
+        ctx.backend.check(
+            valid & ((target < 0) | (target >= C)),
+            lambda: ValueError(  # see core/backend.py
+                f"nll_loss: targets must be class indices in [0, {C}) or ignore_index={ignore_index}"
+            ),
+        )
         classes = xp.arange(C, device=ctx.backend.device)
         hit = (target[:, None] == classes[None, :]) & valid[:, None]
-        picked = xp.astype(hit, logp.dtype)                                      # one-hot
+        picked = xp.astype(hit, logp.dtype)  # one-hot
         if weight is not None:
-            picked = picked * weight                                            # w_{t_i} at (i, t_i)
-        loss = -xp.sum(xp.where(picked != 0, logp, 0.0) * picked, axis=1)       # 1
+            picked = picked * weight  # w_{t_i} at (i, t_i)
+        loss = -xp.sum(xp.where(picked != 0, logp, 0.0) * picked, axis=1)  # 1
         ctx.save_for_backward(picked)
         ctx.reduction = reduction
-        if reduction == "none":                                                 # 2
+        if reduction == "none":  # 2
             return loss
         if reduction == "sum":
             return xp.sum(loss)
-        ctx.total_weight, ctx.counted = xp.sum(picked), hit                    # Σ_i w_{t_i}
+        ctx.total_weight, ctx.counted = xp.sum(picked), hit  # Σ_i w_{t_i}
         return xp.sum(loss) / xp.where(ctx.total_weight != 0, ctx.total_weight, math.nan)
 
     @staticmethod
     def backward(ctx, grad_output):
         (picked,) = ctx.saved_tensors
         xp = ctx.xp
-        row_factor = grad_output                                                # 2-1
+        row_factor = grad_output  # 2-1
         if ctx.reduction == "mean":
             total = ctx.total_weight
             row_factor = xp.where(total != 0, grad_output / xp.where(total != 0, total, 1.0), 0.0)
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
-        return undefined_mean(xp, ctx, -picked * row_factor), None, None    # 1-1
+        return undefined_mean(xp, ctx, -picked * row_factor), None, None  # 1-1
 
 
 def undefined_mean(xp, ctx, grad):
@@ -91,24 +95,30 @@ def _class_rows(input, target, weight, what):
     ``weight (C,)``; return ``input`` as rows ``(N d1 ..., C)`` and the number of classes."""
     _check_float(input, f"{what}: input")
     if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64"):
-        raise TypeError(f"{what}: target must be an int64/int32 tensor of class indices, "
-                        f"got {getattr(target, 'dtype', type(target).__name__)}")
+        raise TypeError(
+            f"{what}: target must be an int64/int32 tensor of class indices, "
+            f"got {getattr(target, 'dtype', type(target).__name__)}"
+        )
     if target.device != input.device:
         raise ValueError(f"{what}: target is on '{target.device}' but input on '{input.device}'")
     if input.ndim == 0:
         raise ValueError(f"{what}: input needs a class dim, (C,), (N, C) or (N, C, d1, ...)")
     expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
     if target.shape != expected:
-        raise ValueError(f"{what}: input {input.shape} (N, C, d1, ...) needs target of shape "
-                         f"(N, d1, ...) = {expected}, got {target.shape}")
+        raise ValueError(
+            f"{what}: input {input.shape} (N, C, d1, ...) needs target of shape "
+            f"(N, d1, ...) = {expected}, got {target.shape}"
+        )
     C = input.shape[-1] if input.ndim == 1 else input.shape[1]
     if weight is not None:
         _check_float(weight, f"{what}: weight")
         if weight.shape != (C,):
             raise ValueError(f"{what}: weight must have one entry per class, shape ({C},), got {weight.shape}")
         if weight.dtype != input.dtype or weight.device != input.device:
-            raise TypeError(f"{what}: weight is {weight.dtype} on '{weight.device}' but the input is "
-                            f"{input.dtype} on '{input.device}'")
+            raise TypeError(
+                f"{what}: weight is {weight.dtype} on '{weight.device}' but the input is "
+                f"{input.dtype} on '{input.device}'"
+            )
     if input.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         input = input.permute(0, *range(2, input.ndim), 1)
     return input.reshape(math.prod(target.shape), C), C
@@ -141,8 +151,13 @@ def nll_loss(
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     rows, _ = _class_rows(input, target, weight, "nll_loss")
-    loss = NLLLoss.apply(rows, target.reshape(-1).data, None if weight is None else weight.data,
-                         ignore_index=ignore_index, reduction=reduction)
+    loss = NLLLoss.apply(
+        rows,
+        target.reshape(-1).data,
+        None if weight is None else weight.data,
+        ignore_index=ignore_index,
+        reduction=reduction,
+    )
     return loss.reshape(*target.shape) if reduction == "none" else loss
 
 

@@ -20,10 +20,10 @@ import math
 import numpy
 
 from ..core.autograd import Function
-from ..core.tensor import Tensor
 from ..core.backend import backend_of
-from ._checks import _check_eps, _normalized_axes
+from ..core.tensor import Tensor
 from ..speed import RowWise, column_sums, last_axis_sums
+from ._checks import _check_eps, _normalized_axes
 
 
 class _Rows:
@@ -32,22 +32,22 @@ class _Rows:
 
     def __init__(self, xp, shape, axes):
         self.xp, self.axes = xp, axes
-        self.n = max(math.prod(shape[a] for a in axes), 1)       # an empty row: 0 / 1, not 0 / 0
+        self.n = max(math.prod(shape[a] for a in axes), 1)  # an empty row: 0 / 1, not 0 / 0
         self.leading = tuple(range(len(shape) - len(axes)))
-        lead, row = tuple(shape[:len(self.leading)]), tuple(shape[len(self.leading):])
-        self.row_shape = row                                    # one row, as the input holds it
-        self.one_axis = lead + (math.prod(row),)                # each row along one last axis
-        self.matrix = (math.prod(lead), math.prod(row))         # the rows as a matrix
-        self.kept = lead + (1,) * len(axes)                     # a row statistic, to broadcast back
+        lead, row = tuple(shape[: len(self.leading)]), tuple(shape[len(self.leading) :])
+        self.row_shape = row  # one row, as the input holds it
+        self.one_axis = lead + (math.prod(row),)  # each row along one last axis
+        self.matrix = (math.prod(lead), math.prod(row))  # the rows as a matrix
+        self.kept = lead + (1,) * len(axes)  # a row statistic, to broadcast back
 
     def mean(self, a):
         """``mean(a)`` over each row, kept as size-1 dims so that it broadcasts back."""
-        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))   # speed: see speed/sums.py
+        sums = last_axis_sums(self.xp, _reshape(self.xp, a, self.one_axis))  # speed: see speed/sums.py
         return _reshape(self.xp, sums, self.kept) / self.n
 
     def total(self, a):
         """``sum_rows(a)``: the sum over all rows, shaped like one row (a gain's gradient)."""
-        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))        # speed: see speed/sums.py
+        sums = column_sums(self.xp, _reshape(self.xp, a, self.matrix))  # speed: see speed/sums.py
         return _reshape(self.xp, sums, self.row_shape)
 
 
@@ -70,11 +70,11 @@ def _unit_rms(rows, a, eps):
     the data; on a device that check would wait for the device (``all_false``,
     core/backend.py), so the scaled ``r`` is computed for every row and kept where needed."""
     xp = rows.xp
-    with numpy.errstate(over="ignore"):   # an overflowing a² is expected here and taken care of below
+    with numpy.errstate(over="ignore"):  # an overflowing a² is expected here and taken care of below
         ms = rows.mean(a * a)
     r = 1.0 / xp.sqrt(ms + eps)
     finite = xp.isfinite(ms)
-    if not backend_of(ms).all_false(~finite):   # a row that overflowed (or a device)
+    if not backend_of(ms).all_false(~finite):  # a row that overflowed (or a device)
         r = xp.where(finite, r, _rms_scaled(rows, a, eps))
     return a * r, r
 
@@ -90,7 +90,7 @@ def _rms_scaled(rows, a, eps):
     m = xp.where(m > 0, m, xp.ones_like(m))
     s = a / m
     rho = m * xp.sqrt(rows.mean(s * s))
-    root_eps = xp.full_like(rho, eps ** 0.5)
+    root_eps = xp.full_like(rho, eps**0.5)
     t = xp.maximum(rho, root_eps)
     return 1.0 / (t * xp.sqrt((rho / t) ** 2 + (root_eps / t) ** 2))
 
@@ -101,7 +101,7 @@ def _gain(xhat, weight, bias):
         return xhat if bias is None else xhat + bias
     y = xhat * weight
     if bias is not None:
-        y += bias                                   # speed: into the fresh product
+        y += bias  # speed: into the fresh product
     return y
 
 
@@ -182,19 +182,19 @@ class LayerNorm(Function):
     .. derivation end
     """
 
-    row_wise = RowWise(row_axes="axes")   # each row (the trailing axes) on its own (minitorch_attn.speed)
+    row_wise = RowWise(row_axes="axes")  # each row (the trailing axes) on its own (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x, weight, bias, axes=(-1,), eps=1e-5):
         rows = ctx.rows = _Rows(ctx.xp, x.shape, axes)
         # BEGIN SOLUTION 3.1
-        mu = rows.mean(x)                                                   # 1
-        mu = mu + rows.mean(x - mu)                                         # 1'
-        xc = x - mu                                                         # 2
-        xhat, rstd = _unit_rms(rows, xc, eps)                               # 3-5
+        mu = rows.mean(x)  # 1
+        mu = mu + rows.mean(x - mu)  # 1'
+        xc = x - mu  # 2
+        xhat, rstd = _unit_rms(rows, xc, eps)  # 3-5
         # END SOLUTION
         ctx.save_for_backward(xhat, rstd, weight)
-        return _gain(xhat, weight, bias)                                    # 6
+        return _gain(xhat, weight, bias)  # 6
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -205,7 +205,7 @@ class LayerNorm(Function):
             return None, grad_w, grad_b
         # BEGIN SOLUTION 3.1
         mean = ctx.rows.mean
-        grad_x = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))   # 5-1
+        grad_x = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))  # 5-1
         # END SOLUTION
         return grad_x, grad_w, grad_b
 
@@ -285,17 +285,17 @@ class RMSNorm(Function):
     .. derivation end
     """
 
-    row_wise = RowWise(row_axes="axes")   # each row (the trailing axes) on its own (minitorch_attn.speed)
+    row_wise = RowWise(row_axes="axes")  # each row (the trailing axes) on its own (minitorch_attn.speed)
 
     @staticmethod
     def forward(ctx, x, weight, axes=(-1,), eps=None):
         ctx.rows = _Rows(ctx.xp, x.shape, axes)
         eps = float(ctx.xp.finfo(x.dtype).eps) if eps is None else eps  # as rms_norm's default
         # BEGIN SOLUTION 3.2
-        xhat, r = _unit_rms(ctx.rows, x, eps)                               # 1-3
+        xhat, r = _unit_rms(ctx.rows, x, eps)  # 1-3
         # END SOLUTION
         ctx.save_for_backward(xhat, r, weight)
-        return _gain(xhat, weight, None)                                    # 4
+        return _gain(xhat, weight, None)  # 4
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -303,7 +303,7 @@ class RMSNorm(Function):
         need_x, need_w = ctx.needs_input_grad
         dxhat, grad_w, _ = _gain_backward(ctx.rows, grad_output, xhat, weight, need_w, False)  # 4
         # BEGIN SOLUTION 3.2
-        grad_x = r * (dxhat - xhat * ctx.rows.mean(dxhat * xhat)) if need_x else None    # 3-1
+        grad_x = r * (dxhat - xhat * ctx.rows.mean(dxhat * xhat)) if need_x else None  # 3-1
         # END SOLUTION
         return grad_x, grad_w
 

@@ -36,8 +36,8 @@ class Pad(Function):
     @staticmethod
     def forward(ctx, x, cut, placed, shape, value):
         xp = ctx.xp
-        out = xp.full(shape, value, dtype=x.dtype, device=ctx.backend.device)     # 2
-        out[placed] = x[cut]                                                       # 1, 2
+        out = xp.full(shape, value, dtype=x.dtype, device=ctx.backend.device)  # 2
+        out[placed] = x[cut]  # 1, 2
         ctx.cut, ctx.placed, ctx.shape = cut, placed, tuple(x.shape)
         return out
 
@@ -45,7 +45,7 @@ class Pad(Function):
     def backward(ctx, grad_output):
         xp = ctx.xp
         grad = xp.zeros(ctx.shape, dtype=grad_output.dtype, device=ctx.backend.device)
-        grad[ctx.cut] = grad_output[ctx.placed]                                    # 2-1, 1-1
+        grad[ctx.cut] = grad_output[ctx.placed]  # 2-1, 1-1
         return grad
 
 
@@ -73,8 +73,10 @@ def pad(input: Tensor, pad: tuple[int, ...] | list[int], mode: str = "constant",
     if not isinstance(pad, tuple) or not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in pad):
         raise TypeError(f"pad: the amounts must be a tuple of ints (left, right, ...), got {pad!r}")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: {len(pad)} amounts for a tensor of {input.ndim} dims: give two per padded dim, "
-                         f"at most {2 * input.ndim}")
+        raise ValueError(
+            f"pad: {len(pad)} amounts for a tensor of {input.ndim} dims: give two per padded dim, "
+            f"at most {2 * input.ndim}"
+        )
     value = 0.0 if value is None else value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"pad: value must be a number, got {value!r}")

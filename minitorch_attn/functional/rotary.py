@@ -42,12 +42,12 @@ def _rotate(xp, x, cos, sin, interleaved):
         a' = a cos - b sin
         b' = a sin + b cos
     """
-    if interleaved:                                   # pairs (x_2i, x_2i+1)
+    if interleaved:  # pairs (x_2i, x_2i+1)
         pairs = xp.reshape(x, (*x.shape[:-1], x.shape[-1] // 2, 2))
         a, b = pairs[..., 0], pairs[..., 1]
         rotated = xp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1)
         return xp.reshape(rotated, x.shape)
-    half = x.shape[-1] // 2                           # pairs (x_i, x_i+d/2): x = [a, b]
+    half = x.shape[-1] // 2  # pairs (x_i, x_i+d/2): x = [a, b]
     a, b = x[..., :half], x[..., half:]
     # speed: the same two lines over whole rows, [a, b] [cos, cos] + [b, a] [-sin, sin],
     # instead of six products and sums over half rows (strided views) and a concat of the
@@ -90,17 +90,17 @@ class RotaryEmbedding(Function):
         xp = ctx.xp
         d = x.shape[-1]
         i = xp.arange(d // 2, dtype=xp.float64, device=ctx.backend.device)
-        theta = xp.exp(i * (-2.0 * math.log(base) / max(d, 1)))              # 1 (d = 0: no pairs, i empty)
-        angles = xp.astype(positions, xp.float64)[..., None] * theta          # 2
+        theta = xp.exp(i * (-2.0 * math.log(base) / max(d, 1)))  # 1 (d = 0: no pairs, i empty)
+        angles = xp.astype(positions, xp.float64)[..., None] * theta  # 2
         cos, sin = xp.astype(xp.cos(angles), x.dtype), xp.astype(xp.sin(angles), x.dtype)
         ctx.save_for_backward(cos, sin)
         ctx.interleaved = interleaved
-        return _rotate(xp, x, cos, sin, interleaved)                         # 3
+        return _rotate(xp, x, cos, sin, interleaved)  # 3
 
     @staticmethod
     def backward(ctx, grad_output):
         cos, sin = ctx.saved_tensors
-        return _rotate(ctx.xp, grad_output, cos, -sin, ctx.interleaved), None   # 3: R(-φ) g
+        return _rotate(ctx.xp, grad_output, cos, -sin, ctx.interleaved), None  # 3: R(-φ) g
 
 
 def rotary_embedding(
@@ -144,12 +144,16 @@ def rotary_embedding(
     if positions is None:
         positions = arange(x.shape[-2], device=x.device)
     if not isinstance(positions, Tensor) or positions.dtype == "bool":
-        raise TypeError(f"rotary_embedding: positions must be a Tensor of ints or floats (or None), "
-                        f"got {getattr(positions, 'dtype', type(positions).__name__)}")
+        raise TypeError(
+            f"rotary_embedding: positions must be a Tensor of ints or floats (or None), "
+            f"got {getattr(positions, 'dtype', type(positions).__name__)}"
+        )
     rows = tuple(x.shape[:-1])
     if broadcast_shapes(tuple(positions.shape), rows) != rows:
-        raise ValueError(f"rotary_embedding: positions of shape {positions.shape} do not broadcast to "
-                         f"x's rows {rows} (expected (seq_len,) = ({x.shape[-2]},) or x.shape[:-1])")
+        raise ValueError(
+            f"rotary_embedding: positions of shape {positions.shape} do not broadcast to "
+            f"x's rows {rows} (expected (seq_len,) = ({x.shape[-2]},) or x.shape[:-1])"
+        )
     return RotaryEmbedding.apply(x, positions, base=float(base), interleaved=interleaved)
 
 

@@ -1,6 +1,6 @@
 """The softmax family: logsumexp, softmax, log-softmax and cross-entropy, with hand-written backward passes.
 
-All three start from one log-sum-exp, :func:`_shifted_logsumexp`: with ``m`` the row
+All three start from one log-sum-exp, ``_shifted_logsumexp`` (in :mod:`.shifted`): with ``m`` the row
 maximum, ``z = x - m`` and ``lse(z) = log Σ_j exp(z_j)``, so that no exponential overflows.
 Then
 
@@ -21,46 +21,8 @@ from ..core.autograd import Function
 from ..core.ops import _check_keepdim, _normalize_dims
 from ..core.tensor import FLOAT_DTYPES, Tensor, _is_int, dtype_name
 from ._checks import _axis, _bad_targets, _check_float, _check_probability, as_float
-from ..speed import last_axis_sums
 from .losses import undefined_mean
-
-
-def _shifted_logsumexp(xp, x, axis):
-    """``(z, lse_z)`` for a raw array: ``z = x - m`` with ``m`` the row maximum along
-    ``axis``, and ``lse_z = log Σ_j exp(z_j)``, kept as a size-1 dim.
-
-    ``lse(x) = m + lse_z``, but callers use ``z - lse_z`` (which is ``x - lse(x)``) so that
-    a row far from 0, such as ``[-1e4, -1e4 - 1]`` in float32, keeps its digits: ``m + lse_z``
-    would round ``lse_z`` to the coarse spacing of floats near ``m``.
-
-    Why the shift: the largest exponential is ``exp(0) = 1``, so none overflows. Why it does
-    not change the result or any gradient taken through it: ``lse(x) = m + lse(x - m)`` for
-    every constant ``m``, so ``x - lse(x)`` is one and the same function of ``x`` whichever
-    ``m`` the code picks, and ``m`` needs no derivative of its own.
-
-    A row whose maximum is ``-inf`` (every entry ``-inf``) is shifted by 0 instead, and so
-    is a row of length 0: their sum is 0 and their ``lse_z`` is ``-inf`` (the log of an
-    empty sum), formed without taking ``log(0)``. A row holding NaN or ``+inf`` is shifted
-    by its maximum like any other: ``x - m`` then holds NaN (``inf - inf``), so does the
-    sum, and the whole row comes out NaN, as in PyTorch (a sum that is NaN is not an
-    empty one).
-    """
-    z, _, total = _shifted_exp(xp, x, axis)
-    return z, xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))
-
-
-def _shifted_exp(xp, x, axis):
-    """``(z, e, total)`` for a raw array: ``z = x - m`` (``m`` the row maximum along
-    ``axis``, or 0 for a row of ``-inf`` or of length 0, as in :func:`_shifted_logsumexp`),
-    ``e = exp(z)`` and ``total = Σ_j e_j``, kept as a size-1 dim. ``e / total`` is the
-    softmax of the row; dense attention takes it so, without a second exponential."""
-    m = xp.max(x, axis=axis, keepdims=True) if x.shape[axis] else xp.sum(x, axis=axis, keepdims=True)  # empty: 0
-    shift = xp.where(m == -math.inf, 0.0, m)
-    z = x - shift
-    e = xp.exp(z)
-    last = axis in (-1, x.ndim - 1)                      # speed: a product with ones (_sums.py)
-    total = last_axis_sums(xp, e) if last else xp.sum(e, axis=axis, keepdims=True)
-    return z, e, total
+from .shifted import _shifted_logsumexp
 
 
 class LogSumExp(Function):
@@ -81,12 +43,12 @@ class LogSumExp(Function):
     def forward(ctx, x, dims=(-1,), keepdim=False):
         xp = ctx.xp
         if 0 in [x.shape[a] for a in dims]:
-            m = xp.sum(x, axis=dims, keepdims=True)                              # 1. zeros
+            m = xp.sum(x, axis=dims, keepdims=True)  # 1. zeros
         else:
             m = xp.max(x, axis=dims, keepdims=True)
-            m = xp.where(xp.isfinite(m), m, 0.0)                                 # 1
-        total = xp.sum(xp.exp(x - m), axis=dims, keepdims=True)                 # 2
-        lse = m + xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))   # 3
+            m = xp.where(xp.isfinite(m), m, 0.0)  # 1
+        total = xp.sum(xp.exp(x - m), axis=dims, keepdims=True)  # 2
+        lse = m + xp.where(total == 0, -math.inf, xp.log(xp.where(total == 0, 1.0, total)))  # 3
         ctx.save_for_backward(x, lse)
         ctx.dims, ctx.keepdim = dims, keepdim
         return lse if keepdim else xp.squeeze(lse, axis=dims)
@@ -96,7 +58,7 @@ class LogSumExp(Function):
         x, lse = ctx.saved_tensors
         if not ctx.keepdim:
             grad_output = ctx.xp.reshape(grad_output, lse.shape)
-        return grad_output * ctx.xp.exp(x - lse)                                # 3-1
+        return grad_output * ctx.xp.exp(x - lse)  # 3-1
 
 
 def logsumexp(input: Tensor, dim: int | tuple[int, ...], keepdim: bool = False) -> Tensor:
@@ -173,8 +135,8 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.1
-        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)                           # 1
-        p = ctx.xp.exp(z - lse_z)                                               # 2
+        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)  # 1
+        p = ctx.xp.exp(z - lse_z)  # 2
         # END SOLUTION
         ctx.save_for_backward(p)
         ctx.axis = dim
@@ -184,8 +146,8 @@ class Softmax(Function):
     def backward(ctx, grad_output):
         (p,) = ctx.saved_tensors
         # BEGIN SOLUTION 2.1
-        row_term = ctx.xp.sum(grad_output * p, axis=ctx.axis, keepdims=True)     # Σ_i g_i p_i
-        return p * (grad_output - row_term)                                     # 2-1
+        row_term = ctx.xp.sum(grad_output * p, axis=ctx.axis, keepdims=True)  # Σ_i g_i p_i
+        return p * (grad_output - row_term)  # 2-1
         # END SOLUTION
 
 
@@ -216,10 +178,10 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, dim=-1):
         # BEGIN SOLUTION 2.2
-        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)                           # 1
-        y = z - lse_z                                                           # 2
+        z, lse_z = _shifted_logsumexp(ctx.xp, x, dim)  # 1
+        y = z - lse_z  # 2
         # END SOLUTION
-        ctx.save_for_backward(ctx.xp.exp(y))                                    # p, what the backward needs
+        ctx.save_for_backward(ctx.xp.exp(y))  # p, what the backward needs
         ctx.axis = dim
         return y
 
@@ -322,25 +284,27 @@ class CrossEntropy(Function):
         valid = target != ignore_index
         out_of_range = valid & ((target < 0) | (target >= C))
 
-        ctx.backend.check(out_of_range,   # on a device: read with the next copy to the host
-                          lambda: _bad_targets(xp, target, valid, C, ignore_index))
+        ctx.backend.check(
+            out_of_range,  # on a device: read with the next copy to the host
+            lambda: _bad_targets(xp, target, valid, C, ignore_index),
+        )
         classes = xp.arange(C, device=ctx.backend.device)
-        if not ctx.backend.all_false(~valid):             # speed: no copy when no row is ignored
-            logits = xp.where(valid[:, None], logits, 0.0)   # an ignored row adds nothing, whatever its logits
+        if not ctx.backend.all_false(~valid):  # speed: no copy when no row is ignored
+            logits = xp.where(valid[:, None], logits, 0.0)  # an ignored row adds nothing, whatever its logits
 
         # BEGIN SOLUTION 2.3
-        z, lse_z = _shifted_logsumexp(xp, logits, 1)                            # 1
+        z, lse_z = _shifted_logsumexp(xp, logits, 1)  # 1
         logp = z - lse_z
         onehot = xp.astype((target[:, None] == classes[None, :]) & valid[:, None], logits.dtype)
-        smooth = label_smoothing / C if C else 0.0                              # 2. q = (1-ε) onehot + ε/C
+        smooth = label_smoothing / C if C else 0.0  # 2. q = (1-ε) onehot + ε/C
         q = (1.0 - label_smoothing) * onehot + smooth * xp.astype(valid, logits.dtype)[:, None]
-        r = q if weight is None else q * weight                                 #    r = w ∘ q
-        loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)                 #    -Σ_c r_c logp_c
+        r = q if weight is None else q * weight  #    r = w ∘ q
+        loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)  #    -Σ_c r_c logp_c
         # END SOLUTION
 
         ctx.save_for_backward(logp, r)
         ctx.reduction = reduction
-        if reduction == "none":                                                 # 3
+        if reduction == "none":  # 3
             return loss
         if reduction == "sum":
             return xp.sum(loss)
@@ -352,13 +316,13 @@ class CrossEntropy(Function):
         # BEGIN SOLUTION 2.3
         logp, r = ctx.saved_tensors
         xp = ctx.xp
-        row_factor = grad_output                                                # 3
+        row_factor = grad_output  # 3
         if ctx.reduction == "mean":
             total = ctx.total_weight
             row_factor = xp.where(total != 0, grad_output / xp.where(total != 0, total, 1.0), 0.0)
         elif ctx.reduction == "none":
             row_factor = grad_output[:, None]
-        p = xp.exp(logp)                                                        # 2-1
+        p = xp.exp(logp)  # 2-1
         grad = (p * xp.sum(r, axis=1, keepdims=True) - r) * row_factor
         # END SOLUTION
         return undefined_mean(xp, ctx, grad), None, None
@@ -390,14 +354,14 @@ class SoftCrossEntropy(Function):
     def forward(ctx, logits, target, weight=None, label_smoothing=0.0, reduction="mean"):
         xp = ctx.xp
         M, C = logits.shape
-        z, lse_z = _shifted_logsumexp(xp, logits, 1)                            # 1
+        z, lse_z = _shifted_logsumexp(xp, logits, 1)  # 1
         logp = z - lse_z
-        q = (1.0 - label_smoothing) * target + (label_smoothing / C if C else 0.0)   # 2
+        q = (1.0 - label_smoothing) * target + (label_smoothing / C if C else 0.0)  # 2
         r = q if weight is None else q * weight
         loss = -xp.sum(r * xp.where(r != 0, logp, 0.0), axis=1)
         ctx.save_for_backward(logp, r, weight)
         ctx.reduction, ctx.rows, ctx.smoothing = reduction, M, label_smoothing
-        if reduction == "none":                                                 # 3
+        if reduction == "none":  # 3
             return loss
         total = xp.sum(loss)
         return total if reduction == "sum" else (total / M if M else total * math.nan)
@@ -406,12 +370,12 @@ class SoftCrossEntropy(Function):
     def backward(ctx, grad_output):
         logp, r, weight = ctx.saved_tensors
         xp = ctx.xp
-        factor = grad_output                                                    # 3-1
+        factor = grad_output  # 3-1
         if ctx.reduction == "mean":
             factor = grad_output / max(ctx.rows, 1)
         elif ctx.reduction == "none":
             factor = grad_output[:, None]
-        grad_logits = (xp.exp(logp) * xp.sum(r, axis=1, keepdims=True) - r) * factor        # 2-1
+        grad_logits = (xp.exp(logp) * xp.sum(r, axis=1, keepdims=True) - r) * factor  # 2-1
         grad_target = None
         if ctx.needs_input_grad[1]:
             w = 1.0 if weight is None else weight
@@ -423,26 +387,40 @@ def _soft_cross_entropy(logits, target, weight, label_smoothing, reduction):
     """:func:`cross_entropy` with probability targets of the logits' shape."""
     indices_shape = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
     if target.shape == indices_shape and target.shape != logits.shape:
-        raise TypeError(f"cross_entropy: a target of shape {target.shape} holds class indices and must be an "
-                        f"int64/int32 tensor, got {target.dtype} (probability targets have the logits' shape "
-                        f"{logits.shape})")
+        raise TypeError(
+            f"cross_entropy: a target of shape {target.shape} holds class indices and must be an "
+            f"int64/int32 tensor, got {target.dtype} (probability targets have the logits' shape "
+            f"{logits.shape})"
+        )
     if target.shape != logits.shape or target.dtype != logits.dtype or target.device != logits.device:
-        raise ValueError(f"cross_entropy: probability targets must have the logits' shape, dtype and device, "
-                         f"{logits.shape} {logits.dtype} on '{logits.device}'; got {target.shape} {target.dtype} "
-                         f"on '{target.device}'")
+        raise ValueError(
+            f"cross_entropy: probability targets must have the logits' shape, dtype and device, "
+            f"{logits.shape} {logits.dtype} on '{logits.device}'; got {target.shape} {target.dtype} "
+            f"on '{target.device}'"
+        )
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per position
         order = (0, *range(2, logits.ndim), 1)
         logits, target = logits.permute(*order), target.permute(*order)
     C = logits.shape[-1]
     rows = math.prod(logits.shape[:-1])
-    loss = SoftCrossEntropy.apply(logits.reshape(rows, C), target.reshape(rows, C),
-                                  None if weight is None else weight.data, label_smoothing=label_smoothing,
-                                  reduction=reduction)
+    loss = SoftCrossEntropy.apply(
+        logits.reshape(rows, C),
+        target.reshape(rows, C),
+        None if weight is None else weight.data,
+        label_smoothing=label_smoothing,
+        reduction=reduction,
+    )
     return loss.reshape(*logits.shape[:-1]) if reduction == "none" else loss
 
 
-def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
-                  label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
+def cross_entropy(
+    logits: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+) -> Tensor:
     """Cross-entropy between ``logits`` and integer class ``target`` (as ``F.cross_entropy``).
 
     Shapes: ``logits (N, C)`` with ``target (N,)``, ``logits (N, C, d1, ...)`` with
@@ -481,8 +459,10 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, 
     _check_float(logits, "cross_entropy: logits")
     soft = isinstance(target, Tensor) and target.dtype in FLOAT_DTYPES
     if not isinstance(target, Tensor) or target.dtype not in ("int32", "int64") and not soft:
-        raise TypeError(f"cross_entropy: target must be an int64/int32 tensor of class indices or a float tensor "
-                        f"of class probabilities, got {getattr(target, 'dtype', type(target).__name__)}")
+        raise TypeError(
+            f"cross_entropy: target must be an int64/int32 tensor of class indices or a float tensor "
+            f"of class probabilities, got {getattr(target, 'dtype', type(target).__name__)}"
+        )
     if not _is_int(ignore_index):
         raise TypeError(f"cross_entropy: ignore_index must be an int, got {ignore_index!r}")
     if reduction not in ("mean", "sum", "none"):
@@ -494,24 +474,34 @@ def cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None = None, 
         raise ValueError("cross_entropy: logits need a class dim, (C,), (N, C) or (N, C, d1, ...)")
     expected = () if logits.ndim == 1 else (logits.shape[0],) + logits.shape[2:]
     if target.shape != expected and not soft:
-        raise ValueError(f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
-                         f"(N, d1, ...) = {expected}, got {target.shape}")
+        raise ValueError(
+            f"cross_entropy: logits {logits.shape} (N, C, d1, ...) need target of shape "
+            f"(N, d1, ...) = {expected}, got {target.shape}"
+        )
     C = logits.shape[-1] if logits.ndim == 1 else logits.shape[1]
     if weight is not None:
         _check_float(weight, "cross_entropy: weight")
         if weight.shape != (C,):
             raise ValueError(f"cross_entropy: weight must have one entry per class, shape ({C},), got {weight.shape}")
         if weight.dtype != logits.dtype or weight.device != logits.device:
-            raise TypeError(f"cross_entropy: weight is {weight.dtype} on '{weight.device}' but the logits are "
-                            f"{logits.dtype} on '{logits.device}'")
+            raise TypeError(
+                f"cross_entropy: weight is {weight.dtype} on '{weight.device}' but the logits are "
+                f"{logits.dtype} on '{logits.device}'"
+            )
     if soft:
         return _soft_cross_entropy(logits, target, weight, label_smoothing, reduction)
     if logits.ndim > 2:  # (N, C, d1, ...) -> (N * d1 * ..., C): classes last, one row per target
         rest = tuple(range(2, logits.ndim))
         logits = logits.permute(0, *rest, 1)
     rows = logits.reshape(math.prod(target.shape), C)
-    loss = CrossEntropy.apply(rows, target.reshape(-1).data, None if weight is None else weight.data,
-                              ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    loss = CrossEntropy.apply(
+        rows,
+        target.reshape(-1).data,
+        None if weight is None else weight.data,
+        ignore_index=ignore_index,
+        label_smoothing=label_smoothing,
+        reduction=reduction,
+    )
     return loss.reshape(*target.shape) if reduction == "none" else loss
 
 

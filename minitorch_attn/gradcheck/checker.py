@@ -126,8 +126,18 @@ def gradcheck(
     Warns (UserWarning) when a checked input is not float64: float32 finite differences
     are too coarse for the default tolerances.
     """
-    report = check_gradients(fn, inputs, eps=eps, atol=atol, rtol=rtol, fast_mode=fast_mode,
-                             nondet_tol=nondet_tol, seed=seed, derived=derived, n_ops=n_ops)
+    report = check_gradients(
+        fn,
+        inputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        fast_mode=fast_mode,
+        nondet_tol=nondet_tol,
+        seed=seed,
+        derived=derived,
+        n_ops=n_ops,
+    )
     if not report.passed:
         raise GradcheckError(report.failure)
     return True
@@ -168,7 +178,10 @@ def check_gradients(
         if inputs[i].dtype != "float64":
             warnings.warn(
                 f"gradcheck: input {i} is {inputs[i].dtype}; finite differences need float64 "
-                f"to be meaningful at eps={eps}", UserWarning, stacklevel=3)
+                f"to be meaningful at eps={eps}",
+                UserWarning,
+                stacklevel=3,
+            )
     rng = numpy.random.default_rng(seed)
     backend = backend_of(inputs[checked[0]].data)
     xp = backend.xp
@@ -183,8 +196,9 @@ def check_gradients(
     with no_grad():
         outputs = as_tuple(fn(*inputs))
     float_outputs = [k for k, o in enumerate(outputs) if o.dtype in ("float32", "float64")]
-    upstream = {k: backend.asarray(rng.standard_normal(outputs[k].shape), dtype=outputs[k].data.dtype)
-                for k in float_outputs}
+    upstream = {
+        k: backend.asarray(rng.standard_normal(outputs[k].shape), dtype=outputs[k].data.dtype) for k in float_outputs
+    }
 
     def analytic(upstream_grads):
         """Gradients of sum_k <v_k, f_k> for each checked input, as host arrays (None if unused)."""
@@ -218,8 +232,10 @@ def check_gradients(
     grads = analytic(upstream)
     for i, grad in zip(checked, grads):
         if grad is not None and (grad.shape != inputs[i].shape or grad.dtype != inputs[i].dtype):
-            return failure(f"input {i}: gradient has shape {grad.shape} and dtype {grad.dtype}, "
-                           f"expected {inputs[i].shape} and {inputs[i].dtype}")
+            return failure(
+                f"input {i}: gradient has shape {grad.shape} and dtype {grad.dtype}, "
+                f"expected {inputs[i].shape} and {inputs[i].dtype}"
+            )
     again = analytic(upstream)
     for i, first, second in zip(checked, grads, again):
         if (first is None) != (second is None):
@@ -231,8 +247,10 @@ def check_gradients(
     zero = analytic({k: xp.zeros_like(v) for k, v in upstream.items()})
     for i, grad in zip(checked, zero):
         if grad is not None and float(numpy.max(numpy.abs(grad.numpy()), initial=0.0)) != 0.0:
-            return failure(f"input {i}: a zero upstream gradient gave a nonzero gradient "
-                           f"(max {float(numpy.max(numpy.abs(grad.numpy()))):.3e})")
+            return failure(
+                f"input {i}: a zero upstream gradient gave a nonzero gradient "
+                f"(max {float(numpy.max(numpy.abs(grad.numpy()))):.3e})"
+            )
 
     # the comparison with finite differences, in float64 (on the device differences_on, when given)
     if differences_on is not None:
@@ -242,10 +260,12 @@ def check_gradients(
         upstream = {k: backend.asarray(backend_of(v).to_numpy(v)) for k, v in host_upstream.items()}
     else:
         moved = inputs
-    base = [Tensor(xp.astype(t.data, xp.float64)) if (isinstance(t, Tensor) and t.dtype in ("float32", "float64"))
-            else t for t in moved]
+    base = [
+        Tensor(xp.astype(t.data, xp.float64)) if (isinstance(t, Tensor) and t.dtype in ("float32", "float64")) else t
+        for t in moved
+    ]
     delta = _evaluation_error(fn, base, outputs, upstream, float_outputs, n_ops, as_tuple, xp) if derived else 0.0
-    pilot = numpy.random.default_rng([seed, 1])     # its own draws: fast mode's directions stay as they were
+    pilot = numpy.random.default_rng([seed, 1])  # its own draws: fast mode's directions stay as they were
     max_abs = max_rel = ratio = largest_allowed = largest_step = 0.0
     for i, grad in zip(checked, grads):
         analytic_host = numpy.zeros(inputs[i].shape) if grad is None else grad.numpy().astype(numpy.float64)
@@ -281,10 +301,13 @@ def check_gradients(
             h = _pick_step(central, pilot.standard_normal(size), delta) if size else MAX_STEP
             first = numpy.array([central(d, h) for d in directions], dtype=numpy.float64)
             second = numpy.array([central(d, h / 2) for d in directions], dtype=numpy.float64)
-            numeric = (4 * second - first) / 3                                   # Richardson
+            numeric = (4 * second - first) / 3  # Richardson
             truncation = numpy.abs(first - second)
-            floor = n_ops * float(numpy.finfo(inputs[i].dtype).eps) * max(
-                1.0, float(numpy.max(numpy.abs(analytic_values), initial=0.0)))
+            floor = (
+                n_ops
+                * float(numpy.finfo(inputs[i].dtype).eps)
+                * max(1.0, float(numpy.max(numpy.abs(analytic_values), initial=0.0)))
+            )
             allowed = 2 * (truncation + 3 * delta / h) + floor
             tiny = floor
         else:
@@ -296,23 +319,38 @@ def check_gradients(
         error = numpy.abs(analytic_values - numeric)
         share = numpy.divide(error, allowed, out=numpy.where(error > 0, numpy.inf, 0.0), where=allowed > 0)
         max_abs = max(max_abs, float(error.max(initial=0.0)))
-        max_rel = max(max_rel, float((error / numpy.maximum(numpy.abs(numeric), tiny)).max(initial=0.0))
-                      if error.size else 0.0)
+        max_rel = max(
+            max_rel, float((error / numpy.maximum(numpy.abs(numeric), tiny)).max(initial=0.0)) if error.size else 0.0
+        )
         ratio = max(ratio, float(share.max(initial=0.0)))
         largest_allowed = max(largest_allowed, float(allowed.max(initial=0.0)) if error.size else 0.0)
         largest_step = max(largest_step, h)
         if not numpy.all(error <= allowed):
             worst = int(numpy.argmax(share))
-            where = positions[0] if positions else f"element {tuple(int(k) for k in numpy.unravel_index(worst, inputs[i].shape))}"
-            rule = (f"allowed {allowed[worst]:.3e} = 2 (truncation {truncation[worst]:.3e} + rounding "
-                    f"{3 * delta / h:.3e}) + floor {floor:.3e}, step {h:.3g}" if derived else
-                    f"atol {atol:g} + rtol {rtol:g} * |numeric|")
-            return GradcheckReport(max_abs, max_rel, (
-                f"gradient of input {i} (shape {inputs[i].shape}) is wrong at {where}: "
-                f"analytic {analytic_values[worst]:.10g}, numeric {numeric[worst]:.10g}, "
-                f"|difference| {error[worst]:.3e} > {rule}"
-                f"{'' if grad is not None else ' (backward gave this input no gradient)'}"),
-                largest_step, largest_allowed, ratio)
+            where = (
+                positions[0]
+                if positions
+                else f"element {tuple(int(k) for k in numpy.unravel_index(worst, inputs[i].shape))}"
+            )
+            rule = (
+                f"allowed {allowed[worst]:.3e} = 2 (truncation {truncation[worst]:.3e} + rounding "
+                f"{3 * delta / h:.3e}) + floor {floor:.3e}, step {h:.3g}"
+                if derived
+                else f"atol {atol:g} + rtol {rtol:g} * |numeric|"
+            )
+            return GradcheckReport(
+                max_abs,
+                max_rel,
+                (
+                    f"gradient of input {i} (shape {inputs[i].shape}) is wrong at {where}: "
+                    f"analytic {analytic_values[worst]:.10g}, numeric {numeric[worst]:.10g}, "
+                    f"|difference| {error[worst]:.3e} > {rule}"
+                    f"{'' if grad is not None else ' (backward gave this input no gradient)'}"
+                ),
+                largest_step,
+                largest_allowed,
+                ratio,
+            )
     return GradcheckReport(max_abs, max_rel, None, largest_step, largest_allowed, ratio)
 
 
@@ -335,7 +373,7 @@ def _pick_step(central, direction, delta):
     """Step 1 of the derived tolerances: the step that balances truncation (``¾ c h²``,
     ``c`` measured along ``direction`` at ``PILOT_STEP``) against rounding (``3 δ / h``)."""
     direction = direction / max(float(numpy.max(numpy.abs(direction), initial=0.0)), 1e-300)
-    c = abs(central(direction, PILOT_STEP) - central(direction, PILOT_STEP / 2)) / (0.75 * PILOT_STEP ** 2)
-    if not c > 0:     # a linear function along direction (or no input elements): rounding alone
+    c = abs(central(direction, PILOT_STEP) - central(direction, PILOT_STEP / 2)) / (0.75 * PILOT_STEP**2)
+    if not c > 0:  # a linear function along direction (or no input elements): rounding alone
         return MAX_STEP
     return min(max((2 * delta / c) ** (1 / 3), MIN_STEP), MAX_STEP)

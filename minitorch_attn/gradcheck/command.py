@@ -46,8 +46,10 @@ def _run(argv, prog):
     selected = [e for e in entries() if args.only is None or args.only in e.name]
     if not selected:
         return print_error(prog, f"no gradcheck entry matches {args.only!r}")
-    print(f"gradcheck on device={args.device} dtype={args.dtype}; tolerances derived per entry "
-          f"(see `python -c 'help(\"minitorch_attn.gradcheck.checker\")'`)")
+    print(
+        f"gradcheck on device={args.device} dtype={args.dtype}; tolerances derived per entry "
+        f"(see `python -c 'help(\"minitorch_attn.gradcheck.checker\")'`)"
+    )
     print(f"{'op':<40} {'step':>8} {'tolerance':>10} {'max abs err':>12} {'err/tol':>8}  result")
     failures = []
     start = time.perf_counter()
@@ -55,16 +57,17 @@ def _run(argv, prog):
         try:
             report = entry.run(args.device, args.dtype, args.seed)
             status = "pass" if report.passed else "FAIL"
-            row = (f"{entry.name:<40} {report.step:>8.1e} {report.max_tolerance:>10.2e} "
-                   f"{report.max_abs_error:>12.2e} {report.error_ratio:>8.1e}  {status}")
+            row = (
+                f"{entry.name:<40} {report.step:>8.1e} {report.max_tolerance:>10.2e} "
+                f"{report.max_abs_error:>12.2e} {report.error_ratio:>8.1e}  {status}"
+            )
             if not report.passed:
                 failures.append((entry.name, report.failure))
         except Exception as exc:  # an entry that crashes is a failure too, reported in the table
             row = f"{entry.name:<40} {'-':>8} {'-':>10} {'-':>12} {'-':>8}  ERROR"
             failures.append((entry.name, f"{type(exc).__name__}: {exc}"))
         print(row, flush=True)
-    print(f"{len(selected) - len(failures)} passed, {len(failures)} failed "
-          f"({time.perf_counter() - start:.1f} s)")
+    print(f"{len(selected) - len(failures)} passed, {len(failures)} failed ({time.perf_counter() - start:.1f} s)")
     for name, message in failures:
         print(f"\n{name}: {message}")
     return 1 if failures else 0

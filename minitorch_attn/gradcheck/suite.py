@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 from ..opinfo import gradcheck_samples
 from ..opinfo.record import Inputs
@@ -58,15 +58,29 @@ class Entry:
         inputs = self.make(Inputs(device, dtype, seed))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the float32 warning is the point of --dtype
-            return check_gradients(self.fn, inputs, fast_mode=self.fast_mode, seed=seed, derived=True,
-                                   n_ops=self.n_ops, differences_on=differences_on)
+            return check_gradients(
+                self.fn,
+                inputs,
+                fast_mode=self.fast_mode,
+                seed=seed,
+                derived=True,
+                n_ops=self.n_ops,
+                differences_on=differences_on,
+            )
 
 
 def entries():
     """One entry per gradient-check sample of the catalogue, in the catalogue's order."""
-    return [Entry(sample.name, sample.make, sample.call(record.op), sample.fast_mode,
-                  sample.rounding_steps(record, "float64", backward=True))
-            for record, sample in gradcheck_samples()]
+    return [
+        Entry(
+            sample.name,
+            sample.make,
+            sample.call(record.op),
+            sample.fast_mode,
+            sample.rounding_steps(record, "float64", backward=True),
+        )
+        for record, sample in gradcheck_samples()
+    ]
 
 
 __all__ = ["DTYPES", "Entry", "Inputs", "entries"]

@@ -22,8 +22,9 @@ tests of a task carry the pytest marker ``task_1_2``.
 * :mod:`.grade` grades every task of an assignment, each in a run of its own, and
   :mod:`.results` writes Gradescope's ``results.json`` (``homework grade``);
 * :mod:`.selftest` grades the reference, the stubs, each task solved alone and the planted
-  mistakes of ``mutants.json`` (``homework selftest``); :mod:`.patterns` names a student's mistake
-  from the failure patterns it records;
+  mistakes of ``mutants.json`` (``homework selftest``); :mod:`.probes` names a student's mistake
+  from the held-back probes that isolate one term of a backward, and :mod:`.derive` writes the
+  derive mode's trees (the backward's derivation hidden, a sheet to hand in);
 * :mod:`.gradescope` writes the autograder zip and is what it runs (``homework autograder``),
   after :mod:`.preflight`, which needs no library.
 

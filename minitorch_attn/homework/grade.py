@@ -56,15 +56,15 @@ import time
 
 from . import hiding, judge, markers, probes, sandbox
 from .instructor import INSTRUCTOR_TESTS, SECRET_FILE, GraderError, InstructorTree, SubmissionProblem, Workspace
-from .runner import Check, Run, collect, run_held_back, run_tests
+from .runner import Run, collect, run_held_back, run_tests
 from .submission import ungraded_notice
 
 __all__ = ["Grader", "GraderError", "TaskResult"]
 
 LOCAL_SECRET = "minitorch-attn local grading: not a secret"
 SECRET_VARIABLE = "MINITORCH_ATTN_GRADING_SECRET"
-RESERVE = 45.0           # seconds of the budget kept for starting, collecting and writing results
-PUBLIC_SHARE = 0.4       # of a task's time, for its public tests (the held-back ones get the rest)
+RESERVE = 45.0  # seconds of the budget kept for starting, collecting and writing results
+PUBLIC_SHARE = 0.4  # of a task's time, for its public tests (the held-back ones get the rest)
 
 
 @dataclasses.dataclass
@@ -78,10 +78,10 @@ class TaskResult:
     checks: list
     problem: str | None = None
     seconds: float = 0.0
-    reused: bool = False   # the same code was graded before in this grader: its result again
+    reused: bool = False  # the same code was graded before in this grader: its result again
     visible: Run | None = None
-    diagnosis: str | None = None   # the catalogued mistake its probes name (:mod:`.probes`)
-    notes: list = dataclasses.field(default_factory=list)   # code of its files outside the regions, not graded
+    diagnosis: str | None = None  # the catalogued mistake its probes name (:mod:`.probes`)
+    notes: list = dataclasses.field(default_factory=list)  # code of its files outside the regions, not graded
 
     @property
     def passed(self):
@@ -105,8 +105,9 @@ def task_limits(budget, runs, timeout):
     """
     share = (budget - RESERVE) / max(1, runs)
     if share < 10:
-        raise ValueError(f"a budget of {budget:g} s is too small for {runs} runs: give at least "
-                         f"{RESERVE + 10 * runs:g} s")
+        raise ValueError(
+            f"a budget of {budget:g} s is too small for {runs} runs: give at least {RESERVE + 10 * runs:g} s"
+        )
     return share, min(timeout, share / 2)
 
 
@@ -135,8 +136,16 @@ class Grader:
             has no held-back test (its points would rest on a report student code writes).
     """
 
-    def __init__(self, tree=None, timeout=60.0, budget=600.0, secret=None, python=None,
-                 memory=sandbox.PLATFORM_MEMORY_MB, require_isolation=None):
+    def __init__(
+        self,
+        tree=None,
+        timeout=60.0,
+        budget=600.0,
+        secret=None,
+        python=None,
+        memory=sandbox.PLATFORM_MEMORY_MB,
+        require_isolation=None,
+    ):
         self.tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
         self.tree.check_dependencies()
         self.timeout, self.budget = timeout, budget
@@ -147,7 +156,7 @@ class Grader:
         # a student's own tree (no held-back tests) holds their code, not a reference: nothing to judge with
         self.has_reference = (self.tree.root / INSTRUCTOR_TESTS).is_dir()
         self._workspace = None
-        self._done = {}        # (task id, digest of the student's tree) -> TaskResult
+        self._done = {}  # (task id, digest of the student's tree) -> TaskResult
         self._expected = None
 
     def grade(self, submission, assignment, visible=True, on_result=None):
@@ -157,11 +166,15 @@ class Grader:
         chosen = self.tree.assignment(assignment)
         for task in chosen["tasks"]:
             if not self.expected(task["id"]):
-                raise GraderError(f"no test in {self.tree.root}/tests carries the marker of task {task['id']} "
-                                  f"(@pytest.mark.{markers.marker_name(task['id'])})")
+                raise GraderError(
+                    f"no test in {self.tree.root}/tests carries the marker of task {task['id']} "
+                    f"(@pytest.mark.{markers.marker_name(task['id'])})"
+                )
             if self.has_reference and not self.held_back(task["id"]):
-                raise GraderError(f"task {task['id']} has no held-back test in {self.tree.root}/{INSTRUCTOR_TESTS}: "
-                                  f"its points would rest on a report that the student's code writes")
+                raise GraderError(
+                    f"task {task['id']} has no held-back test in {self.tree.root}/{INSTRUCTOR_TESTS}: "
+                    f"its points would rest on a report that the student's code writes"
+                )
         limit, test_timeout = task_limits(self.budget, len(chosen["tasks"]) + visible, self.timeout)
         shown = self.visible(submission, assignment, limit, test_timeout) if visible else {}
         ungraded = submission.ungraded(self.tree, assignment)
@@ -188,8 +201,10 @@ class Grader:
         found = self._expected.get(markers.marker_name(task_id), [])
         stray = [n for n in found if n.startswith(held_out) and not n.startswith(INSTRUCTOR_TESTS + "/")]
         if stray:
-            raise GraderError(f"{stray[0]} carries the marker of task {task_id} but is in a held-out file "
-                              f"outside {INSTRUCTOR_TESTS}: move it there (held back) or out of the held-out list")
+            raise GraderError(
+                f"{stray[0]} carries the marker of task {task_id} but is in a held-out file "
+                f"outside {INSTRUCTOR_TESTS}: move it there (held back) or out of the held-out list"
+            )
         return [n for n in found if not (public_only and n.startswith(held_out))]
 
     def held_back(self, task_id):
@@ -230,17 +245,38 @@ class Grader:
         stubbed = self.tree.tasks_of(number) | self.tree.tasks_of(number, later=True)
         folder = self.workspace.copy_with(sources, stubbed)
         try:
-            public = run_tests(folder, [task_id], {task_id: self.expected(task_id, public_only=True)}, test_timeout,
-                               limit * PUBLIC_SHARE, self.confinement, self.python)[task_id]
+            public = run_tests(
+                folder,
+                [task_id],
+                {task_id: self.expected(task_id, public_only=True)},
+                test_timeout,
+                limit * PUBLIC_SHARE,
+                self.confinement,
+                self.python,
+            )[task_id]
             held = Run([])
             if self.has_reference:
-                held = run_held_back(self.workspace.base, task_id, self.held_back(task_id), folder, self.confinement,
-                                     judge.seed(self.secret, task_id, digest), test_timeout,
-                                     max(limit * (1 - PUBLIC_SHARE), limit - (time.monotonic() - start)), self.python)
+                held = run_held_back(
+                    self.workspace.base,
+                    task_id,
+                    self.held_back(task_id),
+                    folder,
+                    self.confinement,
+                    judge.seed(self.secret, task_id, digest),
+                    test_timeout,
+                    max(limit * (1 - PUBLIC_SHARE), limit - (time.monotonic() - start)),
+                    self.python,
+                )
         finally:
             self.workspace.discard(folder)
-        result = TaskResult(task_id, task["title"], task["points"], public.checks + held.checks,
-                            public.problem or held.problem, time.monotonic() - start)
+        result = TaskResult(
+            task_id,
+            task["title"],
+            task["points"],
+            public.checks + held.checks,
+            public.problem or held.problem,
+            time.monotonic() - start,
+        )
         result.diagnosis = probes.diagnose(self.signatures, task_id, result.checks, result.problem)
         self._done[(task_id, digest)] = result
         return result
@@ -264,11 +300,14 @@ class Grader:
                 compile(text, rel, "exec")
             except SyntaxError as error:
                 line = text.splitlines()[error.lineno - 1].strip() if error.lineno else ""
-                raise SubmissionProblem(f"syntax error in your code for task {task_id} in {rel} ({error.msg}), "
-                                        f"at the line `{line}`") from None
-            except (RecursionError, MemoryError, OverflowError, ValueError) as error:   # nested too deep, a NUL byte
-                raise SubmissionProblem(f"your code for task {task_id} in {rel} cannot be compiled "
-                                        f"({type(error).__name__}: {str(error)[:200]})") from None
+                raise SubmissionProblem(
+                    f"syntax error in your code for task {task_id} in {rel} ({error.msg}), at the line `{line}`"
+                ) from None
+            except (RecursionError, MemoryError, OverflowError, ValueError) as error:  # nested too deep, a NUL byte
+                raise SubmissionProblem(
+                    f"your code for task {task_id} in {rel} cannot be compiled "
+                    f"({type(error).__name__}: {str(error)[:200]})"
+                ) from None
 
     @property
     def account(self):

@@ -50,13 +50,13 @@ from .runner import cap
 from .sandbox import PLATFORM_MEMORY_MB, STUDENT_USER, student_memory
 
 SHIPPED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml", "README.md")
-LEFT_OUT_NAMES = {"mutants.json", "results.json", "release_secret.txt"}   # the selftest's catalogue is not needed
+LEFT_OUT_NAMES = {"mutants.json", "results.json", "release_secret.txt"}  # the selftest's catalogue is not needed
 LEFT_OUT_FOLDERS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
 # The Pythons of the images the teacher may choose: Ubuntu 22.04's (the pins are resolved for
 # it) and 24.04's (each pin is checked to have a wheel for it).
 TARGET_PYTHONS = ("3.10", "3.12")
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64")   # Gradescope's images run x86-64 glibc Linux
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64")  # Gradescope's images run x86-64 glibc Linux
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder's image (Ubuntu 22.04
@@ -101,8 +101,9 @@ exec "$python" -m minitorch_attn.homework.gradescope --root "$root" --assignment
 """
 
 
-def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB, pins=None,
-                     hide_derivations=False):
+def write_autograder(
+    out, number, tree=None, timeout=60.0, budget=600.0, memory=PLATFORM_MEMORY_MB, pins=None, hide_derivations=False
+):
     """Write the autograder zip of assignment ``number`` to ``out`` (atomically); returns
     the names it holds. Each zip holds a new random secret (``release_secret.txt``) from
     which the held-back checks' inputs are drawn; ``budget`` is the Gradescope timeout the teacher
@@ -118,8 +119,8 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
     """
     tree = tree if isinstance(tree, InstructorTree) else InstructorTree(tree)
     tree.assignment(number)
-    task_limits(budget, len(tree.assignment(number)["tasks"]) + 1, timeout)   # ValueError when too small
-    student_memory(memory)                                                     # likewise
+    task_limits(budget, len(tree.assignment(number)["tasks"]) + 1, timeout)  # ValueError when too small
+    student_memory(memory)  # likewise
     resolved = "given by the caller"
     if pins is None:
         pins = resolve_pins(requirement_lines(tree.root / "setup.cfg"))
@@ -132,11 +133,13 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
     names = []
     try:
         with zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
-            scripts = {"setup.sh": setup,
-                       "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget, memory=memory)}
+            scripts = {
+                "setup.sh": setup,
+                "run_autograder": RUN_AUTOGRADER.format(number=number, timeout=timeout, budget=budget, memory=memory),
+            }
             for name, text in scripts.items():
                 info = zipfile.ZipInfo(name)
-                info.external_attr = 0o100755 << 16          # executable, as Gradescope runs them
+                info.external_attr = 0o100755 << 16  # executable, as Gradescope runs them
                 archive.writestr(info, text)
                 names.append(name)
             for path in _shipped_files(tree.root):
@@ -148,7 +151,7 @@ def write_autograder(out, number, tree=None, timeout=60.0, budget=600.0, memory=
                 archive.writestr(derive.MODE_FILE, "derive mode: students hand in derivations/task_<id>.md\n")
                 names.append(derive.MODE_FILE)
             names.append(SECRET_FILE)
-        os.chmod(temporary, 0o600)   # it holds the secret
+        os.chmod(temporary, 0o600)  # it holds the secret
         os.replace(temporary, out)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
@@ -175,19 +178,35 @@ def resolve_pins(requirements, pythons=TARGET_PYTHONS, platforms=PLATFORMS):
         platform = [f"--platform={name}" for name in platforms]
 
         def pip(python, *arguments):
-            command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-                       "--only-binary=:all:", "--implementation=cp", f"--python-version={python}", *platform,
-                       "--target", str(pathlib.Path(scratch) / "target"), *arguments]
+            command = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--quiet",
+                "--ignore-installed",
+                "--only-binary=:all:",
+                "--implementation=cp",
+                f"--python-version={python}",
+                *platform,
+                "--target",
+                str(pathlib.Path(scratch) / "target"),
+                *arguments,
+            ]
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 words = [line for line in done.stderr.splitlines() if not line.startswith("WARNING: Location")]
-                raise GraderError(f"pip could not resolve the grader's libraries ({' '.join(arguments[-3:])} ...) for "
-                                  f"Python {python}: {cap(chr(10).join(words[-8:]), 2_000)}")
+                raise GraderError(
+                    f"pip could not resolve the grader's libraries ({' '.join(arguments[-3:])} ...) for "
+                    f"Python {python}: {cap(chr(10).join(words[-8:]), 2_000)}"
+                )
 
         pip(pythons[0], "--report", str(report), *requirements)
         installs = json.loads(report.read_text())["install"]
-        pins = sorted((f"{item['metadata']['name']}=={item['metadata']['version']}" for item in installs),
-                      key=str.lower)
+        pins = sorted(
+            (f"{item['metadata']['name']}=={item['metadata']['version']}" for item in installs), key=str.lower
+        )
         for python in pythons[1:]:
             pip(python, "--no-deps", *pins)
     return pins
@@ -201,8 +220,12 @@ def _shipped_files(root):
         elif source.is_dir():
             for path in sorted(source.rglob("*")):
                 folders = set(path.relative_to(root).parts[:-1])
-                if (path.is_file() and not folders & LEFT_OUT_FOLDERS and path.name not in LEFT_OUT_NAMES
-                        and path.suffix != ".pyc"):
+                if (
+                    path.is_file()
+                    and not folders & LEFT_OUT_FOLDERS
+                    and path.name not in LEFT_OUT_NAMES
+                    and path.suffix != ".pyc"
+                ):
                     yield path
 
 
@@ -216,28 +239,49 @@ def main(argv=None):
     and keeps the results.json of the tasks graded so far."""
     parser = argparse.ArgumentParser(prog="python -m minitorch_attn.homework.gradescope", description=main.__doc__)
     parser.add_argument("--assignment", type=positive_int, required=True)
-    parser.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"),
-                        help="Gradescope's folder (default: $AUTOGRADER_ROOT or /autograder)")
+    parser.add_argument(
+        "--root",
+        default=os.environ.get("AUTOGRADER_ROOT", "/autograder"),
+        help="Gradescope's folder (default: $AUTOGRADER_ROOT or /autograder)",
+    )
     parser.add_argument("--timeout", type=positive_float, default=60.0, help="time limit of each test, in seconds")
-    parser.add_argument("--budget", type=positive_float, default=600.0,
-                        help="the assignment's Gradescope timeout, in seconds (default 600)")
-    parser.add_argument("--memory", type=positive_float, default=PLATFORM_MEMORY_MB,
-                        help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB})")
+    parser.add_argument(
+        "--budget",
+        type=positive_float,
+        default=600.0,
+        help="the assignment's Gradescope timeout, in seconds (default 600)",
+    )
+    parser.add_argument(
+        "--memory",
+        type=positive_float,
+        default=PLATFORM_MEMORY_MB,
+        help=f"the memory of the assignment's Gradescope machine, MB (default {PLATFORM_MEMORY_MB})",
+    )
     args = parser.parse_args(argv)
     root = pathlib.Path(args.root)
-    stop_as_ctrl_c()   # SIGTERM (and SIGHUP) stop the grading as Ctrl-C does
+    stop_as_ctrl_c()  # SIGTERM (and SIGHUP) stop the grading as Ctrl-C does
     results = root / "results" / "results.json"
     if os.geteuid() == 0:
-        for private, mode in ((root / "source", 0o700), (root / "submission", 0o700),
-                              (root / "submission_metadata.json", 0o600)):   # earlier submissions' feedback
+        for private, mode in (
+            (root / "source", 0o700),
+            (root / "submission", 0o700),
+            (root / "submission_metadata.json", 0o600),
+        ):  # earlier submissions' feedback
             if private.exists():
                 os.chmod(private, mode)
         results.parent.mkdir(parents=True, exist_ok=True)
         os.chown(results.parent, 0, 0)
-        os.chmod(results.parent, 0o755)   # root's: the student's account cannot write results.json
+        os.chmod(results.parent, 0o755)  # root's: the student's account cannot write results.json
     try:
-        _, graded = grade_submission(root / "submission", args.assignment, results, instructor=root / "source",
-                                     timeout=args.timeout, budget=args.budget, memory=args.memory)
+        _, graded = grade_submission(
+            root / "submission",
+            args.assignment,
+            results,
+            instructor=root / "source",
+            timeout=args.timeout,
+            budget=args.budget,
+            memory=args.memory,
+        )
     except (GraderError, ValueError) as error:
         print(f"the autograder could not grade: {error}", file=sys.stderr)
         write_grader_error(results, str(error))
@@ -248,9 +292,15 @@ def main(argv=None):
 
 def write_grader_error(path, reason):
     """A results.json with no score that says why the autograder could not grade."""
-    write_results(path, {"output": f"The autograder could not grade this submission (this is not your grade; "
-                                   f"your instructor will regrade it): {cap(reason)}", "output_format": "text",
-                         "tests": []})
+    write_results(
+        path,
+        {
+            "output": f"The autograder could not grade this submission (this is not your grade; "
+            f"your instructor will regrade it): {cap(reason)}",
+            "output_format": "text",
+            "tests": [],
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,33 @@ import subprocess
 import sys
 import tempfile
 
-REFERENCE_LIBRARIES = ("torch", "functorch", "torchgen", "jax", "jaxlib", "flax", "tensorflow", "keras", "autograd",
-                       "mxnet", "paddle", "mlx", "chainer", "tinygrad", "micrograd", "minitorch", "theano", "aesara",
-                       "pytensor", "mygrad", "tangent", "thunder", "nnabla", "dynet", "sympy")
+REFERENCE_LIBRARIES = (
+    "torch",
+    "functorch",
+    "torchgen",
+    "jax",
+    "jaxlib",
+    "flax",
+    "tensorflow",
+    "keras",
+    "autograd",
+    "mxnet",
+    "paddle",
+    "mlx",
+    "chainer",
+    "tinygrad",
+    "micrograd",
+    "minitorch",
+    "theano",
+    "aesara",
+    "pytensor",
+    "mygrad",
+    "tangent",
+    "thunder",
+    "nnabla",
+    "dynet",
+    "sympy",
+)
 """Top-level modules that compute the tasks' forward and backward passes for the student."""
 
 GUARD = '''"""Run by the minitorch-attn grader before student code: no reference library may be imported."""
@@ -96,7 +120,9 @@ def mount_namespaces():
     with ``CAP_SYS_ADMIN``; a container usually refuses). Asked once (:func:`refused`)."""
     global _namespaces
     if _namespaces is None:
-        _namespaces = sys.platform.startswith("linux") and os.geteuid() == 0 and refused(CLONE_NEWNS | CLONE_NEWIPC) == 0
+        _namespaces = (
+            sys.platform.startswith("linux") and os.geteuid() == 0 and refused(CLONE_NEWNS | CLONE_NEWIPC) == 0
+        )
     return _namespaces
 
 
@@ -104,7 +130,7 @@ def refused(flags):
     """0 when a child of this process may ``unshare(flags)``, else the errno of the refusal
     (asked by a child that tries, so this process keeps its namespaces)."""
     pid = os.fork()
-    if pid == 0:   # the child: never returns
+    if pid == 0:  # the child: never returns
         code = 1
         try:
             unshare(flags)
@@ -124,15 +150,17 @@ def what_python_sees(python):
     """``({reference library: [its folders or file]}, [folders python runs from])`` as
     ``python`` reports them (its prefixes, its executable's folder, its module search path); the
     libraries are found, not imported."""
-    script = ("import importlib.util, json, os, sys\n"
-              "found = {}\n"
-              f"for name in {list(REFERENCE_LIBRARIES)!r}:\n"
-              "    spec = importlib.util.find_spec(name)\n"
-              "    if spec is not None:\n"
-              "        found[name] = [os.path.realpath(p) for p in spec.submodule_search_locations or [spec.origin] if p]\n"
-              "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), "
-              "*vars(sys)['path'][1:]]\n"
-              "print(json.dumps([found, [os.path.realpath(p) for p in own if p and os.path.isabs(p)]]))")
+    script = (
+        "import importlib.util, json, os, sys\n"
+        "found = {}\n"
+        f"for name in {list(REFERENCE_LIBRARIES)!r}:\n"
+        "    spec = importlib.util.find_spec(name)\n"
+        "    if spec is not None:\n"
+        "        found[name] = [os.path.realpath(p) for p in spec.submodule_search_locations or [spec.origin] if p]\n"
+        "own = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), "
+        "*vars(sys)['path'][1:]]\n"
+        "print(json.dumps([found, [os.path.realpath(p) for p in own if p and os.path.isabs(p)]]))"
+    )
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, cwd="/", env={"PATH": os.defpath})
     if done.returncode != 0:
         raise OSError(f"{python} could not say what it imports: {done.stderr.strip()[-300:]}")
@@ -150,8 +178,11 @@ def plan(python, private=()):
     holds. The folder a process runs in and the guard's are kept too (:func:`hide`)."""
     found, own = what_python_sees(python)
     libraries = sorted({path for paths in found.values() for path in paths})
-    tops = sorted(os.path.join("/", name) for name in os.listdir("/")
-                  if name not in VISIBLE and not os.path.islink(os.path.join("/", name)))
+    tops = sorted(
+        os.path.join("/", name)
+        for name in os.listdir("/")
+        if name not in VISIBLE and not os.path.islink(os.path.join("/", name))
+    )
     private = [os.path.realpath(p) for p in private if os.path.exists(p)]
     hidden = tops + [p for p in private if not any(_inside(p, top) for top in tops)] + libraries
     return tuple(dict.fromkeys(hidden + [p for p in WRITABLE if os.path.isdir(p)])), tuple(_outermost(own))
@@ -166,8 +197,8 @@ def hide(hidden, kept):
     unshare(CLONE_NEWNS | CLONE_NEWIPC)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     kept = [p for p in _outermost(kept) if any(_inside(p, h) and p != h for h in hidden)]
-    handles = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}   # reachable once covered
-    inside_kept = [p for p in hidden if any(_inside(p, k) for k in kept)]   # covered once their folder is back
+    handles = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}  # reachable once covered
+    inside_kept = [p for p in hidden if any(_inside(p, k) for k in kept)]  # covered once their folder is back
     covered = [p for p in hidden if p not in inside_kept]
     for path in covered:
         _cover(path, writable=True)
@@ -190,18 +221,25 @@ def isolation_problems(python, private_root, private_files, hidden, account):
     problems = []
     libraries = [] if hidden else list(what_python_sees(python)[0])
     if libraries:
-        problems.append(f"{python} has {', '.join(libraries)}" + (" (PyTorch)" if "torch" in libraries else "")
-                        + ", which would let student code compute the reference's values: grade with a Python "
-                          "without them (setup.sh installs none)")
+        problems.append(
+            f"{python} has {', '.join(libraries)}"
+            + (" (PyTorch)" if "torch" in libraries else "")
+            + ", which would let student code compute the reference's values: grade with a Python "
+            "without them (setup.sh installs none)"
+        )
     if account is None:
-        problems.append(f"student code cannot run under an account of its own with {python} (a folder above it is "
-                        f"private, or the grader is not root): make a virtual environment from the system's Python, "
-                        f"`/usr/bin/python3 -m venv /opt/minitorch-grader && /opt/minitorch-grader/bin/pip install "
-                        f"-e 'CHECKOUT[test]'`, and grade as root with /opt/minitorch-grader/bin/minitorch-attn")
+        problems.append(
+            f"student code cannot run under an account of its own with {python} (a folder above it is "
+            f"private, or the grader is not root): make a virtual environment from the system's Python, "
+            f"`/usr/bin/python3 -m venv /opt/minitorch-grader && /opt/minitorch-grader/bin/pip install "
+            f"-e 'CHECKOUT[test]'`, and grade as root with /opt/minitorch-grader/bin/minitorch-attn"
+        )
     readable = [path for path in private_files if not hidden and _readable_by_others(path)]
     if readable:
-        problems.append(f"{readable[0]} (a reference solution) is readable by other users, student code's account "
-                        f"among them: `chmod 700 {private_root}` (keep the virtual environment outside it)")
+        problems.append(
+            f"{readable[0]} (a reference solution) is readable by other users, student code's account "
+            f"among them: `chmod 700 {private_root}` (keep the virtual environment outside it)"
+        )
     return problems
 
 

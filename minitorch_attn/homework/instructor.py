@@ -34,11 +34,14 @@ from . import markers, preflight
 COPIED = ("minitorch_attn", "tests", "gradcheck", "setup.cfg", "pyproject.toml")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "results.json")
 INSTRUCTOR_TESTS = "tests/instructor"
-HANDOUT = ".homework/handout.zip"   # in a student tree: the graded files as handed out (homework make)
-SECRET_FILE = "minitorch_attn/homework/release_secret.txt"      # in an autograder zip only
-NEVER_COPIED = ("minitorch_attn/homework/mutants.json", "minitorch_attn/homework/leaks.json",
-                "minitorch_attn/homework/signatures.json",
-                SECRET_FILE)   # into a copy that student code runs in
+HANDOUT = ".homework/handout.zip"  # in a student tree: the graded files as handed out (homework make)
+SECRET_FILE = "minitorch_attn/homework/release_secret.txt"  # in an autograder zip only
+NEVER_COPIED = (
+    "minitorch_attn/homework/mutants.json",
+    "minitorch_attn/homework/leaks.json",
+    "minitorch_attn/homework/signatures.json",
+    SECRET_FILE,
+)  # into a copy that student code runs in
 
 
 class GraderError(ValueError):
@@ -73,11 +76,13 @@ class InstructorTree:
             self.root = pathlib.Path(self._handout.name)
         for name in ("minitorch_attn", "tests", "setup.cfg"):
             if not (self.root / name).exists():
-                raise GraderError(f"{self.root} is not an instructor's tree (it has no {name}): grade from a "
-                                  f"source checkout of the project (pip install -e) or pass --instructor")
+                raise GraderError(
+                    f"{self.root} is not an instructor's tree (it has no {name}): grade from a "
+                    f"source checkout of the project (pip install -e) or pass --instructor"
+                )
         self.manifest = markers.load_manifest(self.root / "minitorch_attn" / "homework" / "manifest.json")
         self.titles = {t["id"]: t["title"] for a in self.manifest["assignments"] for t in a["tasks"]}
-        self.regions = {}   # "minitorch_attn/functional/softmax.py" -> [Region, ...] in file order
+        self.regions = {}  # "minitorch_attn/functional/softmax.py" -> [Region, ...] in file order
         for path in sorted((self.root / "minitorch_attn").rglob("*.py")):
             try:
                 found = markers.find_regions(path)
@@ -85,9 +90,11 @@ class InstructorTree:
                 raise GraderError(f"the instructor's solution markers are broken: {exc}") from None
             if found:
                 self.regions[path.relative_to(self.root).as_posix()] = found
-        self.references = [path.relative_to(self.root).as_posix()                # files with REFERENCE regions
-                           for path in sorted((self.root / "minitorch_attn" / markers.REFERENCE_HOME).glob("*.py"))
-                           if markers.find_references(path)]
+        self.references = [
+            path.relative_to(self.root).as_posix()  # files with REFERENCE regions
+            for path in sorted((self.root / "minitorch_attn" / markers.REFERENCE_HOME).glob("*.py"))
+            if markers.find_references(path)
+        ]
 
     def assignment(self, number):
         """The manifest entry of assignment ``number``, after checking that each of its
@@ -100,8 +107,12 @@ class InstructorTree:
 
     def tasks_of(self, number, later=False):
         """Ids of the tasks of assignment ``number`` (with ``later``: of every assignment after it)."""
-        return {t["id"] for a in self.manifest["assignments"] if (a["number"] > number if later else a["number"] == number)
-                for t in a["tasks"]}
+        return {
+            t["id"]
+            for a in self.manifest["assignments"]
+            if (a["number"] > number if later else a["number"] == number)
+            for t in a["tasks"]
+        }
 
     def files_of(self, task_id):
         """The package files (relative paths) holding regions of ``task_id``."""
@@ -123,7 +134,8 @@ class InstructorTree:
             if len(theirs) != expected:
                 raise SubmissionProblem(
                     f"{rel} should have {expected} region(s) `# BEGIN SOLUTION {task_id}` ... `# END SOLUTION` "
-                    f"as handed out, but the submitted file has {len(theirs)}: keep every pair of SOLUTION lines")
+                    f"as handed out, but the submitted file has {len(theirs)}: keep every pair of SOLUTION lines"
+                )
             sources[rel] = splice((self.root / rel).read_text(), regions, task_id, theirs, stubbed, self.titles)
         return sources
 
@@ -156,8 +168,10 @@ class InstructorTree:
             except importlib.metadata.PackageNotFoundError:
                 missing.append(name)
         if missing:
-            raise GraderError(f"the tests need {', '.join(missing)}, not installed in this Python: "
-                              f'pip install -e "{self.root}[test]"; nothing was graded')
+            raise GraderError(
+                f"the tests need {', '.join(missing)}, not installed in this Python: "
+                f'pip install -e "{self.root}[test]"; nothing was graded'
+            )
 
 
 def splice(text, regions, task_id, blocks, stubbed=(), titles=None):
@@ -175,14 +189,14 @@ def splice_all(text, regions, replacements, stubbed=(), titles=None):
     out, cursor = [], 0
     theirs = {task: iter(blocks) for task, blocks in replacements.items()}
     for region in regions:
-        out.extend(lines[cursor:region.begin + 1])                       # up to BEGIN SOLUTION
+        out.extend(lines[cursor : region.begin + 1])  # up to BEGIN SOLUTION
         if region.task in theirs:
             out.extend(region.indent + line if line else "" for line in next(theirs[region.task]))
         elif region.task in stubbed:
             out.append(markers.stub_text(region, (titles or {}).get(region.task, "")))
         else:
             out.extend(region.code)
-        cursor = region.end                                                 # from END SOLUTION on
+        cursor = region.end  # from END SOLUTION on
     out.extend(lines[cursor:])
     return "\n".join(out) + "\n"
 
@@ -223,9 +237,10 @@ class Workspace:
             shutil.copytree(self.base, folder)
             for rel, regions in self.tree.regions.items():
                 if any(r.task in key for r in regions):
-                    _write_source(folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key,
-                                                           self.tree.titles))
-            for rel in self.tree.references:                         # the catalogue's answers of those tasks
+                    _write_source(
+                        folder / rel, splice_all((self.base / rel).read_text(), regions, {}, key, self.tree.titles)
+                    )
+            for rel in self.tree.references:  # the catalogue's answers of those tasks
                 _write_source(folder / rel, markers.hold_back((folder / rel).read_text(), rel, key))
             for rel in [*self.tree.manifest.get("held_out", []), INSTRUCTOR_TESTS, *NEVER_COPIED]:
                 path = folder / rel
@@ -233,7 +248,7 @@ class Workspace:
                     shutil.rmtree(path)
                 else:
                     path.unlink(missing_ok=True)
-                    for compiled in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):   # its bytecode too
+                    for compiled in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):  # its bytecode too
                         compiled.unlink()
             self._bases[key] = folder
         return self._bases[key]
@@ -247,7 +262,7 @@ class Workspace:
         os.chmod(holder, 0o711)
         folder = holder / "tree"
         shutil.copytree(self.graded_base(stubbed), folder)
-        os.chmod(folder, 0o700)   # closed until it is handed to the student's account (sandbox.hand_over)
+        os.chmod(folder, 0o700)  # closed until it is handed to the student's account (sandbox.hand_over)
         for rel, text in sources.items():
             _write_source(folder / rel, text)
         return folder

@@ -49,14 +49,27 @@ def seed(secret, task_id, code):
 def write_spec(path, folder, confinement, python, seed_value, timeout):
     """Write the plugin's SPEC.json to ``path``; returns it."""
     path = pathlib.Path(path)
-    path.write_text(json.dumps({"folder": str(folder), "confinement": confinement.to_json(), "python": str(python),
-                                "seed": int(seed_value), "timeout": float(timeout)}))
+    path.write_text(
+        json.dumps(
+            {
+                "folder": str(folder),
+                "confinement": confinement.to_json(),
+                "python": str(python),
+                "seed": int(seed_value),
+                "timeout": float(timeout),
+            }
+        )
+    )
     return path
 
 
 def pytest_addoption(parser):
-    parser.addoption("--judge", default=None, metavar="SPEC",
-                     help="run the held-back tests on the student's library described in SPEC (the grader's)")
+    parser.addoption(
+        "--judge",
+        default=None,
+        metavar="SPEC",
+        help="run the held-back tests on the student's library described in SPEC (the grader's)",
+    )
 
 
 def pytest_configure(config):
@@ -71,8 +84,9 @@ class Judge:
     def __init__(self, spec):
         self.seed = int(spec["seed"])
         self.timeout = float(spec["timeout"])
-        self.student = remote.Student(pathlib.Path(spec["folder"]), sandbox.Confinement.from_json(spec["confinement"]),
-                                      spec["python"])
+        self.student = remote.Student(
+            pathlib.Path(spec["folder"]), sandbox.Confinement.from_json(spec["confinement"]), spec["python"]
+        )
 
     def pytest_sessionfinish(self, session, exitstatus):
         self.student.close()

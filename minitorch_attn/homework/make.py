@@ -63,9 +63,10 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
     hints = {t["id"]: t.get("hints", []) for a in manifest["assignments"] for t in a["tasks"]}
     left_out = {pathlib.Path(p) for a in later for p in a.get("test_files", [])}
     left_out |= {pathlib.Path(p) for p in manifest.get("held_out", [])}
-    if hide_derivations:   # files that give a backward formula in code (a demo's NumPy reference)
-        left_out |= {pathlib.Path(p) for a in [chosen, *later] for task in a["tasks"]
-                     for p in task.get("derive_held_out", [])}
+    if hide_derivations:  # files that give a backward formula in code (a demo's NumPy reference)
+        left_out |= {
+            pathlib.Path(p) for a in [chosen, *later] for task in a["tasks"] for p in task.get("derive_held_out", [])
+        }
 
     # the tree is made in a hidden folder beside out_dir and renamed into place once whole, so
     # a make that is stopped (Ctrl-C, SIGHUP, SIGTERM) or fails leaves no half-made tree
@@ -87,7 +88,7 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
         regions = markers.all_regions(project_root / "minitorch_attn")
         readme = student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_derivations)
         (building / "README.md").write_text(readme)
-        student_page = project_root / STUDENT_PAGE   # how to work, test and grade: in the tree itself
+        student_page = project_root / STUDENT_PAGE  # how to work, test and grade: in the tree itself
         if student_page.is_file():
             text = student_page.read_text()
             text = derive.hide(text, stub_tasks) if hide_derivations else derive.show(text)
@@ -97,11 +98,13 @@ def make(out_dir, number, manifest=None, project_root=markers.PROJECT_ROOT, hide
             fingerprints = [f for task in stub_tasks for f in derive.fingerprints(project_root).get(task, [])]
             found = derive.leaks(building, fingerprints)
             if found:
-                raise ValueError("the derive-mode tree still gives backward formulas: " + "; ".join(
-                    f"{rel}:{line} has {f!r}" for rel, line, f in found[:20]))
+                raise ValueError(
+                    "the derive-mode tree still gives backward formulas: "
+                    + "; ".join(f"{rel}:{line} has {f!r}" for rel, line, f in found[:20])
+                )
         write_handout(building)
         if out_dir.exists():
-            out_dir.rmdir()   # empty (checked above)
+            out_dir.rmdir()  # empty (checked above)
         os.replace(building, out_dir)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -150,8 +153,9 @@ def _write_sheets(out_dir, chosen, regions, project_root):
     folder = pathlib.Path(out_dir) / "derivations"
     folder.mkdir()
     for task in chosen["tasks"]:
-        places = sorted({f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`"
-                         for r in regions if r.task == task["id"]})
+        places = sorted(
+            {f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`" for r in regions if r.task == task["id"]}
+        )
         (folder / f"task_{task['id'].replace('.', '_')}.md").write_text(derive.sheet(task, places))
 
 
@@ -171,10 +175,14 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_der
         "",
         "## Your tasks, in order",
         "",
-        "Each task is a `raise NotImplementedError(\"Task ...\")` between two lines",
+        'Each task is a `raise NotImplementedError("Task ...")` between two lines',
         "`# BEGIN SOLUTION <task>` and `# END SOLUTION` in the library. The docstring around it",
-        ("says what to compute and what the backward returns (you derive the backward pass);" if hide_derivations
-         else "says what to compute and derives the backward pass;") + " replace the `raise` with your code,",
+        (
+            "says what to compute and what the backward returns (you derive the backward pass);"
+            if hide_derivations
+            else "says what to compute and derives the backward pass;"
+        )
+        + " replace the `raise` with your code,",
         "**between the two SOLUTION lines**, and keep those lines: only the code between them is",
         "graded (a helper you need goes there too). Run a task's tests with the command under",
         "it, and every gradient check with `python -m gradcheck`. The catalogue's own answers for",
@@ -183,42 +191,65 @@ def student_readme(manifest, chosen, stub_tasks, regions, project_root, hide_der
         "",
     ]
     if hide_derivations:
-        lines += ["## Derive the backward passes", "",
-                  "The docstrings give each forward as numbered steps, the shapes, and what the backward",
-                  "must return, but not the backward's formulas: derive them. For each task, write the",
-                  "derivation in `derivations/task_<task>.md` (Markdown, math between dollar signs), say which",
-                  "forward step each line of your backward undoes, then code it and check it with the tests and",
-                  "`python -m gradcheck`. Hand the `derivations/` folder in with your code.", ""]
+        lines += [
+            "## Derive the backward passes",
+            "",
+            "The docstrings give each forward as numbered steps, the shapes, and what the backward",
+            "must return, but not the backward's formulas: derive them. For each task, write the",
+            "derivation in `derivations/task_<task>.md` (Markdown, math between dollar signs), say which",
+            "forward step each line of your backward undoes, then code it and check it with the tests and",
+            "`python -m gradcheck`. Hand the `derivations/` folder in with your code.",
+            "",
+        ]
     for task in chosen["tasks"]:
-        places = sorted({f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`"
-                         for r in regions if r.task == task["id"]})
+        places = sorted(
+            {f"`{r.path.relative_to(project_root).as_posix()}`: `{r.owner}`" for r in regions if r.task == task["id"]}
+        )
         lines.append(f"### Task {task['id']}: {task['title']} ({task['points']} points)")
         lines.append("")
         if task.get("description"):
             lines += [task["description"], ""]
-        lines += ["Where: " + ", ".join(places), "",
-                  "```bash", f"pytest -m {markers.marker_name(task['id'])}", "```", ""]
-        checks = gradcheck_names_of_task(task["id"])   # from the catalogue of operations
+        lines += [
+            "Where: " + ", ".join(places),
+            "",
+            "```bash",
+            f"pytest -m {markers.marker_name(task['id'])}",
+            "```",
+            "",
+        ]
+        checks = gradcheck_names_of_task(task["id"])  # from the catalogue of operations
         if checks:
             lines.append("Gradient checks: " + ", ".join(f"`{g}`" for g in checks))
             lines.append("")
     later = sorted(stub_tasks - {t["id"] for t in chosen["tasks"]})
     if later:
-        lines += ["## Later assignments",
-                  "",
-                  "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
-                  "assignments; leave them for now.", ""]
-    lines += ["## Grading", "",
-              "Each task is graded in a run of its own, on your code for the whole assignment (this",
-              "folder's). Its tests call that task's code directly, so a mistake or an unfinished task",
-              "costs the points of its own task only (a backward is graded even while the engine or its",
-              "forward is unfinished), unless your code for another task calls it (a softmax built on",
-              "your log_softmax). A task's points need every one of its tests to pass, the ones above",
-              "and a few held back by your instructor (the same kinds of checks, at extreme inputs and",
-              "on tricky graphs, on inputs drawn anew for each submission). To see",
-              "the table your instructor will see, minus the held-back tests:", "",
-              "```bash", f"minitorch-attn homework grade . --assignment {chosen['number']}", "```", "",
-              "Hand in this folder (or a zip of it, or just the files you edited"
-              + (", with `derivations/`)." if hide_derivations else ")."), "",
-              "How to work, test and grade: `STUDENT.md`.", ""]
+        lines += [
+            "## Later assignments",
+            "",
+            "Tests that fail with `Task` numbers " + ", ".join(later) + " belong to later "
+            "assignments; leave them for now.",
+            "",
+        ]
+    lines += [
+        "## Grading",
+        "",
+        "Each task is graded in a run of its own, on your code for the whole assignment (this",
+        "folder's). Its tests call that task's code directly, so a mistake or an unfinished task",
+        "costs the points of its own task only (a backward is graded even while the engine or its",
+        "forward is unfinished), unless your code for another task calls it (a softmax built on",
+        "your log_softmax). A task's points need every one of its tests to pass, the ones above",
+        "and a few held back by your instructor (the same kinds of checks, at extreme inputs and",
+        "on tricky graphs, on inputs drawn anew for each submission). To see",
+        "the table your instructor will see, minus the held-back tests:",
+        "",
+        "```bash",
+        f"minitorch-attn homework grade . --assignment {chosen['number']}",
+        "```",
+        "",
+        "Hand in this folder (or a zip of it, or just the files you edited"
+        + (", with `derivations/`)." if hide_derivations else ")."),
+        "",
+        "How to work, test and grade: `STUDENT.md`.",
+        "",
+    ]
     return "\n".join(lines)

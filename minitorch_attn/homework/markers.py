@@ -29,15 +29,15 @@ import json
 import pathlib
 import re
 
-PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]   # minitorch_attn/
-PROJECT_ROOT = PACKAGE_ROOT.parent                           # the source checkout
+PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]  # minitorch_attn/
+PROJECT_ROOT = PACKAGE_ROOT.parent  # the source checkout
 MANIFEST_PATH = pathlib.Path(__file__).with_name("manifest.json")
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION (?P<task>\S+)\s*$")
 END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
 REFERENCE_BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN REFERENCE (?P<task>\S+)\s*$")
 REFERENCE_END = re.compile(r"^[ \t]*# END REFERENCE\s*$")
-REFERENCE_HOME = "opinfo"      # the package folder whose modules may hold reference regions
+REFERENCE_HOME = "opinfo"  # the package folder whose modules may hold reference regions
 DEFINITION = re.compile(r"^(?P<indent>[ \t]*)(?:async\s+)?(?:def|class)\s+(?P<name>\w+)")
 
 
@@ -71,7 +71,7 @@ def dedent_line(line, indent):
     """``line`` without the leading ``indent`` (a line indented less keeps what it has)."""
     if not line.strip():
         return ""
-    return line[len(indent):] if line.startswith(indent) else line
+    return line[len(indent) :] if line.startswith(indent) else line
 
 
 def marker_name(task_id):
@@ -86,8 +86,7 @@ def load_manifest(path=MANIFEST_PATH):
 
 def tasks_by_id(manifest):
     """``{task id: (assignment, task)}`` for every task of the manifest."""
-    return {task["id"]: (assignment, task)
-            for assignment in manifest["assignments"] for task in assignment["tasks"]}
+    return {task["id"]: (assignment, task) for assignment in manifest["assignments"] for task in assignment["tasks"]}
 
 
 def assignment_by_number(manifest, number):
@@ -114,14 +113,16 @@ def find_regions(path, text=None, begin_marker=BEGIN, end_marker=END, kind="SOLU
         begin, end = begin_marker.match(line), end_marker.match(line)
         if begin:
             if open_at is not None:
-                raise MarkerError(f"{path}:{number + 1}: BEGIN {kind} inside the region opened at line {open_at[0] + 1}")
+                raise MarkerError(
+                    f"{path}:{number + 1}: BEGIN {kind} inside the region opened at line {open_at[0] + 1}"
+                )
             open_at = (number, begin["task"], begin["indent"])
         elif end:
             if open_at is None:
                 raise MarkerError(f"{path}:{number + 1}: END {kind} without a BEGIN {kind}")
             start, task, indent = open_at
             owner = ".".join(n for _, n in owners) or "<module>"
-            regions.append(Region(path, task, start, number, indent, owner, lines[start + 1:number]))
+            regions.append(Region(path, task, start, number, indent, owner, lines[start + 1 : number]))
             open_at = None
     if open_at is not None:
         raise MarkerError(f"{path}:{open_at[0] + 1}: BEGIN {kind} {open_at[1]} is never closed")
@@ -151,9 +152,10 @@ def defined_names(region):
             names.append(node.name)
         elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
             names += [t.id for t in node.targets]
-        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):   # a comment string is fine
-            raise MarkerError(f"{region.where}: a REFERENCE region holds only definitions "
-                              f"(line {region.begin + 1 + node.lineno})")
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # a comment string is fine
+            raise MarkerError(
+                f"{region.where}: a REFERENCE region holds only definitions (line {region.begin + 1 + node.lineno})"
+            )
     return names
 
 
@@ -168,7 +170,7 @@ def hold_back(text, path, tasks):
     lines = text.splitlines()
     out, cursor = [], 0
     for region in regions:
-        out.extend(lines[cursor:region.begin])
+        out.extend(lines[cursor : region.begin])
         if region.task in tasks:
             out.append(f"from minitorch_attn.opinfo.held_back import held_back  # task {region.task}'s answers")
             out += [f"{name} = held_back({region.task!r}, {name!r})" for name in defined_names(region)]
@@ -198,8 +200,9 @@ def registered_markers(setup_cfg):
 def files_with_marker(project_root, task_id):
     """The test files (under ``tests/``) that mention the task's marker, sorted."""
     name = marker_name(task_id)
-    return sorted(p for p in (pathlib.Path(project_root) / "tests").rglob("test_*.py")
-                  if re.search(rf"\b{name}\b", p.read_text()))
+    return sorted(
+        p for p in (pathlib.Path(project_root) / "tests").rglob("test_*.py") if re.search(rf"\b{name}\b", p.read_text())
+    )
 
 
 def check(manifest=None, package_root=PACKAGE_ROOT, project_root=PROJECT_ROOT):
@@ -243,8 +246,10 @@ def check(manifest=None, package_root=PACKAGE_ROOT, project_root=PROJECT_ROOT):
 
 def stub_text(region, title):
     """The line that replaces a region's code in a student's copy."""
-    message = (f"Task {region.task}: {title}. Write this part of {region.owner} here, between the "
-               f"SOLUTION lines (its docstring explains what to compute).")
+    message = (
+        f"Task {region.task}: {title}. Write this part of {region.owner} here, between the "
+        f"SOLUTION lines (its docstring explains what to compute)."
+    )
     return f"{region.indent}raise NotImplementedError({message!r})"
 
 
@@ -255,7 +260,7 @@ def strip_solutions(text, path, stub_tasks, titles):
     lines = text.splitlines()
     out, cursor = [], 0
     for region in find_regions(path, text):
-        out.extend(lines[cursor:region.begin])
+        out.extend(lines[cursor : region.begin])
         if region.task in stub_tasks:
             out += [lines[region.begin], stub_text(region, titles[region.task]), lines[region.end]]
         else:
@@ -289,8 +294,11 @@ def ungraded_lines(theirs, handed_out, path="<text>"):
     added = []
     for tag, _, _, first, last in matcher.get_opcodes():
         if tag in ("insert", "replace"):
-            added += [(number, line.strip()) for number, line in their_lines[first:last]
-                      if line.strip() and not line.strip().startswith("#")]
+            added += [
+                (number, line.strip())
+                for number, line in their_lines[first:last]
+                if line.strip() and not line.strip().startswith("#")
+            ]
     return added
 
 

@@ -31,8 +31,11 @@ def requirement_lines(setup_cfg="setup.cfg"):
     its ``test`` extra, in order: everything the grader and the tests need."""
     config = configparser.ConfigParser()
     config.read(setup_cfg)
-    lines = (config.get("options", "install_requires", fallback="") + "\n"
-             + config.get("options.extras_require", "test", fallback=""))
+    lines = (
+        config.get("options", "install_requires", fallback="")
+        + "\n"
+        + config.get("options.extras_require", "test", fallback="")
+    )
     return [line.strip() for line in lines.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
@@ -71,16 +74,22 @@ def why_missing(missing, setup_sh="setup.sh"):
     (then the zip is older than the package's requirements), and what to do."""
     pins = pinned_in(setup_sh)
     not_pinned = [name for name in missing if canonical(name) not in pins]
-    said = (f"the grader's Python ({sys.executable}, {sys.version.split()[0]}) lacks {', '.join(missing)}, "
-            "which setup.cfg requires")
+    said = (
+        f"the grader's Python ({sys.executable}, {sys.version.split()[0]}) lacks {', '.join(missing)}, "
+        "which setup.cfg requires"
+    )
     if not_pinned:
-        return (f"{said}. This zip's setup.sh does not install {', '.join(not_pinned)}: the zip was written by an "
-                f"older minitorch-attn. Write it again from your checkout (minitorch-attn homework autograder "
-                f"--assignment N --out FILE.zip: its setup.sh is resolved from setup.cfg), upload it and rebuild")
-    return (f"{said}. This zip's setup.sh installs them ({', '.join(pins[canonical(n)] for n in missing)}), so it "
-            f"failed while Gradescope built the image: read the build output on the autograder's settings page "
-            f"(a download that failed: rebuild; a pin with no wheel for the image's Python: write the zip again, "
-            f"or choose Ubuntu 22.04 or 24.04)")
+        return (
+            f"{said}. This zip's setup.sh does not install {', '.join(not_pinned)}: the zip was written by an "
+            f"older minitorch-attn. Write it again from your checkout (minitorch-attn homework autograder "
+            f"--assignment N --out FILE.zip: its setup.sh is resolved from setup.cfg), upload it and rebuild"
+        )
+    return (
+        f"{said}. This zip's setup.sh installs them ({', '.join(pins[canonical(n)] for n in missing)}), so it "
+        f"failed while Gradescope built the image: read the build output on the autograder's settings page "
+        f"(a download that failed: rebuild; a pin with no wheel for the image's Python: write the zip again, "
+        f"or choose Ubuntu 22.04 or 24.04)"
+    )
 
 
 def main(argv=None):
@@ -101,8 +110,15 @@ def main(argv=None):
     results.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=results.parent)
     with os.fdopen(handle, "w") as file:
-        json.dump({"output": f"The autograder could not grade this submission (this is not your grade; your "
-                             f"instructor will regrade it): {reason}", "output_format": "text", "tests": []}, file)
+        json.dump(
+            {
+                "output": f"The autograder could not grade this submission (this is not your grade; your "
+                f"instructor will regrade it): {reason}",
+                "output_format": "text",
+                "tests": [],
+            },
+            file,
+        )
     os.chmod(temporary, 0o644)
     os.replace(temporary, results)
     return 2

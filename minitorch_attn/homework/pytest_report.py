@@ -31,11 +31,13 @@ import sys
 try:
     from pytest import hookimpl
 except ImportError:  # imported for its documentation (the site's API reference), not as a plugin
+
     def hookimpl(**options):  # type: ignore[misc]
         return lambda hook: hook
 
+
 MAX_MESSAGE_CHARS = 4_000
-PACKAGE = pathlib.Path(__file__).resolve().parents[1]   # the minitorch_attn this run imports
+PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # the minitorch_attn this run imports
 
 
 class DebuggerCalled(RuntimeError):
@@ -43,16 +45,22 @@ class DebuggerCalled(RuntimeError):
 
 
 def _no_debugger(*args, **kwargs):
-    raise DebuggerCalled("breakpoint() or pdb.set_trace() was called: graded code runs without a "
-                         "terminal, so a debugger would wait forever; remove the call")
+    raise DebuggerCalled(
+        "breakpoint() or pdb.set_trace() was called: graded code runs without a "
+        "terminal, so a debugger would wait forever; remove the call"
+    )
 
 
 def pytest_addoption(parser):
-    parser.addoption("--grading-report", default=None, metavar="FILE",
-                     help="write one JSON line per test to FILE (used by minitorch-attn homework grade)")
+    parser.addoption(
+        "--grading-report",
+        default=None,
+        metavar="FILE",
+        help="write one JSON line per test to FILE (used by minitorch-attn homework grade)",
+    )
 
 
-@hookimpl(trylast=True)   # after pytest's own debugging plugin has set its hooks
+@hookimpl(trylast=True)  # after pytest's own debugging plugin has set its hooks
 def pytest_configure(config):
     path = config.getoption("--grading-report")
     if path:
@@ -66,7 +74,7 @@ class GradingReport:
 
     def __init__(self, path):
         self.file = open(path, "a", encoding="utf-8")
-        self.phases = {}   # nodeid -> the setup/call/teardown reports that did not pass
+        self.phases = {}  # nodeid -> the setup/call/teardown reports that did not pass
         self.write(package=str(PACKAGE))
 
     def write(self, **record):
@@ -78,8 +86,9 @@ class GradingReport:
             self.write(collect_error=report.nodeid or "(session)", message=_message(report))
 
     def pytest_collection_finish(self, session):
-        tasks = {item.nodeid: [m.name for m in item.iter_markers() if m.name.startswith("task_")]
-                 for item in session.items}
+        tasks = {
+            item.nodeid: [m.name for m in item.iter_markers() if m.name.startswith("task_")] for item in session.items
+        }
         self.write(selected=[item.nodeid for item in session.items], tasks=tasks)
 
     def pytest_runtest_logstart(self, nodeid, location):
@@ -106,7 +115,7 @@ def _message(report):
     """The exception message (or skip reason) of a failed or skipped report, at most
     ``MAX_MESSAGE_CHARS`` of it (a student's code may raise with megabytes of text)."""
     longrepr = report.longrepr
-    if isinstance(longrepr, tuple):                          # a skip: (path, lineno, reason)
+    if isinstance(longrepr, tuple):  # a skip: (path, lineno, reason)
         message = str(longrepr[2])
     elif getattr(longrepr, "reprcrash", None) is not None:
         message = longrepr.reprcrash.message

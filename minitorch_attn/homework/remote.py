@@ -58,8 +58,8 @@ from ..core.tensor import Tensor
 from . import sandbox
 from .worker import MAX_DEPTH, MAX_ITEMS, MAX_TEXT_CHARS, dump_array
 
-MAX_REPLY_BYTES = 64 * 2 ** 20   # one reply's line
-MAX_STOPS_IN_A_ROW = 3           # checks in a row whose worker was stopped: the next ones start none
+MAX_REPLY_BYTES = 64 * 2**20  # one reply's line
+MAX_STOPS_IN_A_ROW = 3  # checks in a row whose worker was stopped: the next ones start none
 WORKER = "minitorch_attn.homework.worker"
 
 
@@ -86,7 +86,7 @@ class Remote:
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)   # Python's own probes (copy, pickle, pytest) stay here
+            raise AttributeError(name)  # Python's own probes (copy, pickle, pytest) stay here
         return self._student._ask("getattr", of=self, name=name)
 
     def __setattr__(self, name, value):
@@ -171,9 +171,9 @@ class Student:
         self._deadline = None
         self._limit = None
         self.restarts = 0
-        self.last_failure = None   # why the last worker ended
-        self._ended_in = None      # the check (generation) in which it ended
-        self._stops_in_a_row = 0   # checks in a row that ended with their worker stopped
+        self.last_failure = None  # why the last worker ended
+        self._ended_in = None  # the check (generation) in which it ended
+        self._stops_in_a_row = 0  # checks in a row that ended with their worker stopped
 
     # the interface the checks use (also :class:`Local`'s)
     def module(self, name):
@@ -235,11 +235,19 @@ class Student:
         if self._ended_in == self._generation:
             raise StudentError(f"the student's process was stopped earlier in this check: {self.last_failure}")
         if self._started is None and self._stops_in_a_row >= MAX_STOPS_IN_A_ROW:
-            self._ended_in = self._generation   # this check counts as one more
-            raise StudentError(f"not run: the student's process was stopped in the {self._stops_in_a_row} checks "
-                               f"before this one (the last time: {self.last_failure})")
-        request = {"do": do, "name": name, "module": module, "of": self._encode(of), "args": self._encode(list(args)),
-                   "kwargs": self._encode(dict(kwargs or {}))}
+            self._ended_in = self._generation  # this check counts as one more
+            raise StudentError(
+                f"not run: the student's process was stopped in the {self._stops_in_a_row} checks "
+                f"before this one (the last time: {self.last_failure})"
+            )
+        request = {
+            "do": do,
+            "name": name,
+            "module": module,
+            "of": self._encode(of),
+            "args": self._encode(list(args)),
+            "kwargs": self._encode(dict(kwargs or {})),
+        }
         if self._started is None:
             self._start()
         self._count += 1
@@ -256,8 +264,10 @@ class Student:
             raise
         if not isinstance(reply, dict) or reply.get("n") != self._count:
             self._stop("it answered out of turn")
-            raise StudentError("the student's process answered another request than the one asked "
-                               "(its replies were written by something else than the worker)")
+            raise StudentError(
+                "the student's process answered another request than the one asked "
+                "(its replies were written by something else than the worker)"
+            )
         if "error" in reply:
             raised, where = _text(reply.get("error")), _text(reply.get("where"), 300)
             raise StudentError(f"your code raised {raised}" + (f" (at {where})" if where else ""))
@@ -269,7 +279,7 @@ class Student:
 
     def _start(self):
         sandbox.hand_over(self.folder, self.confinement.account)
-        from_grader, to_worker = os.pipe()    # (read end, write end)
+        from_grader, to_worker = os.pipe()  # (read end, write end)
         from_worker, to_grader = os.pipe()
         command = [self.python, "-m", WORKER, str(from_grader), str(to_grader)]
         try:
@@ -277,7 +287,7 @@ class Student:
         finally:
             os.close(from_grader)
             os.close(to_grader)
-        os.set_blocking(to_worker, False)   # a worker that stops reading must not block the grader's write
+        os.set_blocking(to_worker, False)  # a worker that stops reading must not block the grader's write
         self._requests, self._replies = to_worker, from_worker
         self._buffer = b""
 
@@ -310,7 +320,7 @@ class Student:
             if not ready:
                 raise StudentError(self._late())
             try:
-                view = view[os.write(self._requests, view[:65536]):]
+                view = view[os.write(self._requests, view[:65536]) :]
             except BlockingIOError:
                 continue
             except BrokenPipeError:
@@ -334,18 +344,22 @@ class Student:
         try:
             return json.loads(line)
         except ValueError:
-            raise StudentError("the student's process answered something that is not a reply "
-                               "(did your code write to the grader's channel?)") from None
+            raise StudentError(
+                "the student's process answered something that is not a reply "
+                "(did your code write to the grader's channel?)"
+            ) from None
 
     def _late(self):
-        return (f"your code did not answer within the {self._limit:g} s of this check (a loop that never "
-                f"ends?); it was stopped")
+        return (
+            f"your code did not answer within the {self._limit:g} s of this check (a loop that never "
+            f"ends?); it was stopped"
+        )
 
     def _ended(self):
         started = self._started
         try:
             code = started.process.wait(timeout=1)
-        except Exception:   # alive, but it closed the grader's channel
+        except Exception:  # alive, but it closed the grader's channel
             return "your code closed the student's process's channel to the grader"
         output = started.output()[-1500:]
         said = sandbox.Finished(code, None, output).crash(self.confinement.memory)
@@ -366,8 +380,13 @@ class Student:
         if isinstance(value, np.ndarray):
             return {"array": dump_array(value)}
         if isinstance(value, Tensor):
-            return {"tensor": {"array": dump_array(np.asarray(value.numpy())), "dtype": str(value.dtype),
-                               "requires_grad": bool(value.requires_grad)}}
+            return {
+                "tensor": {
+                    "array": dump_array(np.asarray(value.numpy())),
+                    "dtype": str(value.dtype),
+                    "requires_grad": bool(value.requires_grad),
+                }
+            }
         if isinstance(value, tuple):
             return {"tuple": [self._encode(v, depth + 1) for v in value]}
         if isinstance(value, list):
@@ -389,14 +408,19 @@ class Student:
         if isinstance(data, str):
             return data[:MAX_TEXT_CHARS]
         if isinstance(data, dict) and len(data) == 1:
-            (kind, inner), = data.items()
+            ((kind, inner),) = data.items()
             if kind == "array" and isinstance(inner, str):
                 return _load_array(inner)
             if kind in ("tuple", "list") and isinstance(inner, list) and len(inner) <= MAX_ITEMS:
                 items = [self._decode(v, depth + 1) for v in inner]
                 return tuple(items) if kind == "tuple" else items
-            if (kind == "ref" and isinstance(inner, list) and len(inner) == 2 and isinstance(inner[0], int)
-                    and isinstance(inner[1], str)):
+            if (
+                kind == "ref"
+                and isinstance(inner, list)
+                and len(inner) == 2
+                and isinstance(inner[0], int)
+                and isinstance(inner[1], str)
+            ):
                 number = inner[0]
                 if number not in self._remotes:
                     self._remotes[number] = Remote(self, number, inner[1][:100])

@@ -43,12 +43,20 @@ from .runner import cap
 from .sandbox import PLATFORM_MEMORY_MB
 from .submission import Submission
 
-MAX_RESULTS_CHARS = 1_000_000    # all of results.json's text together, about
-MAX_GROUPS = 12                  # kinds of failure listed for one task
+MAX_RESULTS_CHARS = 1_000_000  # all of results.json's text together, about
+MAX_GROUPS = 12  # kinds of failure listed for one task
 
 
-def grade_submission(path, assignment, results_path, instructor=None, timeout=60.0, budget=600.0,
-                     memory=PLATFORM_MEMORY_MB, require_isolation=None):
+def grade_submission(
+    path,
+    assignment,
+    results_path,
+    instructor=None,
+    timeout=60.0,
+    budget=600.0,
+    memory=PLATFORM_MEMORY_MB,
+    require_isolation=None,
+):
     """Grade the submission at ``path`` (folder, zip or file) for assignment ``assignment``
     and write ``results_path``, after each task (so that a grading stopped from outside,
     Ctrl-C or SIGTERM, keeps the points already earned); returns ``(results dict, [TaskResult])``.
@@ -71,11 +79,11 @@ def grade_submission(path, assignment, results_path, instructor=None, timeout=60
 
             isolation = grader.isolation.replace("student code ran ", "", 1)
             graded = grader.grade(submission, assignment, on_result=progress)
-            if (grader.tree.root / derive.MODE_FILE).is_file():   # derive mode: say which sheets came in
+            if (grader.tree.root / derive.MODE_FILE).is_file():  # derive mode: say which sheets came in
                 sheets = derive.sheet_notes(path, chosen["tasks"])
                 graded = [dataclasses.replace(r, notes=[*r.notes, sheets[r.task_id]]) for r in graded]
     except GraderError:
-        results_path.unlink(missing_ok=True)   # a grader that cannot grade gives no grade
+        results_path.unlink(missing_ok=True)  # a grader that cannot grade gives no grade
         raise
     results = gradescope_results(chosen, graded, time.monotonic() - start, isolation)
     write_results(results_path, results)
@@ -91,12 +99,21 @@ def gradescope_results(chosen, graded, seconds, isolation=""):
     for task in chosen["tasks"]:
         result = done.get(task["id"])
         if result is None:
-            for name, visibility, points in ((f"Task {task['id']} (smoke test): {task['title']}", "visible", 0),
-                                             (f"Task {task['id']}: {task['title']}", "after_published",
-                                              task["points"])):
-                tests.append({"name": name, "score": 0, "max_score": points, "status": "failed",
-                              "visibility": visibility, "output": "Not graded yet: the grading stopped before "
-                                                                  "this task (a time limit of the platform?)."})
+            for name, visibility, points in (
+                (f"Task {task['id']} (smoke test): {task['title']}", "visible", 0),
+                (f"Task {task['id']}: {task['title']}", "after_published", task["points"]),
+            ):
+                tests.append(
+                    {
+                        "name": name,
+                        "score": 0,
+                        "max_score": points,
+                        "status": "failed",
+                        "visibility": visibility,
+                        "output": "Not graded yet: the grading stopped before "
+                        "this task (a time limit of the platform?).",
+                    }
+                )
             continue
         if result.visible is not None:
             public = result.visible.checks
@@ -107,24 +124,46 @@ def gradescope_results(chosen, graded, seconds, isolation=""):
             smoke_passed = result.problem is None and bool(public) and all(c.passed for c in public)
             smoke = describe(result, public_only=True)
         smoke = "\n".join([*result.notes, smoke]) if result.notes else smoke
-        tests.append({"name": f"Task {result.task_id} (smoke test): {result.title}", "score": 0, "max_score": 0,
-                      "status": "passed" if smoke_passed else "failed", "visibility": "visible", "output": smoke})
-        tests.append({"name": f"Task {result.task_id}: {result.title}", "score": result.score,
-                      "max_score": result.points, "status": "passed" if result.passed else "failed",
-                      "visibility": "after_published", "output": describe(result)})
+        tests.append(
+            {
+                "name": f"Task {result.task_id} (smoke test): {result.title}",
+                "score": 0,
+                "max_score": 0,
+                "status": "passed" if smoke_passed else "failed",
+                "visibility": "visible",
+                "output": smoke,
+            }
+        )
+        tests.append(
+            {
+                "name": f"Task {result.task_id}: {result.title}",
+                "score": result.score,
+                "max_score": result.points,
+                "status": "passed" if result.passed else "failed",
+                "visibility": "after_published",
+                "output": describe(result),
+            }
+        )
     score, maximum = sum(r.score for r in graded), sum(t["points"] for t in chosen["tasks"])
-    summary = (f"Assignment {chosen['number']}: {chosen['title']}. Score {score}/{maximum}.\n"
-               "Each task is graded in a run of its own, on your own code for the whole assignment (as in your "
-               "folder): a mistake costs the task it is in, and the tasks whose code calls it (a backward that "
-               "calls your engine, cross_entropy calling your log_softmax). A task's points need all of its "
-               "checks to pass. The smoke tests are the tests in your own folder, run on your own code; the full "
-               "result of each task, with the held-back checks, is shown when the grades are published."
-               + (f"\nYour code ran {isolation}." if isolation else ""))
+    summary = (
+        f"Assignment {chosen['number']}: {chosen['title']}. Score {score}/{maximum}.\n"
+        "Each task is graded in a run of its own, on your own code for the whole assignment (as in your "
+        "folder): a mistake costs the task it is in, and the tasks whose code calls it (a backward that "
+        "calls your engine, cross_entropy calling your log_softmax). A task's points need all of its "
+        "checks to pass. The smoke tests are the tests in your own folder, run on your own code; the full "
+        "result of each task, with the held-back checks, is shown when the grades are published."
+        + (f"\nYour code ran {isolation}." if isolation else "")
+    )
     share = max(2_000, (MAX_RESULTS_CHARS - len(summary)) // max(1, len(tests)))
     for test in tests:
         test["output"] = cap(test["output"], share)
-    return {"score": score, "execution_time": round(seconds, 1), "output": summary, "output_format": "text",
-            "tests": tests}
+    return {
+        "score": score,
+        "execution_time": round(seconds, 1),
+        "output": summary,
+        "output_format": "text",
+        "tests": tests,
+    }
 
 
 def describe(result, public_only=False):

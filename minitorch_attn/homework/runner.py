@@ -37,9 +37,9 @@ from . import judge, markers, sandbox
 from .instructor import INSTRUCTOR_TESTS, GraderError
 
 REPORT = ".grading-report.jsonl"
-MAX_REPORT_BYTES = 16 * 2 ** 20
+MAX_REPORT_BYTES = 16 * 2**20
 MAX_MESSAGE_CHARS = 2_000
-JUDGE_MARGIN = 5.0   # seconds a held-back test has beyond its wait for the student's process (its own work)
+JUDGE_MARGIN = 5.0  # seconds a held-back test has beyond its wait for the student's process (its own work)
 
 
 @dataclasses.dataclass
@@ -76,11 +76,30 @@ def pytest_command(folder, selection, timeout, python=None):
     It runs in one process: the tree's own ``addopts`` (two xdist workers for the project's
     suite) are replaced, and xdist is kept out."""
     folder = pathlib.Path(folder)
-    return [python or sys.executable, "-m", "pytest", "-c", str(folder / "setup.cfg"), "--rootdir", str(folder),
-            "-o", "addopts=", "-p", "no:xdist",
-            "-p", "no:cacheprovider", "-p", "pytest_timeout", f"--timeout={timeout:g}",
-            "-p", "minitorch_attn.homework.pytest_report", f"--grading-report={folder / REPORT}",
-            "-q", "--tb=short", *selection]
+    return [
+        python or sys.executable,
+        "-m",
+        "pytest",
+        "-c",
+        str(folder / "setup.cfg"),
+        "--rootdir",
+        str(folder),
+        "-o",
+        "addopts=",
+        "-p",
+        "no:xdist",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "pytest_timeout",
+        f"--timeout={timeout:g}",
+        "-p",
+        "minitorch_attn.homework.pytest_report",
+        f"--grading-report={folder / REPORT}",
+        "-q",
+        "--tb=short",
+        *selection,
+    ]
 
 
 def collect(folder, limit=300.0):
@@ -91,14 +110,16 @@ def collect(folder, limit=300.0):
         GraderError: a test file of the instructor's tree cannot be collected.
     """
     (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)
-    finished = sandbox.run(pytest_command(folder, ["--collect-only", "-m", "not cuda and not torch", "tests"], 60),
-                           folder, limit)
+    finished = sandbox.run(
+        pytest_command(folder, ["--collect-only", "-m", "not cuda and not torch", "tests"], 60), folder, limit
+    )
     records = read_records(pathlib.Path(folder) / REPORT)
     errors = [f"{r.get('collect_error')}: {r.get('message')}" for r in records if "collect_error" in r]
     found = next((r for r in records if "selected" in r), None)
     if errors or found is None:
-        raise GraderError("the instructor's tests cannot be collected:\n"
-                          + ("\n".join(errors) or finished.stopped or finished.tail))
+        raise GraderError(
+            "the instructor's tests cannot be collected:\n" + ("\n".join(errors) or finished.stopped or finished.tail)
+        )
     tasks = {}
     for nodeid in found["selected"]:
         for name in found["tasks"].get(nodeid, []):
@@ -112,7 +133,7 @@ def run_tests(folder, task_ids, expected, timeout, limit, confinement, python=No
     names = [markers.marker_name(t) for t in task_ids]
     nodeids = list(dict.fromkeys(nodeid for t in task_ids for nodeid in expected[t]))
     selection = ["-m", f"({' or '.join(names)}) and not cuda and not torch", *nodeids]
-    (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)   # one of an earlier run must not be read as this one's
+    (pathlib.Path(folder) / REPORT).unlink(missing_ok=True)  # one of an earlier run must not be read as this one's
     sandbox.hand_over(pathlib.Path(folder), confinement.account)
     finished = sandbox.run(pytest_command(folder, selection, timeout, python), folder, limit, confinement)
     records = read_records(pathlib.Path(folder) / REPORT)
@@ -129,8 +150,11 @@ def run_held_back(base, task_id, nodeids, folder, confinement, seed, timeout, li
     base = pathlib.Path(base)
     spec = judge.write_spec(base.parent / "judge.json", folder, confinement, python or sys.executable, seed, timeout)
     selection = ["-m", f"{markers.marker_name(task_id)} and not cuda and not torch", *nodeids]
-    command = pytest_command(base, selection, timeout + JUDGE_MARGIN) + ["-p", "minitorch_attn.homework.judge",
-                                                                          f"--judge={spec}"]
+    command = pytest_command(base, selection, timeout + JUDGE_MARGIN) + [
+        "-p",
+        "minitorch_attn.homework.judge",
+        f"--judge={spec}",
+    ]
     (base / REPORT).unlink(missing_ok=True)
     finished = sandbox.run(command, base, limit, sandbox.NONE, also_clean=confinement.account)
     spec.unlink(missing_ok=True)
@@ -179,12 +203,16 @@ def read_checks(records, expected, finished, memory=None):
         if nodeid in done:
             checks.append(done[nodeid])
         elif nodeid == last:
-            checks.append(Check(nodeid, "failed", cap(f"the run ended during this test: {crash}\n"
-                                                      f"... {finished.tail[-1500:]}")))
+            checks.append(
+                Check(nodeid, "failed", cap(f"the run ended during this test: {crash}\n... {finished.tail[-1500:]}"))
+            )
         else:
             checks.append(Check(nodeid, "failed", "did not run: " + (crash or "the session stopped before it")))
-    errors = [f"{_text(r.get('collect_error'), 200)} could not be collected: {_text(r.get('message'))}"
-              for r in records if "collect_error" in r]
+    errors = [
+        f"{_text(r.get('collect_error'), 200)} could not be collected: {_text(r.get('message'))}"
+        for r in records
+        if "collect_error" in r
+    ]
     return Run(checks, cap("\n".join(errors)) or (crash if not done else None))
 
 
@@ -194,5 +222,5 @@ def _text(value, limit=MAX_MESSAGE_CHARS):
 
 def cap(text, limit=MAX_MESSAGE_CHARS):
     """``text`` without control characters (tabs and newlines kept), at most ``limit`` characters."""
-    clean = "".join(c if c in "\n\t" or c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in text[:limit + 1])
+    clean = "".join(c if c in "\n\t" or c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in text[: limit + 1])
     return clean if len(clean) <= limit else clean[:limit] + f" ... (cut at {limit} characters)"

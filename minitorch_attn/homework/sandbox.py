@@ -60,24 +60,20 @@ import sys
 import tempfile
 
 from . import hiding
+from .leftovers import SHARED_FOLDERS, remove_files_of, shared_folders  # noqa: F401 (re-exported)
 
 STUDENT_USER = "minitorch-student"
-MAX_ACCOUNTS = 8                     # graders at the same time on one machine, each with an account of its own
+MAX_ACCOUNTS = 8  # graders at the same time on one machine, each with an account of its own
 ACCOUNT_LOCKS = "/run/minitorch-attn" if os.path.isdir("/run") else "/var/run/minitorch-attn"
-MAX_FILE_BYTES = 64 * 2 ** 20        # any file the student's code writes, its output included
-MAX_PROCESSES = 256                  # under the student account
-TAIL_BYTES = 20_000                  # of the output, read back
+MAX_FILE_BYTES = 64 * 2**20  # any file the student's code writes, its output included
+MAX_PROCESSES = 256  # under the student account
+TAIL_BYTES = 20_000  # of the output, read back
 KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue", "/var/crash",
-                  "/var/mail", "/run/shm")
-"""The folders every user may write in on Linux systems (the ones present and writable by
-all are cleaned, :func:`shared_folders`): what a student's run leaves there would reach the
-next grading (``/run/lock`` too: it is not a temporary folder, but it is writable by all)."""
 # Memory: Gradescope's default container has 768 MB; the grader, and the trusted process that
 # judges the held-back checks beside a student's process, keep GRADER_MEMORY_MB of it.
 PLATFORM_MEMORY_MB = 768
 GRADER_MEMORY_MB = 256
-MIN_STUDENT_MEMORY_MB = 128          # numpy, pytest and the library need about 110 MB of address space
+MIN_STUDENT_MEMORY_MB = 128  # numpy, pytest and the library need about 110 MB of address space
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 CLONE_NEWNET = 0x40000000
@@ -94,9 +90,9 @@ class Confinement:
     memory: int | None = None
     cut_network: bool = False
     why: str = ""
-    hidden: tuple = ()          # folders covered in its mount namespace, and those bound back (:mod:`.hiding`)
+    hidden: tuple = ()  # folders covered in its mount namespace, and those bound back (:mod:`.hiding`)
     kept: tuple = ()
-    guard: str | None = None    # the folder of the guard against reference libraries (:func:`.hiding.guard_folder`)
+    guard: str | None = None  # the folder of the guard against reference libraries (:func:`.hiding.guard_folder`)
 
     @classmethod
     def of(cls, python, platform_memory_mb=PLATFORM_MEMORY_MB, private=()):
@@ -116,15 +112,18 @@ class Confinement:
         cut, no_cut = network_cut()
         hidden, kept = (), ()
         if account is not None and hiding.mount_namespaces():
-            with contextlib.suppress(OSError):   # a Python that cannot say what it imports: nothing covered
+            with contextlib.suppress(OSError):  # a Python that cannot say what it imports: nothing covered
                 hidden, kept = hiding.plan(python, private)
-        parts = [f"student code ran as the user {pwd.getpwuid(account[0]).pw_name}" if account is not None
-                 else f"student code ran as the grader's own user: {who}",
-                 "without network" if cut else f"with the grader's network ({no_cut})",
-                 f"with at most {memory >> 20} MB of memory per process",
-                 "with only the system's folders and its own in sight (no file of the instructor's, no "
-                 "reference library)" if hidden
-                 else "with reference libraries refused at import"]
+        parts = [
+            f"student code ran as the user {pwd.getpwuid(account[0]).pw_name}"
+            if account is not None
+            else f"student code ran as the grader's own user: {who}",
+            "without network" if cut else f"with the grader's network ({no_cut})",
+            f"with at most {memory >> 20} MB of memory per process",
+            "with only the system's folders and its own in sight (no file of the instructor's, no reference library)"
+            if hidden
+            else "with reference libraries refused at import",
+        ]
         return cls(account, memory, cut, "; ".join(parts), hidden, kept, hiding.guard_folder())
 
     def to_json(self):
@@ -136,7 +135,7 @@ class Confinement:
         return cls(**{**data, "hidden": tuple(data.get("hidden", ())), "kept": tuple(data.get("kept", ()))})
 
 
-NONE = Confinement()   # the grader's own user, no caps beyond the always-on ones (for trusted commands)
+NONE = Confinement()  # the grader's own user, no caps beyond the always-on ones (for trusted commands)
 
 
 @dataclasses.dataclass
@@ -157,8 +156,9 @@ class Finished:
         if self.returncode < 0:
             with contextlib.suppress(ValueError):
                 said = f"the process was ended by {signal.Signals(-self.returncode).name}"
-        if memory and ("MemoryError" in self.tail or self.returncode in (-signal.SIGABRT, -signal.SIGSEGV,
-                                                                         -signal.SIGKILL)):
+        if memory and (
+            "MemoryError" in self.tail or self.returncode in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGKILL)
+        ):
             said += f" (student code may use at most {memory >> 20} MB of memory per process)"
         return said
 
@@ -172,9 +172,11 @@ def student_memory(platform_memory_mb=PLATFORM_MEMORY_MB):
     """
     memory_mb = platform_memory_mb - GRADER_MEMORY_MB
     if memory_mb < MIN_STUDENT_MEMORY_MB:
-        raise ValueError(f"a platform memory of {platform_memory_mb:g} MB leaves {memory_mb:g} MB for student code: "
-                         f"give at least {GRADER_MEMORY_MB + MIN_STUDENT_MEMORY_MB} MB")
-    return int(memory_mb * 2 ** 20)
+        raise ValueError(
+            f"a platform memory of {platform_memory_mb:g} MB leaves {memory_mb:g} MB for student code: "
+            f"give at least {GRADER_MEMORY_MB + MIN_STUDENT_MEMORY_MB} MB"
+        )
+    return int(memory_mb * 2**20)
 
 
 def student_account():
@@ -212,7 +214,7 @@ def student_account():
     return _account[0]
 
 
-_account = None   # ((uid, gid), the lock's file descriptor) of this process's student account
+_account = None  # ((uid, gid), the lock's file descriptor) of this process's student account
 
 
 def _make_account(name):
@@ -220,9 +222,22 @@ def _make_account(name):
         entry = pwd.getpwnam(name)
     except KeyError:
         useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        done = subprocess.run([useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
-                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
-        if done.returncode not in (0, 9):   # 9: made meanwhile by another grader
+        done = subprocess.run(
+            [
+                useradd,
+                "--system",
+                "--user-group",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode not in (0, 9):  # 9: made meanwhile by another grader
             raise OSError(f"cannot create the user {name} that runs student code: {done.stderr.strip()}") from None
         entry = pwd.getpwnam(name)
     return entry.pw_uid, entry.pw_gid
@@ -234,7 +249,7 @@ def reachable(path):
     real = pathlib.Path(os.path.realpath(path))
     if not real.is_file() or real.stat().st_mode & 0o005 != 0o005:
         return False
-    given = pathlib.Path(os.path.abspath(path))   # a link's own folders are walked too (a venv's bin/python)
+    given = pathlib.Path(os.path.abspath(path))  # a link's own folders are walked too (a venv's bin/python)
     return all(parent.stat().st_mode & 0o001 for parent in {*real.parents, *given.parents})
 
 
@@ -262,8 +277,11 @@ def network_cut():
             _network = (False, "the grader is not root, so it cannot give student code a network namespace")
         else:
             code = hiding.refused(CLONE_NEWNET)
-            _network = (True, "") if code == 0 else (
-                False, f"unshare(CLONE_NEWNET) is refused here: {os.strerror(code) if code > 0 else code}")
+            _network = (
+                (True, "")
+                if code == 0
+                else (False, f"unshare(CLONE_NEWNET) is refused here: {os.strerror(code) if code > 0 else code}")
+            )
     return _network
 
 
@@ -312,17 +330,33 @@ def start(command, folder, confinement=NONE, environment=None, pass_fds=(), also
     _become_subreaper()
     folder = pathlib.Path(folder)
     env = {k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ}
-    env.update({"HOME": str(folder), "TMPDIR": str(folder), "PYTHONNOUSERSITE": "1", "OMP_NUM_THREADS": "1",
-                "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    env.update(
+        {
+            "HOME": str(folder),
+            "TMPDIR": str(folder),
+            "PYTHONNOUSERSITE": "1",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        }
+    )
     if confinement.guard:
         env["PYTHONPATH"] = confinement.guard
     env.update(environment or {})
     before = set(_descendants())
     sink = tempfile.TemporaryFile()
     try:
-        process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL, stdout=sink,
-                                   stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds,
-                                   preexec_fn=_child_setup(confinement, folder))
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            pass_fds=pass_fds,
+            preexec_fn=_child_setup(confinement, folder),
+        )
     except BaseException:
         sink.close()
         raise
@@ -370,14 +404,14 @@ def clean_up(process, account, before=()):
     if account is not None:
         kill_account(account)
         remove_files_of(account)
-    for _ in range(3):   # a process that forks while we look: look again
+    for _ in range(3):  # a process that forks while we look: look again
         left = [pid for pid in _descendants() if pid not in before]
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for pid in left:
             with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)   # re-parented to the grader (the subreaper): reap it
+                os.waitpid(pid, 0)  # re-parented to the grader (the subreaper): reap it
         if not left:
             break
     process.wait()
@@ -389,47 +423,20 @@ def kill_account(account):
     uid, gid = account
     for _ in range(3):
         pid = os.fork()
-        if pid == 0:   # the helper: never returns
+        if pid == 0:  # the helper: never returns
             try:
                 os.setgroups([])
                 os.setgid(gid)
                 os.setuid(uid)
-                os.kill(-1, signal.SIGKILL)   # every process of the user except the caller itself
+                os.kill(-1, signal.SIGKILL)  # every process of the user except the caller itself
             finally:
                 os._exit(0)
         os.waitpid(pid, 0)
 
 
-def shared_folders(candidates=SHARED_FOLDERS):
-    """The folders of ``candidates`` that exist and that every user may write in (one entry
-    for two names of the same folder, such as ``/var/lock`` and ``/run/lock``)."""
-    found = {}
-    for folder in candidates:
-        with contextlib.suppress(OSError):
-            info = os.stat(folder)
-            if stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
-                found.setdefault((info.st_dev, info.st_ino), folder)
-    return list(found.values())
-
-
-def remove_files_of(account, folders=None):
-    """Remove what ``account`` left at the top of the folders every user may write in
-    (:func:`shared_folders`: ``/tmp``, ``/var/tmp``, ``/dev/shm``, ``/run/lock``, ...), so
-    that nothing of one grading reaches the next."""
-    for folder in shared_folders() if folders is None else folders:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                with contextlib.suppress(OSError):
-                    if entry.stat(follow_symlinks=False).st_uid != account[0]:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
-
-
 def _child_setup(confinement, folder):
     """What the child does between fork and exec (see the module docstring)."""
+
     def setup():
         os.setsid()
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
@@ -437,8 +444,8 @@ def _child_setup(confinement, folder):
         if confinement.memory is not None:
             resource.setrlimit(resource.RLIMIT_DATA, (confinement.memory, confinement.memory))
         if confinement.cut_network:
-            hiding.unshare(CLONE_NEWNET)   # before the switch of user: it needs root
-        if confinement.hidden:   # likewise; the folder it runs in and the guard stay in sight
+            hiding.unshare(CLONE_NEWNET)  # before the switch of user: it needs root
+        if confinement.hidden:  # likewise; the folder it runs in and the guard stay in sight
             hiding.hide(confinement.hidden, (*confinement.kept, str(folder), confinement.guard or "/"))
         if confinement.account is not None:
             uid, gid = confinement.account
@@ -446,7 +453,8 @@ def _child_setup(confinement, folder):
             os.setgid(gid)
             os.setuid(uid)
             resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after setuid, which clears it
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+
     return setup
 
 

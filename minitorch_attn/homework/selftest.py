@@ -48,7 +48,7 @@ from .make import make
 from .submission import Submission
 
 MIN_MUTANTS = 5
-ALONE = "alone"   # the kind of the rows of 3. in the module docstring
+ALONE = "alone"  # the kind of the rows of 3. in the module docstring
 
 
 class StaleMutant(ValueError):
@@ -62,7 +62,7 @@ class Mutant:
     task: str
     file: str
     owner: str
-    edits: list   # [{"original": text, "mutated": text}, ...]
+    edits: list  # [{"original": text, "mutated": text}, ...]
 
     def submission(self, reference, tree):
         """``reference`` with this mutant's edits applied to its task's regions in ``owner``."""
@@ -75,8 +75,10 @@ class Mutant:
             texts = {i: "\n".join(blocks[i]) for i in mine}
             hits = [i for i in mine if texts[i].count(edit["original"]) == 1]
             if len(hits) != 1 or sum(t.count(edit["original"]) for t in texts.values()) != 1:
-                raise StaleMutant(f"`{edit['original']}` is not exactly once in task {self.task}'s code in "
-                                  f"{self.owner} ({self.file}): update mutants.json to the current solution")
+                raise StaleMutant(
+                    f"`{edit['original']}` is not exactly once in task {self.task}'s code in "
+                    f"{self.owner} ({self.file}): update mutants.json to the current solution"
+                )
             blocks[hits[0]] = texts[hits[0]].replace(edit["original"], edit["mutated"]).split("\n")
         return reference.with_blocks(self.file, self.task, blocks)
 
@@ -100,8 +102,8 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_d
     no line of that tree may count as code outside the regions."""
     mutants = load_mutants(tree)
     ok = True
-    table = []   # (assignment, case, task, the diagnosis expected, the diagnosis got)
-    public_only = 0   # mistakes that no held-back check catches
+    table = []  # (assignment, case, task, the diagnosis expected, the diagnosis got)
+    public_only = 0  # mistakes that no held-back check catches
     with Grader(tree, timeout) as grader, tempfile.TemporaryDirectory(prefix="minitorch-attn-derive-") as scratch:
         reference = Submission.reference(grader.tree)
         stubs = Submission.stubs(grader.tree)
@@ -112,8 +114,10 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_d
             print(f"\nassignment {number}: {chosen['title']}", file=file)
             print(f"{'case':<62} {'kind':<21} {'task':<5}" + "".join(f"{t:>8}" for t in tasks) + "  verdict", file=file)
             rows = [("reference", "-", None, reference), ("stubs (as handed out)", "-", None, stubs)]
-            rows += [(f"only {t} solved (the other tasks as handed out)", ALONE, t,
-                      alone(reference, stubs, grader.tree, t)) for t in tasks]
+            rows += [
+                (f"only {t} solved (the other tasks as handed out)", ALONE, t, alone(reference, stubs, grader.tree, t))
+                for t in tasks
+            ]
             if hide_derivations:
                 typed = derive_reference(grader.tree, number, pathlib.Path(scratch) / f"assignment{number}")
                 notes = typed.ungraded(grader.tree, number)
@@ -137,23 +141,36 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_d
                     table += [(number, name, r.task_id, None, r.diagnosis) for r in graded]
                 else:
                     limit, per_test = task_limits(grader.budget, len(tasks), grader.timeout)
-                    result = grader.grade_task(next(t for t in chosen["tasks"] if t["id"] == own), submission,
-                                               limit, per_test)
+                    result = grader.grade_task(
+                        next(t for t in chosen["tasks"] if t["id"] == own), submission, limit, per_test
+                    )
                     verdict = _verdict(name, own, [result], kind)
-                    cells = [f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own
-                             else "· " for t in tasks]
+                    cells = [
+                        f"{result.score:g}/{result.points:g}" + ("=" if result.reused else " ") if t == own else "· "
+                        for t in tasks
+                    ]
                     must = None if kind == ALONE else probes.expected(grader.signatures, name)
                     table.append((number, name, own, must, result.diagnosis))
                 ok &= verdict.startswith("ok")
                 public_only += "by public checks only" in verdict
-                print(f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}" + "".join(f"{c:>8}" for c in cells)
-                      + f"  {verdict}", file=file, flush=True)
+                print(
+                    f"{_column(name, 62)} {kind[:21]:<21} {own or '-':<5}"
+                    + "".join(f"{c:>8}" for c in cells)
+                    + f"  {verdict}",
+                    file=file,
+                    flush=True,
+                )
             if len(mine) < MIN_MUTANTS:
                 ok = False
-                print(f"FAIL: assignment {number} has {len(mine)} mutants; the catalogue needs at least {MIN_MUTANTS}",
-                      file=file)
-            print(f"({time.monotonic() - start:.0f} s; = marks a result reused: the same code was graded "
-                  f"before; · a task not graded for that mutant)", file=file)
+                print(
+                    f"FAIL: assignment {number} has {len(mine)} mutants; the catalogue needs at least {MIN_MUTANTS}",
+                    file=file,
+                )
+            print(
+                f"({time.monotonic() - start:.0f} s; = marks a result reused: the same code was graded "
+                f"before; · a task not graded for that mutant)",
+                file=file,
+            )
     wrong = [row for row in table if row[3] != row[4]]
     print("\n" + accuracy_table(table, markdown=False, not_probed=grader.not_probed), file=file)
     if wrong:
@@ -164,8 +181,11 @@ def selftest(tree, numbers, timeout=60.0, file=sys.stdout, accuracy=None, hide_d
         write_atomically(accuracy, accuracy_table(table, markdown=True, not_probed=grader.not_probed).encode())
         print(f"wrote {accuracy}", file=file)
     if public_only:
-        print(f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
-              f"their report, so add a held-back check (tests/instructor/) for each", file=file)
+        print(
+            f"\n{public_only} planted mistake(s) are caught by public checks only: a student's process can forge "
+            f"their report, so add a held-back check (tests/instructor/) for each",
+            file=file,
+        )
     print("\nselftest: " + ("ok" if ok else "FAILED"), file=file)
     return ok
 
@@ -186,23 +206,39 @@ def accuracy_table(table, markdown, not_probed=()):
     right = sum(r[3] == r[4] for r in mutant_rows)
     named = sum(r[3] is not None for r in mutant_rows)
     if markdown:
-        lines = ["# Accuracy of the probes' diagnoses", "",
-                 "Written by `minitorch-attn homework selftest --accuracy docs/teaching/accuracy.md`. Each planted "
-                 "mistake of `mutants.json`, graded alone in its task, and the mistake that the task's probes "
-                 "(`tests/instructor/test_probes.py`, `minitorch_attn/homework/probes.py`) named. A mistake that is "
-                 "not a wrong term of a backward formula must get none.", "",
-                 "| task | planted mistake | must get | got | |", "|---|---|---|---|---|"]
-        lines += [f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in not_probed else 'none')} "
-                  f"| {g or 'none'} | {'ok' if w == g else 'WRONG'} |" for _, n, t, w, g in mutant_rows]
-        lines += ["", "| assignment | correct code or stubs | tasks graded | diagnoses given (must be 0) |",
-                  "|---|---|---|---|"]
+        lines = [
+            "# Accuracy of the probes' diagnoses",
+            "",
+            "Written by `minitorch-attn homework selftest --accuracy docs/teaching/accuracy.md`. Each planted "
+            "mistake of `mutants.json`, graded alone in its task, and the mistake that the task's probes "
+            "(`tests/instructor/test_probes.py`, `minitorch_attn/homework/probes.py`) named. A mistake that is "
+            "not a wrong term of a backward formula must get none.",
+            "",
+            "| task | planted mistake | must get | got | |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {t} | {n} | {w or ('none (a backward term, no probe yet)' if n in not_probed else 'none')} "
+            f"| {g or 'none'} | {'ok' if w == g else 'WRONG'} |"
+            for _, n, t, w, g in mutant_rows
+        ]
+        lines += [
+            "",
+            "| assignment | correct code or stubs | tasks graded | diagnoses given (must be 0) |",
+            "|---|---|---|---|",
+        ]
         lines += [f"| {n} | {k} | {c[0]} | {c[1]} |" for (n, k), c in sorted(clean.items())]
-        lines += ["", f"{right} of {len(mutant_rows)} mistakes got the diagnosis they must get ({named} of them "
-                      f"a named one, the rest none)."]
+        lines += [
+            "",
+            f"{right} of {len(mutant_rows)} mistakes got the diagnosis they must get ({named} of them "
+            f"a named one, the rest none).",
+        ]
         return "\n".join(lines) + "\n"
     lines = [f"accuracy of the probes' diagnoses: {right} of {len(mutant_rows)} mutants right ({named} must be named)"]
-    lines += [f"  {t:<4} {_column(n, 62)} -> {g or 'none'}" + ("" if w == g else f"   WRONG, expected {w or 'none'}")
-              for _, n, t, w, g in mutant_rows]
+    lines += [
+        f"  {t:<4} {_column(n, 62)} -> {g or 'none'}" + ("" if w == g else f"   WRONG, expected {w or 'none'}")
+        for _, n, t, w, g in mutant_rows
+    ]
     lines += [f"  assignment {n}, {k}: {c[1]} diagnoses in {c[0]} tasks graded" for (n, k), c in sorted(clean.items())]
     return "\n".join(lines)
 
@@ -227,11 +263,11 @@ def derive_reference(tree, number, folder):
         path = pathlib.Path(folder) / rel
         text = path.read_text()
         lines = text.splitlines()
-        handed_out = markers.find_regions(rel, text)   # the stubs: earlier tasks are solved, without markers
+        handed_out = markers.find_regions(rel, text)  # the stubs: earlier tasks are solved, without markers
         regions = [r for r in regions if r.task in stubbed]
         for theirs, ours in sorted(zip(handed_out, regions, strict=True), key=lambda pair: -pair[0].begin):
             if ours.task in mine:
-                lines[theirs.begin + 1:theirs.end] = ours.code
+                lines[theirs.begin + 1 : theirs.end] = ours.code
         path.write_text("\n".join(lines) + "\n")
     return Submission.from_path(folder, tree)
 

@@ -26,7 +26,7 @@ import zipfile
 from . import derive, markers
 from .instructor import SubmissionProblem
 
-MAX_UNZIPPED_BYTES = 200 * 2 ** 20
+MAX_UNZIPPED_BYTES = 200 * 2**20
 NOT_SEARCHED = {"__pycache__", "site-packages", "node_modules", "build", "dist"}
 
 
@@ -39,7 +39,7 @@ class Submission:
         self.blocks = blocks
         self.problems = problems or {}
         self.source = source
-        self.texts = texts or {}   # {relative path: (path in the submission, its whole text)}
+        self.texts = texts or {}  # {relative path: (path in the submission, its whole text)}
 
     def for_task(self, task_id, tree):
         """``{relative path: [region lines, ...]}`` of the task's files.
@@ -54,7 +54,8 @@ class Submission:
             if (rel, task_id) not in self.blocks:
                 raise SubmissionProblem(
                     f"{rel} has no `# BEGIN SOLUTION {task_id}` region: write the task's code between "
-                    f"its SOLUTION lines, as handed out")
+                    f"its SOLUTION lines, as handed out"
+                )
             found[rel] = self.blocks[(rel, task_id)]
         return found
 
@@ -80,8 +81,13 @@ class Submission:
             with contextlib.suppress(markers.MarkerError, derive.DerivationMarkerError):
                 # handed out in the guided mode or the derive mode (docstrings differ, code does not;
                 # the derive mode adds the manifest's hints, as homework make does)
-                lines = min((markers.ungraded_lines(text, mode, rel) for mode in
-                             (derive.show(handed_out, rel), derive.hide(handed_out, stubbed, rel, hints))), key=len)
+                lines = min(
+                    (
+                        markers.ungraded_lines(text, mode, rel)
+                        for mode in (derive.show(handed_out, rel), derive.hide(handed_out, stubbed, rel, hints))
+                    ),
+                    key=len,
+                )
                 if lines:
                     found[rel] = (where, lines)
         return found
@@ -121,14 +127,18 @@ class Submission:
             for rel, regions in tree.regions.items():
                 tasks = sorted({r.task for r in regions})
                 if rel not in located:
-                    problems[rel] = (f"the submission has no {rel} (nor a {pathlib.PurePath(rel).name} with the "
-                                     f"SOLUTION markers of task {', '.join(tasks)})")
+                    problems[rel] = (
+                        f"the submission has no {rel} (nor a {pathlib.PurePath(rel).name} with the "
+                        f"SOLUTION markers of task {', '.join(tasks)})"
+                    )
                     continue
                 try:
                     found = markers.find_regions(rel, located[rel][1])
                 except markers.MarkerError as exc:
-                    problems[rel] = (f"{exc}: keep the `# BEGIN SOLUTION` / `# END SOLUTION` lines as they were "
-                                     f"handed out and write your code between them")
+                    problems[rel] = (
+                        f"{exc}: keep the `# BEGIN SOLUTION` / `# END SOLUTION` lines as they were "
+                        f"handed out and write your code between them"
+                    )
                     continue
                 blocks.update(_blocks(rel, found))
                 texts[rel] = located[rel]
@@ -146,19 +156,22 @@ def ungraded_notice(ungraded, task_files=None):
             continue
         runs = []
         for number, line in lines:
-            if runs and number <= runs[-1][1] + 2:   # a blank or comment line between is the same run
+            if runs and number <= runs[-1][1] + 2:  # a blank or comment line between is the same run
                 runs[-1][1] = number
             else:
                 runs.append([number, number, line])
         for first, last, line in runs[:5]:
             span = f"line {first}" if first == last else f"lines {first}-{last}"
-            notes.append(f"{where} {span}, `{line[:80]}`{' ...' if first != last else ''}, is outside the SOLUTION "
-                         f"lines and is not graded: the grader takes only the code between `# BEGIN SOLUTION` and "
-                         f"`# END SOLUTION` and the rest of the file as handed out. Move it between the SOLUTION "
-                         f"lines of the task that uses it (an import or a helper may go there too).")
+            notes.append(
+                f"{where} {span}, `{line[:80]}`{' ...' if first != last else ''}, is outside the SOLUTION "
+                f"lines and is not graded: the grader takes only the code between `# BEGIN SOLUTION` and "
+                f"`# END SOLUTION` and the rest of the file as handed out. Move it between the SOLUTION "
+                f"lines of the task that uses it (an import or a helper may go there too)."
+            )
         if len(runs) > 5:
-            notes.append(f"{where}: {len(runs) - 5} more piece(s) of code outside the SOLUTION lines are not graded "
-                         f"either.")
+            notes.append(
+                f"{where}: {len(runs) - 5} more piece(s) of code outside the SOLUTION lines are not graded either."
+            )
     return notes
 
 
@@ -182,8 +195,9 @@ def _python_files(path, scratch, depth=0, budget=None):
     found = []
     for number, inner in enumerate(sorted(_walk(path, ".zip"))):
         if depth < 2 and zipfile.is_zipfile(inner):
-            inside = _python_files(_unzip(inner, scratch / f"zip{number}", budget), scratch / f"in{number}", depth + 1,
-                                   budget)
+            inside = _python_files(
+                _unzip(inner, scratch / f"zip{number}", budget), scratch / f"in{number}", depth + 1, budget
+            )
             found += [(pathlib.PurePath(inner.name) / p, text) for p, text in inside]
     return found + [(p.relative_to(path), _read(p)) for p in sorted(_walk(path, ".py"))]
 
@@ -209,9 +223,11 @@ def _unzip(path, target, budget):
         with zipfile.ZipFile(path) as archive:
             budget[0] -= sum(info.file_size for info in archive.infolist())
             if budget[0] < 0:
-                raise ValueError(f"the submission's zip files unpack to more than {MAX_UNZIPPED_BYTES >> 20} MB "
-                                 f"together ({path.name} among them)")
-            archive.extractall(target)   # zipfile drops absolute paths and '..' parts
+                raise ValueError(
+                    f"the submission's zip files unpack to more than {MAX_UNZIPPED_BYTES >> 20} MB "
+                    f"together ({path.name} among them)"
+                )
+            archive.extractall(target)  # zipfile drops absolute paths and '..' parts
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{path} is not a readable zip file: {exc}") from None
     return target
@@ -232,12 +248,18 @@ def _locate(files, tree):
 
     for rel in tree.regions:
         parts = pathlib.PurePath(rel).parts
-        take(rel, [(p, t) for p, t in files if p.parts[-len(parts):] == parts])
+        take(rel, [(p, t) for p, t in files if p.parts[-len(parts) :] == parts])
     for same_name in (True, False):
         for rel, regions in tree.regions.items():
             tasks = {r.task for r in regions}
-            candidates = [(p, t) for p, t in files if p not in used and _tasks_in(t) and _tasks_in(t) <= tasks
-                          and (p.name == pathlib.PurePath(rel).name or not same_name)]
+            candidates = [
+                (p, t)
+                for p, t in files
+                if p not in used
+                and _tasks_in(t)
+                and _tasks_in(t) <= tasks
+                and (p.name == pathlib.PurePath(rel).name or not same_name)
+            ]
             if rel not in located and len(candidates) == 1:
                 take(rel, candidates)
     return located

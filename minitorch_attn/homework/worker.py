@@ -25,15 +25,25 @@ import numpy as np
 
 from ..core.factories import tensor
 
-MAX_TEXT_CHARS = 4_000           # one string of a reply
-MAX_ITEMS = 100_000              # of one tuple or list of a reply
-MAX_DEPTH = 16                   # of nested tuples and lists
+MAX_TEXT_CHARS = 4_000  # one string of a reply
+MAX_ITEMS = 100_000  # of one tuple or list of a reply
+MAX_DEPTH = 16  # of nested tuples and lists
 
 # What "op" requests may ask: Python's operators, and len(), list() and repr() of an object.
-OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
-             "matmul": operator.matmul, "pow": operator.pow, "neg": operator.neg, "getitem": operator.getitem,
-             "len": len, "list": lambda x: list(itertools.islice(x, MAX_ITEMS + 1)), "identity": lambda x: x,
-             "repr": lambda x: repr(x)[:200]}
+OPERATORS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "matmul": operator.matmul,
+    "pow": operator.pow,
+    "neg": operator.neg,
+    "getitem": operator.getitem,
+    "len": len,
+    "list": lambda x: list(itertools.islice(x, MAX_ITEMS + 1)),
+    "identity": lambda x: x,
+    "repr": lambda x: repr(x)[:200],
+}
 
 
 def dump_array(array):
@@ -80,14 +90,15 @@ class Worker:
         """A request's value as an object here."""
         if not isinstance(data, dict):
             return data
-        (kind, inner), = data.items()
+        ((kind, inner),) = data.items()
         if kind == "ref":
             return self.objects[inner]
         if kind == "array":
             return np.load(io.BytesIO(base64.b64decode(inner)), allow_pickle=False)
         if kind == "tensor":
-            return tensor(self.value({"array": inner["array"]}), dtype=inner["dtype"],
-                          requires_grad=inner["requires_grad"])
+            return tensor(
+                self.value({"array": inner["array"]}), dtype=inner["dtype"], requires_grad=inner["requires_grad"]
+            )
         if kind == "tuple":
             return tuple(self.value(v) for v in inner)
         if kind == "list":
@@ -131,9 +142,12 @@ class Worker:
                 request = json.loads(line)
                 number = request.get("n")
                 answer = {"n": number, "value": self.reply(self.handle(request))}
-            except BaseException as error:   # the student's code raised (even SystemExit): say what
-                answer = {"n": number, "error": f"{type(error).__name__}: {error}"[:MAX_TEXT_CHARS],
-                          "where": _where(error)}
+            except BaseException as error:  # the student's code raised (even SystemExit): say what
+                answer = {
+                    "n": number,
+                    "error": f"{type(error).__name__}: {error}"[:MAX_TEXT_CHARS],
+                    "where": _where(error),
+                }
             try:
                 text = json.dumps(answer)
             except (TypeError, ValueError):
@@ -144,8 +158,11 @@ class Worker:
 
 def _where(error):
     """``file:line`` of the deepest frame of the traceback in the library (not in this worker)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if "minitorch_attn" in f.filename and not f.filename.endswith(os.path.join("homework", "worker.py"))]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if "minitorch_attn" in f.filename and not f.filename.endswith(os.path.join("homework", "worker.py"))
+    ]
     if not frames:
         return ""
     path, line = frames[-1].filename, frames[-1].lineno

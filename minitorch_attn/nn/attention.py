@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math  # noqa: F401 (for the tasks' code, as handed out: math.sqrt, -math.inf)
+
 from .. import functional as F
 from ..core.factories import arange
 from ..core.shape_ops import concat, split
@@ -67,7 +68,7 @@ class KVCache:
             old_k, old_v = self.layers[layer]
             k, v = concat([old_k, k], dim=2), concat([old_v, v], dim=2)
         keep = k.shape[2] if self.window is None else min(k.shape[2], self.window - 1)
-        self.layers[layer] = (k[:, :, k.shape[2] - keep:], v[:, :, v.shape[2] - keep:])
+        self.layers[layer] = (k[:, :, k.shape[2] - keep :], v[:, :, v.shape[2] - keep :])
         return k, v
 
 
@@ -219,7 +220,7 @@ class MultiHeadAttention(Module):
                 raise ValueError(f"{name} must have shape (batch, seq_len, {self.d_model}), got {x.shape}")
         length = query.shape[1]
         q, k, v = self._project(query, key, value)
-        q = self._split_heads(q, self.num_heads)                        # (B, h, T_q, d_k)
+        q = self._split_heads(q, self.num_heads)  # (B, h, T_q, d_k)
         k, v = self._split_heads(k, self.num_kv_heads), self._split_heads(v, self.num_kv_heads)
         if self.rope_base is not None:  # rotary positions, continuing the cached ones
             if key.shape[1] != length:
@@ -232,22 +233,38 @@ class MultiHeadAttention(Module):
             # END SOLUTION
         alignment = "top_left"
         if cache is not None:
-            k, v = cache.append(layer_index, k, v)                     # (B, h_kv, offset + T_q, d_k)
+            k, v = cache.append(layer_index, k, v)  # (B, h_kv, offset + T_q, d_k)
             alignment = "bottom_right"  # the queries are the last T_q of the cached positions
         dropout_p = self.dropout.p if self.training else 0.0
 
         weights = None
         if need_weights:  # as in PyTorch, asking for the weights takes the path that forms them
-            weights = F.attention_weights(q, k, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=True,
-                                          causal_alignment=alignment)  # (B, h, T_q, T_k)
-            out = self.dropout(weights) @ self._repeat_kv(v)            # (B, h, T_q, d_k)
+            weights = F.attention_weights(
+                q, k, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=True, causal_alignment=alignment
+            )  # (B, h, T_q, T_k)
+            out = self.dropout(weights) @ self._repeat_kv(v)  # (B, h, T_q, d_k)
         elif self.attn_impl == "naive":
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p,
-                                                 is_causal=is_causal, enable_gqa=True,
-                                                 causal_alignment=alignment)
+            out = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                enable_gqa=True,
+                causal_alignment=alignment,
+            )
         else:
-            out = F.flash_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                                    enable_gqa=True, causal_alignment=alignment)
+            out = F.flash_attention(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask,
+                dropout_p=dropout_p,
+                is_causal=is_causal,
+                enable_gqa=True,
+                causal_alignment=alignment,
+            )
         return self.W_o(self._merge_heads(out)), weights
 
     def extra_repr(self) -> str:

@@ -54,7 +54,7 @@ class ModuleHookMethods:
     def _init_hooks(self):
         for name in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
             object.__setattr__(self, name, OrderedDict())
-        object.__setattr__(self, "_hook_options", {})    # handle id -> (with_kwargs, always_call)
+        object.__setattr__(self, "_hook_options", {})  # handle id -> (with_kwargs, always_call)
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """Call ``hook(module, args)`` before each forward; a returned value replaces ``args``
@@ -93,25 +93,26 @@ def call_with_hooks(module, args, kwargs):
     """``module(*args, **kwargs)`` with its hooks, steps 1-5 of the module docstring."""
     watch = _BackwardHook(module) if module._backward_hooks or module._backward_pre_hooks else None
     options = module._hook_options
-    for key, hook in list(module._forward_pre_hooks.items()):                    # 1
+    for key, hook in list(module._forward_pre_hooks.items()):  # 1
         if options[key][0]:
             result = hook(module, args, kwargs)
             if result is not None:
                 if not (isinstance(result, tuple) and len(result) == 2):
-                    raise RuntimeError(f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
-                                       f"but got {result!r}.")
+                    raise RuntimeError(
+                        f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), but got {result!r}."
+                    )
                 args, kwargs = result
         else:
             result = hook(module, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
     if watch is not None:
-        args = watch.wrap_inputs(args)                                          # 2
+        args = watch.wrap_inputs(args)  # 2
     called = set()
     output = None
     try:
-        output = module.forward(*args, **kwargs)                                # 3
-        for key, hook in list(module._forward_hooks.items()):                   # 4
+        output = module.forward(*args, **kwargs)  # 3
+        for key, hook in list(module._forward_hooks.items()):  # 4
             called.add(key)
             with_kwargs = options[key][0]
             result = hook(module, args, kwargs, output) if with_kwargs else hook(module, args, output)
@@ -119,14 +120,16 @@ def call_with_hooks(module, args, kwargs):
                 output = result
     except BaseException:
         for key, hook in list(module._forward_hooks.items()):
-            if options[key][1] and key not in called:                           # always_call
+            if options[key][1] and key not in called:  # always_call
                 try:
                     hook(module, args, kwargs, output) if options[key][0] else hook(module, args, output)
                 except Exception as error:
-                    warnings.warn(f"forward hook with always_call=True raised an exception that was ignored: "
-                                  f"{error!r}", stacklevel=2)
+                    warnings.warn(
+                        f"forward hook with always_call=True raised an exception that was ignored: {error!r}",
+                        stacklevel=2,
+                    )
         raise
-    return output if watch is None else watch.wrap_outputs(output)             # 5
+    return output if watch is None else watch.wrap_outputs(output)  # 5
 
 
 class _BackwardHook:
@@ -135,7 +138,7 @@ class _BackwardHook:
     def __init__(self, module):
         self.module = module
         self.args = ()
-        self.input_index = None         # positions of the inputs that pass through the node of step 2
+        self.input_index = None  # positions of the inputs that pass through the node of step 2
         self.n_outputs, self.output_index = 0, ()
         self.grad_outputs = None
 
@@ -171,13 +174,19 @@ class _BackwardHook:
                 if result is not None:
                     grad_output = _checked(result, len(grad_output), "grad_output")
             if self.input_index is None:
-                warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
-                              "outputs since no inputs require gradients.", UserWarning, stacklevel=2)
+                warnings.warn(
+                    "Full backward hook is firing when gradients are computed with respect to module "
+                    "outputs since no inputs require gradients.",
+                    UserWarning,
+                    stacklevel=2,
+                )
                 for hook in list(module._backward_hooks.values()):
                     result = hook(module, (None,) * len(self.args), grad_output)
                     if result is not None and not (isinstance(result, tuple) and all(r is None for r in result)):
-                        raise RuntimeError("Backward hook for Modules where no input requires gradient should "
-                                           "always return None or None for all gradients.")
+                        raise RuntimeError(
+                            "Backward hook for Modules where no input requires gradient should "
+                            "always return None or None for all gradients."
+                        )
             else:
                 self.grad_outputs = grad_output
         return tuple(None if grad_output[i] is None else grad_output[i].data for i in self.output_index)
@@ -185,10 +194,9 @@ class _BackwardHook:
     def on_grad_inputs(self, grads):
         """Backward of step 2: call the hooks with ``grad_input`` and ``grad_output``; what
         they return flows on into the inputs."""
-        if self.grad_outputs is None:   # a gradient that did not come through the outputs
+        if self.grad_outputs is None:  # a gradient that did not come through the outputs
             return grads
-        grad_input = [zeros_like(a) if isinstance(a, Tensor) else None
-                      for a in self.args]
+        grad_input = [zeros_like(a) if isinstance(a, Tensor) else None for a in self.args]
         for i, g in zip(self.input_index, grads):
             grad_input[i] = Tensor(g)
         grad_input = tuple(grad_input)
@@ -232,7 +240,7 @@ class _Identity(Function):
     def forward(ctx, *arrays, watch, side):
         ctx.watch, ctx.side = watch, side
         if side == "outputs":
-            ctx.set_materialize_grads(False)   # an output the loss did not use: None, as PyTorch's grad_output
+            ctx.set_materialize_grads(False)  # an output the loss did not use: None, as PyTorch's grad_output
         return arrays
 
     @staticmethod

@@ -20,7 +20,7 @@ from ..functional._checks import _check_eps, _check_probability
 from ..functional.linear import padding_row
 from .module import Module, Parameter, _check_positive_int, _check_tensor
 
-_INITIALIZE = contextvars.ContextVar("initialize", default=True)   # False inside skip_init
+_INITIALIZE = contextvars.ContextVar("initialize", default=True)  # False inside skip_init
 ModuleT = TypeVar("ModuleT", bound=Module)
 
 
@@ -42,7 +42,6 @@ def _normal(shape, std, device, dtype):
     if not _INITIALIZE.get():
         return zeros(shape, device=device, dtype=dtype)
     return randn(*shape, device=device, dtype=dtype) * std
-
 
 
 def _norm_arguments(normalized_shape):
@@ -78,7 +77,7 @@ class Linear(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_tensor("Linear", x)
-        return F.linear(x, self.weight, self.bias)   # (batch, T, in) is one (batch T, in) matrix there
+        return F.linear(x, self.weight, self.bias)  # (batch, T, in) is one (batch T, in) matrix there
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -132,8 +131,11 @@ class Embedding(Module):
         self.norm_type = float(norm_type)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_row(padding_idx, num_embeddings)
-        self.weight = Parameter(randn(num_embeddings, embedding_dim, device=device, dtype=dtype) if _INITIALIZE.get()
-                                else zeros((num_embeddings, embedding_dim), device=device, dtype=dtype))
+        self.weight = Parameter(
+            randn(num_embeddings, embedding_dim, device=device, dtype=dtype)
+            if _INITIALIZE.get()
+            else zeros((num_embeddings, embedding_dim), device=device, dtype=dtype)
+        )
         if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
@@ -150,11 +152,11 @@ class Embedding(Module):
         if index.numel() == 0 or index.dtype not in ("int32", "int64") or int(index.numpy().min()) < 0:
             return  # nothing to do, or F.embedding refuses the indices (before any write)
         with no_grad():
-            rows = self.weight[index].reshape(-1, self.embedding_dim).detach()   # IndexError past the end
+            rows = self.weight[index].reshape(-1, self.embedding_dim).detach()  # IndexError past the end
             p = self.norm_type
             norms = (rows.abs() ** p).sum(-1, keepdim=True) ** (1.0 / p)
             scale = where(norms > self.max_norm, self.max_norm / (norms + 1e-7), 1.0)
-            self.weight[index] = rows * scale   # a repeated row gets the same value each time
+            self.weight[index] = rows * scale  # a repeated row gets the same value each time
 
     def extra_repr(self) -> str:
         padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
@@ -173,7 +175,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
-        self.p = _check_probability(p, "Dropout: p")    # 0 and 1 too, as PyTorch (1: zeros)
+        self.p = _check_probability(p, "Dropout: p")  # 0 and 1 too, as PyTorch (1: zeros)
         self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
@@ -232,7 +234,7 @@ class LayerNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = _check_eps(eps, "LayerNorm", dtype)
-        elementwise_affine, bias = bool(elementwise_affine), bool(bias)    # read by their truth, as PyTorch
+        elementwise_affine, bias = bool(elementwise_affine), bool(bias)  # read by their truth, as PyTorch
         self.elementwise_affine = elementwise_affine
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
         has_bias = elementwise_affine and bias
@@ -269,7 +271,7 @@ class RMSNorm(Module):
         super().__init__()
         self.normalized_shape = _norm_arguments(normalized_shape)
         self.eps = eps if eps is None else _check_eps(eps, "RMSNorm", dtype)
-        self.elementwise_affine = elementwise_affine = bool(elementwise_affine)   # by its truth, as PyTorch
+        self.elementwise_affine = elementwise_affine = bool(elementwise_affine)  # by its truth, as PyTorch
         self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype)) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:

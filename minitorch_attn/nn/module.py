@@ -68,7 +68,9 @@ class Module(ModuleHookMethods):
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
-            raise RuntimeError(f"{type(self).__name__}.__init__ must call super().__init__() before assigning attributes")
+            raise RuntimeError(
+                f"{type(self).__name__}.__init__ must call super().__init__() before assigning attributes"
+            )
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
         if isinstance(value, Parameter):
@@ -190,18 +192,17 @@ class Module(ModuleHookMethods):
             if not (isinstance(value, Tensor) or hasattr(value, "shape") and hasattr(value, "dtype")):
                 raise TypeError(f"load_state_dict: {name} must be a Tensor or an array, got {type(value).__name__}")
         given = {id(p) for k, p in own.items() if k in state_dict}
-        missing = [k for k, p in own.items() if id(p) not in given]   # a shared one: under any of its names
+        missing = [k for k, p in own.items() if id(p) not in given]  # a shared one: under any of its names
         unexpected = [k for k in state_dict if k not in own]
         wrong_shape = [
             f"{k}: checkpoint {tuple(state_dict[k].shape)}, model {own[k].shape}"
-            for k in own if k in state_dict and tuple(state_dict[k].shape) != own[k].shape
+            for k in own
+            if k in state_dict and tuple(state_dict[k].shape) != own[k].shape
         ]
         if wrong_shape:
             raise ValueError(f"load_state_dict: mis-shaped parameters: {'; '.join(wrong_shape)}")
         if strict and (missing or unexpected):
-            raise KeyError(
-                f"load_state_dict: missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}"
-            )
+            raise KeyError(f"load_state_dict: missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}")
         for name, p in own.items():
             if name in state_dict:
                 value = state_dict[name]
@@ -274,8 +275,6 @@ class Sequential(ModuleList):
         for m in self:
             x = m(x)
         return x
-
-
 
 
 def _check_positive_int(name, value, allow_zero=False):

@@ -115,16 +115,18 @@ class SplitBatch:
         return the loss as a float."""
         parts = self.parts(x)
         if y is not None and (not isinstance(y, Tensor) or y.ndim == 0):
-            raise TypeError(f"SplitBatch: expected targets y as a Tensor with rows on its first axis, or None, "
-                            f"got {y!r:.80}")
+            raise TypeError(
+                f"SplitBatch: expected targets y as a Tensor with rows on its first axis, or None, got {y!r:.80}"
+            )
         if y is not None and y.shape[0] != x.shape[0]:
-            raise ValueError(f"SplitBatch: x has {x.shape[0]} rows but y has {y.shape[0]}; expected one target "
-                             f"row per input row")
+            raise ValueError(
+                f"SplitBatch: x has {x.shape[0]} rows but y has {y.shape[0]}; expected one target row per input row"
+            )
         if len(parts) == 1:
             loss = self.loss_fn(self.model, x, y)
             loss.backward()
             return loss.item()
-        models = [self.model] + [_replica(self.model, {}) for _ in parts[1:]]   # part 0 on the model itself
+        models = [self.model] + [_replica(self.model, {}) for _ in parts[1:]]  # part 0 on the model itself
         params = self.model.parameters()
         before = [p.grad for p in params]
         rows = x.shape[0]
@@ -133,26 +135,33 @@ class SplitBatch:
             loss = self.loss_fn(model, x[start:stop], None if y is None else y[start:stop])
             _refuse_foreign_leaves(loss, model)
             share = (stop - start) / rows
-            (loss * share).backward()            # ∂(share · L_i)/∂θ into this model's own .grad
+            (loss * share).backward()  # ∂(share · L_i)/∂θ into this model's own .grad
             return share * loss.item()
 
         try:
-            losses = run_on_threads(len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)])
+            losses = run_on_threads(
+                len(parts), [lambda m=m, a=a, b=b: part(m, a, b) for m, (a, b) in zip(models, parts)]
+            )
         except BaseException:
             for p, grad in zip(params, before):
-                p.grad = grad                    # what part 0 added goes (the engine adds out of place)
+                p.grad = grad  # what part 0 added goes (the engine adds out of place)
             raise
         for p, *copies in zip(params, *(r.parameters() for r in models[1:]), strict=True):
-            for q in copies:                     # part by part: the same order, and rounding, every step
+            for q in copies:  # part by part: the same order, and rounding, every step
                 if q.grad is not None:
                     autograd._accumulate(p, q.grad.data, backend_of(q.grad.data).xp)
         return sum(losses)
 
     def _runs_whole(self):
-        return any((isinstance(m, Dropout) and m.training and m.p > 0)
-                   or (isinstance(m, Embedding) and m.max_norm is not None)
-                   or m._forward_pre_hooks or m._forward_hooks or m._backward_pre_hooks or m._backward_hooks
-                   for m in self.model.modules()) or any(p._backward_hooks for p in self.model.parameters())
+        return any(
+            (isinstance(m, Dropout) and m.training and m.p > 0)
+            or (isinstance(m, Embedding) and m.max_norm is not None)
+            or m._forward_pre_hooks
+            or m._forward_hooks
+            or m._backward_pre_hooks
+            or m._backward_hooks
+            for m in self.model.modules()
+        ) or any(p._backward_hooks for p in self.model.parameters())
 
 
 def _replica(module, memo):
@@ -194,4 +203,5 @@ def _refuse_foreign_leaves(loss, model):
                     raise ValueError(
                         f"SplitBatch: the loss depends on a tensor of shape {tuple(t.shape)} that requires a gradient "
                         "but is not a parameter of the model; the parts of the batch would write its .grad at "
-                        "once. Make it a Parameter of the model, or call loss.backward() on the whole batch.")
+                        "once. Make it a Parameter of the model, or call loss.backward() on the whole batch."
+                    )

@@ -64,8 +64,10 @@ _BUFFERS = (".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq")
 """Tensors that older checkpoints store but that are not weights (GPT-2's causal mask,
 Llama's rotary frequencies): skipped."""
 
-_CONVERT = ("python -c \"from transformers import AutoModelForCausalLM as M; "
-            "M.from_pretrained('{folder}').save_pretrained('{folder}-safetensors')\"")
+_CONVERT = (
+    'python -c "from transformers import AutoModelForCausalLM as M; '
+    "M.from_pretrained('{folder}').save_pretrained('{folder}-safetensors')\""
+)
 
 
 def read_config(folder):
@@ -78,8 +80,9 @@ def read_config(folder):
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
-        raise ValueError(f"{folder!r} is not a folder: give a folder in the Hugging Face layout "
-                         f"(config.json and model.safetensors)")
+        raise ValueError(
+            f"{folder!r} is not a folder: give a folder in the Hugging Face layout (config.json and model.safetensors)"
+        )
     path = os.path.join(folder, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"{folder!r} has no config.json: not a Hugging Face model folder")
@@ -111,10 +114,15 @@ def check_config(config):
             raise ValueError(f"a mixture of experts ({key}={config[key]}) is not supported")
     if config["architectures"][0] == "GPT2LMHeadModel":
         if config.get("activation_function", "gelu_new") not in ("gelu_new", "gelu_pytorch_tanh"):
-            raise ValueError(f"GPT-2 with activation_function={config['activation_function']!r} is not supported "
-                             f"(only the tanh GELU: 'gelu_new')")
-        for key, allowed in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
-                             ("add_cross_attention", False)):
+            raise ValueError(
+                f"GPT-2 with activation_function={config['activation_function']!r} is not supported "
+                f"(only the tanh GELU: 'gelu_new')"
+            )
+        for key, allowed in (
+            ("scale_attn_weights", True),
+            ("scale_attn_by_inverse_layer_idx", False),
+            ("add_cross_attention", False),
+        ):
             if config.get(key, allowed) != allowed:
                 raise ValueError(f"GPT-2 with {key}={config[key]!r} is not supported")
         return
@@ -124,17 +132,25 @@ def check_config(config):
     if rope_type != "default":
         raise ValueError(f"rope scaling ({rope_type!r}) is not supported: only plain rotary positions")
     if config.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError(f"rotary positions on part of a head (partial_rotary_factor="
-                         f"{config['partial_rotary_factor']}) are not supported")
+        raise ValueError(
+            f"rotary positions on part of a head (partial_rotary_factor="
+            f"{config['partial_rotary_factor']}) are not supported"
+        )
     if config.get("hidden_act", "silu") != "silu":
         raise ValueError(f"Llama with hidden_act={config['hidden_act']!r} is not supported (only 'silu')")
     if config.get("mlp_bias"):
         raise ValueError("Llama with mlp_bias=true is not supported (our SwiGLU has no biases)")
     width, heads = config.get("hidden_size"), config.get("num_attention_heads")
-    if isinstance(width, int) and isinstance(heads, int) and heads > 0 and config.get("head_dim") not in (
-            None, width // heads):
-        raise ValueError(f"head_dim={config['head_dim']} other than hidden_size / num_attention_heads "
-                         f"= {width // heads} is not supported")
+    if (
+        isinstance(width, int)
+        and isinstance(heads, int)
+        and heads > 0
+        and config.get("head_dim") not in (None, width // heads)
+    ):
+        raise ValueError(
+            f"head_dim={config['head_dim']} other than hidden_size / num_attention_heads "
+            f"= {width // heads} is not supported"
+        )
 
 
 def gpt_options(config):
@@ -144,21 +160,41 @@ def gpt_options(config):
     try:
         if config["architectures"][0] == "GPT2LMHeadModel":
             d_model = config["n_embd"]
-            return dict(vocab_size=config["vocab_size"], d_model=d_model, num_heads=config["n_head"],
-                        d_ff=config.get("n_inner") or 4 * d_model, num_layers=config["n_layer"],
-                        max_seq_len=config["n_positions"], tie_weights=config.get("tie_word_embeddings", True),
-                        norm="layernorm", norm_eps=float(config.get("layer_norm_epsilon", 1e-5)),
-                        pos_encoding="learned", mlp="gelu", bias=True, fused_qkv=True, dropout=0.0)
+            return dict(
+                vocab_size=config["vocab_size"],
+                d_model=d_model,
+                num_heads=config["n_head"],
+                d_ff=config.get("n_inner") or 4 * d_model,
+                num_layers=config["n_layer"],
+                max_seq_len=config["n_positions"],
+                tie_weights=config.get("tie_word_embeddings", True),
+                norm="layernorm",
+                norm_eps=float(config.get("layer_norm_epsilon", 1e-5)),
+                pos_encoding="learned",
+                mlp="gelu",
+                bias=True,
+                fused_qkv=True,
+                dropout=0.0,
+            )
         rope = config.get("rope_parameters") or {}
-        return dict(vocab_size=config["vocab_size"], d_model=config["hidden_size"],
-                    num_heads=config["num_attention_heads"],
-                    num_kv_heads=config.get("num_key_value_heads") or config["num_attention_heads"],
-                    d_ff=config["intermediate_size"], num_layers=config["num_hidden_layers"],
-                    max_seq_len=config.get("max_position_embeddings", 2048),
-                    tie_weights=config.get("tie_word_embeddings", False), norm="rmsnorm",
-                    norm_eps=float(config.get("rms_norm_eps", 1e-6)), pos_encoding="rope", mlp="swiglu",
-                    rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
-                    bias=bool(config.get("attention_bias", False)), fused_qkv=False, dropout=0.0)
+        return dict(
+            vocab_size=config["vocab_size"],
+            d_model=config["hidden_size"],
+            num_heads=config["num_attention_heads"],
+            num_kv_heads=config.get("num_key_value_heads") or config["num_attention_heads"],
+            d_ff=config["intermediate_size"],
+            num_layers=config["num_hidden_layers"],
+            max_seq_len=config.get("max_position_embeddings", 2048),
+            tie_weights=config.get("tie_word_embeddings", False),
+            norm="rmsnorm",
+            norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+            pos_encoding="rope",
+            mlp="swiglu",
+            rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+            bias=bool(config.get("attention_bias", False)),
+            fused_qkv=False,
+            dropout=0.0,
+        )
     except KeyError as error:
         raise ValueError(f"config.json has no {error.args[0]!r}, which a {config['architectures'][0]} needs") from None
 
@@ -166,17 +202,27 @@ def gpt_options(config):
 def gpt2_names(options):
     """``[(their name, our name, transposed)]`` for a GPT-2 of ``options`` (``transposed``:
     a ``Conv1D`` weight, ``(in, out)`` there and ``(out, in)`` here)."""
-    names = [("transformer.wte.weight", "token_embedding.weight", False),
-             ("transformer.wpe.weight", "position_embedding.weight", False)]
+    names = [
+        ("transformer.wte.weight", "token_embedding.weight", False),
+        ("transformer.wpe.weight", "position_embedding.weight", False),
+    ]
     for i in range(options["num_layers"]):
         theirs, ours = f"transformer.h.{i}.", f"blocks.{i}."
         for hf, mine in (("ln_1", "norm1"), ("ln_2", "norm2")):
-            names += [(f"{theirs}{hf}.weight", f"{ours}{mine}.weight", False),
-                      (f"{theirs}{hf}.bias", f"{ours}{mine}.bias", False)]
-        for hf, mine in (("attn.c_attn", "attn.W_qkv"), ("attn.c_proj", "attn.W_o"),
-                         ("mlp.c_fc", "ffn.0"), ("mlp.c_proj", "ffn.2")):
-            names += [(f"{theirs}{hf}.weight", f"{ours}{mine}.weight", True),
-                      (f"{theirs}{hf}.bias", f"{ours}{mine}.bias", False)]
+            names += [
+                (f"{theirs}{hf}.weight", f"{ours}{mine}.weight", False),
+                (f"{theirs}{hf}.bias", f"{ours}{mine}.bias", False),
+            ]
+        for hf, mine in (
+            ("attn.c_attn", "attn.W_qkv"),
+            ("attn.c_proj", "attn.W_o"),
+            ("mlp.c_fc", "ffn.0"),
+            ("mlp.c_proj", "ffn.2"),
+        ):
+            names += [
+                (f"{theirs}{hf}.weight", f"{ours}{mine}.weight", True),
+                (f"{theirs}{hf}.bias", f"{ours}{mine}.bias", False),
+            ]
     names += [("transformer.ln_f.weight", "norm.weight", False), ("transformer.ln_f.bias", "norm.bias", False)]
     if not options["tie_weights"]:
         names.append(("lm_head.weight", "lm_head.weight", False))
@@ -187,10 +233,17 @@ def llama_names(options):
     """``[(their name, our name, transposed)]`` for a Llama of ``options`` (never transposed:
     transformers' ``nn.Linear`` stores ``(out, in)`` as ours)."""
     names = [("model.embed_tokens.weight", "token_embedding.weight", False)]
-    layers = [("input_layernorm", "norm1"), ("post_attention_layernorm", "norm2"),
-              ("self_attn.q_proj", "attn.W_q"), ("self_attn.k_proj", "attn.W_k"),
-              ("self_attn.v_proj", "attn.W_v"), ("self_attn.o_proj", "attn.W_o"),
-              ("mlp.gate_proj", "ffn.w1"), ("mlp.up_proj", "ffn.w3"), ("mlp.down_proj", "ffn.w2")]
+    layers = [
+        ("input_layernorm", "norm1"),
+        ("post_attention_layernorm", "norm2"),
+        ("self_attn.q_proj", "attn.W_q"),
+        ("self_attn.k_proj", "attn.W_k"),
+        ("self_attn.v_proj", "attn.W_v"),
+        ("self_attn.o_proj", "attn.W_o"),
+        ("mlp.gate_proj", "ffn.w1"),
+        ("mlp.up_proj", "ffn.w3"),
+        ("mlp.down_proj", "ffn.w2"),
+    ]
     for i in range(options["num_layers"]):
         for hf, mine in layers:
             names.append((f"model.layers.{i}.{hf}.weight", f"blocks.{i}.{mine}.weight", False))
@@ -217,7 +270,7 @@ class _Weights:
         except ImportError:
             raise ImportError('reading Hugging Face folders needs safetensors: pip install -e ".[hf]"') from None
         self.safe_open = safe_open
-        self.files = _weight_files(folder)     # {name: file}
+        self.files = _weight_files(folder)  # {name: file}
         self.names = set(self.files)
 
     def get(self, name):
@@ -235,8 +288,10 @@ class _Weights:
         try:
             import torch
         except ImportError:
-            raise ValueError(f"{name} is bfloat16, which NumPy cannot hold: install PyTorch to widen it to "
-                             f"float32 while loading, or save the model in float32") from None
+            raise ValueError(
+                f"{name} is bfloat16, which NumPy cannot hold: install PyTorch to widen it to "
+                f"float32 while loading, or save the model in float32"
+            ) from None
         with self.safe_open(self.files[name], framework="pt") as f:
             return f.get_tensor(name).to(torch.float32).numpy()
 
@@ -253,9 +308,11 @@ def _weight_files(folder):
     if not os.path.isfile(index):
         pickled = sorted(n for n in os.listdir(folder) if n.endswith((".bin", ".pt", ".pth", ".ckpt")))
         if pickled:
-            raise ValueError(f"{folder!r} holds {', '.join(pickled)}, PyTorch pickles, which are never loaded here "
-                             f"(unpickling can run any code). Convert the folder once where you trust it: "
-                             + _CONVERT.format(folder=folder))
+            raise ValueError(
+                f"{folder!r} holds {', '.join(pickled)}, PyTorch pickles, which are never loaded here "
+                f"(unpickling can run any code). Convert the folder once where you trust it: "
+                + _CONVERT.format(folder=folder)
+            )
         raise ValueError(f"{folder!r} has neither model.safetensors nor model.safetensors.index.json")
     try:
         with open(index, encoding="utf-8") as f:
@@ -279,10 +336,11 @@ def _weight_files(folder):
 def _names_in(path):
     """The tensor names of the safetensors file ``path``; a ValueError if it is not one."""
     from safetensors import safe_open
+
     try:
         with safe_open(path, framework="numpy") as f:
             return list(f.keys())
-    except Exception as error:   # the library's SafetensorError (a header it cannot read), OSError
+    except Exception as error:  # the library's SafetensorError (a header it cannot read), OSError
         raise ValueError(f"{path!r} is not a readable safetensors file: {error}") from None
 
 
@@ -291,7 +349,7 @@ def _their_name(name, present):
     ``gpt2`` on the Hub) name ``wte.weight`` where ours says ``transformer.wte.weight``."""
     if name in present or not name.startswith("transformer."):
         return name
-    return name[len("transformer."):]
+    return name[len("transformer.") :]
 
 
 def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
@@ -312,14 +370,16 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
     wanted = {hf for hf, _, _ in table}
     ignored = {n for n in weights.names if n.endswith(_BUFFERS)}
     if options["tie_weights"]:
-        ignored.add("lm_head.weight")   # some tied checkpoints store it too; tied, it is the embedding
+        ignored.add("lm_head.weight")  # some tied checkpoints store it too; tied, it is the embedding
     missing = sorted(wanted - weights.names)
     extra = sorted(weights.names - wanted - ignored)
     if missing or extra:
-        raise ValueError(f"{folder!r} does not hold the weights of its config.json: missing "
-                         f"{', '.join(missing[:6]) or 'none'}{' ...' if len(missing) > 6 else ''}; left over "
-                         f"{', '.join(extra[:6]) or 'none'}{' ...' if len(extra) > 6 else ''}")
-    model = skip_init(cls, **options, attn_impl=attn_impl)   # zeros, not random draws: replaced just below
+        raise ValueError(
+            f"{folder!r} does not hold the weights of its config.json: missing "
+            f"{', '.join(missing[:6]) or 'none'}{' ...' if len(missing) > 6 else ''}; left over "
+            f"{', '.join(extra[:6]) or 'none'}{' ...' if len(extra) > 6 else ''}"
+        )
+    model = skip_init(cls, **options, attn_impl=attn_impl)  # zeros, not random draws: replaced just below
     own = dict(model.named_parameters())
     wrong = []
     for hf, ours, transposed in table:
@@ -328,8 +388,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
         if array.shape != own[ours].shape:
             wrong.append(f"{hf} {array.shape} (expected {own[ours].shape})")
             continue
-        own[ours].data = array   # float32, C-contiguous and our own copy: no second copy (to(device) moves it)
+        own[ours].data = array  # float32, C-contiguous and our own copy: no second copy (to(device) moves it)
     if wrong:
         raise ValueError(f"{folder!r} has weights of the wrong shape for its config.json: {'; '.join(wrong[:6])}")
     return model.to(device).eval()
-

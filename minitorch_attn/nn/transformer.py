@@ -59,7 +59,7 @@ class SwiGLU(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         # BEGIN SOLUTION 6.2
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))                 # (..., d_ff) -> (..., d_model)
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (..., d_ff) -> (..., d_model)
         # END SOLUTION
 
 
@@ -136,8 +136,16 @@ class TransformerEncoderBlock(Module):
         """Returns ``x`` or, with ``need_weights=True``, ``(x, attention weights)``. ``attn_mask``,
         ``is_causal``, ``cache`` and ``layer_index`` go to :meth:`MultiHeadAttention.forward`."""
         h = self.norm1(x) if self.norm_first else x
-        a, weights = self.attn(h, h, h, attn_mask=attn_mask, is_causal=is_causal, need_weights=need_weights,
-                               cache=cache, layer_index=layer_index)
+        a, weights = self.attn(
+            h,
+            h,
+            h,
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            cache=cache,
+            layer_index=layer_index,
+        )
         x = x + self.dropout1(a)
         if not self.norm_first:
             x = self.norm1(x)
@@ -183,10 +191,15 @@ class TransformerDecoderBlock(Module):
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, is_causal: bool = True) -> Tensor:
         """``memory_mask``: bool, broadcastable to ``(batch, heads, T, S)``, True where a
         target position may attend to a source position (e.g. not padding)."""
-        x = self._residual(x, self.norm1, self.dropout1,
-                           lambda h: self.self_attn(h, h, h, is_causal=is_causal, need_weights=False)[0])
-        x = self._residual(x, self.norm2, self.dropout2,
-                           lambda h: self.cross_attn(h, memory, memory, attn_mask=memory_mask, need_weights=False)[0])
+        x = self._residual(
+            x, self.norm1, self.dropout1, lambda h: self.self_attn(h, h, h, is_causal=is_causal, need_weights=False)[0]
+        )
+        x = self._residual(
+            x,
+            self.norm2,
+            self.dropout2,
+            lambda h: self.cross_attn(h, memory, memory, attn_mask=memory_mask, need_weights=False)[0],
+        )
         return self._residual(x, self.norm3, self.dropout3, self.ffn)
 
 
@@ -251,8 +264,9 @@ class _SelfAttentionStack(Module):
             block_options["rope_base"] = rope_base
             # END SOLUTION
         self.dropout = Dropout(dropout)
-        self.blocks = ModuleList(TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options)
-                                 for _ in range(num_layers))
+        self.blocks = ModuleList(
+            TransformerEncoderBlock(d_model, num_heads, d_ff, dropout, **block_options) for _ in range(num_layers)
+        )
         self.norm = _make_norm(block_options.get("norm", "layernorm"), d_model, block_options.get("norm_eps"))
         init_gpt2(self, num_layers)
 
@@ -261,8 +275,10 @@ class _SelfAttentionStack(Module):
         offset + seq_len - 1`` (rotary positions are applied inside attention)."""
         _check_tensor(type(self).__name__, idx)
         if idx.ndim != 2 or idx.dtype not in ("int64", "int32"):
-            raise ValueError(f"expected token ids of shape (batch, seq_len) and an integer dtype, got {idx.shape} {idx.dtype}")
-        x = self.token_embedding(idx)                                   # (B, T, d_model)
+            raise ValueError(
+                f"expected token ids of shape (batch, seq_len) and an integer dtype, got {idx.shape} {idx.dtype}"
+            )
+        x = self.token_embedding(idx)  # (B, T, d_model)
         if self.pos_encoding == "learned":
             length = idx.shape[1]
             if offset + length > self.max_seq_len:
@@ -354,15 +370,42 @@ class GPT(_SelfAttentionStack):
             raise ValueError(f"mlp must be one of {MLPS}, got {mlp!r}")
         if d_ff is None:
             d_ff = swiglu_width(d_model) if mlp == "swiglu" else 4 * d_model
-        super().__init__(vocab_size, d_model, num_heads, d_ff, num_layers, max_seq_len, dropout,
-                         pos_encoding=pos_encoding, rope_base=rope_base, norm=norm, activation="tanh",
-                         mlp=mlp, num_kv_heads=num_kv_heads, fused_qkv=fused_qkv, attn_impl=attn_impl,
-                         bias=bias, norm_eps=norm_eps)
-        self.config = dict(vocab_size=vocab_size, d_model=d_model, num_heads=num_heads, d_ff=d_ff,
-                           num_layers=num_layers, max_seq_len=max_seq_len, dropout=dropout,
-                           tie_weights=tie_weights, norm=norm, num_kv_heads=num_kv_heads,
-                           fused_qkv=fused_qkv, attn_impl=attn_impl, pos_encoding=pos_encoding,
-                           rope_base=rope_base, mlp=mlp)
+        super().__init__(
+            vocab_size,
+            d_model,
+            num_heads,
+            d_ff,
+            num_layers,
+            max_seq_len,
+            dropout,
+            pos_encoding=pos_encoding,
+            rope_base=rope_base,
+            norm=norm,
+            activation="tanh",
+            mlp=mlp,
+            num_kv_heads=num_kv_heads,
+            fused_qkv=fused_qkv,
+            attn_impl=attn_impl,
+            bias=bias,
+            norm_eps=norm_eps,
+        )
+        self.config = dict(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            num_heads=num_heads,
+            d_ff=d_ff,
+            num_layers=num_layers,
+            max_seq_len=max_seq_len,
+            dropout=dropout,
+            tie_weights=tie_weights,
+            norm=norm,
+            num_kv_heads=num_kv_heads,
+            fused_qkv=fused_qkv,
+            attn_impl=attn_impl,
+            pos_encoding=pos_encoding,
+            rope_base=rope_base,
+            mlp=mlp,
+        )
         # the two options of imported checkpoints are recorded only when set, so the configs
         # of the training job (its checkpoints, torch_gpt's arguments) stay as they were
         if bias:
@@ -399,8 +442,14 @@ class GPT(_SelfAttentionStack):
             # END SOLUTION
         all_weights = []
         for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask=attn_mask, is_causal=attn_mask is None, need_weights=need_weights,
-                      cache=cache, layer_index=i)
+            x = block(
+                x,
+                attn_mask=attn_mask,
+                is_causal=attn_mask is None,
+                need_weights=need_weights,
+                cache=cache,
+                layer_index=i,
+            )
             if need_weights:
                 x, weights = x
                 all_weights.append(weights)
@@ -438,4 +487,4 @@ class GPT(_SelfAttentionStack):
         """The ids that a forward without a cache needs to predict what follows ``ids`` (a
         list): the last ``max_seq_len`` with learned positions (the embeddings end there);
         all of them with rotary positions (the sliding window is inside attention)."""
-        return list(ids) if self.pos_encoding == "rope" else list(ids)[-self.max_seq_len:]
+        return list(ids) if self.pos_encoding == "rope" else list(ids)[-self.max_seq_len :]

@@ -37,12 +37,34 @@ Adding an operation: write it in its module, then its record here (the completen
 ``tests/test_opinfo.py`` names the file when a public op has none).
 """
 
-from . import activations, arithmetic, attention, engine, inplace, linear, normalization, reductions, rotary, shape
-from . import softmax
+from . import (
+    activations,
+    arithmetic,
+    attention,
+    engine,
+    inplace,
+    linear,
+    normalization,
+    reductions,
+    rotary,
+    shape,
+    softmax,
+)
 from .record import EDGES, Inputs, OneInput, OpInfo, Sample
 
-MODULES = (arithmetic, reductions, shape, engine, inplace, softmax, activations, normalization, linear, attention,
-           rotary)
+MODULES = (
+    arithmetic,
+    reductions,
+    shape,
+    engine,
+    inplace,
+    softmax,
+    activations,
+    normalization,
+    linear,
+    attention,
+    rotary,
+)
 
 
 def op_db():
@@ -74,5 +96,15 @@ def gradcheck_names_of_task(task_id):
     return [sample.name for record, sample in gradcheck_samples() if task_id in sample.tasks_of(record)]
 
 
-__all__ = ["EDGES", "Inputs", "OneInput", "OpInfo", "Sample", "op_db", "find", "one_input_calls", "gradcheck_samples",
-           "gradcheck_names_of_task"]
+__all__ = [
+    "EDGES",
+    "Inputs",
+    "OneInput",
+    "OpInfo",
+    "Sample",
+    "op_db",
+    "find",
+    "one_input_calls",
+    "gradcheck_samples",
+    "gradcheck_names_of_task",
+]

@@ -10,7 +10,7 @@ import numpy as np
 import minitorch_attn as mt
 
 from .gradients import BY_LINEARITY, unbroadcast
-from .record import OneInput, OpInfo, register, Sample
+from .record import OneInput, OpInfo, Sample, register
 
 EMPTY = frozenset({"empty"})
 SCALAR = frozenset({"0-d"})
@@ -19,30 +19,44 @@ BROADCAST = frozenset({"broadcast"})
 DIM = frozenset({"dim"})
 
 
-def unary(name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, one_input=None,
-          **options):
+def unary(
+    name, op, ref, torch_ref, source, ordinary, nonfinite=None, task="1.2", covers=None, one_input=None, **options
+):
     """A record of an elementwise function of one tensor: the ordinary sample (from the
     gradient-check suite), an empty and a 0-d input, and ``nonfinite`` values if given; its
     one-input call is ``op(x)``, a float function of an int input, unless ``one_input`` says otherwise."""
-    samples = [Sample(name, ordinary),
-               Sample(f"{name} (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
-               Sample(f"{name} (0-d)", lambda d: [d.uniform(low=0.5, high=2.0)], edges=SCALAR)]
+    samples = [
+        Sample(name, ordinary),
+        Sample(f"{name} (empty)", lambda d: [d.randn(0, 3)], edges=EMPTY),
+        Sample(f"{name} (0-d)", lambda d: [d.uniform(low=0.5, high=2.0)], edges=SCALAR),
+    ]
     if nonfinite is not None:
         samples.append(Sample(f"{name} (inf, nan)", lambda d: [d.values(nonfinite)], edges=NONFINITE))
-    return OpInfo(name, op, covers or (f"mt.{name}", f"Tensor.{name}"), tuple(samples), source, ref=ref,
-                  torch_ref=torch_ref, task=task, one_input=one_input or OneInput(op, torch_ref, of_ints="float"),
-                  **options)
+    return OpInfo(
+        name,
+        op,
+        covers or (f"mt.{name}", f"Tensor.{name}"),
+        tuple(samples),
+        source,
+        ref=ref,
+        torch_ref=torch_ref,
+        task=task,
+        one_input=one_input or OneInput(op, torch_ref, of_ints="float"),
+        **options,
+    )
 
 
 def binary_samples(name, ordinary, second=None, tasks=None):
     """The ordinary sample of a broadcasting binary op (its gradient check counting for
     ``tasks``, default the record's), an empty pair and a 0-d operand."""
     second = second or (lambda d, *shape: d.randn(*shape))
-    return (Sample(name, ordinary, edges=BROADCAST, gradcheck=True, tasks=tasks),
-            Sample(f"{name.split(' ')[0]} (empty, broadcast)", lambda d: [d.randn(0, 3), second(d, 3)],
-                   edges=EMPTY | BROADCAST),
-            Sample(f"{name.split(' ')[0]} (0-d and 2-D)", lambda d: [d.randn(), second(d, 2, 3)],
-                   edges=SCALAR | BROADCAST))
+    return (
+        Sample(name, ordinary, edges=BROADCAST, gradcheck=True, tasks=tasks),
+        Sample(
+            f"{name.split(' ')[0]} (empty, broadcast)", lambda d: [d.randn(0, 3), second(d, 3)], edges=EMPTY | BROADCAST
+        ),
+        Sample(f"{name.split(' ')[0]} (0-d and 2-D)", lambda d: [d.randn(), second(d, 2, 3)], edges=SCALAR | BROADCAST),
+    )
 
 
 def positive(d, *shape):
@@ -55,8 +69,10 @@ def np_div_backward(grads, a, b, rounding_mode=None):
     g = grads[0]
     with np.errstate(all="ignore"):
         da, db = (g / b, -g * a / (b * b)) if rounding_mode is None else (0 * g, 0 * g)
-    return [unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
-            unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None]
+    return [
+        unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
+        unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None,
+    ]
 
 
 def np_pow_backward(grads, a, b):
@@ -65,9 +81,10 @@ def np_pow_backward(grads, a, b):
     with np.errstate(all="ignore"):
         da = np.where(np.asarray(b) == 0, 0.0, g * b * np.power(a, np.asarray(b) - 1.0))
         db = np.where((np.asarray(a) == 0) & (np.asarray(b) >= 0), 0.0, g * np.power(a, b) * np.log(a))
-    return [unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
-            unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None]
-
+    return [
+        unbroadcast(da, np.shape(a)) if isinstance(a, np.ndarray) else None,
+        unbroadcast(db, np.shape(b)) if isinstance(b, np.ndarray) else None,
+    ]
 
 
 def np_exp_backward(grads, x):
@@ -88,28 +105,35 @@ def np_sqrt_backward(grads, x):
 def np_tanh_backward(grads, x):
     """d(tanh x) = (1 - tanh² x) dx."""
     return [grads[0] * (1 - np.tanh(x) ** 2)]
+
+
 # END REFERENCE
+
 
 def np_extremum_backward(larger):
     """d max(a, b) = g to the larger (half each at a tie); min with ``larger=False``."""
+
     def ref_backward(grads, a, b):
         g = grads[0]
         wins = (a > b) if larger else (a < b)
         tie = 0.5 * (a == b)
         da, db = g * (wins + tie), g * ((~wins & (a != b)) + tie)
         return [unbroadcast(da, np.shape(a)), unbroadcast(db, np.shape(b))]
+
     return ref_backward
 
 
 def np_clamp_backward(grads, x, *bounds, **kwargs):
     """dx = g inside [min, max] (bounds included); a tensor bound gets g where it is the result."""
-    min, max = (list(bounds) + [kwargs.get("min"), kwargs.get("max")][len(bounds):])[:2]
+    min, max = (list(bounds) + [kwargs.get("min"), kwargs.get("max")][len(bounds) :])[:2]
     g = grads[0]
     below = x < (-np.inf if min is None else min)
     above = (x > (np.inf if max is None else max)) & ~below
-    bound_grads = [unbroadcast(g * hit, np.shape(bound)) if isinstance(bound, np.ndarray) else None
-                   for bound, hit in ((min, below), (max, above))]
-    return [unbroadcast(g * ~(below | above), x.shape)] + bound_grads[:len(bounds)]
+    bound_grads = [
+        unbroadcast(g * hit, np.shape(bound)) if isinstance(bound, np.ndarray) else None
+        for bound, hit in ((min, below), (max, above))
+    ]
+    return [unbroadcast(g * ~(below | above), x.shape)] + bound_grads[: len(bounds)]
 
 
 # BEGIN REFERENCE 1.3
@@ -380,7 +404,7 @@ RECORDS = register(__name__, [
             Sample("matmul (1-D @ 1-D)", lambda d: [d.randn(4), d.randn(4)], gradcheck=False),
             Sample("matmul (inner dim 0)", lambda d: [d.randn(3, 0), d.randn(0, 2)], edges=EMPTY),
             Sample("matmul (empty batch)", lambda d: [d.randn(0, 3, 4), d.randn(4, 2)], edges=EMPTY | BROADCAST)),
-           "d(AB) = dA B + A dB, so dA = G Bᵀ and dB = Aᵀ G, summed over broadcast batch dims",
+           "the product rule over the sum of C = AB (task 1.5), summed over broadcast batch dims",
            ref=np.matmul, ref_backward=BY_LINEARITY, torch_ref=lambda torch, a, b: a @ b, task="1.5", n_ops=64,
            differentiable_in=("input", "other"),
            one_input=OneInput(lambda x: mt.matmul(x, x.T), lambda torch, x: torch.matmul(x, x.T),

@@ -16,7 +16,7 @@ import minitorch_attn.functional as F
 from .record import TORCH_KEEPS_INTS, OneInput, OpInfo, Sample, float_mask, register, seeded
 
 EMPTY, BROADCAST, EXTREME, NONFINITE = (frozenset({e}) for e in ("empty", "broadcast", "extreme", "nonfinite"))
-NOT_TORCH = NotImplemented   # what a torch reference returns for an option PyTorch lacks
+NOT_TORCH = NotImplemented  # what a torch reference returns for an option PyTorch lacks
 
 
 # BEGIN REFERENCE 4.1
@@ -45,17 +45,32 @@ def np_weights(q, k, attn_mask=None, is_causal=False, scale=None, enable_gqa=Fal
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
-def np_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-                 causal_alignment="top_left"):
+def np_attention(
+    q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False, causal_alignment="top_left"
+):
     """``weights @ V`` (no dropout: a sample with dropout has no reference)."""
     if enable_gqa and q.ndim >= 3:
         v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
     return np_weights(q, k, attn_mask, is_causal, scale, enable_gqa, causal_alignment) @ v
+
+
 # END REFERENCE
 
 
-def np_flash(q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None, dropout_p=0.0,
-             enable_gqa=False, block_size_q=None, block_size_k=None, return_lse=False):
+def np_flash(
+    q,
+    k,
+    v,
+    attn_mask=None,
+    is_causal=False,
+    causal_alignment="top_left",
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+    block_size_q=None,
+    block_size_k=None,
+    return_lse=False,
+):
     out = np_attention(q, k, v, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment)
     if not return_lse:
         return out
@@ -91,8 +106,9 @@ def _scores_backward(dS, q, k, attn_mask, scale, enable_gqa):
     return dq, dk, dmask
 
 
-def np_weights_backward(grads, q, k, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-                        causal_alignment="top_left"):
+def np_weights_backward(
+    grads, q, k, attn_mask=None, is_causal=False, scale=None, enable_gqa=False, causal_alignment="top_left"
+):
     """``dS = P ∘ (dP - rowsum(dP ∘ P))`` with ``dP`` the upstream gradient of the weights."""
     P, dP = np_weights(q, k, attn_mask, is_causal, scale, enable_gqa, causal_alignment), grads[0]
     dS = P * (dP - (dP * P).sum(-1, keepdims=True))
@@ -100,8 +116,19 @@ def np_weights_backward(grads, q, k, attn_mask=None, is_causal=False, scale=None
     return [dq, dk] + ([dmask] if attn_mask is not None else [])
 
 
-def np_attention_backward(grads, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                          enable_gqa=False, causal_alignment="top_left", d_lse=None):
+def np_attention_backward(
+    grads,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    causal_alignment="top_left",
+    d_lse=None,
+):
     """FlashAttention-2's equations in float64: ``dV = Pᵀ dO``, ``dP = dO Vᵀ``,
     ``dS = P ∘ (dP - rowsum(dO ∘ O))`` (plus ``P ∘ d lse`` when the log-sum-exp is an
     output), then :func:`_scores_backward`."""
@@ -118,25 +145,75 @@ def np_attention_backward(grads, q, k, v, attn_mask=None, dropout_p=0.0, is_caus
         dS = dS + P * d_lse[..., None]
     dq, dk, dmask = _scores_backward(dS, q, k, attn_mask, scale, enable_gqa)
     return [dq, dk, dv] + ([dmask] if attn_mask is not None else [])
+
+
 # END REFERENCE
 
 
-def np_flash_backward(grads, q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None,
-                      dropout_p=0.0, enable_gqa=False, block_size_q=None, block_size_k=None, return_lse=False):
-    return np_attention_backward(grads, q, k, v, attn_mask, 0.0, is_causal, scale, enable_gqa, causal_alignment,
-                                 d_lse=grads[1] if return_lse else None)
+def np_flash_backward(
+    grads,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    is_causal=False,
+    causal_alignment="top_left",
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+    block_size_q=None,
+    block_size_k=None,
+    return_lse=False,
+):
+    return np_attention_backward(
+        grads,
+        q,
+        k,
+        v,
+        attn_mask,
+        0.0,
+        is_causal,
+        scale,
+        enable_gqa,
+        causal_alignment,
+        d_lse=grads[1] if return_lse else None,
+    )
 
 
-def torch_sdpa(torch, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-               causal_alignment="top_left"):
+def torch_sdpa(
+    torch,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    causal_alignment="top_left",
+):
     if causal_alignment != "top_left" or dropout_p:
         return NOT_TORCH
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                                            scale=scale, enable_gqa=enable_gqa)
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+    )
 
 
-def torch_flash(torch, q, k, v, attn_mask=None, is_causal=False, causal_alignment="top_left", scale=None,
-                dropout_p=0.0, enable_gqa=False, block_size_q=None, block_size_k=None, return_lse=False):
+def torch_flash(
+    torch,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    is_causal=False,
+    causal_alignment="top_left",
+    scale=None,
+    dropout_p=0.0,
+    enable_gqa=False,
+    block_size_q=None,
+    block_size_k=None,
+    return_lse=False,
+):
     if return_lse:
         return NOT_TORCH
     return torch_sdpa(torch, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment)
@@ -170,88 +247,160 @@ def extreme_qkv(d, limit=None):
     limit = limit if limit is not None else d.EXTREME[d.dtype]
     q, k = d.rng.standard_normal((2, 2, 5, 4)), d.rng.standard_normal((2, 2, 6, 4))
     scores = q @ np.swapaxes(k, -1, -2) / 2.0
-    extreme = scores.flat[np.abs(scores).argmax()]      # the score of largest size, made +limit
+    extreme = scores.flat[np.abs(scores).argmax()]  # the score of largest size, made +limit
     return [d._tensor(q * (limit / extreme)), d._tensor(k), d.randn(2, 2, 6, 3)]
 
 
 def flash_sample(name, make, edges=frozenset(), gradcheck=None, **options):
     """A flash sample with tiny blocks: several query and key blocks on every length."""
-    return Sample(name, make, kwargs={"block_size_q": 2, "block_size_k": 3, **options}, edges=edges,
-                  gradcheck=gradcheck)
+    return Sample(
+        name, make, kwargs={"block_size_q": 2, "block_size_k": 3, **options}, edges=edges, gradcheck=gradcheck
+    )
 
 
 # (name, make, options): the empty cases, each run densely and blockwise
 EMPTY_CASES: tuple = (
-    ("no keys", lambda d: [d.randn(1, 1), d.randn(0, 1), d.randn(0, 1)], {}),     # PyTorch: [[0.]]
+    ("no keys", lambda d: [d.randn(1, 1), d.randn(0, 1), d.randn(0, 1)], {}),  # PyTorch: [[0.]]
     ("no keys, heads", lambda d: [d.randn(2, 3, 4, 5), d.randn(2, 3, 0, 5), d.randn(2, 3, 0, 6)], {}),
-    ("no keys, causal bottom-right", lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 2, 0, 4), d.randn(1, 2, 0, 4)],
-     {"is_causal": True, "causal_alignment": "bottom_right"}),
+    (
+        "no keys, causal bottom-right",
+        lambda d: [d.randn(1, 2, 3, 4), d.randn(1, 2, 0, 4), d.randn(1, 2, 0, 4)],
+        {"is_causal": True, "causal_alignment": "bottom_right"},
+    ),
     ("no queries", lambda d: [d.randn(2, 0, 4), d.randn(2, 3, 4), d.randn(2, 3, 5)], {}),
     ("no queries, causal", lambda d: [d.randn(1, 0, 4), d.randn(1, 3, 4), d.randn(1, 3, 4)], {"is_causal": True}),
     ("empty batch", lambda d: [d.randn(0, 2, 3, 4), d.randn(0, 2, 3, 4), d.randn(0, 2, 3, 4)], {}),
-    ("empty batch, GQA", lambda d: [d.randn(0, 4, 3, 4), d.randn(0, 2, 3, 4), d.randn(0, 2, 3, 4)],
-     {"enable_gqa": True}),
+    (
+        "empty batch, GQA",
+        lambda d: [d.randn(0, 4, 3, 4), d.randn(0, 2, 3, 4), d.randn(0, 2, 3, 4)],
+        {"enable_gqa": True},
+    ),
     ("no value features", lambda d: [d.randn(2, 3, 4), d.randn(2, 5, 4), d.randn(2, 5, 0)], {}),
 )
 
 SDPA_SAMPLES = (
     Sample("sdpa", lambda d: [d.randn(2, 3, 4), d.randn(2, 5, 4), d.randn(2, 5, 3)]),
-    Sample("sdpa (causal, 4-D, scale)", lambda d: [d.randn(1, 2, 4, 3), d.randn(1, 2, 4, 3), d.randn(1, 2, 4, 3)],
-           kwargs=dict(is_causal=True, scale=0.7)),
-    Sample("sdpa (bool mask, empty row)",
-           lambda d: [d.randn(2, 3, 4), d.randn(2, 4, 4), d.randn(2, 4, 2),
-                      d.bools([[True, False, True, False], [False] * 4, [True] * 4])]),
-    Sample("sdpa (float mask with grad)",
-           lambda d: [d.randn(2, 3, 4), d.randn(2, 4, 4), d.randn(2, 4, 2), d.randn(3, 4)]),
-    Sample("sdpa (-inf bias, bottom-right N_q > N_k)",
-           lambda d: [d.randn(2, 4, 3), d.randn(2, 3, 3), d.randn(2, 3, 3), float_mask(d, 2, 4, 3)],
-           fn=lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-           + F.scaled_dot_product_attention(q, k, v, is_causal=True, causal_alignment="bottom_right")),
-    Sample("sdpa (GQA, broadcast mask)",
-           lambda d: [d.randn(1, 4, 3, 2), d.randn(1, 2, 5, 2), d.randn(1, 2, 5, 3), d.mask(4, 1, 5)],
-           fn=lambda q, k, v, m: F.scaled_dot_product_attention(
-               q, k, v, attn_mask=m | (mt.arange(5, device=m.device) == 0), enable_gqa=True)),
-    Sample("sdpa (dropout 0.3)", lambda d: [d.randn(2, 3, 4), d.randn(2, 5, 4), d.randn(2, 5, 3)],
-           fn=seeded(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.3))),
-    Sample("sdpa (bottom-right, N_q < N_k)", lambda d: [d.randn(1, 3, 4), d.randn(1, 5, 4), d.randn(1, 5, 2)],
-           kwargs=dict(is_causal=True, causal_alignment="bottom_right"), gradcheck=True),
-    Sample("sdpa (GQA)", lambda d: [d.randn(2, 4, 3, 2), d.randn(2, 2, 5, 2), d.randn(2, 2, 5, 3)],
-           kwargs=dict(enable_gqa=True), gradcheck=True),
+    Sample(
+        "sdpa (causal, 4-D, scale)",
+        lambda d: [d.randn(1, 2, 4, 3), d.randn(1, 2, 4, 3), d.randn(1, 2, 4, 3)],
+        kwargs=dict(is_causal=True, scale=0.7),
+    ),
+    Sample(
+        "sdpa (bool mask, empty row)",
+        lambda d: [
+            d.randn(2, 3, 4),
+            d.randn(2, 4, 4),
+            d.randn(2, 4, 2),
+            d.bools([[True, False, True, False], [False] * 4, [True] * 4]),
+        ],
+    ),
+    Sample(
+        "sdpa (float mask with grad)", lambda d: [d.randn(2, 3, 4), d.randn(2, 4, 4), d.randn(2, 4, 2), d.randn(3, 4)]
+    ),
+    Sample(
+        "sdpa (-inf bias, bottom-right N_q > N_k)",
+        lambda d: [d.randn(2, 4, 3), d.randn(2, 3, 3), d.randn(2, 3, 3), float_mask(d, 2, 4, 3)],
+        fn=lambda q, k, v, m: (
+            F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+            + F.scaled_dot_product_attention(q, k, v, is_causal=True, causal_alignment="bottom_right")
+        ),
+    ),
+    Sample(
+        "sdpa (GQA, broadcast mask)",
+        lambda d: [d.randn(1, 4, 3, 2), d.randn(1, 2, 5, 2), d.randn(1, 2, 5, 3), d.mask(4, 1, 5)],
+        fn=lambda q, k, v, m: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=m | (mt.arange(5, device=m.device) == 0), enable_gqa=True
+        ),
+    ),
+    Sample(
+        "sdpa (dropout 0.3)",
+        lambda d: [d.randn(2, 3, 4), d.randn(2, 5, 4), d.randn(2, 5, 3)],
+        fn=seeded(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)),
+    ),
+    Sample(
+        "sdpa (bottom-right, N_q < N_k)",
+        lambda d: [d.randn(1, 3, 4), d.randn(1, 5, 4), d.randn(1, 5, 2)],
+        kwargs=dict(is_causal=True, causal_alignment="bottom_right"),
+        gradcheck=True,
+    ),
+    Sample(
+        "sdpa (GQA)",
+        lambda d: [d.randn(2, 4, 3, 2), d.randn(2, 2, 5, 2), d.randn(2, 2, 5, 3)],
+        kwargs=dict(enable_gqa=True),
+        gradcheck=True,
+    ),
     Sample("sdpa (extreme scores)", extreme_qkv, edges=EXTREME),
     Sample("sdpa (extreme scores, causal)", extreme_qkv, kwargs=dict(is_causal=True), edges=EXTREME),
-    Sample("sdpa (inf in a masked value)",
-           lambda d: [d.randn(1, 2, 2), d.randn(1, 2, 2), d.values([[[1.0, 2.0], [np.inf, 0.0]]]),
-                      d.bools([[True, False], [True, False]])], edges=NONFINITE),
+    Sample(
+        "sdpa (inf in a masked value)",
+        lambda d: [
+            d.randn(1, 2, 2),
+            d.randn(1, 2, 2),
+            d.values([[[1.0, 2.0], [np.inf, 0.0]]]),
+            d.bools([[True, False], [True, False]]),
+        ],
+        edges=NONFINITE,
+    ),
 ) + tuple(Sample(f"sdpa ({name})", make, kwargs=options, edges=EMPTY) for name, make, options in EMPTY_CASES)
 
 FLASH_SAMPLES = (
-    flash_sample("flash (N_q > N_k, ragged blocks, lse)",
-                 lambda d: [d.randn(2, 2, 7, 3), d.randn(2, 2, 5, 3), d.randn(2, 2, 5, 2)], return_lse=True),
-    flash_sample("flash (N_q < N_k, blocks 1 and 4)",
-                 lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 4)],
-                 block_size_q=1, block_size_k=4),
-    flash_sample("flash (causal, top-left, scale)",
-                 lambda d: [d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 2)],
-                 is_causal=True, scale=0.7, return_lse=True),
-    flash_sample("flash (causal, bottom-right, N_q < N_k)",
-                 lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 3)],
-                 is_causal=True, causal_alignment="bottom_right", return_lse=True),
-    flash_sample("flash (causal, bottom-right, N_q > N_k)",  # the first N_q - N_k queries see no key: out 0
-                 lambda d: [d.randn(1, 2, 7, 2), d.randn(1, 2, 5, 2), d.randn(1, 2, 5, 3)],
-                 is_causal=True, causal_alignment="bottom_right"),
-    flash_sample("flash (key-padding mask)",
-                 lambda d: [d.randn(2, 2, 5, 3), d.randn(2, 2, 6, 3), d.randn(2, 2, 6, 2), padding_mask(d, 2, 6)],
-                 return_lse=True),
-    flash_sample("flash (additive -inf mask, grad)",
-                 lambda d: [d.randn(2, 2, 5, 3), d.randn(2, 2, 6, 3), d.randn(2, 2, 6, 2),
-                            bias_with_neg_inf(d, 2, 1, 5, 6)]),
-    flash_sample("flash (GQA, broadcast bias, grad)",
-                 lambda d: [d.randn(1, 4, 5, 3), d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 2), d.randn(4, 1, 6)],
-                 enable_gqa=True, return_lse=True),
-    flash_sample("flash (GQA, causal)", lambda d: [d.randn(2, 6, 5, 2), d.randn(2, 2, 5, 2), d.randn(2, 2, 5, 3)],
-                 enable_gqa=True, is_causal=True),
-    Sample("flash (dropout 0.3, causal)", lambda d: [d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 2)],
-           fn=seeded(flash(dropout_p=0.3, is_causal=True))),
+    flash_sample(
+        "flash (N_q > N_k, ragged blocks, lse)",
+        lambda d: [d.randn(2, 2, 7, 3), d.randn(2, 2, 5, 3), d.randn(2, 2, 5, 2)],
+        return_lse=True,
+    ),
+    flash_sample(
+        "flash (N_q < N_k, blocks 1 and 4)",
+        lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 4)],
+        block_size_q=1,
+        block_size_k=4,
+    ),
+    flash_sample(
+        "flash (causal, top-left, scale)",
+        lambda d: [d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 3), d.randn(2, 1, 7, 2)],
+        is_causal=True,
+        scale=0.7,
+        return_lse=True,
+    ),
+    flash_sample(
+        "flash (causal, bottom-right, N_q < N_k)",
+        lambda d: [d.randn(1, 2, 5, 3), d.randn(1, 2, 7, 3), d.randn(1, 2, 7, 3)],
+        is_causal=True,
+        causal_alignment="bottom_right",
+        return_lse=True,
+    ),
+    flash_sample(
+        "flash (causal, bottom-right, N_q > N_k)",  # the first N_q - N_k queries see no key: out 0
+        lambda d: [d.randn(1, 2, 7, 2), d.randn(1, 2, 5, 2), d.randn(1, 2, 5, 3)],
+        is_causal=True,
+        causal_alignment="bottom_right",
+    ),
+    flash_sample(
+        "flash (key-padding mask)",
+        lambda d: [d.randn(2, 2, 5, 3), d.randn(2, 2, 6, 3), d.randn(2, 2, 6, 2), padding_mask(d, 2, 6)],
+        return_lse=True,
+    ),
+    flash_sample(
+        "flash (additive -inf mask, grad)",
+        lambda d: [d.randn(2, 2, 5, 3), d.randn(2, 2, 6, 3), d.randn(2, 2, 6, 2), bias_with_neg_inf(d, 2, 1, 5, 6)],
+    ),
+    flash_sample(
+        "flash (GQA, broadcast bias, grad)",
+        lambda d: [d.randn(1, 4, 5, 3), d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 2), d.randn(4, 1, 6)],
+        enable_gqa=True,
+        return_lse=True,
+    ),
+    flash_sample(
+        "flash (GQA, causal)",
+        lambda d: [d.randn(2, 6, 5, 2), d.randn(2, 2, 5, 2), d.randn(2, 2, 5, 3)],
+        enable_gqa=True,
+        is_causal=True,
+    ),
+    Sample(
+        "flash (dropout 0.3, causal)",
+        lambda d: [d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 3), d.randn(1, 2, 6, 2)],
+        fn=seeded(flash(dropout_p=0.3, is_causal=True)),
+    ),
     flash_sample("flash (extreme scores)", extreme_qkv, edges=EXTREME, block_size_q=2, block_size_k=2),
     flash_sample("flash (extreme scores, causal)", extreme_qkv, edges=EXTREME, is_causal=True),
 ) + tuple(flash_sample(f"flash ({name})", make, edges=EMPTY, **options) for name, make, options in EMPTY_CASES)
@@ -263,13 +412,17 @@ def _qkv(x):
 
 
 # BEGIN REFERENCE 4.2
-BACKWARD_SCALED_DOT_PRODUCT_ATTENTION = "dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+BACKWARD_SCALED_DOT_PRODUCT_ATTENTION = (
+    "dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
+)
 BACKWARD_ATTENTION_WEIGHTS = "dS = P ∘ (dP - rowsum(dP ∘ P)), dQ = scale dS K, dK = scale dSᵀ Q"
 # END REFERENCE
 
 
 # BEGIN REFERENCE 5.2
-BACKWARD_FLASH_ATTENTION = "per tile: P = exp(S - lse), dV += Pᵀ dO, dS = P ∘ (dO Vᵀ - D), dQ += scale dS K, dK += scale dSᵀ Q"
+BACKWARD_FLASH_ATTENTION = (
+    "per tile: P = exp(S - lse), dV += Pᵀ dO, dS = P ∘ (dO Vᵀ - D), dQ += scale dS K, dK += scale dSᵀ Q"
+)
 # END REFERENCE
 
 

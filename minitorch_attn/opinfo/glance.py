@@ -24,10 +24,12 @@ def backward_rule(record):
     rule = record.backward
     if isinstance(rule, str) and rule:
         return rule
-    if callable(rule) and record.task:          # held_back's stand-in (the rule is the task's answer)
+    if callable(rule) and record.task:  # held_back's stand-in (the rule is the task's answer)
         return f"(task {record.task})"
-    raise ValueError(f"record {record.name!r} ({record.module}) has no one-line backward rule: give it "
-                     f"backward='dx = ...' (in a # BEGIN REFERENCE region when it is a task's answer)")
+    raise ValueError(
+        f"record {record.name!r} ({record.module}) has no one-line backward rule: give it "
+        f"backward='dx = ...' (in a # BEGIN REFERENCE region when it is a task's answer)"
+    )
 
 
 def glance_rows(records=None):
@@ -39,8 +41,9 @@ def glance_rows(records=None):
     rows = []
     for record in records if records is not None else op_db():
         if not (isinstance(record.forward, str) and record.forward):
-            raise ValueError(f"record {record.name!r} ({record.module}) has no one-line forward rule: "
-                             f"give it forward='y = ...'")
+            raise ValueError(
+                f"record {record.name!r} ({record.module}) has no one-line forward rule: give it forward='y = ...'"
+            )
         rows.append((record.name, record.forward, backward_rule(record)))
     return rows
 

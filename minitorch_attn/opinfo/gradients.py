@@ -26,6 +26,8 @@ def unbroadcast(grad, shape):
     grad = grad.sum(axis=tuple(range(grad.ndim - len(shape)))) if grad.ndim > len(shape) else grad
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     return grad.sum(axis=axes, keepdims=True).reshape(shape) if axes else grad.reshape(shape)
+
+
 # END REFERENCE
 
 
@@ -36,6 +38,7 @@ def _outputs(out):
 def by_linearity(ref, argnums=None):
     """The ``ref_backward`` of an op affine in each float array argument (those in ``argnums``,
     default all): ``∂s/∂x_j = Σ_k g_k (f(e_j) - f(0))_k``, one forward per element."""
+
     def ref_backward(grads, *args, **kwargs):
         result = []
         for i, x in enumerate(args):
@@ -60,6 +63,7 @@ def by_linearity(ref, argnums=None):
                         gradient[j] += float(np.sum(np.asarray(g, dtype=np.float64) * change))
             result.append(gradient.reshape(x.shape))
         return result
+
     return ref_backward
 
 

@@ -20,8 +20,12 @@ class HeldBack(NotImplementedError):
 def held_back(task, name):
     """The stand-in for the reference ``name`` of homework task ``task``: a function of any
     arguments that raises :class:`HeldBack` naming both."""
+
     def stand_in(*args, **kwargs):
-        raise HeldBack(f"{name} is a reference answer of task {task}, held back in this tree: the public "
-                       f"comparisons with it are skipped here, and `python -m gradcheck` checks the backward")
+        raise HeldBack(
+            f"{name} is a reference answer of task {task}, held back in this tree: the public "
+            f"comparisons with it are skipped here, and `python -m gradcheck` checks the backward"
+        )
+
     stand_in.__name__ = stand_in.__qualname__ = name
     return stand_in

@@ -13,11 +13,12 @@ float32 with the float64 result.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import numpy as np
 
 import minitorch_attn as mt
+
 from ..core.factories import tensor
 from .gradients import BY_LINEARITY, _ByLinearity, by_linearity
 
@@ -41,15 +42,14 @@ class Inputs:
     ``dtype`` and require grad unless told otherwise; index and mask tensors never do.
     """
 
-    EXTREME = {"float64": 1000.0, "float32": 80.0}   # logits at which exp overflows unless shifted
+    EXTREME = {"float64": 1000.0, "float32": 80.0}  # logits at which exp overflows unless shifted
 
     def __init__(self, device="cpu", dtype="float64", seed=0):
         self.device, self.dtype = device, dtype
         self.rng = np.random.default_rng(seed)
 
     def _tensor(self, values, requires_grad=True, dtype=None):
-        return tensor(np.asarray(values), dtype=dtype or self.dtype, device=self.device,
-                      requires_grad=requires_grad)
+        return tensor(np.asarray(values), dtype=dtype or self.dtype, device=self.device, requires_grad=requires_grad)
 
     def values(self, values, requires_grad=True):
         """Given values (``-inf``, ``nan``, an empty list, a 0-d number) as a float tensor."""
@@ -130,12 +130,12 @@ class Sample:
     make: Callable[[Inputs], list]
     kwargs: dict = dataclasses.field(default_factory=dict)
     edges: frozenset = frozenset()
-    gradcheck: Optional[bool] = None
-    fn: Optional[Callable] = None
-    tasks: Optional[tuple] = None
+    gradcheck: bool | None = None
+    fn: Callable | None = None
+    tasks: tuple | None = None
     fast_mode: bool = False
-    n_ops: Optional[int] = None
-    torch_wrong: Optional[str] = None
+    n_ops: int | None = None
+    torch_wrong: str | None = None
 
     def __post_init__(self):
         unknown = set(self.edges) - set(EDGES)
@@ -173,8 +173,9 @@ class Sample:
         return lambda *args: op(*args, **self.kwargs)
 
 
-TORCH_KEEPS_INTS = {dtype: f"PyTorch computes it in {dtype}; ours refuses (TypeError): it is a float op"
-                    for dtype in ("int64", "int32")}
+TORCH_KEEPS_INTS = {
+    dtype: f"PyTorch computes it in {dtype}; ours refuses (TypeError): it is a float op" for dtype in ("int64", "int32")
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,12 +199,12 @@ class OneInput:
     """
 
     call: Callable
-    torch_call: Optional[Callable] = None
+    torch_call: Callable | None = None
     of_ints: str = "same"
     refuses: tuple = ()
     torch_differs: dict = dataclasses.field(default_factory=dict)
-    hides_nan: Optional[str] = None
-    nan_gradient_differs: Optional[str] = None
+    hides_nan: str | None = None
+    nan_gradient_differs: str | None = None
 
     def __post_init__(self):
         if self.of_ints not in ("same", "int64", "float", "TypeError"):
@@ -264,21 +265,21 @@ class OpInfo:
     covers: tuple
     samples: tuple
     source: str
-    ref: Optional[Callable] = None
-    torch_ref: Optional[Callable] = None
+    ref: Callable | None = None
+    torch_ref: Callable | None = None
     ref_backward: Callable | _ByLinearity | None = None
-    task: Optional[str] = None
-    forward_task: Optional[str] = None
+    task: str | None = None
+    forward_task: str | None = None
     differentiable_in: tuple = ("input",)
     not_differentiable_in: tuple = ()
     dtypes: tuple = ("float32", "float64")
     keeps_dtype: bool = True
     n_ops: int = 16
     exponentiates: bool = False
-    no_empty: Optional[str] = None
-    one_input: Optional[OneInput] = None
-    forward: Optional[str] = None
-    backward: Optional[object] = None    # a str, or held_back's stand-in in a student tree
+    no_empty: str | None = None
+    one_input: OneInput | None = None
+    forward: str | None = None
+    backward: object | None = None  # a str, or held_back's stand-in in a student tree
 
     def __post_init__(self):
         if self.ref_backward is BY_LINEARITY:
@@ -309,9 +310,11 @@ def register(module_name, records):
 # ---- input makers shared by several records ----
 def seeded(fn, seed=0):
     """``fn`` with :func:`mt.manual_seed` called first: one dropout mask for every evaluation."""
+
     def call(*args, **kwargs):
         mt.manual_seed(seed)
         return fn(*args, **kwargs)
+
     return call
 
 

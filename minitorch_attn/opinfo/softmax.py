@@ -13,8 +13,9 @@ import minitorch_attn.functional as F
 
 from .record import OneInput, OpInfo, Sample, register, with_neg_inf
 
-EMPTY, SCALAR, ONE, DIM, EXTREME, NONFINITE = (frozenset({e}) for e in (
-    "empty", "0-d", "one-element", "dim", "extreme", "nonfinite"))
+EMPTY, SCALAR, ONE, DIM, EXTREME, NONFINITE = (
+    frozenset({e}) for e in ("empty", "0-d", "one-element", "dim", "extreme", "nonfinite")
+)
 
 
 # BEGIN REFERENCE 2.2
@@ -25,9 +26,11 @@ def np_log_softmax(x, dim=-1):
         return np.zeros_like(x)
     with np.errstate(invalid="ignore", over="ignore"):
         top = np.max(x, axis=dim, keepdims=True) if x.shape[dim] else np.zeros_like(np.sum(x, dim, keepdims=True))
-        top = np.where(top == -np.inf, 0.0, top)     # an all -inf row: NaN, as PyTorch; +inf or NaN: NaN
+        top = np.where(top == -np.inf, 0.0, top)  # an all -inf row: NaN, as PyTorch; +inf or NaN: NaN
         shifted = x - top
         return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+
+
 # END REFERENCE
 
 
@@ -43,6 +46,8 @@ def np_softmax_backward(grads, x, dim=-1):
     if np.ndim(x) == 0:
         return [np.zeros_like(g)]
     return [p * (g - (g * p).sum(dim, keepdims=True))]
+
+
 # END REFERENCE
 
 
@@ -53,12 +58,15 @@ def np_log_softmax_backward(grads, x, dim=-1):
     if np.ndim(x) == 0:
         return [np.zeros_like(g)]
     return [g - p * g.sum(dim, keepdims=True)]
+
+
 # END REFERENCE
 
 
 # BEGIN REFERENCE 2.3
-def np_cross_entropy_backward(grads, logits, target, weight=None, ignore_index=-100, label_smoothing=0.0,
-                              reduction="mean"):
+def np_cross_entropy_backward(
+    grads, logits, target, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"
+):
     """Per kept target: ``g_n ((1-ε) w_t + ε/C Σ_c w_c) p - g_n ((1-ε) w_t onehot + ε/C w)``, 0
     where ignored; the mean's ``g`` is divided by the summed weights of the targets kept."""
     logits = np.asarray(logits, dtype=np.float64)
@@ -66,7 +74,7 @@ def np_cross_entropy_backward(grads, logits, target, weight=None, ignore_index=-
     if unbatched:
         logits, target = logits[None], np.asarray(target).reshape(1)
     C = logits.shape[1]
-    z = np.moveaxis(logits, 1, -1)                                           # (N, d1, ..., C)
+    z = np.moveaxis(logits, 1, -1)  # (N, d1, ..., C)
     p = np_softmax(z, -1)
     target = np.asarray(target, dtype=np.int64)
     keep = target != ignore_index
@@ -95,7 +103,7 @@ def np_cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoot
     if logits.ndim == 1:
         logits, target = logits[None], np.asarray(target).reshape(1)
     C = logits.shape[1]
-    logp = np_log_softmax(np.moveaxis(logits, 1, -1), -1)          # (N, d1, ..., C)
+    logp = np_log_softmax(np.moveaxis(logits, 1, -1), -1)  # (N, d1, ..., C)
     target = np.asarray(target, dtype=np.int64)
     keep = target != ignore_index
     safe = np.where(keep, target, 0)
@@ -109,6 +117,8 @@ def np_cross_entropy(logits, target, weight=None, ignore_index=-100, label_smoot
         return loss.sum()
     with np.errstate(invalid="ignore"):
         return loss.sum() / np.where(keep, w[safe], 0.0).sum()
+
+
 # END REFERENCE
 
 

@@ -7,8 +7,15 @@ its section, so neither copy can go stale.
 
 from . import op_db
 
-HEADER = ("op", "record", "forward and backward from", "gradient for", "task", "samples (gradcheck / all)",
-          "edge cases")
+HEADER = (
+    "op",
+    "record",
+    "forward and backward from",
+    "gradient for",
+    "task",
+    "samples (gradcheck / all)",
+    "edge cases",
+)
 
 
 def table_rows(records=None):
@@ -19,9 +26,17 @@ def table_rows(records=None):
     for record in records if records is not None else op_db():
         edges = sorted({e for s in record.samples for e in s.edges})
         gradchecked = sum(1 for s in record.samples if s.gradcheck)
-        rows.append((record.name, record.module.split("minitorch_attn/")[1], record.source,
-                     ", ".join(record.differentiable_in), record.task or "",
-                     f"{gradchecked} / {len(record.samples)}", ", ".join(edges)))
+        rows.append(
+            (
+                record.name,
+                record.module.split("minitorch_attn/")[1],
+                record.source,
+                ", ".join(record.differentiable_in),
+                record.task or "",
+                f"{gradchecked} / {len(record.samples)}",
+                ", ".join(edges),
+            )
+        )
     return rows
 
 

@@ -22,17 +22,56 @@ only through the names below.
 """
 
 from .allocator import keep_freed_memory
-from .pool import (CHUNKS_PER_THREAD, STOP_SIGNALS, Chunk, batch_chunks, each_on_threads, join,
-                   raises_keyboard_interrupt, run_on_threads, take)
+from .pool import (
+    CHUNKS_PER_THREAD,
+    STOP_SIGNALS,
+    Chunk,
+    batch_chunks,
+    each_on_threads,
+    join,
+    raises_keyboard_interrupt,
+    run_on_threads,
+    take,
+)
 from .rows import SPLITS, RowWise, Split, backward_in_rows, forward_in_rows, threads_for
 from .sums import column_sums, last_axis_sums
 from .switch import fused_kernels, use_fused
-from .threads import (FastestThreads, available_cores, blas_thread_count, blas_threads, chosen_by_user,
-                      get_num_threads, set_num_threads)
+from .threads import (
+    FastestThreads,
+    available_cores,
+    blas_thread_count,
+    blas_threads,
+    chosen_by_user,
+    get_num_threads,
+    set_num_threads,
+)
 
-__all__ = ["STOP_SIGNALS", "raises_keyboard_interrupt", 
-    "CHUNKS_PER_THREAD", "Chunk", "FastestThreads", "RowWise", "SPLITS", "Split", "available_cores",
-    "backward_in_rows", "batch_chunks", "blas_thread_count", "blas_threads", "chosen_by_user", "column_sums",
-    "each_on_threads", "forward_in_rows", "fused_kernels", "get_num_threads", "join",
-    "keep_freed_memory", "last_axis_sums", "run_on_threads", "set_num_threads", "take", "threads_for", "use_fused",
+__all__ = [
+    "STOP_SIGNALS",
+    "raises_keyboard_interrupt",
+    "CHUNKS_PER_THREAD",
+    "Chunk",
+    "FastestThreads",
+    "RowWise",
+    "SPLITS",
+    "Split",
+    "available_cores",
+    "backward_in_rows",
+    "batch_chunks",
+    "blas_thread_count",
+    "blas_threads",
+    "chosen_by_user",
+    "column_sums",
+    "each_on_threads",
+    "forward_in_rows",
+    "fused_kernels",
+    "get_num_threads",
+    "join",
+    "keep_freed_memory",
+    "last_axis_sums",
+    "run_on_threads",
+    "set_num_threads",
+    "take",
+    "threads_for",
+    "use_fused",
 ]

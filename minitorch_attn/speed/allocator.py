@@ -33,7 +33,7 @@ import os
 
 KEEP_BYTES = 2**30
 """Free memory glibc may keep at the very top of its heap before it gives some back."""
-_M_TRIM_THRESHOLD = -1   # from glibc's <malloc.h>
+_M_TRIM_THRESHOLD = -1  # from glibc's <malloc.h>
 _M_MMAP_MAX = -4
 
 
@@ -44,8 +44,8 @@ def keep_freed_memory() -> bool:
     True if it did so, False where the C library is not glibc (then nothing changes).
     Safe to call more than once."""
     try:
-        glibc = os.confstr("CS_GNU_LIBC_VERSION") is not None    # "glibc 2.36"; None on musl
-    except (AttributeError, ValueError, OSError):                # no confstr (Windows) or no such name
+        glibc = os.confstr("CS_GNU_LIBC_VERSION") is not None  # "glibc 2.36"; None on musl
+    except (AttributeError, ValueError, OSError):  # no confstr (Windows) or no such name
         glibc = False
     if not glibc:
         return False

@@ -97,16 +97,16 @@ def run_on_threads(threads, jobs):
     futures = []
     with ctrl_c, blas_threads(1):
         for job in jobs:
-            if ctrl_c.stops:                     # the rest is not handed out
+            if ctrl_c.stops:  # the rest is not handed out
                 break
             futures.append(_pool(threads).submit(contextvars.copy_context().run, _alone, job))
         pending = futures
         while pending:
             if ctrl_c.stops:
                 for future in pending:
-                    future.cancel()              # the jobs not started never start
+                    future.cancel()  # the jobs not started never start
             pending = list(concurrent.futures.wait(pending, timeout=_NOTICE_SECONDS).not_done)
-    ctrl_c.deliver()                             # KeyboardInterrupt, after every job has ended
+    ctrl_c.deliver()  # KeyboardInterrupt, after every job has ended
     return [f.result() for f in futures]
 
 
@@ -198,7 +198,7 @@ def _run_each(count, work):
     takes the next ``n`` as soon as it is done with its last (so a thread whose core is busy
     with another program does fewer, instead of holding up the others)."""
     threads = min(get_num_threads(), count)
-    numbers = itertools.count()     # next() on it is atomic: no two threads get the same n
+    numbers = itertools.count()  # next() on it is atomic: no two threads get the same n
 
     def worker():
         for n in iter(numbers.__next__, None):

@@ -87,7 +87,7 @@ SPLITS = {
     "ScaledDotProductAttention": Split(from_bytes=2**22),
     "LayerNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
     "RMSNorm": Split(from_bytes=2 * ROW_CHUNK_BYTES + 1, chunk_bytes=ROW_CHUNK_BYTES),
-    "FlashAttention": Split(from_bytes=2**24),        # bytes of the scores it never forms
+    "FlashAttention": Split(from_bytes=2**24),  # bytes of the scores it never forms
 }
 """Per Function (by class name), the size of its first input from which the pool pays;
 any other row-wise Function uses :data:`DEFAULT_SPLIT`. Set from ``benchmarks/crossover.py``
@@ -122,7 +122,7 @@ def forward_in_rows(function, ctx, args, options):
         return function.forward(ctx, *args, **options)
     lead, bounds, options = plan
     xp, cut = ctx.xp, function.row_wise.inputs
-    rows = [xp.reshape(a, (-1,) + tuple(a.shape[lead:])) for a in args[:cut]]     # views
+    rows = [xp.reshape(a, (-1,) + tuple(a.shape[lead:])) for a in args[:cut]]  # views
     shared = args[cut:]
     chunks = [type(ctx)(ctx.backend, ctx.needs_input_grad) for _ in bounds[:-1]]
     out, made = [], threading.Lock()
@@ -130,7 +130,7 @@ def forward_in_rows(function, ctx, args, options):
     def one_chunk(n):
         a, b = bounds[n], bounds[n + 1]
         y = function.forward(chunks[n], *(r[a:b] for r in rows), *shared, **options)
-        with made:                                   # the first chunk done makes the output
+        with made:  # the first chunk done makes the output
             if not out:
                 out.append(xp.empty((bounds[-1],) + tuple(y.shape[1:]), dtype=y.dtype, device=ctx.backend.device))
         out[0][a:b] = y
@@ -138,10 +138,15 @@ def forward_in_rows(function, ctx, args, options):
     each_on_threads(len(chunks), one_chunk)
     kept = [c.saved_tensors for c in chunks]
     for c in chunks:
-        c.save_for_backward()                        # the call's Context holds them (see below)
+        c.save_for_backward()  # the call's Context holds them (see below)
     ctx.save_for_backward(*(array for saved in kept for array in saved))
-    ctx.row_chunks = _Chunks(lead, chunks, bounds, tuple(len(saved) for saved in kept),
-                             tuple((a.shape, r.shape, r.dtype) for a, r in zip(args[:cut], rows)))
+    ctx.row_chunks = _Chunks(
+        lead,
+        chunks,
+        bounds,
+        tuple(len(saved) for saved in kept),
+        tuple((a.shape, r.shape, r.dtype) for a, r in zip(args[:cut], rows)),
+    )
     return xp.reshape(out[0], tuple(args[0].shape[:lead]) + tuple(out[0].shape[1:]))
 
 
@@ -152,14 +157,16 @@ def backward_in_rows(function, ctx, grad_outputs):
     if plan is None:
         return function.backward(ctx, *grad_outputs)
     xp, cut, bounds = ctx.xp, function.row_wise.inputs, plan.bounds
-    saved, start = ctx.saved_tensors, 0             # raises once the graph was freed
+    saved, start = ctx.saved_tensors, 0  # raises once the graph was freed
     for chunk, count in zip(plan.chunks, plan.saved_counts):
-        chunk.save_for_backward(*saved[start:start + count])
+        chunk.save_for_backward(*saved[start : start + count])
         start += count
     (grad_output,) = grad_outputs
-    grad_output = xp.reshape(grad_output, (bounds[-1],) + tuple(grad_output.shape[plan.lead:]))
-    grads = [xp.empty(rows_shape, dtype=dtype, device=ctx.backend.device) if need else None
-             for (_, rows_shape, dtype), need in zip(plan.shapes, ctx.needs_input_grad)]
+    grad_output = xp.reshape(grad_output, (bounds[-1],) + tuple(grad_output.shape[plan.lead :]))
+    grads = [
+        xp.empty(rows_shape, dtype=dtype, device=ctx.backend.device) if need else None
+        for (_, rows_shape, dtype), need in zip(plan.shapes, ctx.needs_input_grad)
+    ]
     shared_grads = [None] * len(plan.chunks)
 
     def one_chunk(n):
@@ -168,34 +175,33 @@ def backward_in_rows(function, ctx, grad_outputs):
         parts = parts if isinstance(parts, tuple) else (parts,)
         for full, part in zip(grads, parts[:cut]):
             if full is not None:
-                full[a:b] = 0.0 if part is None else part      # None: a zero gradient
+                full[a:b] = 0.0 if part is None else part  # None: a zero gradient
         shared_grads[n] = parts[cut:]
 
     try:
         each_on_threads(len(plan.chunks), one_chunk)
     finally:
         for chunk in plan.chunks:
-            chunk.save_for_backward()                # the call's Context still holds them
+            chunk.save_for_backward()  # the call's Context still holds them
     summed = [None if parts[0] is None else _add_up(parts) for parts in zip(*shared_grads)]
-    return (*(None if g is None else xp.reshape(g, shape) for g, (shape, _, _) in zip(grads, plan.shapes)),
-            *summed)
+    return (*(None if g is None else xp.reshape(g, shape) for g, (shape, _, _) in zip(grads, plan.shapes)), *summed)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Chunks:
     """What :func:`backward_in_rows` needs of a forward run in chunks."""
 
-    lead: int             # the leading axes of the inputs and the output that count rows
-    chunks: list          # one Context per chunk
-    bounds: tuple         # chunk n is rows bounds[n]:bounds[n+1]
-    saved_counts: tuple   # how many of the call's saved arrays each chunk saved
-    shapes: tuple         # per cut input: its shape, its shape as rows, its dtype
+    lead: int  # the leading axes of the inputs and the output that count rows
+    chunks: list  # one Context per chunk
+    bounds: tuple  # chunk n is rows bounds[n]:bounds[n+1]
+    saved_counts: tuple  # how many of the call's saved arrays each chunk saved
+    shapes: tuple  # per cut input: its shape, its shape as rows, its dtype
 
 
 def _add_up(parts):
     total = parts[0]
     for part in parts[1:]:
-        total = total + part                         # in chunk order: the same rounding every run
+        total = total + part  # in chunk order: the same rounding every run
     return total
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import types
 
+_kernels: types.ModuleType | None
 try:
     from . import fused as _kernels
 except ImportError:  # a student tree (see above)

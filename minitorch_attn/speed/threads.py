@@ -49,9 +49,9 @@ from contextlib import contextmanager
 import numpy  # noqa: F401  (loads NumPy's BLAS, which the handle below must see)
 from threadpoolctl import ThreadpoolController
 
-_requested = None   # set_num_threads(n): n; None: the library chooses
-_chosen = None      # the count a FastestThreads runs the current repetition with (None: outside one)
-_this_thread = threading.local()   # .alone: True in a job of the pool, which runs on its own thread
+_requested = None  # set_num_threads(n): n; None: the library chooses
+_chosen = None  # the count a FastestThreads runs the current repetition with (None: outside one)
+_this_thread = threading.local()  # .alone: True in a job of the pool, which runs on its own thread
 
 
 def available_cores():
@@ -76,15 +76,18 @@ def set_num_threads(n: int) -> None:
     """
     global _requested
     if n is not None:
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool):   # Python's or NumPy's
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):  # Python's or NumPy's
             raise TypeError(f"set_num_threads: expected an int >= 1 or None, got {n!r}")
         n = int(n)
         if n < 1:
             raise ValueError(f"set_num_threads: expected an int >= 1 or None, got {n}")
         if n > available_cores():
-            warnings.warn(f"{n} threads are more than the {available_cores()} cores this process may run on: "
-                          f"they take turns on them, and every product waits for the slowest (expected at most "
-                          f"{available_cores()})", stacklevel=2)
+            warnings.warn(
+                f"{n} threads are more than the {available_cores()} cores this process may run on: "
+                f"they take turns on them, and every product waits for the slowest (expected at most "
+                f"{available_cores()})",
+                stacklevel=2,
+            )
         _set_blas(n)
     _requested = n
 
@@ -224,7 +227,10 @@ class FastestThreads:
         if not self.candidates:
             raise ValueError("FastestThreads: expected at least one candidate thread count")
         for name, value, least in [("a candidate", n, 1) for n in self.candidates] + [
-                ("trial", trial, 1), ("period", period, 0), ("warmup", warmup, 0)]:
+            ("trial", trial, 1),
+            ("period", period, 0),
+            ("warmup", warmup, 0),
+        ]:
             if not isinstance(value, numbers.Integral) or isinstance(value, bool):
                 raise TypeError(f"FastestThreads: {name} must be an int, got {value!r}")
             if value < least:
@@ -232,16 +238,17 @@ class FastestThreads:
         self.trial, self.period, self.clock = trial, period, clock
         # the count to run until the first trial (None: that trial starts at once)
         self.choice = self.candidates[0] if len(self.candidates) == 1 or warmup else None
-        self.until_trial = None if len(self.candidates) == 1 else warmup   # repetitions before the next trial
-        self.trial_order = []             # the counts still to time in this trial
-        self.samples = {}                 # count -> seconds of its repetitions in this trial
-        self.counts = {n: 0 for n in self.candidates}                # repetitions run with each
+        self.until_trial = None if len(self.candidates) == 1 else warmup  # repetitions before the next trial
+        self.trial_order = []  # the counts still to time in this trial
+        self.samples = {}  # count -> seconds of its repetitions in this trial
+        self.counts = {n: 0 for n in self.candidates}  # repetitions run with each
         self.trials_done = 0
 
     def __enter__(self):
-        if self.until_trial == 0 and not self.trial_order:   # a new trial: A B, B A, A B, ...
-            self.trial_order = [n for r in range(self.trial)
-                                for n in (self.candidates if r % 2 == 0 else self.candidates[::-1])]
+        if self.until_trial == 0 and not self.trial_order:  # a new trial: A B, B A, A B, ...
+            self.trial_order = [
+                n for r in range(self.trial) for n in (self.candidates if r % 2 == 0 else self.candidates[::-1])
+            ]
             self.samples = {n: [] for n in self.candidates}
         self.timed = bool(self.trial_order)
         if self.timed:
@@ -259,7 +266,7 @@ class FastestThreads:
         self.counts[self.current] += 1
         if self.timed:
             self.samples[self.current].append(elapsed)
-            if not self.trial_order:      # the trial is complete: keep the fastest
+            if not self.trial_order:  # the trial is complete: keep the fastest
                 self.choice = min(self.candidates, key=lambda n: statistics.median(self.samples[n]))
                 self.until_trial = self.period
                 self.trials_done += 1

@@ -22,7 +22,7 @@ from minitorch_attn.functional.flash import FlashAttention
 from minitorch_attn.homework.remote import StudentError
 from tests.conftest import expect_close as shared_expect_close
 
-REFERENCE_RTOL = 1e-7   # a student's values against the reference library's, relative to max(1, |value|)
+REFERENCE_RTOL = 1e-7  # a student's values against the reference library's, relative to max(1, |value|)
 
 
 def leaf(student, array, dtype="float64"):
@@ -51,7 +51,7 @@ def swapped(student, module, name, stand_in):
     finally:
         try:
             assign(target, name, before)
-        except StudentError:   # their process was stopped: the next check starts a new one, as it was
+        except StudentError:  # their process was stopped: the next check starts a new one, as it was
             pass
 
 
@@ -84,10 +84,15 @@ def expect_unchanged(before, after, *, what):
     before, after = np.asarray(before), host(after)
     if before.shape == after.shape and np.array_equal(before, after, equal_nan=True):
         return
-    changed = "its shape" if before.shape != after.shape else \
-        f"{int(np.sum(~((before == after) | (np.isnan(before) & np.isnan(after)))))} of {before.size} elements"
-    raise AssertionError(f"{what} was changed ({changed}): a backward must not write into arrays that the "
-                         f"forward saved or that another node holds")
+    changed = (
+        "its shape"
+        if before.shape != after.shape
+        else f"{int(np.sum(~((before == after) | (np.isnan(before) & np.isnan(after)))))} of {before.size} elements"
+    )
+    raise AssertionError(
+        f"{what} was changed ({changed}): a backward must not write into arrays that the "
+        f"forward saved or that another node holds"
+    )
 
 
 def softmax(x, axis=-1):
@@ -147,7 +152,8 @@ def student_context(student, ctx):
     arrays its forward saved, ``needs_input_grad`` and the attributes the forward set
     (numbers, shapes, arrays, and dataclasses of them such as flash attention's plan)."""
     theirs = student.module("minitorch_attn.core.autograd").Context(
-        student.module("minitorch_attn.core.backend").get_backend(ctx.backend.name), tuple(ctx.needs_input_grad))
+        student.module("minitorch_attn.core.backend").get_backend(ctx.backend.name), tuple(ctx.needs_input_grad)
+    )
     theirs.save_for_backward(*(_as_array(a) for a in ctx.saved_tensors))
     assign = student.module("builtins").setattr
     for name, value in vars(ctx).items():
@@ -165,8 +171,10 @@ def _rebuilt(student, value, what):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: _rebuilt(student, getattr(value, f.name), what) for f in dataclasses.fields(value)}
         return student_class(student, type(value))(**fields)
-    raise TypeError(f"{what}: a {type(value).__name__} is not rebuilt in the student's process "
-                    f"(numbers, shapes, arrays and dataclasses of them are)")
+    raise TypeError(
+        f"{what}: a {type(value).__name__} is not rebuilt in the student's process "
+        f"(numbers, shapes, arrays and dataclasses of them are)"
+    )
 
 
 def student_backward(student, function, ctx, grad_outputs):
@@ -200,18 +208,25 @@ def _as_array(value):
 
 
 def _expect_same(before, after, what):
-    if not (isinstance(after, np.ndarray) and after.shape == before.shape
-            and np.array_equal(before, after, equal_nan=before.dtype.kind in "fc")):
-        raise AssertionError(f"{what} was changed: a backward must not write into arrays that the forward "
-                             f"saved or that another node holds")
+    if not (
+        isinstance(after, np.ndarray)
+        and after.shape == before.shape
+        and np.array_equal(before, after, equal_nan=before.dtype.kind in "fc")
+    ):
+        raise AssertionError(
+            f"{what} was changed: a backward must not write into arrays that the forward "
+            f"saved or that another node holds"
+        )
 
 
 def _asked(student, function):
     """A stand-in for ``function`` on this process's graph: its backward is the student's
     (run as the engine runs ``function``'s: chunk by chunk if its forward ran in chunks of
     rows, ``row_wise``)."""
+
     def backward(ctx, *grad_outputs):
         return student_backward(student, function, ctx, grad_outputs)
+
     return type(function.__name__, (), {"backward": staticmethod(backward), "row_wise": function.row_wise})
 
 
@@ -248,16 +263,22 @@ def backward_of_task(student, task, outputs, upstream, retain_graph=False):
     own = autograd.sum_to_shape
     if task == "1.3":
         theirs, xp = student.module("minitorch_attn.core.autograd").sum_to_shape, student.module("numpy")
-        autograd.sum_to_shape = lambda _, grad, shape: _checked_sum(student, theirs(xp, grad, tuple(shape)), grad,
-                                                                    shape)
+        autograd.sum_to_shape = lambda _, grad, shape: _checked_sum(
+            student, theirs(xp, grad, tuple(shape)), grad, shape
+        )
     try:
-        mt.backward(outputs, [mt.tensor(np.asarray(u), dtype=o.dtype) for o, u in zip(outputs, upstream)],
-                    retain_graph=retain_graph)
+        mt.backward(
+            outputs,
+            [mt.tensor(np.asarray(u), dtype=o.dtype) for o, u in zip(outputs, upstream)],
+            retain_graph=retain_graph,
+        )
     finally:
         autograd.sum_to_shape = own
 
 
 def copied(values):
     """New leaves with the values, dtypes and ``requires_grad`` of the tensors among ``values``."""
-    return [mt.tensor(np.array(v.numpy()), dtype=v.dtype, requires_grad=v.requires_grad)
-            if isinstance(v, mt.Tensor) else v for v in values]
+    return [
+        mt.tensor(np.array(v.numpy()), dtype=v.dtype, requires_grad=v.requires_grad) if isinstance(v, mt.Tensor) else v
+        for v in values
+    ]

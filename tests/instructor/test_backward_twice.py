@@ -30,8 +30,7 @@ import pytest
 import minitorch_attn as mt
 from minitorch_attn import opinfo
 from minitorch_attn.opinfo.record import Inputs
-from tests.instructor.expect import (ASKED, backward_of_task, expect_close, expect_unchanged, host, leaf,
-                                     student_call)
+from tests.instructor.expect import ASKED, backward_of_task, expect_close, expect_unchanged, host, leaf, student_call
 
 
 def saved_arrays(student, root):
@@ -44,8 +43,11 @@ def saved_arrays(student, root):
             continue
         seen.add(id(node))
         name = student.describe(node)
-        found += [(f"array {i} saved by {name}", node, i) for i, a in enumerate(node.ctx.saved_tensors)
-                  if isinstance(a, np.ndarray)]
+        found += [
+            (f"array {i} saved by {name}", node, i)
+            for i, a in enumerate(node.ctx.saved_tensors)
+            if isinstance(a, np.ndarray)
+        ]
         stack += [t.grad_fn for t in node.inputs if hasattr(t, "grad_fn")]
     return found
 
@@ -59,7 +61,7 @@ def _reference_once(name, ours, arrays, rng):
     fresh = [mt.tensor(np.asarray(a), dtype="float64", requires_grad=True) for a in arrays]
     y = ours(*fresh)
     g = rng.standard_normal(y.shape)
-    y.backward(mt.tensor(3 * g))                     # the reference: a graph used once
+    y.backward(mt.tensor(3 * g))  # the reference: a graph used once
     return what, fresh, g
 
 
@@ -73,13 +75,17 @@ def check_backward_twice(student, name, theirs, ours, arrays, rng):
     y1, y2 = theirs(*inputs), theirs(*inputs)
     z = (y1 + y2) + y1
     seed = student.send(mt.tensor(g))
-    saved = [(description, node, i, np.array(node.ctx.saved_tensors[i], copy=True))
-             for description, node, i in saved_arrays(student, z)]
+    saved = [
+        (description, node, i, np.array(node.ctx.saved_tensors[i], copy=True))
+        for description, node, i in saved_arrays(student, z)
+    ]
 
     def nothing_changed(call):
         expect_unchanged(g, seed, what=f"{what}: after the {call} backward, the upstream gradient")
         for description, node, i, before in saved:
-            expect_unchanged(before, node.ctx.saved_tensors[i], what=f"{what}: after the {call} backward, the {description}")
+            expect_unchanged(
+                before, node.ctx.saved_tensors[i], what=f"{what}: after the {call} backward, the {description}"
+            )
 
     z.backward(seed, retain_graph=True)
     nothing_changed("first")
@@ -100,7 +106,7 @@ def test_task_1_1_a_gradient_reaching_a_leaf_twice_is_not_added_in_place(student
     """The engine's case: ``r = a + (a + |a|)`` sends the upstream array to a leaf and to
     a node; adding into it in place doubles what the node then receives."""
     x, g = rng.standard_normal(5), rng.standard_normal(5)
-    x = np.where(np.abs(x) < 0.1, 0.5, x)            # away from the kink of |x|
+    x = np.where(np.abs(x) < 0.1, 0.5, x)  # away from the kink of |x|
     a, seed = leaf(student, x), student.send(mt.tensor(g))
     (a + (a + a.abs())).backward(seed)
     expect_unchanged(g, seed, what="r = a + (a + |a|), input (5,) float64: the upstream gradient")
@@ -116,34 +122,50 @@ def composed(library):
 @pytest.mark.task_1_1
 def test_task_1_1_engine_backward_twice(student, rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
-    check_backward_twice(student, "einsum(ab + a, b) - |a|", composed(student.module("minitorch_attn")),
-                         composed(mt), [np.where(np.abs(a) < 0.1, 0.5, a), b], rng)
+    check_backward_twice(
+        student,
+        "einsum(ab + a, b) - |a|",
+        composed(student.module("minitorch_attn")),
+        composed(mt),
+        [np.where(np.abs(a) < 0.1, 0.5, a), b],
+        rng,
+    )
 
 
 # Every gradient-check sample of the catalogue (minitorch_attn/opinfo/) that calls its op
 # directly, once for each task its gradient counts for (unmarked where none); random ops
 # (dropout) draw a new mask per call, so two calls are not one function, and are left out.
-CASES = [pytest.param(task, record, sample, id=f"{task} {sample.name}" if task else sample.name,
-                      marks=[getattr(pytest.mark, f"task_{task.replace('.', '_')}")] if task else [])
-         for record in opinfo.op_db() for sample in record.samples
-         if sample.gradcheck and sample.fn is None and record.ref is not None
-         for task in (sample.tasks_of(record) or [None])]
+CASES = [
+    pytest.param(
+        task,
+        record,
+        sample,
+        id=f"{task} {sample.name}" if task else sample.name,
+        marks=[getattr(pytest.mark, f"task_{task.replace('.', '_')}")] if task else [],
+    )
+    for record in opinfo.op_db()
+    for sample in record.samples
+    if sample.gradcheck and sample.fn is None and record.ref is not None
+    for task in (sample.tasks_of(record) or [None])
+]
 
 
 def _moving(inputs, op, moving):
     """``op`` as a function of the inputs at the indices ``moving`` (the others held at theirs)."""
+
     def fn(*tensors):
         args = list(inputs)
         for i, t in zip(moving, tensors):
             args[i] = t
         out = op(*args)
         return out[0] if isinstance(out, (tuple, list)) else out
+
     return fn
 
 
 @pytest.mark.parametrize("task, record, sample", CASES)
 def test_backward_twice(student, rng, task, record, sample):
-    inputs = sample.make(Inputs(seed=int(rng.integers(2 ** 32))))
+    inputs = sample.make(Inputs(seed=int(rng.integers(2**32))))
     moving = [i for i, t in enumerate(inputs) if isinstance(t, mt.Tensor) and t.requires_grad]
     ours = _moving(inputs, sample.call(record.op), moving)
     arrays = [host(inputs[i]) for i in moving]
@@ -165,5 +187,6 @@ def check_task_backward_twice(student, task, name, ours, arrays, rng):
     for call, factor in (("one backward", 1), ("two backward calls", 2)):
         backward_of_task(student, task, z, [g], retain_graph=True)
         for i, (x, reference) in enumerate(zip(inputs, fresh)):
-            expect_close(x.grad, factor * host(reference.grad), n_ops=16,
-                         what=f"{what}: gradient of input {i} after {call}")
+            expect_close(
+                x.grad, factor * host(reference.grad), n_ops=16, what=f"{what}: gradient of input {i} after {call}"
+            )

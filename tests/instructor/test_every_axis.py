@@ -33,22 +33,25 @@ def expected_gradient(op, x, g, dim, keepdim):
     if op == "min":
         return g * (x == x.min(axis=axes, keepdims=True))
     if op == "var":
-        return g * 2 * (x - x.mean(axis=axes, keepdims=True)) / (n - 1)   # unbiased
+        return g * 2 * (x - x.mean(axis=axes, keepdims=True)) / (n - 1)  # unbiased
     if op == "std":
         return g * (x - x.mean(axis=axes, keepdims=True)) / ((n - 1) * x.std(axis=axes, ddof=1, keepdims=True))
     raise AssertionError(f"the reduction {op!r} of the catalogue needs its closed-form gradient here")
 
 
 @pytest.mark.task_1_4
-@pytest.mark.parametrize("op", [record.name for record in reductions.RECORDS])   # every reduction of the catalogue
+@pytest.mark.parametrize("op", [record.name for record in reductions.RECORDS])  # every reduction of the catalogue
 @pytest.mark.parametrize("keepdim", [False, True], ids=["no keepdim", "keepdim"])
 @pytest.mark.parametrize("dim", DIMS, ids=str)
 def test_reduction_backward_over_every_axis(student, rng, op, dim, keepdim):
-    x = rng.permutation(np.arange(np.prod(SHAPE)) * 0.1 + rng.uniform(0, 0.01)).reshape(SHAPE)   # no ties
+    x = rng.permutation(np.arange(np.prod(SHAPE)) * 0.1 + rng.uniform(0, 0.01)).reshape(SHAPE)  # no ties
     t = our_leaf(x)
     y = getattr(t, op)(dim=dim, keepdim=keepdim)
     axes = tuple(range(x.ndim)) if dim is None else tuple(d % x.ndim for d in np.atleast_1d(dim))
     g = rng.standard_normal(np.sum(x, axis=axes, keepdims=keepdim).shape)
     backward_of_task(student, "1.4", y, [g])
-    expect_close(t.grad, expected_gradient(op, x, g, dim, keepdim),
-                 what=f"{op}(dim={dim}, keepdim={keepdim}) gradient, input {SHAPE} float64")
+    expect_close(
+        t.grad,
+        expected_gradient(op, x, g, dim, keepdim),
+        what=f"{op}(dim={dim}, keepdim={keepdim}) gradient, input {SHAPE} float64",
+    )

@@ -29,7 +29,7 @@ def broadcast_shapes():
     """Every shape of rank 0..3 that broadcasts to RESULT: leading dims dropped, any dims set to 1."""
     shapes = []
     for rank in range(len(RESULT) + 1):
-        tail = RESULT[len(RESULT) - rank:]
+        tail = RESULT[len(RESULT) - rank :]
         for ones in itertools.product([False, True], repeat=rank):
             shapes.append(tuple(1 if one else n for n, one in zip(tail, ones)))
     return shapes
@@ -49,7 +49,7 @@ def test_every_broadcasting_pattern_sums_its_gradient_back(student, rng):
             continue
         x, y, g = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(RESULT)
         a, b = our_leaf(x), our_leaf(y)
-        backward_of_task(student, "1.3", a * b + a, [g])   # the student's sum over broadcast dims, asked for
+        backward_of_task(student, "1.3", a * b + a, [g])  # the student's sum over broadcast dims, asked for
         what = f"a * b + a gradient of {{}}, inputs {sa}, {sb} float64"
         expect_close(a.grad, sum_to(g * (np.broadcast_to(y, RESULT) + 1), sa), what=what.format("a"), n_ops=64)
         expect_close(b.grad, sum_to(g * np.broadcast_to(x, RESULT), sb), what=what.format("b"), n_ops=64)
@@ -63,17 +63,19 @@ EXPONENTS = [0, 1, 2, 3, -1, -2, 0.5, -1.5, 2.5]
 def test_every_special_exponent(student, rng, p):
     x = rng.uniform(0.5, 2.0, 6) * rng.choice([-1.0, 1.0], 6) if float(p).is_integer() else rng.uniform(0.5, 2.0, 6)
     if float(p).is_integer() and p >= 0:
-        x[0] = 0.0      # x ** p is smooth at 0 for these: d/dx = p x^(p-1), and 0 for p = 0
+        x[0] = 0.0  # x ** p is smooth at 0 for these: d/dx = p x^(p-1), and 0 for p = 0
     g = rng.standard_normal(6)
     t = our_leaf(x)
-    backward_of_task(student, "1.2", t ** p, [g])   # the student's pow backward, asked for
+    backward_of_task(student, "1.2", t**p, [g])  # the student's pow backward, asked for
     expected = g * (np.zeros_like(x) if p == 0 else p * np.power(x, p - 1.0))
     expect_close(t.grad, expected, what=f"x ** {p} gradient, input (6,) float64 (x includes 0: {x[0] == 0})")
 
 
 @pytest.mark.task_2_3
-@pytest.mark.parametrize("weighted, ignored, smoothing, reduction",
-                         list(itertools.product([False, True], [False, True], [0.0, 0.2], ["mean", "sum", "none"])))
+@pytest.mark.parametrize(
+    "weighted, ignored, smoothing, reduction",
+    list(itertools.product([False, True], [False, True], [0.0, 0.2], ["mean", "sum", "none"])),
+)
 def test_cross_entropy_in_every_combination_of_its_options(student, rng, weighted, ignored, smoothing, reduction):
     M, C = 6, 4
     x = rng.standard_normal((M, C))
@@ -83,7 +85,7 @@ def test_cross_entropy_in_every_combination_of_its_options(student, rng, weighte
     w = rng.uniform(0.2, 2.0, C) if weighted else np.ones(C)
     valid = target != -100
     onehot = np.eye(C)[np.where(valid, target, 0)] * valid[:, None]
-    r = w * ((1 - smoothing) * onehot + smoothing / C * valid[:, None])     # the weighted target distribution
+    r = w * ((1 - smoothing) * onehot + smoothing / C * valid[:, None])  # the weighted target distribution
     loss = -(r * log_softmax(x)).sum(axis=1)
     grad_rows = np.exp(log_softmax(x)) * r.sum(axis=1, keepdims=True) - r  # d loss_i / d x_i
     g = rng.standard_normal(M) if reduction == "none" else np.array(rng.standard_normal())
@@ -96,22 +98,26 @@ def test_cross_entropy_in_every_combination_of_its_options(student, rng, weighte
         expected, expected_grad = loss.sum() / total, grad_rows * g / total
     t = leaf(student, x)
     F = student.module("minitorch_attn.functional")
-    out = F.cross_entropy(t, mt.tensor(target), weight=mt.tensor(w) if weighted else None,
-                          label_smoothing=smoothing, reduction=reduction)
+    out = F.cross_entropy(
+        t, mt.tensor(target), weight=mt.tensor(w) if weighted else None, label_smoothing=smoothing, reduction=reduction
+    )
     out.backward(mt.tensor(g))
-    what = (f"cross_entropy(weight={'yes' if weighted else 'no'}, ignored rows={'yes' if ignored else 'no'}, "
-            f"label_smoothing={smoothing}, reduction={reduction!r}) {{}}, logits ({M}, {C}) float64")
+    what = (
+        f"cross_entropy(weight={'yes' if weighted else 'no'}, ignored rows={'yes' if ignored else 'no'}, "
+        f"label_smoothing={smoothing}, reduction={reduction!r}) {{}}, logits ({M}, {C}) float64"
+    )
     expect_close(out, expected, what=what.format("forward"), n_ops=64)
     expect_close(t.grad, expected_grad, what=what.format("gradient"), n_ops=64)
 
 
 @pytest.mark.parametrize("rank", [1, 2, 3])
 @pytest.mark.parametrize("weighted", [False, True], ids=["no weight", "weight"])
-@pytest.mark.parametrize("op", [pytest.param("layer_norm", marks=pytest.mark.task_3_1),
-                                pytest.param("rms_norm", marks=pytest.mark.task_3_2)])
+@pytest.mark.parametrize(
+    "op", [pytest.param("layer_norm", marks=pytest.mark.task_3_1), pytest.param("rms_norm", marks=pytest.mark.task_3_2)]
+)
 def test_norms_over_every_rank_of_normalized_shape(student, rng, op, rank, weighted):
     shape = (2, 3, 4, 2)
-    normalized = shape[len(shape) - rank:]
+    normalized = shape[len(shape) - rank :]
     axes = tuple(range(len(shape) - rank, len(shape)))
     x, g = rng.standard_normal(shape), rng.standard_normal(shape)
     w = rng.uniform(0.5, 1.5, normalized) if weighted else np.ones(normalized)
@@ -131,9 +137,14 @@ def test_norms_over_every_rank_of_normalized_shape(student, rng, op, rank, weigh
     t = leaf(student, x)
     weight = mt.tensor(w) if weighted else None
     F = student.module("minitorch_attn.functional")
-    out = (F.layer_norm(t, normalized, weight, None, eps=eps) if op == "layer_norm"
-           else F.rms_norm(t, normalized, weight, eps=eps))
+    out = (
+        F.layer_norm(t, normalized, weight, None, eps=eps)
+        if op == "layer_norm"
+        else F.rms_norm(t, normalized, weight, eps=eps)
+    )
     out.backward(mt.tensor(g))
-    what = f"{op} over normalized_shape {normalized} ({'with' if weighted else 'no'} weight) {{}}, input {shape} float64"
+    what = (
+        f"{op} over normalized_shape {normalized} ({'with' if weighted else 'no'} weight) {{}}, input {shape} float64"
+    )
     expect_close(out, xhat * w, what=what.format("forward"), n_ops=64)
     expect_close(t.grad, expected_grad, what=what.format("gradient of x"), n_ops=256)

@@ -39,8 +39,9 @@ def _cases():
             for part, task in (("forward", record.forward_task or record.task), ("backward", record.task)):
                 marks = [_marker(task)] if task else []
                 for dtype in ("float64", "float32"):
-                    cases.append(pytest.param(record, sample, part, dtype, marks=marks,
-                                              id=f"{sample.name} {part} {dtype}"))
+                    cases.append(
+                        pytest.param(record, sample, part, dtype, marks=marks, id=f"{sample.name} {part} {dtype}")
+                    )
     return cases
 
 
@@ -50,22 +51,27 @@ def _shapes(values):
 
 @pytest.mark.parametrize("record, sample, part, dtype", _cases())
 def test_extreme_logits(student, rng, record, sample, part, dtype):
-    inputs = sample.make(Inputs("cpu", dtype, seed=int(rng.integers(2 ** 32))))
-    arrays = [host(v) if isinstance(v, mt.Tensor) and v.dtype.startswith("float")
-              else (v.numpy() if isinstance(v, mt.Tensor) else v) for v in inputs]
+    inputs = sample.make(Inputs("cpu", dtype, seed=int(rng.integers(2**32))))
+    arrays = [
+        host(v)
+        if isinstance(v, mt.Tensor) and v.dtype.startswith("float")
+        else (v.numpy() if isinstance(v, mt.Tensor) else v)
+        for v in inputs
+    ]
     n_ops = sample.rounding_steps(record, dtype, backward=part == "backward")
     what = f"{sample.name} {{}}, inputs {_shapes(inputs)} {dtype}, logits within ±{Inputs.EXTREME[dtype]:g}"
     expected = record.ref(*arrays, **sample.kwargs)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     upstream = [rng.standard_normal(np.shape(e)) for e in expected]
-    if part == "backward" and record.task in ASKED:    # their backward alone, on this process's forward
+    if part == "backward" and record.task in ASKED:  # their backward alone, on this process's forward
         theirs = copied(inputs)
         backward_of_task(student, record.task, _outputs(sample.call(record.op)(*theirs)), upstream)
     else:
         theirs = student.send(inputs)
         outputs = _outputs(student_call(student, record, sample)(*theirs))
-        assert len(outputs) == len(expected), \
+        assert len(outputs) == len(expected), (
             f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
+        )
         if part == "forward":
             for i, (ours, reference) in enumerate(zip(outputs, expected)):
                 expect_close(ours, reference, what=what.format(f"forward (output {i})"), n_ops=n_ops, dtype=dtype)

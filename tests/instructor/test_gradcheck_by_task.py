@@ -17,7 +17,6 @@ code of another task of its assignment (the engine of assignment 1, a forward of
 (:func:`~tests.instructor.expect.backward_of_task`).
 """
 
-import numpy as np
 import pytest
 
 import minitorch_attn as mt
@@ -30,16 +29,27 @@ SAMPLES = {sample.name: (record, sample) for record, sample in opinfo.gradcheck_
 
 
 def _case(task, name, part):
-    return pytest.param(task, name, part, id=f"{task} {name}" + (" forward" if part == "forward" else ""),
-                        marks=getattr(pytest.mark, markers.marker_name(task)))
+    return pytest.param(
+        task,
+        name,
+        part,
+        id=f"{task} {name}" + (" forward" if part == "forward" else ""),
+        marks=getattr(pytest.mark, markers.marker_name(task)),
+    )
 
 
-CASES = [_case(task["id"], name, part)
-         for assignment in markers.load_manifest()["assignments"] for task in assignment["tasks"]
-         for name in opinfo.gradcheck_names_of_task(task["id"])
-         for part in (["gradients"] if SAMPLES[name][0].forward_task not in (None, task["id"]) else ["both"])]
-CASES += [_case(record.forward_task, sample.name, "forward") for record, sample in opinfo.gradcheck_samples()
-          if record.forward_task not in (None, record.task)]
+CASES = [
+    _case(task["id"], name, part)
+    for assignment in markers.load_manifest()["assignments"]
+    for task in assignment["tasks"]
+    for name in opinfo.gradcheck_names_of_task(task["id"])
+    for part in (["gradients"] if SAMPLES[name][0].forward_task not in (None, task["id"]) else ["both"])
+]
+CASES += [
+    _case(record.forward_task, sample.name, "forward")
+    for record, sample in opinfo.gradcheck_samples()
+    if record.forward_task not in (None, record.task)
+]
 
 
 def test_every_task_with_a_record_has_gradient_checks():
@@ -56,26 +66,27 @@ def test_every_task_with_a_record_has_gradient_checks():
 def test_gradient_check_of_the_task(student, rng, task, name, part):
     """``part``: the outputs ("forward"), the gradients, or "both" (a task that writes both)."""
     record, sample = SAMPLES[name]
-    seed = int(rng.integers(2 ** 31))
+    seed = int(rng.integers(2**31))
     inputs = sample.make(Inputs("cpu", "float64", seed))
     shapes = ", ".join(str(tuple(t.shape)) for t in inputs if hasattr(t, "shape"))
     what = f"{name} {{}}, inputs {shapes} float64, drawn for this submission"
-    mt.manual_seed(seed)                             # random ops draw alike on both sides
+    mt.manual_seed(seed)  # random ops draw alike on both sides
     expected = _outputs(sample.call(record.op)(*inputs))
     roots = [i for i, o in enumerate(expected) if o.dtype in ("float32", "float64") and o.requires_grad]
     upstream = [rng.standard_normal(expected[i].shape) for i in roots]
-    if part != "gradients" and task not in ASKED:   # the student's forward, and their backward through it
+    if part != "gradients" and task not in ASKED:  # the student's forward, and their backward through it
         theirs = student.send(inputs)
         student.module("minitorch_attn").manual_seed(seed)
         outputs = _outputs(student_call(student, record, sample)(*theirs))
-        assert len(outputs) == len(expected), \
+        assert len(outputs) == len(expected), (
             f"{what.format('forward')}: {len(outputs)} outputs, expected {len(expected)}"
+        )
         for i, (ours, reference) in enumerate(zip(outputs, expected)):
             expect_close(ours, host(reference), what=what.format(f"output {i}"), rtol=REFERENCE_RTOL)
         if part == "forward" or not roots:
             return
         student.module("minitorch_attn").backward([outputs[i] for i in roots], [mt.tensor(u) for u in upstream])
-    elif roots:                                      # their backward alone, on this process's graph
+    elif roots:  # their backward alone, on this process's graph
         theirs = copied(inputs)
         mt.manual_seed(seed)
         backward_of_task(student, task, [_outputs(sample.call(record.op)(*theirs))[i] for i in roots], upstream)

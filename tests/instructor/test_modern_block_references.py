@@ -47,7 +47,7 @@ def test_task_6_1_silu_under_a_random_upstream_gradient_at_every_scale(student, 
     t = leaf(student, x, dtype)
     y = student.module("minitorch_attn.functional").silu(t)
     y.backward(mt.tensor(g, dtype=dtype))
-    x = t.numpy().astype(np.float64)   # the inputs as rounded to dtype
+    x = t.numpy().astype(np.float64)  # the inputs as rounded to dtype
     s = sigmoid(x)
     what = f"silu {{}}, input {x.shape} {dtype} with |x| up to {big:g}"
     expect_close(y, silu(x), what=what.format("forward"), n_ops=8, dtype=dtype)
@@ -79,7 +79,7 @@ def load(student, module, weights, dtype):
 def gated_reference(x, w1, w3, w2, g):
     """``(y, dx, dw1, dw3, dw2)`` of ``y = w2(tanh(w1 x) * w3 x)`` under the upstream ``g``: the
     SwiGLU network with tanh as its gate (the checks' stand-in for silu, task 6.1's)."""
-    a, b = x @ w1.T, x @ w3.T                   # (..., d_ff): gate and value
+    a, b = x @ w1.T, x @ w3.T  # (..., d_ff): gate and value
     h = np.tanh(a) * b
     y = h @ w2.T
     dh = g @ w2
@@ -95,8 +95,9 @@ def test_task_6_2_swiglu_forward_and_every_gradient_under_a_random_upstream_grad
     d_model, d_ff = 6, 10
     ffn = student.module("minitorch_attn.nn").SwiGLU(d_model, d_ff)
     weights = {name: rng.standard_normal(tuple(p.shape)) * 0.5 for name, p in ffn.named_parameters()}
-    assert sorted(weights) == ["w1.weight", "w2.weight", "w3.weight"], \
+    assert sorted(weights) == ["w1.weight", "w2.weight", "w3.weight"], (
         f"SwiGLU's parameters are w1, w2, w3 without biases (LLaMA's names), got {sorted(weights)}"
+    )
     load(student, ffn, weights, dtype)
     x, g = rng.standard_normal((2, 4, d_model)), rng.standard_normal((2, 4, d_model))
     t = leaf(student, x, dtype)
@@ -104,15 +105,21 @@ def test_task_6_2_swiglu_forward_and_every_gradient_under_a_random_upstream_grad
         y = ffn(t)
     y.backward(mt.tensor(g, dtype=dtype))
     host = {name: p.numpy().astype(np.float64) for name, p in ffn.named_parameters()}
-    expected = gated_reference(t.numpy().astype(np.float64), host["w1.weight"], host["w3.weight"],
-                               host["w2.weight"], g)
-    what = (f"SwiGLU({d_model}, {d_ff}) {{}}, input (2, 4, {d_model}) {dtype}: y = w2(gate(w1 x) * w3 x), "
-            f"the gate tanh here")
+    expected = gated_reference(t.numpy().astype(np.float64), host["w1.weight"], host["w3.weight"], host["w2.weight"], g)
+    what = (
+        f"SwiGLU({d_model}, {d_ff}) {{}}, input (2, 4, {d_model}) {dtype}: y = w2(gate(w1 x) * w3 x), "
+        f"the gate tanh here"
+    )
     expect_close(y, expected[0], what=what.format("forward"), n_ops=64, dtype=dtype)
     expect_close(t.grad, expected[1], what=what.format("gradient of x"), n_ops=64, dtype=dtype)
     for name, reference in zip(("w1", "w3", "w2"), expected[2:]):
-        expect_close(getattr(ffn, name).weight.grad, reference, what=what.format(f"gradient of {name}.weight"),
-                     n_ops=64, dtype=dtype)
+        expect_close(
+            getattr(ffn, name).weight.grad,
+            reference,
+            what=what.format(f"gradient of {name}.weight"),
+            n_ops=64,
+            dtype=dtype,
+        )
 
 
 @pytest.mark.task_6_2
@@ -124,8 +131,9 @@ def test_task_6_2_swiglu_width_is_llamas(student):
         got = student_nn.swiglu_width(d_model)
         assert got == expected, f"swiglu_width({d_model}) is {got}, LLaMA's width is {expected}"
     ffn = student_nn.SwiGLU(12, 7)
-    assert (ffn.w1.weight.shape, ffn.w3.weight.shape, ffn.w2.weight.shape) == ((7, 12), (7, 12), (12, 7)), \
+    assert (ffn.w1.weight.shape, ffn.w3.weight.shape, ffn.w2.weight.shape) == ((7, 12), (7, 12), (12, 7)), (
         "SwiGLU(d_model=12, d_ff=7): w1 and w3 map 12 -> 7 (weights (7, 12)), w2 maps 7 -> 12 (weight (12, 7))"
+    )
 
 
 # ---- 6.3: the modern GPT ---------------------------------------------------------------------------
@@ -136,15 +144,15 @@ def rms_norm(x, weight):
 def rotate(x, positions, base):
     """RoPE on split halves: pair i is (x_i, x_{i + d/2}), rotated by position · base^(-2i/d)."""
     d = x.shape[-1]
-    angles = positions[:, None] * base ** (-2.0 * np.arange(d // 2) / d)      # (T, d/2)
+    angles = positions[:, None] * base ** (-2.0 * np.arange(d // 2) / d)  # (T, d/2)
     cos, sin = np.cos(angles), np.sin(angles)
-    a, b = x[..., :d // 2], x[..., d // 2:]
+    a, b = x[..., : d // 2], x[..., d // 2 :]
     return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
 
 
 def gelu(x):
     """GPT-2's GELU, the tanh approximation (Hendrycks & Gimpel, arXiv:1606.08415, §2)."""
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
 def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=10000.0):
@@ -168,7 +176,7 @@ def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=
         k = k.reshape(batch, length, kv_heads, d_k).transpose(0, 2, 1, 3)
         v = v.reshape(batch, length, kv_heads, d_k).transpose(0, 2, 1, 3)
         q, k = rotate(q, positions, base), rotate(k, positions, base)
-        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)      # query head j reads kv head j // group
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # query head j reads kv head j // group
         scores = np.where(visible, q @ k.transpose(0, 1, 3, 2) / np.sqrt(d_k), -np.inf)
         out = (softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(batch, length, d_model)
         x = x + out @ p("attn.W_o.weight").T
@@ -178,7 +186,7 @@ def modern_gpt_reference(w, idx, d_model, heads, kv_heads, layers, window, base=
 
 
 CONFIG = dict(d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4, d_ff=24)
-MODERN = dict(nn.LLAMA, mlp="gelu")   # LLaMA's block with GPT-2's feed-forward network: SwiGLU is tasks 6.1 and 6.2's
+MODERN = dict(nn.LLAMA, mlp="gelu")  # LLaMA's block with GPT-2's feed-forward network: SwiGLU is tasks 6.1 and 6.2's
 
 
 def modern_gpt(student, rng, vocab=13):
@@ -194,25 +202,45 @@ def modern_gpt(student, rng, vocab=13):
 
 
 def _reference(weights, idx):
-    return modern_gpt_reference(weights, idx, CONFIG["d_model"], CONFIG["num_heads"], CONFIG["num_kv_heads"],
-                                CONFIG["num_layers"], CONFIG["max_seq_len"])
+    return modern_gpt_reference(
+        weights,
+        idx,
+        CONFIG["d_model"],
+        CONFIG["num_heads"],
+        CONFIG["num_kv_heads"],
+        CONFIG["num_layers"],
+        CONFIG["max_seq_len"],
+    )
 
 
-WHAT = ("GPT(**nn.LLAMA, mlp='gelu', d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4) "
-        "float64 (RMSNorm, rotary positions, a sliding window of 4 keys, tied embedding)")
+WHAT = (
+    "GPT(**nn.LLAMA, mlp='gelu', d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, max_seq_len=4) "
+    "float64 (RMSNorm, rotary positions, a sliding window of 4 keys, tied embedding)"
+)
 
 
 @pytest.mark.task_6_3
 def test_task_6_3_the_modern_gpt_is_the_block_of_the_papers(student, rng):
     model, weights = modern_gpt(student, rng)
     expected_names = {"token_embedding.weight", "norm.weight"} | {
-        f"blocks.{n}.{name}" for n in range(2) for name in ("attn.W_qkv.weight", "attn.W_o.weight", "norm1.weight",
-                                                            "norm2.weight", "ffn.0.weight", "ffn.0.bias",
-                                                            "ffn.2.weight", "ffn.2.bias")}
-    assert set(weights) == expected_names, \
-        f"parameters: missing {sorted(expected_names - set(weights))}, " \
+        f"blocks.{n}.{name}"
+        for n in range(2)
+        for name in (
+            "attn.W_qkv.weight",
+            "attn.W_o.weight",
+            "norm1.weight",
+            "norm2.weight",
+            "ffn.0.weight",
+            "ffn.0.bias",
+            "ffn.2.weight",
+            "ffn.2.bias",
+        )
+    }
+    assert set(weights) == expected_names, (
+        f"parameters: missing {sorted(expected_names - set(weights))}, "
         f"unexpected {sorted(set(weights) - expected_names)}"
-    idx = rng.integers(0, 13, (2, 9))      # past max_seq_len: the window slides
+    )
+    idx = rng.integers(0, 13, (2, 9))  # past max_seq_len: the window slides
     expect_close(model(mt.tensor(idx)), _reference(weights, idx), what=f"{WHAT}: logits of (2, 9) tokens", n_ops=256)
 
 
@@ -222,14 +250,23 @@ def test_task_6_3_cached_generation_matches_the_papers_block_step_by_step(studen
     idx = rng.integers(0, 13, (1, 10))
     expected = _reference(weights, idx)
     cache = model.new_cache()
-    prompt = 6                               # longer than the window of 4
-    expect_close(model(mt.tensor(idx[:, :prompt]), cache=cache), expected[:, :prompt],
-                 what=f"{WHAT}: logits of a prompt of {prompt} tokens through the cache", n_ops=256)
+    prompt = 6  # longer than the window of 4
+    expect_close(
+        model(mt.tensor(idx[:, :prompt]), cache=cache),
+        expected[:, :prompt],
+        what=f"{WHAT}: logits of a prompt of {prompt} tokens through the cache",
+        n_ops=256,
+    )
     for t in range(prompt, idx.shape[1]):
-        expect_close(model(mt.tensor(idx[:, t:t + 1]), cache=cache), expected[:, t:t + 1],
-                     what=f"{WHAT}: logits of token {t}, one at a time from the cache", n_ops=256)
-    assert cache.length <= CONFIG["max_seq_len"], \
+        expect_close(
+            model(mt.tensor(idx[:, t : t + 1]), cache=cache),
+            expected[:, t : t + 1],
+            what=f"{WHAT}: logits of token {t}, one at a time from the cache",
+            n_ops=256,
+        )
+    assert cache.length <= CONFIG["max_seq_len"], (
         f"the cache holds {cache.length} positions; a sliding window of {CONFIG['max_seq_len']} needs at most that"
+    )
 
 
 @pytest.mark.task_6_3
@@ -241,9 +278,12 @@ def test_task_6_3_chunks_through_the_cache_see_the_last_window_of_keys(student, 
     expected = _reference(weights, idx)
     cache = model.new_cache()
     for start in (0, 3, 6):
-        expect_close(model(mt.tensor(idx[:, start:start + 3]), cache=cache), expected[:, start:start + 3],
-                     what=f"{WHAT}: logits of tokens {start} to {start + 2}, a chunk of 3 through the cache",
-                     n_ops=256)
+        expect_close(
+            model(mt.tensor(idx[:, start : start + 3]), cache=cache),
+            expected[:, start : start + 3],
+            what=f"{WHAT}: logits of tokens {start} to {start + 2}, a chunk of 3 through the cache",
+            n_ops=256,
+        )
 
 
 @pytest.mark.task_6_3
@@ -255,6 +295,7 @@ def test_task_6_3_mlp_swiglu_gives_every_block_a_swiglu_network_of_d_ff(student)
     with swapped(student, "minitorch_attn.nn.transformer", "SwiGLU", student_nn.Linear):
         model = student_nn.GPT(13, **nn.LLAMA, **CONFIG)
     for n, block in enumerate(model.blocks):
-        assert is_a(block.ffn, student_nn.Linear) and tuple(block.ffn.weight.shape) == (24, 16), \
-            (f"GPT(**nn.LLAMA, d_model=16, d_ff=24): block {n}'s feed-forward network is "
-             f"{student.describe(block.ffn)}, not the SwiGLU(16, 24) that mlp='swiglu' asks for")
+        assert is_a(block.ffn, student_nn.Linear) and tuple(block.ffn.weight.shape) == (24, 16), (
+            f"GPT(**nn.LLAMA, d_model=16, d_ff=24): block {n}'s feed-forward network is "
+            f"{student.describe(block.ffn)}, not the SwiGLU(16, 24) that mlp='swiglu' asks for"
+        )

@@ -28,14 +28,16 @@ def test_task_1_1_a_node_used_twice_accumulates(student, rng):
     einsum = student.module("minitorch_attn").einsum
     a = leaf(student, [1.0, -2.0])
     g = rng.standard_normal(2)
-    b = einsum("i,i->i", a, a) + a      # a used three times: d/da = 2a + 1
+    b = einsum("i,i->i", a, a) + a  # a used three times: d/da = 2a + 1
     b.backward(mt.tensor(g))
     close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1), "einsum('i,i->i', a, a) + a gradient, input (2,) float64")
     b2 = a + a + a
     b2.backward(mt.tensor(g))  # accumulates across calls
-    close(a.grad, g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g,
-          "einsum('i,i->i', a, a) + a, then a + a + a: gradient accumulated over two backward calls, "
-          "input (2,) float64")
+    close(
+        a.grad,
+        g * (2 * np.array([1.0, -2.0]) + 1) + 3 * g,
+        "einsum('i,i->i', a, a) + a, then a + a + a: gradient accumulated over two backward calls, input (2,) float64",
+    )
 
 
 @pytest.mark.task_1_2
@@ -45,11 +47,14 @@ def test_task_1_2_elementwise_under_a_random_upstream_gradient(student, rng):
     g = rng.standard_normal((3, 4))
     cases = [
         ("a * b", lambda a, b: a * b, lambda: (g * y, g * x)),
-        ("a / b", lambda a, b: a / b, lambda: (g / y, -g * x / y ** 2)),
+        ("a / b", lambda a, b: a / b, lambda: (g / y, -g * x / y**2)),
         ("exp(a) * log(b)", lambda a, b: a.exp() * b.log(), lambda: (g * np.exp(x) * np.log(y), g * np.exp(x) / y)),
-        ("sqrt(a) + tanh(b)", lambda a, b: a.sqrt() + b.tanh(),
-         lambda: (g / (2 * np.sqrt(x)), g * (1 - np.tanh(y) ** 2))),
-        ("a ** 3 - b", lambda a, b: a ** 3 - b, lambda: (g * 3 * x ** 2, -g)),
+        (
+            "sqrt(a) + tanh(b)",
+            lambda a, b: a.sqrt() + b.tanh(),
+            lambda: (g / (2 * np.sqrt(x)), g * (1 - np.tanh(y) ** 2)),
+        ),
+        ("a ** 3 - b", lambda a, b: a**3 - b, lambda: (g * 3 * x**2, -g)),
     ]
     for name, fn, expected in cases:
         a, b = our_leaf(x), our_leaf(y)
@@ -65,8 +70,12 @@ def test_task_1_3_broadcast_gradients_are_reduced(student, rng):
     g = rng.standard_normal((2, 3, 4))
     a, b = our_leaf(x), our_leaf(y)
     backward_of_task(student, "1.3", a * b, [g])
-    close(a.grad, (g * y).sum(axis=1, keepdims=True), "a * b (broadcast) gradient of a, inputs (2, 1, 4), (3, 1) float64")
-    close(b.grad, (g * x).sum(axis=(0, 2))[:, None], "a * b (broadcast) gradient of b, inputs (2, 1, 4), (3, 1) float64")
+    close(
+        a.grad, (g * y).sum(axis=1, keepdims=True), "a * b (broadcast) gradient of a, inputs (2, 1, 4), (3, 1) float64"
+    )
+    close(
+        b.grad, (g * x).sum(axis=(0, 2))[:, None], "a * b (broadcast) gradient of b, inputs (2, 1, 4), (3, 1) float64"
+    )
 
 
 @pytest.mark.task_1_4
@@ -95,8 +104,11 @@ def test_task_1_4_max_shares_the_gradient_among_tied_maxima(student, rng):
     g = rng.standard_normal(4)
     a = our_leaf(x)
     backward_of_task(student, "1.4", a.max(dim=1), [g])
-    close(a.grad, g[:, None] * hits / hits.sum(1, keepdims=True), "max(dim=1) gradient, rows with 1, 2, 3 and 6 "
-          "tied maxima, input (4, 6) float64")
+    close(
+        a.grad,
+        g[:, None] * hits / hits.sum(1, keepdims=True),
+        "max(dim=1) gradient, rows with 1, 2, 3 and 6 tied maxima, input (4, 6) float64",
+    )
     top = (x == x.max()).astype(float)
     a = our_leaf(x)
     backward_of_task(student, "1.4", a.max(), [np.float64(g[0])])
@@ -114,6 +126,7 @@ def test_task_1_5_matmul_under_a_random_upstream_gradient(student, rng):
 
 
 # ---- assignments 2-5: closed-form NumPy references ------------------------------------------------
+
 
 @pytest.mark.task_2_1
 def test_task_2_1_softmax_under_a_random_upstream_gradient(student, rng):
@@ -194,18 +207,21 @@ def test_task_3_2_rms_norm_under_a_random_upstream_gradient(student, rng):
     close(tw.grad, (g * xhat).sum(0), what.format("gradient of weight"))
 
 
-ATTENTION = {   # (a function of a library's functional module and q, k, v; the task of its backward)
+ATTENTION = {  # (a function of a library's functional module and q, k, v; the task of its backward)
     "sdpa": (lambda F, q, k, v: F.scaled_dot_product_attention(q, k, v), "4.2"),
     "flash": (lambda F, q, k, v: F.flash_attention(q, k, v, block_size_q=2, block_size_k=3), "5.2"),
 }
 
 
-@pytest.mark.parametrize("attention, part", [
-    pytest.param("sdpa", "forward", marks=pytest.mark.task_4_1),
-    pytest.param("sdpa", "backward", marks=pytest.mark.task_4_2),
-    pytest.param("flash", "forward", marks=pytest.mark.task_5_1),
-    pytest.param("flash", "backward", marks=pytest.mark.task_5_2),
-])
+@pytest.mark.parametrize(
+    "attention, part",
+    [
+        pytest.param("sdpa", "forward", marks=pytest.mark.task_4_1),
+        pytest.param("sdpa", "backward", marks=pytest.mark.task_4_2),
+        pytest.param("flash", "forward", marks=pytest.mark.task_5_1),
+        pytest.param("flash", "backward", marks=pytest.mark.task_5_2),
+    ],
+)
 def test_attention_under_a_random_upstream_gradient(student, rng, attention, part):
     """The forward on the student's library; the backward on this process's forward, the
     student's backward asked for each attention node (their forward may be unfinished)."""
@@ -240,12 +256,25 @@ def test_task_4_3_heads_are_split_repeated_and_merged_as_a_numpy_reference(stude
         return a.reshape(batch, length, n, d_k).transpose(0, 2, 1, 3)
 
     x, kv = rng.standard_normal((batch, length, d_model)), rng.standard_normal((batch, length, kv_heads * d_k))
-    expect_close(mha._split_heads(leaf(student, x), heads), split(x, heads),
-                 what=what.format("_split_heads", x.shape), n_ops=0)
-    expect_close(mha._split_heads(leaf(student, kv), kv_heads), split(kv, kv_heads),   # keys and values: h_kv heads
-                 what=what.format("_split_heads of keys", kv.shape), n_ops=0)
-    expect_close(mha._repeat_kv(leaf(student, split(kv, kv_heads))), np.repeat(split(kv, kv_heads), group, axis=1),
-                 what=what.format("_repeat_kv", (batch, kv_heads, length, d_k)), n_ops=0)
+    expect_close(
+        mha._split_heads(leaf(student, x), heads), split(x, heads), what=what.format("_split_heads", x.shape), n_ops=0
+    )
+    expect_close(
+        mha._split_heads(leaf(student, kv), kv_heads),
+        split(kv, kv_heads),  # keys and values: h_kv heads
+        what=what.format("_split_heads of keys", kv.shape),
+        n_ops=0,
+    )
+    expect_close(
+        mha._repeat_kv(leaf(student, split(kv, kv_heads))),
+        np.repeat(split(kv, kv_heads), group, axis=1),
+        what=what.format("_repeat_kv", (batch, kv_heads, length, d_k)),
+        n_ops=0,
+    )
     out = rng.standard_normal((batch, heads, length, d_k))
-    expect_close(mha._merge_heads(leaf(student, out)), out.transpose(0, 2, 1, 3).reshape(batch, length, d_model),
-                 what=what.format("_merge_heads", out.shape), n_ops=0)
+    expect_close(
+        mha._merge_heads(leaf(student, out)),
+        out.transpose(0, 2, 1, 3).reshape(batch, length, d_model),
+        what=what.format("_merge_heads", out.shape),
+        n_ops=0,
+    )
