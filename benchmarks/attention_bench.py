@@ -157,10 +157,10 @@ def _products_runner(args, arrays):
             xp.matmul(S, v[..., j, :])  #          O += P V
             if mode == "fwd+bwd":
                 S = xp.matmul(q[..., i, :], kt[..., j])  # backward: S again
-                xp.matmul(xp.matrix_transpose(S), do[..., i, :])  #   dV += Pᵀ dO
-                dS = xp.matmul(do[..., i, :], vt[..., j])  #   dP = dO Vᵀ
-                xp.matmul(dS, k[..., j, :])  #   dQ += dS K
-                xp.matmul(xp.matrix_transpose(dS), q[..., i, :])  #   dK += dSᵀ Q
+                xp.matmul(xp.matrix_transpose(S), do[..., i, :])  #   the four products
+                dS = xp.matmul(do[..., i, :], vt[..., j])  #   of a tile, in the
+                xp.matmul(dS, k[..., j, :])  #   shapes of Algorithm
+                xp.matmul(xp.matrix_transpose(dS), q[..., i, :])  #   2 (task 5.2)
 
     def run(causal, mode):
         chunks = speed.batch_chunks(Q.shape[:-2], threads)

@@ -197,8 +197,14 @@ check for a NumPy scalar (``isinstance(arg, numbers.Number)`` goes through an AB
 def sum_to_shape(xp, grad, shape):
     """Undo broadcasting: sum ``grad`` over the axes that broadcasting added or stretched.
 
-    Forward ``y = broadcast(x)`` copies ``x`` along those axes, so ``dL/dx`` is the sum
-    of ``dL/dy`` over them. This is the only place in the engine that does it.
+    Forward ``y = broadcast(x)`` copies ``x`` along those axes.
+
+    .. derivation 1.3 begin
+    .. hint 1.3: an entry of x copied to several entries of y gets the gradient of each copy.
+    So ``dL/dx`` is the sum of ``dL/dy`` over them.
+    .. derivation end
+
+    This is the only place in the engine that does it.
     """
     # BEGIN SOLUTION 1.3
     if tuple(grad.shape) == tuple(shape):

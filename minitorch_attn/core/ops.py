@@ -128,8 +128,13 @@ class Sub(Broadcasting):
 
 
 class Mul(Broadcasting):
-    r"""``y = a * b`` with broadcasting.  :math:`\partial y/\partial a = b`,
-    :math:`\partial y/\partial b = a`."""
+    r"""``y = a * b`` with broadcasting.
+
+    .. derivation 1.2 begin
+    :math:`\partial y/\partial a = b`,
+    :math:`\partial y/\partial b = a`.
+    .. derivation end
+    """
 
     @staticmethod
     def forward(ctx, a, b):
@@ -150,8 +155,12 @@ class Mul(Broadcasting):
 
 class Div(Broadcasting):
     r"""``y = a / b`` with broadcasting (true division: integers give float32, as PyTorch).
+
+    .. derivation 1.2 begin
     :math:`\partial y/\partial a = 1/b`, :math:`\partial y/\partial b = -a/b^2`: the code
-    forms ``da = g / b`` and then ``db = -da · a / b``."""
+    forms ``da = g / b`` and then ``db = -da · a / b``.
+    .. derivation end
+    """
 
     true_division = True
 
@@ -182,8 +191,13 @@ class Neg(Function):
 
 
 class Pow(Function):
-    r"""``y = x ** p`` for a Python-number exponent ``p``.  :math:`dy/dx = p\,x^{p-1}`
-    (0 for ``p = 0``, also at ``x = 0``: ``x^0`` is 1 everywhere)."""
+    r"""``y = x ** p`` for a Python-number exponent ``p``.
+
+    .. derivation 1.2 begin
+    :math:`dy/dx = p\,x^{p-1}`
+    (0 for ``p = 0``, also at ``x = 0``: ``x^0`` is 1 everywhere).
+    .. derivation end
+    """
 
     @staticmethod
     def forward(ctx, x, exponent):
@@ -253,7 +267,12 @@ class Elementwise(Function):
 
 
 class Exp(Elementwise):
-    r"""``y = exp(x)``.  :math:`dy/dx = e^x = y`: the output itself."""
+    r"""``y = exp(x)``.
+
+    .. derivation 1.2 begin
+    :math:`dy/dx = e^x = y`: the output itself.
+    .. derivation end
+    """
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.exp(x))
@@ -266,7 +285,12 @@ class Exp(Elementwise):
 
 
 class Log(Elementwise):
-    r"""``y = log(x)`` (natural).  :math:`dy/dx = 1/x`."""
+    r"""``y = log(x)`` (natural).
+
+    .. derivation 1.2 begin
+    :math:`dy/dx = 1/x`.
+    .. derivation end
+    """
 
     function = staticmethod(lambda xp, x: xp.log(x))
 
@@ -278,7 +302,12 @@ class Log(Elementwise):
 
 
 class Sqrt(Elementwise):
-    r"""``y = sqrt(x)``.  :math:`dy/dx = 1/(2\sqrt{x}) = 1/(2y)`, from the output."""
+    r"""``y = sqrt(x)``.
+
+    .. derivation 1.2 begin
+    :math:`dy/dx = 1/(2\sqrt{x}) = 1/(2y)`, from the output.
+    .. derivation end
+    """
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.sqrt(x))
@@ -291,7 +320,12 @@ class Sqrt(Elementwise):
 
 
 class Tanh(Elementwise):
-    r"""``y = tanh(x)``.  :math:`dy/dx = 1 - \tanh^2 x = 1 - y^2`, from the output."""
+    r"""``y = tanh(x)``.
+
+    .. derivation 1.2 begin
+    :math:`dy/dx = 1 - \tanh^2 x = 1 - y^2`, from the output.
+    .. derivation end
+    """
 
     from_output = True
     function = staticmethod(lambda xp, x: xp.tanh(x))
@@ -362,7 +396,11 @@ class MatMul(Function):
     Shapes: ``(..., n, k) @ (..., k, m) -> (..., n, m)``; a 1-D ``a`` is a row ``(1, k)`` and
     a 1-D ``b`` a column ``(k, 1)``, the added dim removed from the result.
 
-    Backward, for ``C = A B`` (``A = a``, ``B = b``): :math:`C_{ij} = \sum_k A_{ik} B_{kj}`, so
+    Backward: ``(dA, dB)`` for ``C = A B`` (``A = a``, ``B = b``), each of its operand's shape.
+
+    .. derivation 1.5 begin
+    .. hint 1.5: write C_ij as a sum over k and differentiate one entry at a time.
+    :math:`C_{ij} = \sum_k A_{ik} B_{kj}`, so
     :math:`\partial C_{ij}/\partial A_{ik} = B_{kj}` and :math:`\partial C_{ij}/\partial B_{kj} = A_{ik}`;
     with ``dC`` the ``grad_output``:
 
@@ -371,6 +409,7 @@ class MatMul(Function):
         dA_{ik} = \sum_j dC_{ij} B_{kj} = (dC\,B^\top)_{ik},
         \qquad
         dB_{kj} = \sum_i A_{ik}\, dC_{ij} = (A^\top dC)_{kj}
+    .. derivation end
 
     Summing over broadcast batch dims is the engine's job; a 1-D operand's gradient is
     computed as that of its row (or column), summed over the batch dims and the added

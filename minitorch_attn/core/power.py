@@ -21,6 +21,8 @@ class TensorPow(Broadcasting):
 
     Backward, from :math:`y = e^{b \log a}`:
 
+    .. derivation 1.2 begin
+
     .. math::
 
         \frac{\partial y}{\partial a} = b\,a^{b-1}
@@ -28,6 +30,7 @@ class TensorPow(Broadcasting):
         \qquad
         \frac{\partial y}{\partial b} = y \log a
             \quad\text{(the exponential's rule: } \tfrac{d}{db}\,c^b = c^b \log c\text{)}
+    .. derivation end
 
     Where PyTorch defines the limits, so do we: ``dy/da = 0`` where ``b = 0`` (``a^0 = 1``
     everywhere, also at 0), and ``dy/db = 0`` where ``a = 0`` and ``b >= 0`` (``0^b`` is 0

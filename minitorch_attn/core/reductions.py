@@ -35,9 +35,14 @@ def _keepdim_shape(shape, axes):
 
 
 class Sum(Function):
-    r"""``y = Σ x`` over ``dim`` (None = all).  Backward: :math:`\partial y/\partial x_i = 1` for
+    r"""``y = Σ x`` over ``dim`` (None = all).  Backward: ``dx``, of ``x``'s shape.
+
+    .. derivation 1.4 begin
+    :math:`\partial y/\partial x_i = 1` for
     every summed element, so each receives ``grad_output`` (:math:`dx_i = g`), i.e.
-    ``grad_output`` broadcast back over the reduced axes."""
+    ``grad_output`` broadcast back over the reduced axes.
+    .. derivation end
+    """
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -55,8 +60,12 @@ class Sum(Function):
 
 
 class Mean(Function):
-    r"""``y = Σ x / n``, the mean over ``dim`` (None = all), n = count reduced.  Backward:
+    r"""``y = Σ x / n``, the mean over ``dim`` (None = all), n = count reduced.  Backward: ``dx``.
+
+    .. derivation 1.4 begin
     :math:`\partial y/\partial x_i = 1/n`, so :math:`dx_i = g/n`, ``grad_output / n`` broadcast back.
+    .. derivation end
+
     The mean of no elements is NaN, as in PyTorch (its gradient is empty, as the input)."""
 
     @staticmethod
@@ -77,8 +86,12 @@ class Mean(Function):
 
 
 class Max(Function):
-    r"""Largest value ``y`` over ``dim`` (as ``torch.amax``).  Backward: ``grad_output`` goes to the
-    position(s) of the maximum; ties share it evenly:
+    r"""Largest value ``y`` over ``dim`` (as ``torch.amax``).  Backward: ``dx``; ties share the
+    gradient evenly, and a NaN is the maximum of its row.
+
+    .. derivation 1.4 begin
+    .. hint 1.4: which elements does a small change of the maximum's position move y by?
+    ``grad_output`` goes to the position(s) of the maximum; ties share it evenly:
 
     .. math::
 
@@ -87,7 +100,9 @@ class Max(Function):
 
     (``[·]`` is 1 where it holds, else 0; the sum runs over the reduced elements). A NaN is
     the maximum of its row (the result is NaN), so the row's NaNs share its gradient, as
-    ``torch.max(x)``'s (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there)."""
+    ``torch.max(x)``'s (``torch.amax`` gives NaN to the whole row: its count of ties is 0 there).
+    .. derivation end
+    """
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False):
@@ -116,6 +131,9 @@ class Var(Function):
     r"""Variance over ``dim`` with ``correction`` (1 = unbiased, torch.var's default).
 
     Forward: m = mean(x), v = sum((x - m)^2) / (n - correction).
+
+    .. derivation 1.4 begin
+    .. hint 1.4: differentiate through m as well: what does the term through m sum to?
     Backward, with :math:`c` the correction and :math:`\partial m/\partial x_i = 1/n`; the
     term through :math:`m` sums to zero:
 
@@ -125,6 +143,7 @@ class Var(Function):
             = \frac{2\,(x_i - m)}{n - c}
 
     and :math:`dx_i = g\,\partial v/\partial x_i`.
+    .. derivation end
 
     With no degrees of freedom (``n <= correction``) PyTorch takes ``n - c`` as 0: v is
     NaN (0 / 0) for a constant row, else inf, and ``2 / (n - c)`` is inf, so the gradient
@@ -158,12 +177,14 @@ class Var(Function):
 class Std(Var):
     r"""Standard deviation ``s = sqrt(v)`` over ``dim``, ``v`` the :class:`Var` with ``correction``.
 
-    Backward, by the chain rule through the root and then :class:`Var`'s backward:
+    Backward, by the chain rule through the root and then :class:`Var`'s backward.
 
+    .. derivation 1.4 begin
     .. math::
 
         \frac{\partial s}{\partial x_i} = \frac{1}{2s}\,\frac{\partial v}{\partial x_i}
             = \frac{x_i - m}{(n - c)\,s}
+    .. derivation end
 
     At ``s = 0`` (a constant row, or one element with ``correction=0``) ``s`` has a corner,
     as ``|t|`` at 0: ``s`` is a norm of the centered row, ``‖x - m‖ / sqrt(n - c)``, and a
@@ -192,14 +213,8 @@ class Std(Var):
 
 class VarWithoutDegrees(Var):
     r""":class:`Var` where no degree of freedom is left (``n <= correction``): the same forward
-    and backward,
-
-    .. math::
-
-        dx_i = g\,(x_i - m)\,\frac{2}{n - c}, \qquad \frac{2}{n - c} = \infty,
-
-    so :math:`0 \cdot \infty` is NaN where :math:`x_i = m`, as meant: NumPy's warning about it
-    is silenced."""
+    and backward, where ``2 / (n - c)`` is infinite, so ``0 · inf`` gives NaN where the
+    gradient's factor ``x_i - m`` is 0, as meant: NumPy's warning about it is silenced."""
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -208,9 +223,8 @@ class VarWithoutDegrees(Var):
 
 
 class StdWithoutDegrees(Std):
-    r""":class:`Std` where no degree of freedom is left: the same backward,
-    :math:`dx_i = g\,(x_i - m) / ((n - c)\,s)` with :math:`n - c = 0`, NaN, without NumPy's
-    warning (as :class:`VarWithoutDegrees`)."""
+    r""":class:`Std` where no degree of freedom is left: the same backward with
+    :math:`n - c = 0`, NaN, without NumPy's warning (as :class:`VarWithoutDegrees`)."""
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -56,6 +56,7 @@ class GELU(Function):
         2. h = (1 + tanh(u)) / 2                        (Φ's stand-in, between 0 and 1)
         3. y = x h
 
+    .. derivation 1.2 begin
     Backward, each line undoing the forward line of its number (3 by the product rule;
     2 with :math:`1 - \tanh^2 = (1 - \tanh)(1 + \tanh) = (2 - 2h)(2h)`):
 
@@ -68,6 +69,7 @@ class GELU(Function):
         1.\quad \frac{du}{dx} &= a + 3b\,x^2
 
     so :math:`dy/dx = h\,\big(1 + x\,(1 - h)\,(2a + 6b\,x^2)\big)`.
+    .. derivation end
 
     Large ``|x|``: beyond ``|x| = 20``, h is 1 (x > 0) or below 2e-35 (x < 0, see
     below), and dy/dx is its limit, 1 or 0, to rounding; but ``x (1 - h) · 6b x²`` would be
@@ -181,6 +183,10 @@ class SiLU(Function):
                                           where e^-x would overflow)
         2. y = x s
 
+    Backward: ``dx``, from the upstream gradient ``g`` and what the forward saves (``x``, ``s``).
+
+    .. derivation 6.1 begin
+    .. hint 6.1: step 2 is a product of two functions of x; step 1 is the sigmoid, whose derivative Sigmoid's backward uses.
     Backward: 2 by the product rule, 1 by the sigmoid's own derivative:
 
     .. math::
@@ -190,6 +196,7 @@ class SiLU(Function):
         1.\quad \frac{ds}{dx} = s\,(1 - s)
 
     so :math:`dy/dx = s\,\big(1 + x\,(1 - s)\big)`. The backward reuses ``s`` saved by the forward.
+    .. derivation end
 
     Overflow: ``e^-x`` overflows float32 below x = -88.7. The forward caps the exponent at
     80 (e^80 is finite in float32) and, where x lies below -80, takes ``s = e^x``

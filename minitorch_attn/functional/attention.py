@@ -59,14 +59,17 @@ def _fused_weights(kernels, xp, device, q, k, scale, mask, causal_offset):
 
 
 def _scores_backward(xp, dP, P, q, k, scale, D):
-    """Backward of passes 3-1 in the GQA layout: from ``dP`` to ``(dS, dQ, dK)``.
+    """Backward of passes 3-1 in the GQA layout: from ``dP`` to ``(dS, dQ, dK)``, with ``D``
+    the softmax's row term (formed by the caller).
 
+    .. derivation 4.2 begin
     3. softmax: ``dS = P ∘ (dP - D)`` with ``D = rowsum(dP ∘ P)`` (the softmax backward of
        :class:`~minitorch_attn.functional.softmax.Softmax`, row by row); masked and
        empty-row entries have ``P = 0`` and so ``dS = 0``. This is also the gradient of
        the additive bias of 2, which adds ``S`` one to one.
     1. ``S = scale · Q Kᵀ``: ``dQ = scale · dS K``, ``dK = scale · dSᵀ Q`` summed over the
        query heads of each group.
+    .. derivation end
     """
     # BEGIN SOLUTION 4.2
     dS = P * (dP - D)  # 3
@@ -232,8 +235,11 @@ class AttentionWeights(Function):
     r"""The attention weights ``P = softmax(scale · Q Kᵀ + mask)`` of
     :class:`ScaledDotProductAttention` (its passes 0-3, no dropout), for pictures.
 
-    Backward: passes 3-0 of that class, with ``D = rowsum(dP ∘ P)`` formed from ``P``
-    itself (there is no ``O`` here); row by row, over the keys j, k of one row:
+    Backward: passes 3-0 of that class, ``(dQ, dK, dbias)``.
+
+    .. derivation 4.2 begin
+    The softmax's row term ``D = rowsum(dP ∘ P)`` is formed from ``P`` itself (there is no
+    ``O`` here); row by row, over the keys j, k of one row:
 
     .. math::
 
@@ -242,6 +248,7 @@ class AttentionWeights(Function):
         1.\quad dQ = \mathrm{scale}\cdot dS\,K,\quad dK = \mathrm{scale}\cdot dS^\top Q
 
     with ``dbias = dS`` (2) and ``dK`` summed over the G query heads of each group (0).
+    .. derivation end
     """
 
     @staticmethod

@@ -21,14 +21,19 @@ keys seen; the same holds for ``Õ``. After the last block ``m`` is the row's ma
 ``<= 1``, so nothing overflows.
 
 The forward saves only ``O`` and ``lse`` (one number per query row); the backward
-*recomputes* each tile ``P_ij = exp(S_ij - lse_i)``, which equals ``exp(S_ij - m)/ℓ``, from
-``Q``, ``K`` and ``lse`` instead of storing ``P``, then takes dense attention's backward
+*recomputes* each tile of ``P`` from ``Q``, ``K`` and ``lse`` instead of storing ``P``, then
+takes dense attention's backward
 (:class:`~minitorch_attn.functional.attention.ScaledDotProductAttention`, passes 5-1) one
-tile at a time. Every gradient there is a sum over tiles of products of tiles
+tile at a time.
+
+.. derivation 5.2 begin
+The recomputed tile is ``P_ij = exp(S_ij - lse_i)``, which equals ``exp(S_ij - m)/ℓ``.
+Every gradient of dense attention's backward is a sum over tiles of products of tiles
 (``dV = Pᵀ dO`` sums over query blocks, ``dQ = dS K`` over key blocks), so adding up the
 tiles' contributions gives the dense result. ``D = rowsum(dO ∘ O)``, the softmax's row
 term, is formed once from ``O`` and ``dO`` (why that equals ``rowsum(dP ∘ P)``, also with
 dropout, is shown there).
+.. derivation end
 
 This is FlashAttention-2 (Dao, arXiv:2307.08691): :func:`_forward_chunk` is its Algorithm
 1 and :func:`_backward_chunk` its Algorithm 2, each comment numbered after the line of the
@@ -220,7 +225,13 @@ class FlashAttention(Function):
 
     Backward: Algorithm 2 (:func:`_backward_chunk`), dense attention's backward
     (:class:`~minitorch_attn.functional.attention.ScaledDotProductAttention`) one tile at a
-    time, each line undoing the forward line it names. The weights are recomputed from
+    time, each line undoing the forward line it names; it returns ``(dQ, dK, dV, dmask)``
+    (``dmask`` None unless the mask needs a gradient), also when ``lse`` is an output.
+
+    .. derivation 5.2 begin
+    .. hint 5.2: the weights are recomputed from the saved lse, never stored: which tile of P does lse give?
+    .. hint 5.2: dense attention's backward (task 4.2) is a sum of products of tiles; the lse output adds a term of its own.
+    The weights are recomputed from
     ``lse``, never stored (line 11, forward lines 9, 12, 13 at once):
 
     .. math::
@@ -254,6 +265,7 @@ class FlashAttention(Function):
     (line 18). With dropout (keep-mask ``Z``), the dropped weights
     :math:`P_d = P \circ Z/(1-p)` take the place of ``P`` in ``dV``, and
     :math:`dP = (dO_i V_j^\top) \circ Z/(1-p)`.
+    .. derivation end
     """
 
     @staticmethod
@@ -285,12 +297,17 @@ class FlashAttention(Function):
         Q, K, V, mask_g, row_keys, O, lse = ctx.saved_tensors
         (query_shape, key_shape, value_shape) = ctx.shapes
         dO = xp.reshape(dO, O.shape)
-        # Algorithm 2, line 4: D = rowsum(dO ∘ O), the softmax backward's row term
-        # rowsum(dP ∘ P), from O and dO alone (the proof is in ScaledDotProductAttention).
-        # The lse output adds its own term: d lse_i / d S_ij = P_ij (it undoes forward
-        # line 13), so an upstream dlse_i adds dlse_i P_ij to dS_ij = P_ij (dP_ij - D_i),
-        # which is the same as subtracting dlse_i from D_i.
+        # Algorithm 2, line 4: D, the softmax backward's row term, from O, dO and dlse
+        # .. derivation 5.2 begin
+        # D = rowsum(dO ∘ O), the softmax backward's row term rowsum(dP ∘ P), from O and
+        # dO alone (the proof is in ScaledDotProductAttention). The lse output adds its
+        # own term: d lse_i / d S_ij = P_ij (it undoes forward line 13), so an upstream
+        # dlse_i adds dlse_i P_ij to dS_ij = P_ij (dP_ij - D_i), which is the same as
+        # subtracting dlse_i from D_i.
+        # .. derivation end
+        # BEGIN SOLUTION 5.2
         D = xp.sum(dO * O, axis=-1, keepdims=True) - xp.reshape(dlse, lse.shape)
+        # END SOLUTION
         mask_needs_grad = ctx.needs_input_grad[3]
         chunks = batch_chunks(Q.shape[:-3], plan.threads)
         results = run_on_threads(
@@ -308,7 +325,7 @@ class FlashAttention(Function):
             ],
         )
         dQ, dK, dV = (join(xp, [r[n] for r in results], chunks) for n in range(3))
-        dQ = dQ * plan.scale  # S = (scale Q) Kᵀ  =>  dQ = scale dS K  (the scale was left out of the loop)
+        dQ = dQ * plan.scale  # S = (scale Q) Kᵀ: the scale was left out of the loop
         dmask = None
         if mask_needs_grad:
             parts = [r[3] for r in results]

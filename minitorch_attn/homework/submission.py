@@ -72,17 +72,19 @@ class Submission:
         The grader keeps only the regions, so this code is not graded: the student is told
         (:func:`ungraded_notice`)."""
         stubbed = tree.tasks_of(number) | tree.tasks_of(number, later=True)
+        hints = {t["id"]: t.get("hints", []) for a in tree.manifest["assignments"] for t in a["tasks"]}
         found = {}
         for rel, (where, text) in sorted(self.texts.items()):
             if rel in self.problems or not any(r.task in tree.tasks_of(number) for r in tree.regions[rel]):
                 continue
             handed_out = markers.strip_solutions((tree.root / rel).read_text(), rel, stubbed, tree.titles)
             with contextlib.suppress(markers.MarkerError, derive.DerivationMarkerError):
-                # handed out in the guided mode or the derive mode (docstrings differ, code does not)
+                # handed out in the guided mode or the derive mode (docstrings differ, code does not;
+                # the derive mode adds the manifest's hints, as homework make does)
                 lines = min(
                     (
                         markers.ungraded_lines(text, mode, rel)
-                        for mode in (derive.show(handed_out, rel), derive.hide(handed_out, stubbed, rel))
+                        for mode in (derive.show(handed_out, rel), derive.hide(handed_out, stubbed, rel, hints))
                     ),
                     key=len,
                 )

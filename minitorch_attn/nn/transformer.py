@@ -37,7 +37,7 @@ class SwiGLU(Module):
     (:func:`swiglu_width`). Shapes: ``(..., d_model) -> (..., d_model)``.
 
     Forward, and the backward that autograd composes from the hand-written ones of the
-    linear maps, silu and the product (``g`` the upstream gradient, ``σ = sigmoid(a)``;
+    linear maps, silu and the product (``g`` the upstream gradient;
     the weight gradients sum over every row of ``...``)::
 
         1. a = w1 x,  b = w3 x             (..., d_ff): the gate and the value
@@ -45,7 +45,7 @@ class SwiGLU(Module):
         3. y = w2 h                         (..., d_model)
 
         3. dh = g w2,  dw2 = gᵀ h
-        2. da = dh * b * σ (1 + a (1 - σ)),  db = dh * silu(a)    (product rule; silu's derivative)
+        2. da = dh * b * silu'(a),  db = dh * silu(a)     (product rule; silu's derivative, task 6.1)
         1. dx = da w1 + db w3,  dw1 = daᵀ x,  dw3 = dbᵀ x         (x feeds both: the two add up)
     """
 

@@ -143,7 +143,7 @@ RECORDS = register(
                     "silu (large |x|, inf)", lambda d: [d.values([-800.0, -40.0, 40.0, 800.0, np.inf])], edges=NONFINITE
                 ),
             ),
-            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x), d/dx = σ(x) (1 + x (1 - σ(x)))",
+            "Elfwing et al. 2018 (arXiv:1702.03118, eq. 4): x σ(x)",
             ref=np_silu,
             torch_ref=lambda torch, x: torch.nn.functional.silu(x),
             ref_backward=np_silu_backward,

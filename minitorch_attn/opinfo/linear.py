@@ -50,7 +50,7 @@ RECORDS = register(
                 Sample("linear (0 out-features)", lambda d: [d.randn(3, 4), d.randn(0, 4), d.randn(0)], edges=EMPTY),
                 Sample("linear (empty batch)", lambda d: [d.randn(0, 4), d.randn(2, 4), d.randn(2)], edges=EMPTY),
             ),
-            "y = x Wᵀ + b: dx = g W, dW = gᵀ x (summed over the batch), db = Σ g",
+            "y = x Wᵀ + b: dx and dW by the matmul rule (task 1.5, summed over the batch), db = Σ g",
             ref=np_linear,
             ref_backward=BY_LINEARITY,
             torch_ref=lambda torch, x, w, b=None: torch.nn.functional.linear(x, w, b),
@@ -64,7 +64,7 @@ RECORDS = register(
                 torch_differs=TORCH_KEEPS_INTS,
             ),
             forward="y = x Wᵀ + b",
-            backward="dx = g W, dW = Σ gᵀ x, db = Σ g",
+            backward="dx, dW as matmul's (task 1.5), db = Σ g",
         ),
         OpInfo(
             "embedding",

@@ -66,15 +66,15 @@ def np_var_backward(grads, x, dim=None, keepdim=False, correction=1):
     return [2 * (x - x.mean(axis=axes, keepdims=True)) * g / (n - correction)]
 
 
-# END REFERENCE
-
-
 def np_std_backward(grads, x, dim=None, keepdim=False, correction=1):
-    """dx = (x - mean) g / ((n - c) std)."""
+    """dx = (x - mean) g / ((n - c) std): it gives var's (held back with it)."""
     g, axes = _upstream(grads[0], x, dim, keepdim)
     n = int(np.prod([np.shape(x)[a] for a in axes]))
     std = np.std(x, axis=axes, keepdims=True, ddof=correction)
     return [(x - x.mean(axis=axes, keepdims=True)) * g / ((n - correction) * std)]
+
+
+# END REFERENCE
 
 
 def torch_amin(torch, x, dim=None, keepdim=False):
@@ -103,6 +103,7 @@ BACKWARD_SUM = "dx = broadcast(g)"
 BACKWARD_MEAN = "dx = broadcast(g) / n"
 BACKWARD_MAX = "dx = broadcast(g) [x = y] / (number of ties)"
 BACKWARD_VAR = "dx = 2 (x - mean) broadcast(g) / (n - c)"
+BACKWARD_STD = "dx = (x - mean) broadcast(g) / ((n - c) y)"  # gives var's
 # END REFERENCE
 
 
@@ -127,7 +128,7 @@ RECORDS = register(
                 Sample("sum (one element)", lambda d: [d.randn(4, 1)], kwargs=dict(dim=-1), edges=ONE),
                 Sample("sum (0-d)", lambda d: [d.randn()], edges=SCALAR),
             ),
-            "every summed element receives the upstream gradient: dx = broadcast(g)",
+            "the sum over dim (task 1.4)",
             ref=np_sum,
             ref_backward=BY_LINEARITY,
             torch_ref=lambda torch, x, dim=None, keepdim=False: x.sum() if dim is None else x.sum(dim, keepdim),
@@ -153,7 +154,7 @@ RECORDS = register(
                 Sample("mean (one element)", lambda d: [d.randn(1, 3)], kwargs=dict(dim=0), edges=ONE),
                 Sample("mean (0-d)", lambda d: [d.randn()], edges=SCALAR),
             ),
-            "mean = sum / n, so dx = broadcast(g) / n",
+            "mean = sum / n (task 1.4)",
             ref=np_mean,
             ref_backward=BY_LINEARITY,
             torch_ref=lambda torch, x, dim=None, keepdim=False: x.mean() if dim is None else x.mean(dim, keepdim),
@@ -213,7 +214,7 @@ RECORDS = register(
                     "var (one element, biased)", lambda d: [d.randn(3, 1)], kwargs=dict(dim=1, correction=0), edges=ONE
                 ),
             ),
-            "var = Σ(x - mean)² / (n - c), so dx = 2 (x - mean) g / (n - c) (the mean's own term sums to 0)",
+            "var = Σ(x - mean)² / (n - c) (task 1.4)",
             ref=np_var,
             ref_backward=np_var_backward,
             torch_ref=torch_var,
@@ -254,7 +255,7 @@ RECORDS = register(
                 lambda x: mt.min(x, dim=-1), lambda torch, x: torch.amin(x, dim=-1), nan_gradient_differs=MAX_AT_NAN
             ),
             forward="y = min_dim x = -max_dim(-x)",
-            backward="dx = broadcast(g) [x = y] / (number of ties)",
+            backward="as max's, of -x",
         ),
         OpInfo(
             "std",
@@ -272,7 +273,7 @@ RECORDS = register(
                 Sample("std (all)", lambda d: [d.randn(3, 4)]),
                 Sample("std (empty batch)", lambda d: [d.randn(0, 4)], kwargs=dict(dim=1), edges=EMPTY),
             ),
-            "std = sqrt(var): dx = g (x - mean) / ((n - c) std), by the chain rule through var and sqrt",
+            "std = sqrt(var), by the chain rule through var and sqrt",
             ref=lambda x, dim=None, keepdim=False, correction=1: np.std(
                 x, axis=_axes(dim), keepdims=keepdim, ddof=correction
             ),
@@ -281,7 +282,7 @@ RECORDS = register(
             task=None,
             one_input=OneInput(mt.std, lambda torch, x: torch.std(x), of_ints="TypeError"),
             forward="y = √var(x)",
-            backward="dx = (x - mean) broadcast(g) / ((n - c) y)",
+            backward=BACKWARD_STD,
         ),
     ],
 )
