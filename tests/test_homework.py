@@ -224,7 +224,6 @@ def test_derive_mode_hides_the_derivations_of_the_tasks_handed_out(tmp_path):
     assert "handed in, 1 line(s) written" in notes["3.1"] and "not handed in" in notes["3.2"]
 
 
-
 @pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6])
 def test_every_assignment_s_derive_mode_tree_gives_no_backward_formula(tmp_path, number):
     """Each assignment's derive-mode tree is made (make raises where a fingerprint of
@@ -232,6 +231,7 @@ def test_every_assignment_s_derive_mode_tree_gives_no_backward_formula(tmp_path,
     the derivation of its backward tasks, and the tree as handed out, the manifest's hints
     included, is read back with no code outside the regions."""
     from minitorch_attn.homework import derive
+
     fingerprints = derive.fingerprints(ROOT)
     assert {"1.2", "1.3", "1.4", "1.5", "2.1", "2.2", "2.3", "3.1", "3.2", "4.2", "5.2", "6.1"} <= set(fingerprints)
     make(tmp_path / "derive", number, hide_derivations=True)
@@ -239,6 +239,7 @@ def test_every_assignment_s_derive_mode_tree_gives_no_backward_formula(tmp_path,
     text = "".join(p.read_text() for p in (tmp_path / "derive" / "minitorch_attn").rglob("*.py"))
     assert all(f"Derive this backward yourself (task {t})" in text for t in tasks if t in fingerprints)
     assert not Submission.from_path(tmp_path / "derive", TREE).ungraded(TREE, number)
+
 
 # ---- reading a submission and splicing it --------------------------------------------------------
 def test_student_code_runs_in_the_student_s_own_tree():

@@ -186,7 +186,7 @@ class SiLU(Function):
     Backward: ``dx``, from the upstream gradient ``g`` and what the forward saves (``x``, ``s``).
 
     .. derivation 6.1 begin
-    .. hint 6.1: step 2 is a product of two functions of x; step 1 is the sigmoid, whose derivative Sigmoid's backward uses.
+    .. hint 6.1: step 2 is a product of two functions of x; step 1 is the sigmoid (see Sigmoid's backward).
     Backward: 2 by the product rule, 1 by the sigmoid's own derivative:
 
     .. math::

@@ -230,7 +230,7 @@ class FlashAttention(Function):
 
     .. derivation 5.2 begin
     .. hint 5.2: the weights are recomputed from the saved lse, never stored: which tile of P does lse give?
-    .. hint 5.2: dense attention's backward (task 4.2) is a sum of products of tiles; the lse output adds a term of its own.
+    .. hint 5.2: dense attention's backward (task 4.2) as sums of products of tiles; lse adds a term of its own.
     The weights are recomputed from
     ``lse``, never stored (line 11, forward lines 9, 12, 13 at once):
 

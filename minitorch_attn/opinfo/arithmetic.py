@@ -150,7 +150,7 @@ BACKWARD_EXP = "dx = g y"
 BACKWARD_LOG = "dx = g / x"
 BACKWARD_SQRT = "dx = g / (2 y)"
 BACKWARD_TANH = "dx = g (1 - y²)"
-BACKWARD_TENSOR_POW = "da = g b a^(b-1), db = g y log a (0 where a = 0 <= b)"   # gives pow's
+BACKWARD_TENSOR_POW = "da = g b a^(b-1), db = g y log a (0 where a = 0 <= b)"  # gives pow's
 # END REFERENCE
 
 

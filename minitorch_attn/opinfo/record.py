@@ -159,8 +159,9 @@ class Sample:
         for extreme logits, one per unit of logit spread (the condition number of exp at
         ``s - max`` is ``|s - max|``, at most twice the extreme value) in the forward, and
         twice that in the backward, where the softmax's output enters twice (through the
-        product with ``P`` and through the row term ``D``) and its two errors add. With one count for both, the exact float64 reference gradient of
-        attention's keys failed at one seed in 300 (an error of 2,200 roundings)."""
+        product with ``P`` and through the row term ``D``) and its two errors add. With one
+        count for both, the exact float64 reference gradient of attention's keys failed at one
+        seed in 300 (an error of 2,200 roundings)."""
         n_ops = self.n_ops if self.n_ops is not None else record.n_ops
         if "extreme" in self.edges:
             return n_ops + (4 if backward else 2) * int(Inputs.EXTREME[dtype])
