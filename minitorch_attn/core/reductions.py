@@ -213,8 +213,9 @@ class Std(Var):
 
 class VarWithoutDegrees(Var):
     r""":class:`Var` where no degree of freedom is left (``n <= correction``): the same forward
-    and backward, where ``2 / (n - c)`` is infinite, so ``0 · inf`` gives NaN where the
-    gradient's factor ``x_i - m`` is 0, as meant: NumPy's warning about it is silenced."""
+    and backward, where the scale :math:`1 / (n - c)` is infinite, so ``0 · inf`` gives NaN
+    where the gradient's factor :math:`x_i - m` is 0, as meant: NumPy's warning about it is
+    silenced."""
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -13,7 +13,7 @@ twin               of                                           plain -> fused
 silu_sigmoid       ``SiLU.forward``'s ``s = σ(x)``              4.80 -> 2.41 ms
 attention_weights  ``_attention_weights``: passes 1-3 of        9.99 -> 9.25 ms
                    ``ScaledDotProductAttention``
-adam_steps_        ``Adam._update``'s steps 1-4                 3.99 -> 3.71 ms
+``adam_steps_``    ``Adam._update``'s steps 1-4                 3.99 -> 3.71 ms
 =================  ===========================================  ==================
 
 (one core, float32, ``python benchmarks/fused_bench.py``: forward + backward of the
