@@ -260,16 +260,22 @@ def weight_names(options):
     return gpt2_names(options) if options["pos_encoding"] == "learned" else llama_names(options)
 
 
+def _safe_open():
+    """The safetensors library's ``safe_open`` (it reads without unpickling), or an ImportError
+    that says how to install it."""
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        raise ImportError('reading Hugging Face folders needs safetensors: pip install -e ".[hf]"') from None
+    return safe_open
+
+
 class _Weights:
     """The tensors of a folder's safetensors file(s), by name, read one at a time (so a
     model's weights are in memory once, not twice, while it loads)."""
 
     def __init__(self, folder):
-        try:
-            from safetensors import safe_open
-        except ImportError:
-            raise ImportError('reading Hugging Face folders needs safetensors: pip install -e ".[hf]"') from None
-        self.safe_open = safe_open
+        self.safe_open = _safe_open()
         self.files = _weight_files(folder)  # {name: file}
         self.names = set(self.files)
 
@@ -335,10 +341,8 @@ def _weight_files(folder):
 
 def _names_in(path):
     """The tensor names of the safetensors file ``path``; a ValueError if it is not one."""
-    from safetensors import safe_open
-
     try:
-        with safe_open(path, framework="numpy") as f:
+        with _safe_open()(path, framework="numpy") as f:
             return list(f.keys())
     except Exception as error:  # the library's SafetensorError (a header it cannot read), OSError
         raise ValueError(f"{path!r} is not a readable safetensors file: {error}") from None
