@@ -297,7 +297,12 @@ def test_export_is_atomic_and_keeps_an_earlier_folder(tmp_path, rng):
     (tmp_path / "out" / "mine.txt").write_text("keep me")
     with pytest.raises(ValueError, match="already exists.*--overwrite"):
         hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out")
-    assert os.listdir(tmp_path / "out") == ["mine.txt"]
+    with pytest.raises(ValueError, match="not a folder that an export wrote .it holds mine.txt"):
+        hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out", overwrite=True)
+    assert os.listdir(tmp_path / "out") == ["mine.txt"]  # --overwrite replaces an earlier export only
+    (tmp_path / "out" / "mine.txt").unlink()
+    os.rmdir(tmp_path / "out")
+    hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out")
     hf_export.export_transformers(tmp_path / "c.npz", tmp_path / "out", overwrite=True)
     assert sorted(os.listdir(tmp_path / "out")) == [
         "config.json",
@@ -355,3 +360,39 @@ def test_skip_init_draws_nothing_and_starts_at_zeros():
     for name, p in model.named_parameters():
         assert np.all(p.numpy() == (1.0 if name in norms else 0.0)), name
     assert nn.GPT(20, d_model=16, num_heads=2, num_layers=1, max_seq_len=8).lm_head.weight.numpy().std() > 0.01
+
+
+def test_an_index_naming_shards_outside_the_folder_or_not_by_name_is_refused(tmp_path):
+    # a shard is a file of the folder itself: "../x", an absolute path or a number is refused
+    # by name, before anything is read
+    import json
+
+    from minitorch_attn.nn.pretrained import _weight_files
+
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes(b"")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for shard in ["../outside.safetensors", str(outside), 5]:
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": shard}}))
+        with pytest.raises(ValueError, match="not file names in the folder"):
+            _weight_files(str(folder))
+
+
+def test_overwrite_replaces_an_earlier_export_and_nothing_else(tmp_path, monkeypatch):
+    # a mistyped --out with --overwrite ("", ".", "..", a project folder, a file) must not be removed
+    from minitorch_attn.app.hf_export import write_folder
+
+    files = {"config.json": b"{}", "model.safetensors": b"x"}
+    earlier = write_folder(tmp_path / "export", files)
+    assert write_folder(earlier, {**files, "config.json": b"{ }"}, overwrite=True) == earlier
+    project = tmp_path / "project"
+    (project / "child").mkdir(parents=True)
+    (project / "notes.txt").write_text("mine")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    monkeypatch.chdir(project / "child")
+    for out in ["", ".", "..", str(project), str(a_file)]:
+        with pytest.raises(ValueError, match="not a folder that an export wrote"):
+            write_folder(out, files, overwrite=True)
+    assert (project / "notes.txt").read_text() == "mine" and a_file.read_text() == "mine"

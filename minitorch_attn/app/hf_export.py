@@ -198,7 +198,9 @@ def write_folder(out, files, overwrite=False):
     ``overwrite``, is moved aside first and removed after).
 
     Raises:
-        ValueError: if ``out`` exists and ``overwrite`` is False, or its parent folder does not exist.
+        ValueError: if ``out`` exists and ``overwrite`` is False, if it exists and is not a
+            folder an export wrote (``overwrite`` replaces nothing else), or its parent folder
+            does not exist.
     """
     out = os.path.abspath(os.fspath(out))
     parent = os.path.dirname(out)
@@ -206,6 +208,8 @@ def write_folder(out, files, overwrite=False):
         raise ValueError(f"cannot export to {out!r}: the folder {parent!r} does not exist")
     if os.path.exists(out) and not overwrite:
         raise ValueError(f"{out} already exists; give another --out, or replace it with --overwrite")
+    if os.path.exists(out):
+        _check_an_earlier_export(out, files)
     temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}-", dir=parent)
     try:
         for name, content in files.items():
@@ -225,6 +229,22 @@ def write_folder(out, files, overwrite=False):
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+def _check_an_earlier_export(out, files):
+    """``--overwrite`` replaces an earlier export, never anything else: ``out`` must be a folder
+    that holds a ``config.json`` and only files an export writes (``files``' names), so that a
+    mistyped ``--out`` (``.``, ``..``, a project folder, a file) is refused instead of removed."""
+    if not os.path.isdir(out) or os.path.islink(out):
+        raise ValueError(f"{out} is not a folder that an export wrote: --overwrite replaces only an earlier export")
+    held = set(os.listdir(out))
+    others = sorted(held - set(files))
+    if "config.json" not in held or others:
+        what = f"it holds {', '.join(others[:3])}" if others else "it has no config.json"
+        raise ValueError(
+            f"{out} is not a folder that an export wrote ({what}): --overwrite replaces only an "
+            f"earlier export; give another --out"
+        )
 
 
 def _umask():

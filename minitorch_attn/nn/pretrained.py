@@ -327,8 +327,12 @@ def _weight_files(folder):
         weight_map = None
     if not isinstance(weight_map, dict):
         raise ValueError(f"{index!r} has no 'weight_map' object")
+    shards = set(weight_map.values())
+    odd = [s for s in shards if not isinstance(s, str) or os.path.basename(s) != s or s in ("", ".", "..")]
+    if odd:  # a shard is a file of the folder itself: no path, nothing outside it
+        raise ValueError(f"{index!r} names shards that are not file names in the folder: {odd[:3]!r}")
     files = {}
-    for shard in sorted(set(weight_map.values())):
+    for shard in sorted(shards):
         path = os.path.join(folder, shard)
         if not os.path.isfile(path):
             raise ValueError(f"{index!r} names the shard {shard!r}, which is not in the folder")
