@@ -396,3 +396,17 @@ def test_overwrite_replaces_an_earlier_export_and_nothing_else(tmp_path, monkeyp
         with pytest.raises(ValueError, match="not a folder that an export wrote"):
             write_folder(out, files, overwrite=True)
     assert (project / "notes.txt").read_text() == "mine" and a_file.read_text() == "mine"
+
+
+@pytest.mark.parametrize("key, value", [("vocab_size", 10**12), ("n_positions", 10**12), ("n_layer", 10**9)])
+def test_sizes_the_weights_cannot_hold_are_refused_before_anything_is_built(tmp_path, key, value):
+    # a mistyped size allocated terabytes (MemoryError) or listed a billion layers (a hang)
+    import json
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=11, n_positions=16)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    settings = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**settings, key: value}))
+    with pytest.raises(ValueError, match="describes a model of at least .* parameters, but the folder's weights hold"):
+        nn.GPT.from_pretrained(tmp_path)

@@ -41,6 +41,7 @@ command that converts it. Features we do not have are refused by name (:func:`ch
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy
@@ -279,6 +280,14 @@ class _Weights:
         self.files = _weight_files(folder)  # {name: file}
         self.names = set(self.files)
 
+    def numbers(self):
+        """How many numbers the tensors hold in all, read from the files' headers."""
+        total = 0
+        for path in set(self.files.values()):
+            with self.safe_open(path, framework="numpy") as f:
+                total += sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())
+        return total
+
     def get(self, name):
         """Tensor ``name`` as a float32 NumPy array."""
         with self.safe_open(self.files[name], framework="numpy") as f:
@@ -360,6 +369,27 @@ def _their_name(name, present):
     return name[len("transformer.") :]
 
 
+def _check_sizes_against_the_weights(folder, options, weights):
+    """Refuse a config.json whose sizes ask for more numbers than the folder's weights hold,
+    before anything is built (a mistyped ``vocab_size`` of 1e12 would allocate terabytes, an
+    ``n_layer`` of 1e9 would list a billion layers). The count is a lower bound of the
+    parameters: the embedding, the learned positions, and per block two d x d projections
+    and two d x d_ff maps."""
+    sizes = [options[k] for k in ("vocab_size", "d_model", "num_layers", "d_ff", "max_seq_len")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes):
+        return  # the model's own checks name the bad entry
+    vocab, d, layers, d_ff, positions = sizes
+    at_least = vocab * d + (positions * d if options["pos_encoding"] == "learned" else 0)
+    at_least += layers * (2 * d * d + 2 * d * d_ff)
+    held = weights.numbers()
+    if at_least > held:
+        raise ValueError(
+            f"{os.path.join(folder, 'config.json')!r} describes a model of at least {at_least:,} "
+            f"parameters, but the folder's weights hold {held:,} numbers: check its sizes "
+            f"(vocab_size, hidden size, layers, positions)"
+        )
+
+
 def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
     """``cls(**options)`` with the weights of the Hugging Face folder ``folder``; the body
     of :meth:`GPT.from_pretrained <minitorch_attn.nn.GPT.from_pretrained>`.
@@ -374,6 +404,7 @@ def load_pretrained(cls, folder, device="cpu", attn_impl="naive"):
     config = read_config(folder)
     options = gpt_options(config)
     weights = _Weights(folder)
+    _check_sizes_against_the_weights(folder, options, weights)
     table = [(_their_name(hf, weights.names), ours, transposed) for hf, ours, transposed in weight_names(options)]
     wanted = {hf for hf, _, _ in table}
     ignored = {n for n in weights.names if n.endswith(_BUFFERS)}
